@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 OR GPL-2.0-only */
+/*
+ * The shared task table: the one memory layout that the bthread runtime writes
+ * and that the in-process tracer, the BPF capture program and stb-bpf-loader
+ * read. It lives in a BPF array map (BPF_F_MMAPABLE) or in a memfd with the
+ * identical layout. Included by user-space C and by BPF C (after vmlinux.h).
+ */
+#ifndef STB_STB_ABI_H
+#define STB_STB_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/*
+ * Layout (all integers little-endian, x86_64):
+ *
+ *   The table is an array of STB_ABI_ENTRY_SIZE-byte entries; as a BPF map it
+ *   is BPF_MAP_TYPE_ARRAY, key_size 4, value_size STB_ABI_ENTRY_SIZE,
+ *   max_entries STB_ABI_TASK_BASE + task_capacity, and element i of the map
+ *   is entry i of the table.
+ *
+ *   entry 0                         struct stb_abi_header
+ *   entries 1 .. 31                 reserved (zero)
+ *   entry STB_ABI_WORKER_BASE + w   struct stb_abi_worker for worker w
+ *   entry STB_ABI_TASK_BASE + s     struct stb_abi_task for task slot s
+ *
+ *   A bthread_t is (version << 32) | slot. Slots below task_capacity are
+ *   published here; a task whose slot is >= task_capacity keeps the same
+ *   struct stb_abi_task in private memory and is untraceable from outside.
+ *
+ * Task word (stb_abi_task.word): bits 0..7 state (enum stb_task_state),
+ * bits 32..63 run sequence number, incremented every time the task enters
+ * STB_TASK_ABOUT_TO_RUN.
+ *
+ * Trace word (stb_abi_task.trace): 0 when nobody traces the task, otherwise
+ * (lease deadline >> STB_ABI_LEASE_SHIFT) << 16 | tracer id (16 bits, never 0).
+ * The deadline is CLOCK_MONOTONIC nanoseconds.
+ *
+ * Invariants:
+ * - The runtime is the only writer of every field except stb_abi_task.trace.
+ *   It writes word with a plain release store (one atomic operation per state
+ *   change, no read-modify-write) and checks trace with a plain load at the
+ *   two gates: before READY -> ABOUT_TO_RUN and before RUNNING -> SUSPENDING.
+ *   If trace is non-zero the task waits there until trace is 0 again or the
+ *   lease deadline has passed; then it clears trace with a CAS (the lease is
+ *   broken) and counts the give-up in header.gate_giveups.
+ * - Tracers (in-process, loader) acquire a task by CAS of trace from 0 to
+ *   their lease word, and release it by CAS back to 0. They never write any
+ *   other field of a task entry.
+ * - sp/ip/bp are written by the context switch while the task leaves the CPU
+ *   (state SUSPENDING); they are valid when state is READY, SUSPENDED or
+ *   ABOUT_TO_RUN, and the stack bytes from sp to stack_hi are stable while the
+ *   state is READY or SUSPENDED and seq does not change. A tracer validates a
+ *   stack copy by reading word before and after the copy: same seq and a
+ *   stable state both times means the copy is consistent.
+ * - id is written while the state is CREATED and stays until DESTROYED; a slot
+ *   in state UNUSED or DESTROYED may be reused for a new id at any time.
+ * - stack_lo/stack_hi are valid from ABOUT_TO_RUN of the first run until
+ *   DESTROYED.
+ * - worker/tid are valid while the state is RUNNING (for a registered pthread:
+ *   always).
+ * - A worker entry's current is written by that worker before the task it
+ *   names enters RUNNING, and reset to 0 after the task left RUNNING.
+ * - header.magic is written last at creation; a reader that sees the magic
+ *   and STB_ABI_VERSION may trust the rest of the header.
+ */
+
+#define STB_ABI_MAGIC          0x314b534154425453ULL /* "STBTASK1" */
+#define STB_ABI_VERSION        1u
+#define STB_ABI_ENTRY_SIZE     128u
+#define STB_ABI_HEADER_ENTRIES 32u   /* the header region is one 4 KiB page */
+#define STB_ABI_MAX_WORKERS    256u
+#define STB_ABI_WORKER_BASE    STB_ABI_HEADER_ENTRIES
+#define STB_ABI_TASK_BASE      (STB_ABI_WORKER_BASE + STB_ABI_MAX_WORKERS)
+#define STB_ABI_NAME_LEN       40u
+#define STB_ABI_LEASE_SHIFT    10u   /* lease deadline unit: 1024 ns */
+#define STB_ABI_DEFAULT_CAPACITY 65536u
+#define STB_ABI_MAX_CAPACITY   (1u << 22)
+/* Name of the BPF map and of the memfd that hold the table. */
+#define STB_ABI_TABLE_NAME     "stb_tasks"
+
+#define STB_ABI_SLOT(id)       ((__u32)((id) & 0xffffffffu))
+#define STB_ABI_STATE(word)    ((__u32)((word) & 0xffu))
+#define STB_ABI_SEQ(word)      ((__u32)((word) >> 32))
+
+/* Where the table lives. */
+enum stb_abi_backing {
+	STB_ABI_BACKING_BPF_MAP = 1,
+	STB_ABI_BACKING_MEMFD = 2,
+};
+
+enum stb_task_state {
+	STB_TASK_UNUSED = 0,          /* slot never used */
+	STB_TASK_CREATED = 1,         /* id allocated, not queued yet */
+	STB_TASK_READY_NO_STACK = 2,  /* queued, never ran, no stack yet */
+	STB_TASK_READY = 3,           /* queued, context saved */
+	STB_TASK_ABOUT_TO_RUN = 4,    /* a worker is switching to it */
+	STB_TASK_RUNNING = 5,         /* on a worker */
+	STB_TASK_SUSPENDING = 6,      /* a worker is switching away from it */
+	STB_TASK_SUSPENDED = 7,       /* blocked, context saved */
+	STB_TASK_DESTROYED = 8,       /* finished; stack released */
+	STB_TASK_NSTATES = 9,
+};
+
+/* stb_abi_task.flags */
+#define STB_ABI_TASK_F_PTHREAD      0x1u /* a registered pthread, not a bthread */
+#define STB_ABI_TASK_F_WORKER_STACK 0x2u /* a bthread running on its worker's stack */
+
+/* stb_abi_worker.state */
+enum stb_worker_state {
+	STB_WORKER_STOPPED = 0,
+	STB_WORKER_SCHEDULING = 1, /* in the scheduler loop, no task */
+	STB_WORKER_RUNNING = 2,    /* running the task named by current */
+	STB_WORKER_PARKED = 3,     /* asleep waiting for work */
+};
+
+/* stb_abi_header.flags */
+#define STB_ABI_F_TRACER 0x1u /* runtime built with tracer support */
+
+struct stb_abi_header {
+	__u64 magic;            /* STB_ABI_MAGIC, written last */
+	__u32 abi_version;      /* STB_ABI_VERSION */
+	__u32 entry_size;       /* STB_ABI_ENTRY_SIZE */
+	__u32 header_entries;   /* STB_ABI_HEADER_ENTRIES */
+	__u32 max_workers;      /* STB_ABI_MAX_WORKERS */
+	__u32 task_capacity;    /* task slots published in this table */
+	__u32 nworkers;         /* workers started so far */
+	__u32 pid;              /* owner process (getpid() at creation) */
+	__u32 backing;          /* enum stb_abi_backing */
+	__u64 table_addr;       /* address of the table in the owner process */
+	__u64 table_size;       /* bytes */
+	__u32 trace_signal;     /* signal used by in-process signal mode */
+	__u32 flags;            /* STB_ABI_F_* */
+	__u64 slot_hwm;         /* task slots ever used: scan [0, slot_hwm) */
+	__u64 untraceable;      /* tasks created beyond task_capacity */
+	__u64 gate_waits;       /* times a task waited at a gate */
+	__u64 gate_wait_ns;     /* total time spent waiting at gates */
+	__u64 gate_giveups;     /* leases the runtime broke after their deadline */
+	__u64 created_ns;       /* CLOCK_MONOTONIC at table creation */
+	__u8 reserved[128 - 112];
+};
+
+struct stb_abi_worker {
+	__u64 current;          /* bthread_t running here, 0 when none */
+	__u32 tid;              /* kernel thread id of the worker */
+	__u32 state;            /* enum stb_worker_state */
+	__u64 switches;         /* context switches done by this worker */
+	__u8 reserved[128 - 24];
+};
+
+struct stb_abi_task {
+	__u64 id;               /* bthread_t of the occupant */
+	__u64 word;             /* seq << 32 | state */
+	__u64 trace;            /* tracer lease word, see above */
+	__u64 sp;               /* saved stack pointer (after return) */
+	__u64 ip;               /* saved instruction pointer */
+	__u64 bp;               /* saved frame pointer */
+	__u64 stack_lo;         /* lowest usable stack address */
+	__u64 stack_hi;         /* one past the highest stack address */
+	__u64 since_ns;         /* CLOCK_MONOTONIC_COARSE when it last blocked */
+	__u32 worker;           /* worker index while RUNNING */
+	__u32 tid;              /* kernel tid while RUNNING */
+	__u32 flags;            /* STB_ABI_TASK_F_* */
+	__u32 reserved;
+	char name[STB_ABI_NAME_LEN]; /* NUL-terminated task name */
+};
+
+/*
+ * The context switch saves, below the published sp, this frame (offsets from
+ * the sp it stores in stb_abi_task.sp minus STB_ABI_SWITCH_FRAME):
+ *   +0  mxcsr (4 bytes), x87 control word (2 bytes), 2 bytes padding
+ *   +8  r15  +16 r14  +24 r13  +32 r12  +40 rbx  +48 rbp  +56 return address
+ * The published sp is the value rsp has after the switch function returns,
+ * so a reader finds rbx at sp - 24, r12 at sp - 32, ..., r15 at sp - 56.
+ */
+#define STB_ABI_SWITCH_FRAME   64
+#define STB_ABI_SAVED_RBP      (-16)
+#define STB_ABI_SAVED_RBX      (-24)
+#define STB_ABI_SAVED_R12      (-32)
+#define STB_ABI_SAVED_R13      (-40)
+#define STB_ABI_SAVED_R14      (-48)
+#define STB_ABI_SAVED_R15      (-56)
+
+#define STB_ABI_ASSERT_(c, m) _Static_assert(c, m)
+STB_ABI_ASSERT_(sizeof(struct stb_abi_header) == STB_ABI_ENTRY_SIZE, "header is one entry");
+STB_ABI_ASSERT_(sizeof(struct stb_abi_worker) == STB_ABI_ENTRY_SIZE, "worker is one entry");
+STB_ABI_ASSERT_(sizeof(struct stb_abi_task) == STB_ABI_ENTRY_SIZE, "task is one entry");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, slot_hwm) == 64, "header layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, created_ns) == 104, "header layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, word) == 8, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, trace) == 16, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, sp) == 24, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, ip) == 32, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, bp) == 40, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, stack_hi) == 56, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, worker) == 72, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 88, "task layout");
+STB_ABI_ASSERT_(STB_ABI_TASK_BASE * STB_ABI_ENTRY_SIZE % 4096 == 0, "tasks start on a page");
+
+/* Byte offset of worker w / task slot s from the start of the table. */
+#define STB_ABI_WORKER_OFFSET(w) ((__u64)(STB_ABI_WORKER_BASE + (w)) * STB_ABI_ENTRY_SIZE)
+#define STB_ABI_TASK_OFFSET(s)   ((__u64)(STB_ABI_TASK_BASE + (s)) * STB_ABI_ENTRY_SIZE)
+#define STB_ABI_TABLE_SIZE(cap)  ((__u64)(STB_ABI_TASK_BASE + (cap)) * STB_ABI_ENTRY_SIZE)
+
+#endif /* STB_STB_ABI_H */

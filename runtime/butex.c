@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * butex: a 32-bit value plus a list of waiters. A waiting bthread is queued
+ * only after its context is saved (a post-switch action), so a wake can never
+ * be lost or resume a task that is still on its CPU. Pthreads wait on a futex
+ * in their waiter node. Butex memory is pooled and never returned to the OS.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bthread/butex.h"
+#include "internal.h"
+
+#define STB_BUTEX_SLAB 256u
+
+static struct stb_lock stb_butex_pool_lock;
+static struct stb_butex *stb_butex_free_list;
+
+static void stb_butex_reset(struct stb_butex *b)
+{
+	__atomic_store_n(&b->value, 0, __ATOMIC_RELAXED);
+	b->head.next = b->head.prev = &b->head;
+}
+
+struct stb_butex *stb_butex_new(void)
+{
+	stb_lock(&stb_butex_pool_lock);
+	struct stb_butex *b = stb_butex_free_list;
+	if (!b) {
+		struct stb_butex *slab = calloc(STB_BUTEX_SLAB, sizeof(*slab));
+		if (!slab) {
+			stb_unlock(&stb_butex_pool_lock);
+			errno = ENOMEM;
+			return NULL;
+		}
+		for (unsigned i = 1; i < STB_BUTEX_SLAB; i++) {
+			slab[i].free_next = stb_butex_free_list;
+			stb_butex_free_list = &slab[i];
+		}
+		b = &slab[0];
+	} else {
+		stb_butex_free_list = b->free_next;
+	}
+	stb_unlock(&stb_butex_pool_lock);
+	stb_butex_reset(b);
+	return b;
+}
+
+void stb_butex_free(struct stb_butex *b)
+{
+	if (!b)
+		return;
+	stb_lock(&stb_butex_pool_lock);
+	b->free_next = stb_butex_free_list;
+	stb_butex_free_list = b;
+	stb_unlock(&stb_butex_pool_lock);
+}
+
+static void stb_waiter_link(struct stb_butex *b, struct stb_waiter *w)
+{
+	w->next = &b->head;
+	w->prev = b->head.prev;
+	b->head.prev->next = w;
+	b->head.prev = w;
+	w->queued = true;
+}
+
+static void stb_waiter_unlink(struct stb_waiter *w)
+{
+	w->prev->next = w->next;
+	w->next->prev = w->prev;
+	w->next = w->prev = NULL;
+	w->queued = false;
+}
+
+/* Makes a bthread whose waiter was just unlinked runnable again. */
+static void stb_butex_ready(struct stb_task *t)
+{
+	stb_task_set_state(t, STB_TASK_READY);
+	stb_sched_ready(t, false);
+}
+
+static void stb_butex_timeout(void *arg)
+{
+	struct stb_waiter *w = arg;
+	struct stb_butex *b = w->butex;
+	struct stb_task *t = NULL;
+	stb_lock(&b->lock);
+	if (w->queued) {
+		stb_waiter_unlink(w);
+		w->result = ETIMEDOUT;
+		t = w->task;
+		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+		t->waiter = NULL;
+	}
+	stb_unlock(&b->lock);
+	if (t)
+		stb_butex_ready(t);
+}
+
+/* Post-switch action of a waiting bthread: queue it, or resume it at once. */
+static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void *arg)
+{
+	(void)wk;
+	struct stb_waiter *w = arg;
+	struct stb_butex *b = w->butex;
+#if STB_TRACER
+	t->pub->since_ns = stb_now_coarse_ns();
+#endif
+	stb_task_set_state(t, STB_TASK_SUSPENDED);
+	stb_lock(&b->lock);
+	/* Publish where we wait before checking for a stop (pairs with interrupt). */
+	__atomic_store_n(&t->wait_butex, b, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != w->expected) {
+		w->result = EWOULDBLOCK;
+	} else if (__atomic_load_n(&t->interrupted, __ATOMIC_SEQ_CST) == t->version &&
+		   __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == t->version) {
+		w->result = EINTR;
+	} else {
+		stb_waiter_link(b, w);
+		t->waiter = w;
+		if (w->deadline)
+			w->timer = stb_timer_add(w->deadline, stb_butex_timeout, w);
+		if (!w->deadline || w->timer) {
+			stb_unlock(&b->lock);
+			return;
+		}
+		/* No timer (out of memory): never sleep without the deadline. */
+		stb_waiter_unlink(w);
+		t->waiter = NULL;
+		w->result = ENOMEM;
+	}
+	__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+	stb_unlock(&b->lock);
+	stb_butex_ready(t);
+}
+
+static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline)
+{
+	struct stb_waiter w;
+	memset(&w, 0, sizeof(w));
+	w.butex = b;
+	w.expected = expected;
+	stb_lock(&b->lock);
+	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != expected) {
+		stb_unlock(&b->lock);
+		return EWOULDBLOCK;
+	}
+	stb_waiter_link(b, &w);
+	stb_unlock(&b->lock);
+	for (;;) {
+		if (__atomic_load_n(&w.futex, __ATOMIC_ACQUIRE))
+			return w.result;
+		struct timespec rel, *relp = NULL;
+		if (deadline) {
+			uint64_t now = stb_now_ns();
+			if (now >= deadline) {
+				stb_lock(&b->lock);
+				bool mine = w.queued;
+				if (mine)
+					stb_waiter_unlink(&w);
+				stb_unlock(&b->lock);
+				if (mine)
+					return ETIMEDOUT;
+				/* A waker unlinked us: wait until it is done with w. */
+				while (!__atomic_load_n(&w.futex, __ATOMIC_ACQUIRE))
+					stb_futex_wait(&w.futex, 0, NULL);
+				return w.result;
+			}
+			rel.tv_sec = (time_t)((deadline - now) / 1000000000u);
+			rel.tv_nsec = (long)((deadline - now) % 1000000000u);
+			relp = &rel;
+		}
+		stb_futex_wait(&w.futex, 0, relp);
+	}
+}
+
+int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline)
+{
+	if (__atomic_load_n(&b->value, __ATOMIC_ACQUIRE) != expected)
+		return EWOULDBLOCK;
+	if (deadline && stb_now_ns() >= deadline)
+		return ETIMEDOUT;
+	if (!stb_can_suspend())
+		return stb_butex_wait_pthread(b, expected, deadline);
+
+	struct stb_waiter w;
+	memset(&w, 0, sizeof(w));
+	w.butex = b;
+	w.task = stb_task_self();
+	w.expected = expected;
+	w.deadline = deadline;
+	stb_sched_suspend(stb_butex_post_wait, &w);
+	if (w.timer)
+		stb_timer_cancel(w.timer);
+	return w.result;
+}
+
+int stb_butex_wake(struct stb_butex *b, bool all)
+{
+	struct stb_waiter *list = NULL;
+	int n = 0;
+	stb_lock(&b->lock);
+	while (b->head.next != &b->head) {
+		struct stb_waiter *w = b->head.next;
+		stb_waiter_unlink(w);
+		if (w->task) {
+			__atomic_store_n(&w->task->wait_butex, NULL, __ATOMIC_RELAXED);
+			w->task->waiter = NULL;
+		}
+		w->next = list;
+		list = w;
+		n++;
+		if (!all)
+			break;
+	}
+	stb_unlock(&b->lock);
+	/* Outside the lock. A node may vanish once its owner runs: read it first. */
+	while (list) {
+		struct stb_waiter *w = list;
+		list = w->next;
+		struct stb_task *t = w->task;
+		if (t) {
+			stb_butex_ready(t);
+		} else {
+			__atomic_store_n(&w->futex, 1, __ATOMIC_RELEASE);
+			stb_futex_wake(&w->futex, 1);
+		}
+	}
+	return n;
+}
+
+void stb_butex_interrupt(struct stb_task *t, uint32_t version)
+{
+	__atomic_store_n(&t->interrupted, version, __ATOMIC_SEQ_CST);
+	struct stb_butex *b = __atomic_load_n(&t->wait_butex, __ATOMIC_SEQ_CST);
+	if (!b)
+		return;
+	bool ready = false;
+	stb_lock(&b->lock);
+	struct stb_waiter *w = t->waiter;
+	if (__atomic_load_n(&t->wait_butex, __ATOMIC_RELAXED) == b && w && w->queued &&
+	    t->version == version &&
+	    __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == version) {
+		stb_waiter_unlink(w);
+		w->result = EINTR;
+		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+		t->waiter = NULL;
+		ready = true;
+	}
+	stb_unlock(&b->lock);
+	if (ready)
+		stb_butex_ready(t);
+}
+
+/* ---- public API ---- */
+
+static struct stb_butex *stb_butex_of(void *butex)
+{
+	return (struct stb_butex *)((char *)butex - offsetof(struct stb_butex, value));
+}
+
+void *butex_create(void)
+{
+	struct stb_butex *b = stb_butex_new();
+	return b ? &b->value : NULL;
+}
+
+void butex_destroy(void *butex)
+{
+	if (butex)
+		stb_butex_free(stb_butex_of(butex));
+}
+
+int butex_wait(void *butex, int expected, const struct timespec *abstime)
+{
+	if (!butex) {
+		errno = EINVAL;
+		return -1;
+	}
+	int rc = stb_butex_wait_mono(stb_butex_of(butex), expected, stb_abstime_to_mono(abstime));
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	return 0;
+}
+
+int butex_wake(void *butex)
+{
+	return butex ? stb_butex_wake(stb_butex_of(butex), false) : 0;
+}
+
+int butex_wake_all(void *butex)
+{
+	return butex ? stb_butex_wake(stb_butex_of(butex), true) : 0;
+}
+
+int bthread_usleep(uint64_t microseconds)
+{
+	struct stb_task *t = stb_task_self();
+	if (!stb_can_suspend()) {
+		struct timespec ts = {(time_t)(microseconds / 1000000u),
+				      (long)(microseconds % 1000000u) * 1000};
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		return 0;
+	}
+	if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
+		errno = ESTOP;
+		return -1;
+	}
+	uint64_t deadline = stb_now_ns() + microseconds * 1000u;
+	if (deadline == 0)
+		deadline = 1;
+	for (;;) {
+		int v = __atomic_load_n(&t->sleep->value, __ATOMIC_ACQUIRE);
+		int rc = stb_butex_wait_mono(t->sleep, v, deadline);
+		if (rc == ETIMEDOUT)
+			return 0;
+		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
+			errno = ESTOP;
+			return -1;
+		}
+		/* Spurious (stale wake of the slot's butex): sleep on. */
+	}
+}

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bthread_fd_wait: one epoll dispatcher thread. A waiting bthread arms its fd
+ * with EPOLLONESHOT and sleeps on the fd's butex; the dispatcher bumps that
+ * butex and wakes every waiter of the fd when an event arrives.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "internal.h"
+
+#define STB_FD_CHUNK 1024u
+#define STB_FD_MAX_CHUNKS 16384u /* fds up to 16 Mi */
+
+struct stb_fd_entry {
+	struct stb_lock lock;
+	uint32_t events;          /* events armed for the current waiters */
+	struct stb_butex *butex;
+};
+
+static struct stb_fd_entry *stb_fd_chunks[STB_FD_MAX_CHUNKS];
+static struct stb_lock stb_fd_grow_lock;
+static pthread_once_t stb_fd_once = PTHREAD_ONCE_INIT;
+static int stb_epfd = -1;
+static int stb_fd_init_err;
+
+static void *stb_fd_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "bthread_epoll");
+	struct epoll_event evs[64];
+	for (;;) {
+		int n = epoll_wait(stb_epfd, evs, 64, -1);
+		for (int i = 0; i < n; i++) {
+			uint32_t fd = evs[i].data.u32;
+			struct stb_fd_entry *e = &stb_fd_chunks[fd / STB_FD_CHUNK][fd % STB_FD_CHUNK];
+			stb_lock(&e->lock);
+			e->events = 0; /* EPOLLONESHOT disarmed it */
+			__atomic_fetch_add(&e->butex->value, 1, __ATOMIC_RELEASE);
+			stb_unlock(&e->lock);
+			stb_butex_wake(e->butex, true);
+		}
+	}
+	return NULL;
+}
+
+static void stb_fd_init_once(void)
+{
+	stb_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (stb_epfd < 0) {
+		stb_fd_init_err = errno;
+		return;
+	}
+	pthread_t th;
+	int rc = pthread_create(&th, NULL, stb_fd_main, NULL);
+	if (rc != 0) {
+		stb_fd_init_err = rc;
+		close(stb_epfd);
+		stb_epfd = -1;
+		return;
+	}
+	pthread_detach(th);
+}
+
+static struct stb_fd_entry *stb_fd_entry(int fd)
+{
+	uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
+	if (ci >= STB_FD_MAX_CHUNKS)
+		return NULL;
+	struct stb_fd_entry *chunk = __atomic_load_n(&stb_fd_chunks[ci], __ATOMIC_ACQUIRE);
+	if (!chunk) {
+		stb_lock(&stb_fd_grow_lock);
+		chunk = stb_fd_chunks[ci];
+		if (!chunk) {
+			chunk = calloc(STB_FD_CHUNK, sizeof(*chunk));
+			bool ok = chunk != NULL;
+			for (uint32_t i = 0; ok && i < STB_FD_CHUNK; i++) {
+				chunk[i].butex = stb_butex_new();
+				ok = chunk[i].butex != NULL;
+			}
+			if (!ok) {
+				for (uint32_t i = 0; chunk && i < STB_FD_CHUNK; i++)
+					stb_butex_free(chunk[i].butex);
+				free(chunk);
+				chunk = NULL;
+			} else {
+				__atomic_store_n(&stb_fd_chunks[ci], chunk, __ATOMIC_RELEASE);
+			}
+		}
+		stb_unlock(&stb_fd_grow_lock);
+		if (!chunk)
+			return NULL;
+	}
+	return &chunk[(uint32_t)fd % STB_FD_CHUNK];
+}
+
+/* Waits in poll(2) on a pthread. */
+static int stb_fd_wait_pthread(int fd, unsigned events, const struct timespec *abstime)
+{
+	struct pollfd p = {.fd = fd, .events = 0};
+	if (events & EPOLLIN)
+		p.events |= POLLIN;
+	if (events & EPOLLOUT)
+		p.events |= POLLOUT;
+	if (events & EPOLLPRI)
+		p.events |= POLLPRI;
+	if (events & EPOLLRDHUP)
+		p.events |= POLLRDHUP;
+	uint64_t deadline = stb_abstime_to_mono(abstime);
+	for (;;) {
+		int timeout = -1;
+		if (deadline) {
+			uint64_t now = stb_now_ns();
+			if (now >= deadline) {
+				errno = ETIMEDOUT;
+				return -1;
+			}
+			timeout = (int)((deadline - now + 999999u) / 1000000u);
+		}
+		int n = poll(&p, 1, timeout);
+		if (n > 0) {
+			if (p.revents & POLLNVAL) {
+				errno = EINVAL;
+				return -1;
+			}
+			return 0;
+		}
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime)
+{
+	if (fd < 0 || events == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!stb_can_suspend())
+		return stb_fd_wait_pthread(fd, events, abstime);
+	pthread_once(&stb_fd_once, stb_fd_init_once);
+	if (stb_epfd < 0) {
+		errno = stb_fd_init_err ? stb_fd_init_err : ENOMEM;
+		return -1;
+	}
+	struct stb_fd_entry *e = stb_fd_entry(fd);
+	if (!e) {
+		errno = fd >= (int)(STB_FD_CHUNK * STB_FD_MAX_CHUNKS) ? EINVAL : ENOMEM;
+		return -1;
+	}
+	uint64_t deadline = stb_abstime_to_mono(abstime);
+	int expected;
+	stb_lock(&e->lock);
+	expected = __atomic_load_n(&e->butex->value, __ATOMIC_ACQUIRE);
+	uint32_t want = e->events | events | EPOLLONESHOT;
+	struct epoll_event ev = {.events = want, .data.u32 = (uint32_t)fd};
+	int rc = epoll_ctl(stb_epfd, EPOLL_CTL_MOD, fd, &ev);
+	if (rc != 0 && errno == ENOENT)
+		rc = epoll_ctl(stb_epfd, EPOLL_CTL_ADD, fd, &ev);
+	if (rc == 0)
+		e->events = want;
+	int err = errno;
+	stb_unlock(&e->lock);
+	if (rc != 0) {
+		if (err == EPERM)
+			return 0; /* regular files are always ready */
+		errno = err == EBADF ? EINVAL : err;
+		return -1;
+	}
+	rc = stb_butex_wait_mono(e->butex, expected, deadline);
+	if (rc == 0 || rc == EWOULDBLOCK)
+		return 0;
+	errno = rc;
+	return -1;
+}
+
+int bthread_fd_wait(int fd, unsigned events)
+{
+	return bthread_fd_timedwait(fd, events, NULL);
+}

@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal structures of the bthread runtime shared between its files: tasks,
+ * workers, butex waiters, stacks, timers and the small helpers (clocks,
+ * futex, spin lock) they use. Nothing here is exported from libbthread.
+ */
+#ifndef STB_RUNTIME_INTERNAL_H
+#define STB_RUNTIME_INTERNAL_H
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bthread/bthread.h"
+#include "context.h"
+#include "stb/abi.h"
+
+#ifndef STB_TRACER
+#define STB_TRACER 1
+#endif
+
+#define STB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define STB_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define STB_CACHELINE 64
+#define STB_ALIGNED_CL __attribute__((aligned(STB_CACHELINE)))
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STB_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define STB_TSAN 1
+#endif
+
+/* ---- small helpers ---- */
+
+static inline void stb_cpu_relax(void)
+{
+	__builtin_ia32_pause();
+}
+
+static inline uint64_t stb_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t stb_now_coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_REALTIME abstime -> CLOCK_MONOTONIC deadline in ns (0 if abstime NULL). */
+uint64_t stb_abstime_to_mono(const struct timespec *abstime);
+
+static inline long stb_futex_wait(uint32_t *addr, uint32_t expected, const struct timespec *rel)
+{
+	return syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, rel, NULL, 0);
+}
+
+static inline long stb_futex_wake(uint32_t *addr, int n)
+{
+	return syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+static inline pid_t stb_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/*
+ * A small lock for short critical sections (butex lists, overflow queue):
+ * 0 free, 1 locked, 2 locked with sleepers. Never held across a switch.
+ */
+struct stb_lock {
+	uint32_t v;
+};
+void stb_lock_slow(struct stb_lock *l);
+static inline void stb_lock(struct stb_lock *l)
+{
+	uint32_t z = 0;
+	if (STB_LIKELY(__atomic_compare_exchange_n(&l->v, &z, 1, false, __ATOMIC_ACQUIRE,
+						   __ATOMIC_RELAXED)))
+		return;
+	stb_lock_slow(l);
+}
+static inline void stb_unlock(struct stb_lock *l)
+{
+	if (STB_UNLIKELY(__atomic_exchange_n(&l->v, 0, __ATOMIC_RELEASE) == 2))
+		stb_futex_wake(&l->v, 1);
+}
+
+/* ---- stacks (stack.c) ---- */
+
+struct stb_stack {
+	void *map;           /* mmap'd region including the guard page */
+	size_t map_size;
+	void *lo;            /* lowest usable address (just above the guard page) */
+	size_t size;         /* usable bytes */
+	unsigned type;       /* BTHREAD_STACKTYPE_* */
+	struct stb_stack *next;
+};
+
+/* Returns a stack of the given type from the pool or a new mapping; NULL+errno. */
+struct stb_stack *stb_stack_get(unsigned type);
+/* Returns a stack to its pool (or unmaps it when the pool is full). Accepts NULL. */
+void stb_stack_put(struct stb_stack *s);
+
+/* ---- tasks (task.c) ---- */
+
+/* struct stb_task.flags */
+#define STB_TASK_F_NOSIGNAL 0x1u     /* start without waking an idle worker */
+#define STB_TASK_F_WORKER_STACK 0x2u /* runs on its worker's stack (BTHREAD_ATTR_PTHREAD) */
+#define STB_TASK_F_PTHREAD 0x4u      /* a pthread registered for tracing */
+
+struct stb_butex;
+struct stb_waiter;
+
+struct stb_task {
+	struct stb_abi_task *pub;      /* table entry, or &own when untraceable */
+	uint32_t slot;
+	uint32_t version;              /* version of the current/last occupant */
+	uint32_t seq;                  /* run sequence number (mirrors pub->word) */
+	uint32_t flags;
+	unsigned stack_type;
+	struct stb_stack *stack;
+	void *(*fn)(void *);
+	void *arg;
+	void *ret;                     /* return value of the occupant ret_version */
+	uint32_t ret_version;
+	uint32_t stopped;              /* version that bthread_stop() stopped (sticky) */
+	uint32_t interrupted;          /* version whose next/current butex wait ends with EINTR */
+	struct stb_butex *wait_butex;  /* butex the task waits on, under that butex's lock */
+	struct stb_waiter *waiter;     /* its waiter node, under the same lock */
+	uint32_t free_next;            /* free-list link (slot + 1), 0 = end */
+	struct stb_task *next;         /* run-queue overflow link */
+	struct stb_butex *join;        /* value = version of the last finished occupant */
+	struct stb_butex *sleep;       /* private butex of bthread_usleep */
+#if defined(STB_ASAN)
+	void *asan_fake_stack;
+#endif
+#if defined(STB_TSAN)
+	void *tsan_fiber;
+#endif
+	struct stb_abi_task own;       /* published state when the slot is untraceable */
+};
+
+/* Allocates a task slot (state CREATED, new version). NULL+errno on ENOMEM. */
+struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg);
+/* Returns a DESTROYED task's slot to the free list. */
+void stb_task_release(struct stb_task *t);
+/* The task with this id if the id was ever issued (it may have finished); NULL otherwise. */
+struct stb_task *stb_task_lookup(bthread_t id);
+/* Task by slot, or NULL if the slot was never allocated. */
+struct stb_task *stb_task_at(uint32_t slot);
+/* Number of slots ever allocated. */
+uint32_t stb_task_slots(void);
+
+static inline bthread_t stb_task_id(const struct stb_task *t)
+{
+	return ((bthread_t)t->version << 32) | t->slot;
+}
+
+/* Test hook: called after a task entered ABOUT_TO_RUN or SUSPENDING (tracer builds). */
+extern void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
+
+void stb_gate_wait(struct stb_task *t);
+
+/*
+ * The one place where a task's state changes. Costs one release store when no
+ * tracer holds the task; before READY/READY_NO_STACK -> ABOUT_TO_RUN and
+ * RUNNING -> SUSPENDING it checks the tracer's lease (a plain load) and waits
+ * at that gate while a trace is in progress. Entering ABOUT_TO_RUN bumps seq.
+ */
+static inline void stb_task_set_state(struct stb_task *t, unsigned state)
+{
+#if STB_TRACER
+	struct stb_abi_task *p = t->pub;
+	if (state == STB_TASK_ABOUT_TO_RUN || state == STB_TASK_SUSPENDING) {
+		if (STB_UNLIKELY(__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != 0))
+			stb_gate_wait(t);
+		if (state == STB_TASK_ABOUT_TO_RUN)
+			t->seq++;
+	}
+	__atomic_store_n(&p->word, ((uint64_t)t->seq << 32) | state, __ATOMIC_RELEASE);
+	if (STB_UNLIKELY(stb_test_switch_hook != NULL) &&
+	    (state == STB_TASK_ABOUT_TO_RUN || state == STB_TASK_SUSPENDING))
+		stb_test_switch_hook(t, state);
+#else
+	(void)t;
+	(void)state;
+#endif
+}
+
+static inline unsigned stb_task_state(const struct stb_task *t)
+{
+	return STB_ABI_STATE(__atomic_load_n(&t->pub->word, __ATOMIC_ACQUIRE));
+}
+
+/* ---- shared table (table.c) ---- */
+
+struct stb_table {
+	void *base;                    /* mapping, NULL when there is no table */
+	size_t size;
+	int fd;                        /* BPF map fd or memfd, -1 */
+	uint32_t capacity;             /* task slots published */
+	struct stb_abi_header *hdr;
+};
+extern struct stb_table stb_table;
+
+/* Creates the table (BPF map, else memfd). Failure leaves every task untraceable. */
+int stb_table_init(void);
+struct stb_abi_worker *stb_table_worker(uint32_t index);
+struct stb_abi_task *stb_table_task(uint32_t slot);   /* NULL beyond capacity */
+void stb_table_count(__u64 *counter, uint64_t n);  /* atomic add to a header counter */
+
+/* ---- workers and scheduling (sched.c) ---- */
+
+struct stb_worker;
+typedef void (*stb_post_fn)(struct stb_worker *w, struct stb_task *prev, void *arg);
+
+/* Starts the runtime if needed (idempotent, thread-safe). 0 or errno. */
+int stb_runtime_init(void);
+/* Current worker of this thread, or NULL on a non-worker pthread. */
+struct stb_worker *stb_worker_self(void);
+/* Task running on this thread (bthread or worker-stack task), or NULL. */
+struct stb_task *stb_task_self(void);
+/* True when the caller runs on its own bthread stack (can suspend). */
+bool stb_can_suspend(void);
+
+/*
+ * Makes t runnable (state READY or READY_NO_STACK must already be set) and
+ * queues it: on the caller's worker when it is one, otherwise on a worker's
+ * remote queue. Wakes an idle worker unless nosignal. Never fails.
+ */
+void stb_sched_ready(struct stb_task *t, bool nosignal);
+
+/*
+ * Suspends the calling bthread: switches to the next runnable task (or the
+ * worker's scheduler) and runs post(w, caller, arg) right after the caller's
+ * context is saved. post decides where the caller goes (run queue, butex list,
+ * nowhere when finished). Returns when the caller is resumed.
+ */
+void stb_sched_suspend(stb_post_fn post, void *arg);
+
+/* Wakes one idle worker if any is parked. */
+void stb_sched_signal(void);
+
+/* Task on worker index w's current slot for signal mode (tracer). */
+struct stb_task *stb_worker_current(struct stb_worker *w);
+
+/* ---- butex (butex.c) ---- */
+
+struct stb_waiter {
+	struct stb_waiter *prev, *next; /* in the butex list, under its lock */
+	struct stb_butex *butex;
+	struct stb_task *task;          /* NULL for a pthread waiter */
+	uint32_t futex;                 /* pthread waiter: becomes 1 when woken */
+	int expected;
+	int result;                     /* 0, ETIMEDOUT, EINTR, EWOULDBLOCK */
+	bool queued;                    /* in the list (under the butex lock) */
+	uint64_t deadline;              /* CLOCK_MONOTONIC ns, 0 = none */
+	uint64_t timer;                 /* timer id, 0 = none */
+};
+
+struct stb_butex {
+	int value;                      /* first: butex_create returns &value */
+	struct stb_lock lock;
+	struct stb_waiter head;         /* circular list sentinel */
+	struct stb_butex *free_next;
+};
+
+struct stb_butex *stb_butex_new(void);
+void stb_butex_free(struct stb_butex *b);
+/* butex_wait on an internal butex with a CLOCK_MONOTONIC deadline (0 = none). */
+int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline);
+int stb_butex_wake(struct stb_butex *b, bool all);
+/* Interrupts the current or next butex wait of t's occupant `version` (bthread_stop). */
+void stb_butex_interrupt(struct stb_task *t, uint32_t version);
+
+/* ---- timers (timer.c) ---- */
+
+typedef void (*stb_timer_fn)(void *arg);
+/* Runs fn(arg) on the timer thread at CLOCK_MONOTONIC deadline. Returns an id (never 0) or 0 on ENOMEM. */
+uint64_t stb_timer_add(uint64_t deadline, stb_timer_fn fn, void *arg);
+/*
+ * Cancels a timer. Returns 0 if it was removed before running, 1 if it has run
+ * or is running (waits until the callback returned). May block briefly.
+ */
+int stb_timer_cancel(uint64_t id);
+
+/* ---- fd waits (fd.c) ---- */
+/* Nothing shared. */
+
+#endif /* STB_RUNTIME_INTERNAL_H */

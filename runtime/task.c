@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Task metadata: a pool of struct stb_task indexed by the slot part of
+ * bthread_t, the version scheme that keeps stale ids from aliasing new tasks,
+ * the STB gate's slow path, and small shared helpers (lock, clocks).
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define STB_TASK_CHUNK_SHIFT 10u
+#define STB_TASK_CHUNK (1u << STB_TASK_CHUNK_SHIFT)
+#define STB_TASK_MAX_CHUNKS 4096u /* 4 Mi slots */
+
+static struct stb_task *stb_task_chunks[STB_TASK_MAX_CHUNKS];
+static uint32_t stb_task_nslots;      /* slots handed out so far */
+static uint64_t stb_task_free_head;   /* tag << 32 | (slot + 1), 0 = empty */
+static struct stb_lock stb_task_grow_lock;
+
+void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
+
+void stb_lock_slow(struct stb_lock *l)
+{
+	for (int i = 0; i < 64; i++) {
+		uint32_t z = 0;
+		if (__atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&l->v, &z, 1, false, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		stb_cpu_relax();
+	}
+	while (__atomic_exchange_n(&l->v, 2, __ATOMIC_ACQUIRE) != 0)
+		stb_futex_wait(&l->v, 2, NULL);
+}
+
+uint64_t stb_abstime_to_mono(const struct timespec *abstime)
+{
+	if (!abstime)
+		return 0;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t rel = (int64_t)(abstime->tv_sec - now.tv_sec) * 1000000000ll +
+		      (abstime->tv_nsec - now.tv_nsec);
+	uint64_t mono = stb_now_ns();
+	if (rel <= 0)
+		return mono ? mono : 1;
+	return mono + (uint64_t)rel;
+}
+
+struct stb_task *stb_task_at(uint32_t slot)
+{
+	if (slot >= __atomic_load_n(&stb_task_nslots, __ATOMIC_ACQUIRE))
+		return NULL;
+	struct stb_task *chunk =
+		__atomic_load_n(&stb_task_chunks[slot >> STB_TASK_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+	return chunk ? &chunk[slot & (STB_TASK_CHUNK - 1)] : NULL;
+}
+
+uint32_t stb_task_slots(void)
+{
+	return __atomic_load_n(&stb_task_nslots, __ATOMIC_ACQUIRE);
+}
+
+/* Initializes a never-used slot. Called with stb_task_grow_lock held. */
+static int stb_task_init_slot(struct stb_task *t, uint32_t slot)
+{
+	memset(t, 0, sizeof(*t));
+	t->slot = slot;
+	t->join = stb_butex_new();
+	t->sleep = stb_butex_new();
+	if (!t->join || !t->sleep) {
+		stb_butex_free(t->join);
+		stb_butex_free(t->sleep);
+		return -ENOMEM;
+	}
+	t->pub = stb_table_task(slot);
+	if (!t->pub) {
+		t->pub = &t->own;
+#if STB_TRACER
+		if (stb_table.hdr)
+			stb_table_count(&stb_table.hdr->untraceable, 1);
+#endif
+	}
+	return 0;
+}
+
+static struct stb_task *stb_task_new_slot(void)
+{
+	struct stb_task *t = NULL;
+	stb_lock(&stb_task_grow_lock);
+	uint32_t slot = stb_task_nslots;
+	uint32_t ci = slot >> STB_TASK_CHUNK_SHIFT;
+	if (ci >= STB_TASK_MAX_CHUNKS) {
+		errno = EAGAIN;
+		goto cleanup;
+	}
+	struct stb_task *chunk = stb_task_chunks[ci];
+	if (!chunk) {
+		/* mmap: zeroed, never freed (ids of finished tasks stay checkable). */
+		chunk = mmap(NULL, sizeof(struct stb_task) * STB_TASK_CHUNK, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (chunk == MAP_FAILED) {
+			errno = ENOMEM;
+			goto cleanup;
+		}
+		__atomic_store_n(&stb_task_chunks[ci], chunk, __ATOMIC_RELEASE);
+	}
+	t = &chunk[slot & (STB_TASK_CHUNK - 1)];
+	if (stb_task_init_slot(t, slot) != 0) {
+		errno = ENOMEM;
+		t = NULL;
+		goto cleanup;
+	}
+	__atomic_store_n(&stb_task_nslots, slot + 1, __ATOMIC_RELEASE);
+#if STB_TRACER
+	if (stb_table.hdr && slot < stb_table.capacity)
+		__atomic_store_n(&stb_table.hdr->slot_hwm, (uint64_t)slot + 1, __ATOMIC_RELEASE);
+#endif
+cleanup:
+	stb_unlock(&stb_task_grow_lock);
+	return t;
+}
+
+static struct stb_task *stb_task_pop_free(void)
+{
+	uint64_t head = __atomic_load_n(&stb_task_free_head, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t idx = (uint32_t)head;
+		if (idx == 0)
+			return NULL;
+		struct stb_task *t = stb_task_at(idx - 1);
+		uint32_t next = __atomic_load_n(&t->free_next, __ATOMIC_RELAXED);
+		uint64_t nhead = ((head >> 32) + 1) << 32 | next;
+		if (__atomic_compare_exchange_n(&stb_task_free_head, &head, nhead, true,
+						__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+			return t;
+	}
+}
+
+void stb_task_release(struct stb_task *t)
+{
+	uint64_t head = __atomic_load_n(&stb_task_free_head, __ATOMIC_RELAXED);
+	for (;;) {
+		__atomic_store_n(&t->free_next, (uint32_t)head, __ATOMIC_RELAXED);
+		uint64_t nhead = ((head >> 32) + 1) << 32 | (t->slot + 1);
+		if (__atomic_compare_exchange_n(&stb_task_free_head, &head, nhead, true,
+						__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return;
+	}
+}
+
+struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	struct stb_task *t = stb_task_pop_free();
+	if (!t) {
+		t = stb_task_new_slot();
+		if (!t)
+			return NULL;
+	}
+	t->version++;
+	if (t->version == 0) /* keep ids non-zero even for slot 0 after wrap */
+		t->version = 1;
+	t->fn = fn;
+	t->arg = arg;
+	t->stack = NULL;
+	t->stack_type = attr->stack_type;
+	t->flags = (attr->flags & BTHREAD_NOSIGNAL) ? STB_TASK_F_NOSIGNAL : 0;
+	if (attr->stack_type == BTHREAD_STACKTYPE_PTHREAD)
+		t->flags |= STB_TASK_F_WORKER_STACK;
+	__atomic_store_n(&t->stopped, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->interrupted, 0, __ATOMIC_RELAXED);
+	t->wait_butex = NULL;
+	t->waiter = NULL;
+	t->next = NULL;
+#if STB_TRACER
+	struct stb_abi_task *p = t->pub;
+	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);
+	p->stack_lo = 0;
+	p->stack_hi = 0;
+	p->since_ns = 0;
+	p->flags = (t->flags & STB_TASK_F_WORKER_STACK) ? STB_ABI_TASK_F_WORKER_STACK : 0;
+	if (attr->name) {
+		strncpy(p->name, attr->name, sizeof(p->name) - 1);
+		p->name[sizeof(p->name) - 1] = '\0';
+	} else {
+		p->name[0] = '\0';
+	}
+#endif
+	stb_task_set_state(t, STB_TASK_CREATED);
+	return t;
+}
+
+struct stb_task *stb_task_lookup(bthread_t id)
+{
+	uint32_t version = (uint32_t)(id >> 32);
+	if (version == 0)
+		return NULL;
+	struct stb_task *t = stb_task_at((uint32_t)id);
+	if (!t)
+		return NULL;
+	/* Issued ids have version <= the slot's current version. */
+	if ((int32_t)(__atomic_load_n(&t->version, __ATOMIC_ACQUIRE) - version) < 0)
+		return NULL;
+	return t;
+}
+
+void stb_gate_wait(struct stb_task *t)
+{
+#if STB_TRACER
+	struct stb_abi_task *p = t->pub;
+	struct stb_abi_header *h = stb_table.hdr;
+	uint64_t start = stb_now_ns(), now = start;
+	for (unsigned spins = 0;; spins++) {
+		uint64_t tr = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
+		if (tr == 0)
+			break;
+		uint64_t deadline = (tr >> 16) << STB_ABI_LEASE_SHIFT;
+		now = stb_now_ns();
+		if (now >= deadline) {
+			/* The tracer is late or dead: break its lease and go on. */
+			if (__atomic_compare_exchange_n(&p->trace, &tr, 0, false, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE)) {
+				if (h)
+					stb_table_count(&h->gate_giveups, 1);
+				break;
+			}
+			continue;
+		}
+		if (spins < 200)
+			stb_cpu_relax();
+		else
+			sched_yield();
+	}
+	if (h) {
+		stb_table_count(&h->gate_waits, 1);
+		stb_table_count(&h->gate_wait_ns, now - start);
+	}
+#else
+	(void)t;
+#endif
+}
