@@ -8,6 +8,9 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#if STB_TRACER
+#include "trace.h"
+#endif
 
 #if defined(STB_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -86,8 +89,15 @@ void stb_stack_put(struct stb_stack *s)
 	__asan_unpoison_memory_region(s->lo, s->size);
 #endif
 	struct stb_stack_pool *pool = &stb_stack_pools[s->type];
+	bool keep = false;
+#if STB_TRACER
+	/* A tracer may be copying from a stack it read before the task ended:
+	 * never unmap while one is active (pairs with the tracer's increment). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	keep = __atomic_load_n(&stb_tracers_active, __ATOMIC_RELAXED) != 0;
+#endif
 	stb_lock(&pool->lock);
-	if (pool->nfree < STB_STACK_POOL_MAX) {
+	if (keep || pool->nfree < STB_STACK_POOL_MAX) {
 		s->next = pool->free;
 		pool->free = s;
 		pool->nfree++;

@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The stb tracer API: configuration of the shared task table that tracers
- * read (include/stb/abi.h).
+ * The in-process stb tracer: call stacks of any bthread (suspended, ready or
+ * running) and of pthreads that opted in, without stopping anything but the
+ * one task being read; dumps of every bthread; tracer configuration.
  */
 #ifndef STB_STB_STB_H
 #define STB_STB_STB_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <bthread/bthread.h>
 #include <stb/export.h>
 
 STB_BEGIN_DECLS
+
+/* ---- configuration ---- */
 
 /*
  * Sets how many task slots the shared table publishes (default 65536, or
@@ -20,6 +25,149 @@ STB_BEGIN_DECLS
  * Returns 0, -EINVAL (0 or above 4194304) or -EBUSY (runtime already started).
  */
 STB_EXPORT int stb_table_set_capacity(uint32_t capacity);
+
+/*
+ * How long a trace of a running task waits for its signal capture (default
+ * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS). Also the default timeout of a
+ * trace as a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
+ */
+STB_EXPORT int stb_set_signal_trace_timeout_ms(int ms);
+
+/*
+ * Signal used to capture running tasks (default SIGRTMAX-3, or
+ * $STB_TRACE_SIGNAL as a number). Call before the first trace of a running
+ * task. Returns 0, -EINVAL (not a catchable signal) or -EBUSY (handler
+ * already installed).
+ */
+STB_EXPORT int stb_set_trace_signal(int signo);
+
+/* ---- traces ---- */
+
+/* stb_frame.flags */
+#define STB_FRAME_F_FP 0x1u      /* found by following frame pointers */
+#define STB_FRAME_F_INLINED 0x2u /* an inlined call at the same ip as the next frame */
+
+/*
+ * One frame. ip is the exact address for frame 0 of a running task and a
+ * return address otherwise. Strings belong to the tracer and stay valid for
+ * the life of the process; NULL/0 when unknown or when symbols are off.
+ */
+struct stb_frame {
+	uint64_t ip;
+	uint64_t sp;
+	const char *symbol;   /* function name, demangled when possible */
+	uint64_t offset;      /* ip - start of symbol */
+	const char *module;   /* path of the mapped file holding ip */
+	const char *file;     /* source file, when debug info exists */
+	int line;
+	unsigned flags;       /* STB_FRAME_F_* */
+};
+
+/* How a stack was obtained. */
+enum stb_trace_mode {
+	STB_TRACE_NO_STACK = 0, /* created, ready-without-stack or destroyed: nothing to read */
+	STB_TRACE_CONTEXT = 1,  /* ready/suspended: unwound from the saved context */
+	STB_TRACE_SIGNAL = 2,   /* running: captured by a signal handler on its thread */
+	STB_TRACE_SELF = 3,     /* the caller traced itself */
+};
+
+/* Called for each frame in order; return non-zero to stop the walk there. */
+typedef int (*stb_frame_fn)(const struct stb_frame *f, void *arg);
+
+struct stb_trace_opts {
+	unsigned max_depth;   /* frames to deliver at most; 0 = 64. The walk stops there. */
+	unsigned skip;        /* innermost frames to drop before counting */
+	int no_symbols;       /* non-zero: leave symbol/module/file empty (faster) */
+	int inline_frames;    /* non-zero: add STB_FRAME_F_INLINED frames */
+	int timeout_ms;       /* 0 = the signal trace timeout (default 50 ms) */
+	stb_frame_fn on_frame; /* optional */
+	void *arg;
+};
+
+struct stb_trace_info {
+	bthread_t id;
+	unsigned state;       /* enum stb_task_state (stb/abi.h) when read */
+	unsigned mode;        /* enum stb_trace_mode */
+	uint32_t tid;         /* kernel thread that ran it (running tasks, pthreads) */
+	uint32_t nframes;     /* frames delivered */
+	int truncated;        /* stopped by max_depth or the callback */
+	int is_pthread;       /* a registered pthread */
+	uint64_t held_ns;     /* how long the task was held (or interrupted) */
+	uint64_t since_ns;    /* CLOCK_MONOTONIC when it last blocked, 0 if unknown */
+	char name[40];
+	char error[128];      /* why a trace failed, empty on success */
+};
+
+/*
+ * Traces bthread (or registered pthread) tid. Holds only that task, only while
+ * its stack is copied (running tasks: while the signal handler copies it).
+ * Frames go to frames[0 .. nframes-1] (frames may be NULL) and to
+ * opts->on_frame; info (may be NULL) describes the task. opts NULL = defaults.
+ * Thread-safe; may block up to the timeout. Returns the number of frames,
+ * 0 for a task without a stack, or -errno: -ESRCH unknown or finished task,
+ * -ETIMEDOUT no capture in time (signal blocked?), -EPERM the trace signal's
+ * handler was replaced, -EBUSY another tracer held the task all along,
+ * -ENOMEM. info->error explains failures.
+ */
+STB_EXPORT int stb_trace(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
+			 size_t nframes, struct stb_trace_info *info);
+
+/*
+ * bRPC-style text of tid's stack, one line per frame:
+ *   #0 0x00007fdbbed500b5 __clock_gettime+0x15
+ * A task without a stack gives one line "(no stack: <state>)". Always
+ * NUL-terminates buf (when size > 0). Returns the length of the full text
+ * (like snprintf: larger than size-1 means it was cut), or -errno as stb_trace.
+ */
+STB_EXPORT int bthread_stack_trace(bthread_t tid, char *buf, size_t size);
+
+/*
+ * Registers the calling pthread so that it can be traced like a bthread
+ * (always "running": signal mode). Returns its id (the same on every call
+ * from the same thread); 0 with errno set on failure. The registration ends
+ * when the thread exits. Do not call it on a bthread (returns 0, EINVAL).
+ */
+STB_EXPORT bthread_t bthread_init_for_pthread_stack_trace(void);
+
+/* Name of an enum stb_task_state value ("suspended", ...). */
+STB_EXPORT const char *stb_state_name(unsigned state);
+
+/* ---- dumps ---- */
+
+enum stb_dump_format {
+	STB_DUMP_TEXT = 0,    /* one section per task (or per group) */
+};
+
+struct stb_dump_opts {
+	int group;            /* print each distinct stack once with count and ids */
+	unsigned max_depth;   /* 0 = 64 */
+	unsigned state_mask;  /* 1u << state to include; 0 = all */
+	int format;           /* enum stb_dump_format */
+};
+
+/*
+ * Writes the stacks of every live bthread and registered pthread to out.
+ * Each task is held only while its own stack is read; the program runs on.
+ * opts NULL = defaults. Returns the number of tasks written, or -errno.
+ * Thread-safe; blocks for the duration of the dump.
+ */
+STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
+
+/* ---- statistics ---- */
+
+struct stb_stats {
+	uint64_t untraceable;     /* bthreads created beyond the table capacity */
+	uint64_t gate_waits;      /* times a task waited at the STB gate */
+	uint64_t gate_wait_ns;    /* total time waited there */
+	uint64_t gate_giveups;    /* leases broken because the tracer was late or dead */
+	uint64_t traces;          /* stb_trace calls that returned frames */
+	uint64_t signal_captures; /* running tasks captured by the signal handler */
+	uint64_t signal_timeouts; /* signal captures that timed out */
+	uint64_t retries;         /* copies discarded because the task moved */
+};
+
+/* Fills *out. Returns 0. Thread-safe. */
+STB_EXPORT int stb_get_stats(struct stb_stats *out);
 
 STB_END_DECLS
 

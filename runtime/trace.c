@@ -1,0 +1,821 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The in-process tracer: holds one task through the STB gate (a lease in its
+ * table entry), copies its stack (context mode) or has a signal handler on its
+ * thread copy it (signal mode), releases it, then unwinds and symbolizes the
+ * copy. Also pthread registration, tracer configuration and statistics.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include "internal.h"
+#include "stb/stb.h"
+#include "symbolize.h"
+#include "trace.h"
+#include "unwind.h"
+
+#define STB_SLOTS 16u
+#define STB_COPY_MAX (256u << 10) /* bytes of stack copied at most */
+#define STB_LEASE_MARGIN_NS 1000000u
+
+enum stb_slot_phase {
+	STB_SLOT_ARMED = 1,     /* request sent, handler may take it */
+	STB_SLOT_WRITING = 2,   /* the handler is copying */
+	STB_SLOT_DONE = 3,      /* capture complete */
+	STB_SLOT_DECLINED = 4,  /* the task was not running on that thread */
+	STB_SLOT_ABANDONED = 5, /* the tracer gave up; a late handler must not write */
+};
+
+/* A capture buffer. Owned by one trace at a time (busy); state is tagged so a
+ * late signal handler never writes into a newer request's buffer. */
+struct stb_slot {
+	uint32_t busy;
+	uint64_t state;          /* tag << 8 | phase */
+	bthread_t want;
+	struct stb_regs regs;
+	uint64_t addr;           /* address of buf[0] in the task's stack */
+	size_t len;
+	uint64_t handler_ns;
+	uint8_t *buf;            /* STB_COPY_MAX bytes */
+} STB_ALIGNED_CL;
+
+static struct stb_slot stb_slots[STB_SLOTS];
+static uint64_t stb_slot_tag;
+static uint32_t stb_tracer_ids;
+
+static int stb_trace_signo;            /* 0 until configured */
+static int stb_timeout_ms = 50;
+static pthread_once_t stb_handler_once = PTHREAD_ONCE_INIT;
+static int stb_handler_err;
+static bool stb_handler_installed;
+
+static pthread_once_t stb_self_once = PTHREAD_ONCE_INIT;
+static struct stb_unw_proc *stb_self_proc;
+static struct stb_sym *stb_self_sym;
+static int stb_self_err;
+
+uint32_t stb_tracers_active;
+
+static struct {
+	uint64_t traces, signal_captures, signal_timeouts, retries;
+} stb_tstats;
+
+static __thread struct stb_task *stb_tls_pthread_task __attribute__((tls_model("initial-exec")));
+static pthread_key_t stb_pthread_key;
+static pthread_once_t stb_pthread_once = PTHREAD_ONCE_INIT;
+
+static const char *const stb_state_names[STB_TASK_NSTATES] = {
+	"unused", "created", "ready-without-stack", "ready", "about-to-run",
+	"running", "suspending", "suspended", "destroyed",
+};
+
+const char *stb_state_name(unsigned state)
+{
+	return state < STB_TASK_NSTATES ? stb_state_names[state] : "invalid";
+}
+
+static void stb_count(uint64_t *c)
+{
+	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- configuration ---- */
+
+static int stb_parse_int_env(const char *name, int lo, int hi, int dflt)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return dflt;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < lo || v > hi) {
+		fprintf(stderr, "stb: ignoring %s=%s (want %d..%d)\n", name, s, lo, hi);
+		return dflt;
+	}
+	return (int)v;
+}
+
+void stb_tracer_config_init(void)
+{
+	int ms = stb_parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 50);
+	__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	int sig = stb_parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
+	if (sig && stb_set_trace_signal(sig) != 0)
+		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
+}
+
+int stb_set_signal_trace_timeout_ms(int ms)
+{
+	if (ms < 1 || ms > 60000)
+		return -EINVAL;
+	__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int stb_set_trace_signal(int signo)
+{
+	if (signo <= 0 || signo > SIGRTMAX || signo == SIGKILL || signo == SIGSTOP)
+		return -EINVAL;
+	if (__atomic_load_n(&stb_handler_installed, __ATOMIC_ACQUIRE))
+		return -EBUSY;
+	__atomic_store_n(&stb_trace_signo, signo, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int stb_signo(void)
+{
+	int s = __atomic_load_n(&stb_trace_signo, __ATOMIC_ACQUIRE);
+	return s ? s : SIGRTMAX - 3;
+}
+
+/* ---- the signal handler (async-signal-safe: no locks, no allocation) ---- */
+
+static struct stb_task *stb_thread_task(void)
+{
+	struct stb_task *t = stb_task_self();
+	return t ? t : stb_tls_pthread_task;
+}
+
+static void stb_capture_handler(int sig, siginfo_t *si, void *uctx)
+{
+	(void)sig;
+	int saved_errno = errno;
+	uint64_t start = stb_now_ns();
+	if (si->si_code != SI_QUEUE || si->si_pid != getpid())
+		goto out;
+	uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	if ((v & 0xff) >= STB_SLOTS)
+		goto out;
+	struct stb_slot *s = &stb_slots[v & 0xff];
+	uint64_t tag = v >> 8;
+	uint64_t armed = tag << 8 | STB_SLOT_ARMED;
+	if (!__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_WRITING, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		goto out; /* stale request: its buffer may belong to someone else now */
+	struct stb_task *t = stb_thread_task();
+	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
+	uint64_t sp = (uint64_t)g[REG_RSP];
+	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
+	if (!t || stb_task_id(t) != s->want || stb_task_state(t) != STB_TASK_RUNNING || sp < lo ||
+	    sp >= hi) {
+		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
+		goto out;
+	}
+	s->regs.ip = (uint64_t)g[REG_RIP];
+	s->regs.sp = sp;
+	s->regs.bp = (uint64_t)g[REG_RBP];
+	s->regs.bx = (uint64_t)g[REG_RBX];
+	s->regs.r12 = (uint64_t)g[REG_R12];
+	s->regs.r13 = (uint64_t)g[REG_R13];
+	s->regs.r14 = (uint64_t)g[REG_R14];
+	s->regs.r15 = (uint64_t)g[REG_R15];
+	s->regs.flags = 0;
+	size_t len = hi - sp < STB_COPY_MAX ? (size_t)(hi - sp) : STB_COPY_MAX;
+	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)sp, len);
+	s->addr = sp;
+	s->len = len;
+	s->handler_ns = stb_now_ns() - start;
+	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DONE, __ATOMIC_RELEASE);
+out:
+	errno = saved_errno;
+}
+
+static void stb_install_handler_once(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = stb_capture_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(stb_signo(), &sa, NULL) != 0)
+		stb_handler_err = errno;
+	else
+		__atomic_store_n(&stb_handler_installed, true, __ATOMIC_RELEASE);
+}
+
+/* ---- slots, leases ---- */
+
+static struct stb_slot *stb_slot_get(uint64_t deadline)
+{
+	for (unsigned round = 0;; round++) {
+		for (unsigned i = 0; i < STB_SLOTS; i++) {
+			struct stb_slot *s = &stb_slots[i];
+			uint32_t z = 0;
+			if (__atomic_load_n(&s->busy, __ATOMIC_RELAXED) ||
+			    !__atomic_compare_exchange_n(&s->busy, &z, 1, false, __ATOMIC_ACQUIRE,
+							 __ATOMIC_RELAXED))
+				continue;
+			if (!s->buf) {
+				void *m = mmap(NULL, STB_COPY_MAX, PROT_READ | PROT_WRITE,
+					       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				if (m == MAP_FAILED) {
+					__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+					return NULL;
+				}
+				s->buf = m;
+			}
+			return s;
+		}
+		if (stb_now_ns() >= deadline)
+			return NULL;
+		if (round > 16)
+			usleep(50);
+		else
+			sched_yield();
+	}
+}
+
+static void stb_slot_put(struct stb_slot *s)
+{
+	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+static uint64_t stb_lease_word(uint64_t deadline)
+{
+	uint32_t id = __atomic_add_fetch(&stb_tracer_ids, 1, __ATOMIC_RELAXED) & 0xffffu;
+	if (id == 0)
+		id = 1;
+	return ((deadline >> STB_ABI_LEASE_SHIFT) << 16) | id;
+}
+
+static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(info->error, sizeof(info->error), fmt, ap);
+	va_end(ap);
+}
+
+/* Is signal signo blocked on thread tid of this process? (/proc status) */
+static bool stb_signal_blocked(pid_t tid, int signo)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool blocked = false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long mask;
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1) {
+			blocked = (mask >> (signo - 1)) & 1;
+			break;
+		}
+	}
+	fclose(f);
+	return blocked;
+}
+
+/* The capture a trace unwinds. */
+struct stb_capture {
+	struct stb_regs regs;
+	struct stb_stack_copy copy;
+	unsigned mode;
+	unsigned state;
+};
+
+/*
+ * Signal mode: asks the handler on the task's thread to copy its registers
+ * and stack into slot s. 0 = captured, -EAGAIN = the task was not running
+ * there any more (retry), other -errno = failure.
+ */
+static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot *s,
+			      uint64_t deadline, struct stb_trace_info *info)
+{
+	int signo = stb_signo();
+	pthread_once(&stb_handler_once, stb_install_handler_once);
+	if (stb_handler_err) {
+		stb_errmsg(info, "cannot install the handler of signal %d: %s", signo,
+			   strerror(stb_handler_err));
+		return -stb_handler_err;
+	}
+	struct sigaction cur;
+	if (sigaction(signo, NULL, &cur) == 0 &&
+	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != stb_capture_handler)) {
+		stb_errmsg(info, "the handler of trace signal %d was replaced by the application "
+				 "(choose another with STB_TRACE_SIGNAL)", signo);
+		return -EPERM;
+	}
+	pid_t ktid = (pid_t)__atomic_load_n(&t->pub->tid, __ATOMIC_ACQUIRE);
+	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
+	s->want = tid;
+	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = signo;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
+	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
+		int err = errno;
+		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+		if (err == ESRCH)
+			return -EAGAIN; /* the thread is gone: re-read the task */
+		stb_errmsg(info, "cannot signal thread %d: %s", (int)ktid, strerror(err));
+		return -err;
+	}
+	uint64_t st = 0;
+	for (unsigned spins = 0;; spins++) {
+		st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+		if ((st & 0xff) == STB_SLOT_DONE || (st & 0xff) == STB_SLOT_DECLINED)
+			break;
+		if (stb_now_ns() >= deadline) {
+			uint64_t armed = tag << 8 | STB_SLOT_ARMED;
+			if (__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_ABANDONED,
+							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				stb_count(&stb_tstats.signal_timeouts);
+				if (stb_signal_blocked(ktid, signo))
+					stb_errmsg(info, "signal %d is blocked on thread %d", signo,
+						   (int)ktid);
+				else
+					stb_errmsg(info, "no capture from thread %d within the timeout "
+							 "(signal %d blocked or ignored?)",
+						   (int)ktid, signo);
+				return -ETIMEDOUT;
+			}
+			continue; /* the handler is writing: it finishes quickly */
+		}
+		if (spins < 2000)
+			stb_cpu_relax();
+		else
+			sched_yield();
+	}
+	if ((st & 0xff) == STB_SLOT_DECLINED)
+		return -EAGAIN;
+	stb_count(&stb_tstats.signal_captures);
+	info->held_ns = s->handler_ns;
+	info->tid = (uint32_t)ktid;
+	return 0;
+}
+
+/*
+ * Context mode: copies a ready/suspended task's stack while holding its lease
+ * (word w1 was read). 0 = consistent copy, -EAGAIN = the task moved (retry).
+ */
+static int stb_capture_context(struct stb_task *t, bthread_t tid, uint64_t w1, uint64_t lease,
+			       uint64_t deadline, struct stb_slot *s, struct stb_capture *cap)
+{
+	struct stb_abi_task *p = t->pub;
+	/* Read the fields only while our lease is sure to hold (see docs/abi.md). */
+	if (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
+	    stb_now_ns() + STB_LEASE_MARGIN_NS >= deadline)
+		return -ETIMEDOUT; /* lease broken or about to expire */
+	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
+	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
+	uint64_t bp = __atomic_load_n(&p->bp, __ATOMIC_RELAXED);
+	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	uint64_t from = sp - STB_ABI_SWITCH_FRAME;
+	if (from < lo || sp > hi)
+		return -EAGAIN;
+	size_t len = hi - from < STB_COPY_MAX ? (size_t)(hi - from) : STB_COPY_MAX;
+	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)from, len);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+	unsigned st2 = STB_ABI_STATE(w2);
+	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(w1) ||
+	    (st2 != STB_TASK_READY && st2 != STB_TASK_SUSPENDED) ||
+	    __atomic_load_n(&p->id, __ATOMIC_RELAXED) != tid)
+		return -EAGAIN;
+	cap->copy.addr = from;
+	cap->copy.bytes = s->buf;
+	cap->copy.len = len;
+	stb_unw_regs_from_switch(&cap->regs, ip, sp, bp, &cap->copy);
+	cap->mode = STB_TRACE_CONTEXT;
+	cap->state = st2;
+	return 0;
+}
+
+/*
+ * Holds task tid, captures its stack into s and releases it. Returns 0 with
+ * cap filled (cap->mode NO_STACK when there is nothing to read) or -errno.
+ */
+static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, struct stb_slot *s,
+		       struct stb_capture *cap, struct stb_trace_info *info)
+{
+	struct stb_abi_task *p = t->pub;
+	uint64_t lease = stb_lease_word(deadline);
+	uint64_t held_at = 0;
+	int rc;
+
+	/* Take the lease; another tracer may hold it for a moment. */
+	for (unsigned spins = 0;; spins++) {
+		uint64_t z = 0;
+		if (__atomic_compare_exchange_n(&p->trace, &z, lease, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			break;
+		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
+			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
+			return -ESRCH;
+		}
+		if (stb_now_ns() >= deadline) {
+			stb_errmsg(info, "another tracer held the task for the whole timeout");
+			return -EBUSY;
+		}
+		if (spins < 100)
+			stb_cpu_relax();
+		else
+			sched_yield();
+	}
+	held_at = stb_now_ns();
+	__atomic_fetch_add(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
+
+	for (unsigned spins = 0;; spins++) {
+		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
+			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
+			rc = -ESRCH;
+			goto cleanup;
+		}
+		uint64_t w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+		unsigned st = STB_ABI_STATE(w1);
+		info->state = st;
+		switch (st) {
+		case STB_TASK_READY:
+		case STB_TASK_SUSPENDED:
+			rc = stb_capture_context(t, tid, w1, lease, deadline, s, cap);
+			break;
+		case STB_TASK_RUNNING:
+			rc = stb_capture_signal(t, tid, s, deadline, info);
+			if (rc == 0) {
+				cap->regs = s->regs;
+				cap->copy.addr = s->addr;
+				cap->copy.bytes = s->buf;
+				cap->copy.len = s->len;
+				cap->mode = STB_TRACE_SIGNAL;
+				cap->state = st;
+			}
+			break;
+		case STB_TASK_CREATED:
+		case STB_TASK_READY_NO_STACK:
+			cap->mode = STB_TRACE_NO_STACK;
+			cap->state = st;
+			rc = 0;
+			break;
+		case STB_TASK_DESTROYED:
+		case STB_TASK_UNUSED:
+			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
+			rc = -ESRCH;
+			goto cleanup;
+		default: /* ABOUT_TO_RUN, SUSPENDING: a switch is in progress */
+			rc = -EAGAIN;
+			break;
+		}
+		if (rc != -EAGAIN && rc != -ETIMEDOUT)
+			break;
+		if (rc == -ETIMEDOUT && st == STB_TASK_RUNNING)
+			break; /* the signal capture timed out: message already set */
+		stb_count(&stb_tstats.retries);
+		if (stb_now_ns() >= deadline) {
+			stb_errmsg(info, "the task did not settle within the timeout (state %s)",
+				   stb_state_name(st));
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (spins < 100)
+			stb_cpu_relax();
+		else
+			sched_yield();
+	}
+	if (rc == 0 && cap->mode == STB_TRACE_CONTEXT)
+		info->held_ns = stb_now_ns() - held_at;
+cleanup:
+	__atomic_fetch_sub(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
+	/* Release; if the runtime broke our lease, the copy was validated anyway. */
+	__atomic_compare_exchange_n(&p->trace, &lease, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* ---- unwinding and symbols ---- */
+
+static void stb_self_init(void)
+{
+	stb_self_proc = stb_unw_proc_new(0);
+	if (!stb_self_proc) {
+		stb_self_err = errno ? errno : ENOMEM;
+		return;
+	}
+	stb_self_sym = stb_sym_new(0);
+	if (!stb_self_sym)
+		stb_self_err = errno ? errno : ENOMEM;
+}
+
+/* Fills f's symbol fields from the cache-backed symbolizer; false if unknown. */
+static bool stb_symbolize_into(uint64_t ip, bool is_return, struct stb_frame *f,
+			       struct stb_sym_info *si)
+{
+	memset(si, 0, sizeof(*si));
+	if (!stb_self_sym || (stb_sym_lookup(stb_self_sym, ip, is_return, si) != 0 && !si->module))
+		return false;
+	f->symbol = si->function;
+	f->offset = si->offset;
+	f->module = si->module;
+	f->file = si->file;
+	f->line = si->line;
+	return true;
+}
+
+void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f)
+{
+	struct stb_sym_info si;
+	pthread_once(&stb_self_once, stb_self_init);
+	stb_symbolize_into(ip, is_return != 0, f, &si);
+}
+
+struct stb_walk {
+	const struct stb_trace_opts *opts;
+	struct stb_frame *frames;
+	size_t nframes;
+	unsigned n;          /* frames delivered (including inline ones) */
+	unsigned abs;        /* physical frames seen, counting the skipped ones */
+	bool first_is_return;
+	bool stopped;
+};
+
+static int stb_walk_emit(struct stb_walk *wk, const struct stb_frame *f)
+{
+	if (wk->frames && wk->n < wk->nframes)
+		wk->frames[wk->n] = *f;
+	wk->n++;
+	if (wk->opts->on_frame && wk->opts->on_frame(f, wk->opts->arg)) {
+		wk->stopped = true;
+		return 1;
+	}
+	return 0;
+}
+
+static int stb_walk_frame(const struct stb_unw_frame *uf, void *arg)
+{
+	struct stb_walk *wk = arg;
+	const struct stb_trace_opts *o = wk->opts;
+	unsigned idx = o->skip + wk->abs++;
+	struct stb_frame f;
+	memset(&f, 0, sizeof(f));
+	f.ip = uf->ip;
+	f.sp = uf->sp;
+	f.flags = uf->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
+	struct stb_sym_info si;
+	if (!o->no_symbols && stb_symbolize_into(uf->ip, idx > 0 || wk->first_is_return, &f, &si) &&
+	    o->inline_frames) {
+		for (unsigned i = 0; i < si.ninline; i++) {
+			struct stb_frame in = f;
+			in.symbol = si.inlines[i].function;
+			in.file = si.inlines[i].file;
+			in.line = si.inlines[i].line;
+			in.offset = 0;
+			in.flags |= STB_FRAME_F_INLINED;
+			if (stb_walk_emit(wk, &in))
+				return 1;
+		}
+	}
+	return stb_walk_emit(wk, &f);
+}
+
+/* Unwinds a capture into frames/callback. Returns frames delivered or -errno. */
+static int stb_trace_unwind(const struct stb_capture *cap, const struct stb_trace_opts *o,
+			    struct stb_frame *frames, size_t nframes, struct stb_trace_info *info)
+{
+	struct stb_walk wk = {
+		.opts = o, .frames = frames, .nframes = nframes,
+		.first_is_return = (cap->regs.flags & STB_UNW_IP_IS_RETURN) != 0,
+	};
+	unsigned depth = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
+	int rc = stb_unw_walk(stb_self_proc, &cap->regs, &cap->copy, o->skip, depth,
+			      stb_walk_frame, &wk);
+	if (rc < 0) {
+		stb_errmsg(info, "unwinding failed: %s", strerror(-rc));
+		return rc;
+	}
+	info->nframes = wk.n;
+	info->truncated = wk.stopped || (unsigned)rc >= depth;
+	return (int)wk.n;
+}
+
+/*
+ * The trace itself. self_ip/sp/bp: the frame of the public function's caller,
+ * used when a task traces itself.
+ */
+int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
+		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
+		   uint64_t self_bp)
+{
+	static const struct stb_trace_opts dflt;
+	struct stb_trace_info scratch;
+	const struct stb_trace_opts *o = opts ? opts : &dflt;
+	if (!info)
+		info = &scratch;
+	memset(info, 0, sizeof(*info));
+	info->id = tid;
+
+	int ms = o->timeout_ms > 0 ? o->timeout_ms : __atomic_load_n(&stb_timeout_ms, __ATOMIC_RELAXED);
+	uint64_t deadline = stb_now_ns() + (uint64_t)ms * 1000000u;
+	struct stb_task *t = stb_task_lookup(tid);
+	if (!t || __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE) != tid) {
+		stb_errmsg(info, "no live bthread %llu", (unsigned long long)tid);
+		return -ESRCH;
+	}
+	pthread_once(&stb_self_once, stb_self_init);
+	if (stb_self_err) {
+		stb_errmsg(info, "cannot set up unwinding: %s", strerror(stb_self_err));
+		return -stb_self_err;
+	}
+	memcpy(info->name, t->pub->name, sizeof(info->name));
+	info->name[sizeof(info->name) - 1] = '\0';
+	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
+	info->since_ns = t->pub->since_ns;
+
+	struct stb_capture cap;
+	memset(&cap, 0, sizeof(cap));
+	struct stb_slot *s = stb_slot_get(deadline);
+	if (!s) {
+		stb_errmsg(info, "no capture buffer available");
+		return -ENOMEM;
+	}
+	int rc;
+	if (t == stb_thread_task()) {
+		/* Tracing ourselves: our own stack is stable while we read it. */
+		uint64_t hi = t->pub->stack_hi;
+		size_t len = hi > self_sp ? (size_t)(hi - self_sp) : 0;
+		if (len > STB_COPY_MAX)
+			len = STB_COPY_MAX;
+		stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)self_sp, len);
+		cap.copy.addr = self_sp;
+		cap.copy.bytes = s->buf;
+		cap.copy.len = len;
+		memset(&cap.regs, 0, sizeof(cap.regs));
+		cap.regs.ip = self_ip;
+		cap.regs.sp = self_sp;
+		cap.regs.bp = self_bp;
+		cap.regs.flags = STB_UNW_IP_IS_RETURN;
+		cap.mode = STB_TRACE_SELF;
+		cap.state = STB_TASK_RUNNING;
+		info->state = STB_TASK_RUNNING;
+		info->tid = (uint32_t)stb_gettid();
+		rc = 0;
+	} else {
+		rc = stb_capture(t, tid, deadline, s, &cap, info);
+	}
+	info->mode = cap.mode;
+	if (rc == 0 && cap.mode != STB_TRACE_NO_STACK) {
+		rc = stb_trace_unwind(&cap, o, frames, nframes, info);
+		if (rc >= 0)
+			stb_count(&stb_tstats.traces);
+	}
+	stb_slot_put(s);
+	return rc;
+}
+
+__attribute__((noinline)) int stb_trace(bthread_t tid, const struct stb_trace_opts *opts,
+					struct stb_frame *frames, size_t nframes,
+					struct stb_trace_info *info)
+{
+	uint64_t ip, sp, bp;
+	STB_CALLER_FRAME(ip, sp, bp);
+	return stb_trace_impl(tid, opts, frames, nframes, info, ip, sp, bp);
+}
+
+/* Appends one bRPC-style frame line to buf (snprintf semantics via *len). */
+size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
+{
+	if (f->symbol)
+		return (size_t)snprintf(buf, size, "#%u 0x%016llx %s+0x%llx\n", idx,
+					(unsigned long long)f->ip, f->symbol,
+					(unsigned long long)f->offset);
+	if (f->module) {
+		const char *base = strrchr(f->module, '/');
+		return (size_t)snprintf(buf, size, "#%u 0x%016llx ?? (%s)\n", idx,
+					(unsigned long long)f->ip, base ? base + 1 : f->module);
+	}
+	return (size_t)snprintf(buf, size, "#%u 0x%016llx ??\n", idx, (unsigned long long)f->ip);
+}
+
+struct stb_text {
+	char *buf;
+	size_t size, len;
+	unsigned idx;
+};
+
+static int stb_text_frame(const struct stb_frame *f, void *arg)
+{
+	struct stb_text *tx = arg;
+	size_t room = tx->len < tx->size ? tx->size - tx->len : 0;
+	tx->len += stb_format_frame(room ? tx->buf + tx->len : NULL, room, tx->idx++, f);
+	return 0;
+}
+
+__attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size_t size)
+{
+	uint64_t ip, sp, bp;
+	STB_CALLER_FRAME(ip, sp, bp);
+	if (!buf && size)
+		return -EINVAL;
+	if (size)
+		buf[0] = '\0';
+	struct stb_text tx = {.buf = buf, .size = size};
+	struct stb_trace_opts o = {.on_frame = stb_text_frame, .arg = &tx};
+	struct stb_trace_info info;
+	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp);
+	if (rc < 0)
+		return rc;
+	if (info.mode == STB_TRACE_NO_STACK)
+		tx.len = (size_t)snprintf(buf, size, "(no stack: %s)\n", stb_state_name(info.state));
+	if (size && tx.len >= size)
+		buf[size - 1] = '\0';
+	return tx.len > INT32_MAX ? INT32_MAX : (int)tx.len;
+}
+
+/* ---- registered pthreads ---- */
+
+static void stb_pthread_unregister(void *arg)
+{
+	struct stb_task *t = arg;
+	stb_tls_pthread_task = NULL;
+	stb_task_set_state(t, STB_TASK_SUSPENDING);
+	struct stb_butex *j = t->join;
+	stb_lock(&j->lock);
+	t->ret = NULL;
+	t->ret_version = t->version;
+	__atomic_store_n(&j->value, (int)t->version, __ATOMIC_RELEASE);
+	stb_unlock(&j->lock);
+	stb_butex_wake(j, true);
+	stb_task_set_state(t, STB_TASK_DESTROYED);
+	stb_task_release(t);
+}
+
+static void stb_pthread_key_init(void)
+{
+	pthread_key_create(&stb_pthread_key, stb_pthread_unregister);
+}
+
+bthread_t bthread_init_for_pthread_stack_trace(void)
+{
+	if (stb_task_self()) {
+		errno = EINVAL;
+		return 0;
+	}
+	struct stb_task *t = stb_tls_pthread_task;
+	if (t)
+		return stb_task_id(t);
+	int rc = stb_runtime_init();
+	if (rc != 0) {
+		errno = rc;
+		return 0;
+	}
+	pthread_once(&stb_pthread_once, stb_pthread_key_init);
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	char name[16] = "";
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	attr.name = name;
+	t = stb_task_alloc(&attr, NULL, NULL);
+	if (!t)
+		return 0;
+	t->flags |= STB_TASK_F_PTHREAD;
+	struct stb_abi_task *p = t->pub;
+	p->flags |= STB_ABI_TASK_F_PTHREAD;
+	pthread_attr_t pa;
+	if (pthread_getattr_np(pthread_self(), &pa) == 0) {
+		void *lo;
+		size_t size;
+		pthread_attr_getstack(&pa, &lo, &size);
+		pthread_attr_destroy(&pa);
+		p->stack_lo = (uint64_t)(uintptr_t)lo;
+		p->stack_hi = (uint64_t)(uintptr_t)lo + size;
+	}
+	p->tid = (uint32_t)stb_gettid();
+	p->worker = UINT32_MAX;
+	stb_tls_pthread_task = t;
+	if (pthread_setspecific(stb_pthread_key, t) != 0) {
+		stb_tls_pthread_task = NULL;
+		stb_task_set_state(t, STB_TASK_DESTROYED);
+		stb_task_release(t);
+		errno = ENOMEM;
+		return 0;
+	}
+	stb_task_set_state(t, STB_TASK_RUNNING);
+	return stb_task_id(t);
+}
+
+int stb_get_stats(struct stb_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct stb_abi_header *h = __atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE);
+	if (h) {
+		out->untraceable = __atomic_load_n(&h->untraceable, __ATOMIC_RELAXED);
+		out->gate_waits = __atomic_load_n(&h->gate_waits, __ATOMIC_RELAXED);
+		out->gate_wait_ns = __atomic_load_n(&h->gate_wait_ns, __ATOMIC_RELAXED);
+		out->gate_giveups = __atomic_load_n(&h->gate_giveups, __ATOMIC_RELAXED);
+	}
+	out->traces = __atomic_load_n(&stb_tstats.traces, __ATOMIC_RELAXED);
+	out->signal_captures = __atomic_load_n(&stb_tstats.signal_captures, __ATOMIC_RELAXED);
+	out->signal_timeouts = __atomic_load_n(&stb_tstats.signal_timeouts, __ATOMIC_RELAXED);
+	out->retries = __atomic_load_n(&stb_tstats.retries, __ATOMIC_RELAXED);
+	return 0;
+}

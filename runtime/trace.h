@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal interface of the in-process tracer (trace.c) used by the dump
+ * (dump.c), the stack pool and runtime start-up.
+ */
+#ifndef STB_RUNTIME_TRACE_H
+#define STB_RUNTIME_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stb/stb.h"
+
+/* Number of tracers copying a stack right now; stacks are not unmapped while > 0. */
+extern uint32_t stb_tracers_active;
+
+/* Reads STB_SIGNAL_TRACE_TIMEOUT_MS and STB_TRACE_SIGNAL (runtime start). */
+void stb_tracer_config_init(void);
+/* Installs the dump-on-signal handler when $STB_DUMP_SIGNAL is set. */
+void stb_dump_signal_init(void);
+
+/* The caller's frame, as if the calling function had returned (frame pointers). */
+#define STB_CALLER_FRAME(ip, sp, bp)                                                     \
+	do {                                                                             \
+		uint64_t *fp_ = __builtin_frame_address(0);                             \
+		(ip) = (uint64_t)(uintptr_t)__builtin_return_address(0);                \
+		(sp) = (uint64_t)(uintptr_t)(fp_ + 2);                                  \
+		(bp) = fp_[0];                                                           \
+	} while (0)
+
+/* stb_trace with the frame of the public caller for self-traces. */
+int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
+		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
+		   uint64_t self_bp);
+
+/* Formats "#idx 0x... symbol+0xoff\n" into buf; returns the full length (snprintf). */
+size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f);
+
+/* Symbolizes ip of this process into f (symbol, offset, module, file, line). */
+void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f);
+
+#endif /* STB_RUNTIME_TRACE_H */
