@@ -15,13 +15,13 @@
 
 #include "internal.h"
 #include "stb/stb.h"
+#include "hold.h"
 #include "symbolize.h"
 #include "trace.h"
 #include "unwind.h"
 
 #define STB_SLOTS 16u
 #define STB_COPY_MAX (256u << 10) /* bytes of stack copied at most */
-#define STB_LEASE_MARGIN_NS 1000000u
 
 enum stb_slot_phase {
 	STB_SLOT_ARMED = 1,     /* request sent, handler may take it */
@@ -46,7 +46,6 @@ struct stb_slot {
 
 static struct stb_slot stb_slots[STB_SLOTS];
 static uint64_t stb_slot_tag;
-static uint32_t stb_tracer_ids;
 
 static int stb_trace_signo;            /* 0 until configured */
 static int stb_timeout_ms = 50;
@@ -236,14 +235,6 @@ static void stb_slot_put(struct stb_slot *s)
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-static uint64_t stb_lease_word(uint64_t deadline)
-{
-	uint32_t id = __atomic_add_fetch(&stb_tracer_ids, 1, __ATOMIC_RELAXED) & 0xffffu;
-	if (id == 0)
-		id = 1;
-	return ((deadline >> STB_ABI_LEASE_SHIFT) << 16) | id;
-}
-
 static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
@@ -357,41 +348,11 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 	return 0;
 }
 
-/*
- * Context mode: copies a ready/suspended task's stack while holding its lease
- * (word w1 was read). 0 = consistent copy, -EAGAIN = the task moved (retry).
- */
-static int stb_capture_context(struct stb_task *t, bthread_t tid, uint64_t w1, uint64_t lease,
-			       uint64_t deadline, struct stb_slot *s, struct stb_capture *cap)
+/* Reads this process's memory for stb_hold_copy_context (the range is mapped). */
+static int stb_read_self(void *ctx, uint64_t addr, void *dst, size_t len)
 {
-	struct stb_abi_task *p = t->pub;
-	/* Read the fields only while our lease is sure to hold (see docs/abi.md). */
-	if (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
-	    stb_now_ns() + STB_LEASE_MARGIN_NS >= deadline)
-		return -ETIMEDOUT; /* lease broken or about to expire */
-	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
-	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
-	uint64_t bp = __atomic_load_n(&p->bp, __ATOMIC_RELAXED);
-	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
-	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
-	uint64_t from = sp - STB_ABI_SWITCH_FRAME;
-	if (from < lo || sp > hi)
-		return -EAGAIN;
-	size_t len = hi - from < STB_COPY_MAX ? (size_t)(hi - from) : STB_COPY_MAX;
-	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)from, len);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-	unsigned st2 = STB_ABI_STATE(w2);
-	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(w1) ||
-	    (st2 != STB_TASK_READY && st2 != STB_TASK_SUSPENDED) ||
-	    __atomic_load_n(&p->id, __ATOMIC_RELAXED) != tid)
-		return -EAGAIN;
-	cap->copy.addr = from;
-	cap->copy.bytes = s->buf;
-	cap->copy.len = len;
-	stb_unw_regs_from_switch(&cap->regs, ip, sp, bp, &cap->copy);
-	cap->mode = STB_TRACE_CONTEXT;
-	cap->state = st2;
+	(void)ctx;
+	stb_unw_copy_raw(dst, (const void *)(uintptr_t)addr, len);
 	return 0;
 }
 
@@ -403,30 +364,17 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 		       struct stb_capture *cap, struct stb_trace_info *info)
 {
 	struct stb_abi_task *p = t->pub;
-	uint64_t lease = stb_lease_word(deadline);
-	uint64_t held_at = 0;
-	int rc;
-
-	/* Take the lease; another tracer may hold it for a moment. */
-	for (unsigned spins = 0;; spins++) {
-		uint64_t z = 0;
-		if (__atomic_compare_exchange_n(&p->trace, &z, lease, false, __ATOMIC_SEQ_CST,
-						__ATOMIC_RELAXED))
-			break;
-		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
-			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-			return -ESRCH;
-		}
-		if (stb_now_ns() >= deadline) {
-			stb_errmsg(info, "another tracer held the task for the whole timeout");
-			return -EBUSY;
-		}
-		if (spins < 100)
-			stb_cpu_relax();
-		else
-			sched_yield();
+	uint64_t lease;
+	int rc = stb_hold_acquire(p, tid, deadline, &lease);
+	if (rc == -ESRCH) {
+		stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
+		return rc;
 	}
-	held_at = stb_now_ns();
+	if (rc != 0) {
+		stb_errmsg(info, "another tracer held the task for the whole timeout");
+		return rc;
+	}
+	uint64_t held_at = stb_now_ns();
 	__atomic_fetch_add(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
 
 	for (unsigned spins = 0;; spins++) {
@@ -441,7 +389,10 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 		switch (st) {
 		case STB_TASK_READY:
 		case STB_TASK_SUSPENDED:
-			rc = stb_capture_context(t, tid, w1, lease, deadline, s, cap);
+			rc = stb_hold_copy_context(p, tid, w1, lease, deadline, stb_read_self, NULL,
+						   s->buf, STB_COPY_MAX, &cap->regs, &cap->copy);
+			cap->mode = STB_TRACE_CONTEXT;
+			cap->state = st;
 			break;
 		case STB_TASK_RUNNING:
 			rc = stb_capture_signal(t, tid, s, deadline, info);
@@ -489,8 +440,8 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 		info->held_ns = stb_now_ns() - held_at;
 cleanup:
 	__atomic_fetch_sub(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
-	/* Release; if the runtime broke our lease, the copy was validated anyway. */
-	__atomic_compare_exchange_n(&p->trace, &lease, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	/* If the runtime broke our lease, the copy was validated anyway. */
+	stb_hold_release(p, lease);
 	return rc;
 }
 

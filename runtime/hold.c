@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Lease handling and validated stack copies for tracers (see hold.h and the
+ * invariants in include/stb/abi.h). No runtime state is used: the loader links
+ * this file too.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "hold.h"
+
+static uint64_t stb_hold_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t stb_hold_lease(uint64_t deadline)
+{
+	static uint32_t ids;
+	uint32_t id = __atomic_add_fetch(&ids, 1, __ATOMIC_RELAXED) & 0xffffu;
+	if (id == 0)
+		id = 1;
+	return ((deadline >> STB_ABI_LEASE_SHIFT) << 16) | id;
+}
+
+int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease)
+{
+	uint64_t word = stb_hold_lease(deadline);
+	for (unsigned spins = 0;; spins++) {
+		uint64_t z = 0;
+		if (__atomic_compare_exchange_n(&p->trace, &z, word, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED)) {
+			*lease = word;
+			return 0;
+		}
+		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id)
+			return -ESRCH;
+		if (stb_hold_now() >= deadline)
+			return -EBUSY;
+		if (spins < 100)
+			__builtin_ia32_pause();
+		else
+			sched_yield();
+	}
+}
+
+int stb_hold_release(struct stb_abi_task *p, uint64_t lease)
+{
+	uint64_t expected = lease;
+	if (__atomic_compare_exchange_n(&p->trace, &expected, 0, false, __ATOMIC_RELEASE,
+					__ATOMIC_RELAXED))
+		return 0;
+	return -ETIMEDOUT;
+}
+
+int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
+			  uint64_t deadline, stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
+			  struct stb_regs *regs, struct stb_stack_copy *copy)
+{
+	/* While our lease holds, the task cannot pass a gate: the fields below
+	 * are consistent and its stack stays mapped (docs/abi.md). */
+	if (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
+	    stb_hold_now() + STB_HOLD_MARGIN_NS >= deadline)
+		return -ETIMEDOUT;
+	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
+	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
+	uint64_t bp = __atomic_load_n(&p->bp, __ATOMIC_RELAXED);
+	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	uint64_t from = sp - STB_ABI_SWITCH_FRAME;
+	if (sp < STB_ABI_SWITCH_FRAME || from < lo || sp > hi)
+		return -EAGAIN;
+	size_t len = hi - from < cap ? (size_t)(hi - from) : cap;
+	int rc = read(ctx, from, buf, len);
+	if (rc != 0)
+		return rc;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+	unsigned st = STB_ABI_STATE(w2);
+	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(w1) || (st != STB_TASK_READY && st != STB_TASK_SUSPENDED) ||
+	    __atomic_load_n(&p->id, __ATOMIC_RELAXED) != id)
+		return -EAGAIN;
+	copy->addr = from;
+	copy->bytes = buf;
+	copy->len = len;
+	stb_unw_regs_from_switch(regs, ip, sp, bp, copy);
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tracer's side of the STB gate, shared by the in-process tracer and
+ * stb-bpf-loader: taking and releasing a task's lease in its table entry and
+ * copying a ready/suspended task's stack with the seqlock-style validation
+ * described in include/stb/abi.h. Works on a table entry mapped in this
+ * process (the own table, or a target's table mapped by the loader).
+ */
+#ifndef STB_RUNTIME_HOLD_H
+#define STB_RUNTIME_HOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stb/abi.h"
+#include "unwind.h"
+
+/* Copies len bytes at target address addr into dst. Returns 0 or -errno. */
+typedef int (*stb_hold_read_fn)(void *ctx, uint64_t addr, void *dst, size_t len);
+
+/* Do not read fields or copy a stack when the lease ends sooner than this. */
+#define STB_HOLD_MARGIN_NS 1000000u
+
+/* A lease word (abi.h) for a hold that must end by deadline (CLOCK_MONOTONIC ns). */
+uint64_t stb_hold_lease(uint64_t deadline);
+
+/*
+ * Takes task entry p's lease for bthread id, waiting while another tracer
+ * holds it. Returns 0 (*lease set), -ESRCH when the entry no longer holds id,
+ * -EBUSY when the deadline passed first. Thread-safe; may spin/yield.
+ */
+int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease);
+
+/* Gives the lease back. Returns 0, or -ETIMEDOUT if the runtime broke it. */
+int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
+
+/*
+ * With the lease held and word w1 read in state READY or SUSPENDED: copies the
+ * stack from the saved sp (minus the switch frame) up to stack_hi, at most cap
+ * bytes, into buf with read(), then checks that the task did not run meanwhile.
+ * On success fills regs (stb_unw_regs_from_switch) and copy (addr/len; bytes =
+ * buf) and returns 0. -EAGAIN: the task moved, read again; -ETIMEDOUT: the
+ * lease is gone or about to expire; other -errno from read().
+ */
+int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
+			  uint64_t deadline, stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
+			  struct stb_regs *regs, struct stb_stack_copy *copy);
+
+#endif /* STB_RUNTIME_HOLD_H */
