@@ -12,147 +12,28 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "report.h"
 #include "trace.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
 
-/* One traced task. */
-struct stb_dump_task {
-	bthread_t id;
-	unsigned state;
-	int is_pthread;
-	uint32_t tid;
-	uint64_t since_ns;
-	char name[40];
-	int err;                 /* <0: trace failed */
-	char error[128];
-	unsigned nframes;
-	uint64_t *ips;           /* nframes return addresses (ip of frame 0 exact if running) */
-	int first_exact;         /* frame 0 is an exact ip (signal capture) */
-	uint64_t hash;
-	struct stb_dump_task *group_next;
-};
-
-static void stb_dump_header(FILE *out, const struct stb_dump_task *d, uint64_t now)
-{
-	fprintf(out, "%s %llu", d->is_pthread ? "pthread" : "bthread", (unsigned long long)d->id);
-	if (d->name[0])
-		fprintf(out, " \"%s\"", d->name);
-	fprintf(out, " [%s", stb_state_name(d->state));
-	if (d->state == STB_TASK_SUSPENDED && d->since_ns && now > d->since_ns)
-		fprintf(out, ", %.3f s", (double)(now - d->since_ns) / 1e9);
-	if (d->tid && d->state == STB_TASK_RUNNING)
-		fprintf(out, ", tid %u", d->tid);
-	fprintf(out, "]\n");
-}
-
-static void stb_dump_frames(FILE *out, const struct stb_dump_task *d)
-{
-	if (d->err < 0) {
-		fprintf(out, "(trace failed: %s)\n", d->error[0] ? d->error : strerror(-d->err));
-		return;
-	}
-	if (d->nframes == 0) {
-		fprintf(out, "(no stack: %s)\n", stb_state_name(d->state));
-		return;
-	}
-	char line[512];
-	for (unsigned i = 0; i < d->nframes; i++) {
-		struct stb_frame f;
-		memset(&f, 0, sizeof(f));
-		f.ip = d->ips[i];
-		stb_trace_symbolize(f.ip, i > 0 || !d->first_exact, &f);
-		stb_format_frame(line, sizeof(line), i, &f);
-		fputs(line, out);
-	}
-}
-
-struct stb_ip_collect {
-	uint64_t *ips;
+struct stb_frame_collect {
+	struct stb_frame *frames;
 	unsigned n, max;
 };
 
-static int stb_collect_ip(const struct stb_frame *f, void *arg)
+static int stb_collect_frame(const struct stb_frame *f, void *arg)
 {
-	struct stb_ip_collect *c = arg;
+	struct stb_frame_collect *c = arg;
 	if (c->n < c->max)
-		c->ips[c->n++] = f->ip;
+		c->frames[c->n++] = *f;
 	return 0;
 }
 
-static uint64_t stb_hash_ips(const uint64_t *ips, unsigned n, unsigned state)
+static void stb_dump_sym(void *ctx, struct stb_frame *f, int is_return)
 {
-	uint64_t h = 1469598103934665603ull ^ state;
-	for (unsigned i = 0; i < n; i++) {
-		h ^= ips[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
-static bool stb_same_stack(const struct stb_dump_task *a, const struct stb_dump_task *b)
-{
-	return a->hash == b->hash && a->state == b->state && a->nframes == b->nframes &&
-	       a->err == b->err && memcmp(a->ips, b->ips, a->nframes * sizeof(uint64_t)) == 0;
-}
-
-static int stb_dump_cmp_group(const void *x, const void *y)
-{
-	const struct stb_dump_task *a = *(struct stb_dump_task *const *)x;
-	const struct stb_dump_task *b = *(struct stb_dump_task *const *)y;
-	unsigned ca = 0, cb = 0;
-	for (const struct stb_dump_task *p = a; p; p = p->group_next)
-		ca++;
-	for (const struct stb_dump_task *p = b; p; p = p->group_next)
-		cb++;
-	if (ca != cb)
-		return ca > cb ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
-}
-
-static void stb_dump_grouped(FILE *out, struct stb_dump_task *tasks, size_t n)
-{
-	/* Open-addressing table of group leaders. */
-	size_t cap = 16;
-	while (cap < n * 2)
-		cap <<= 1;
-	struct stb_dump_task **tab = calloc(cap, sizeof(*tab));
-	struct stb_dump_task **leaders = calloc(n ? n : 1, sizeof(*leaders));
-	size_t ngroups = 0;
-	if (!tab || !leaders) {
-		fprintf(out, "(grouping failed: out of memory)\n");
-		goto cleanup;
-	}
-	for (size_t i = n; i-- > 0;) {
-		struct stb_dump_task *d = &tasks[i];
-		size_t k = d->hash & (cap - 1);
-		while (tab[k] && !stb_same_stack(tab[k], d))
-			k = (k + 1) & (cap - 1);
-		if (tab[k]) {
-			d->group_next = tab[k]->group_next;
-			tab[k]->group_next = d;
-		} else {
-			tab[k] = d;
-			leaders[ngroups++] = d;
-		}
-	}
-	qsort(leaders, ngroups, sizeof(*leaders), stb_dump_cmp_group);
-	for (size_t g = 0; g < ngroups; g++) {
-		struct stb_dump_task *d = leaders[g];
-		unsigned count = 0;
-		for (struct stb_dump_task *p = d; p; p = p->group_next)
-			count++;
-		fprintf(out, "%u %s [%s]:", count, count == 1 ? "task" : "tasks",
-			stb_state_name(d->state));
-		for (struct stb_dump_task *p = d; p; p = p->group_next)
-			fprintf(out, " %llu", (unsigned long long)p->id);
-		fputc('\n', out);
-		stb_dump_frames(out, d);
-		fputc('\n', out);
-	}
-cleanup:
-	free(tab);
-	free(leaders);
+	(void)ctx;
+	stb_trace_symbolize(f->ip, is_return, f);
 }
 
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)
@@ -165,11 +46,12 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 		return -EINVAL;
 	unsigned depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH;
 	uint32_t nslots = stb_task_slots();
-	struct stb_dump_task *tasks = calloc(nslots ? nslots : 1, sizeof(*tasks));
-	uint64_t *ips = calloc((size_t)(nslots ? nslots : 1) * depth, sizeof(uint64_t));
+	size_t cap = nslots ? nslots : 1;
+	struct stb_report_task *tasks = calloc(cap, sizeof(*tasks));
+	struct stb_frame *frames = calloc(cap * depth, sizeof(*frames));
 	size_t n = 0;
 	int rc = 0;
-	if (!tasks || !ips) {
+	if (!tasks || !frames) {
 		rc = -ENOMEM;
 		goto cleanup;
 	}
@@ -183,43 +65,38 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 			continue;
 		if (o->state_mask && !(o->state_mask & (1u << st)))
 			continue;
-		struct stb_dump_task *d = &tasks[n];
-		d->ips = ips + n * depth;
-		struct stb_ip_collect c = {.ips = d->ips, .max = depth};
+		struct stb_report_task *d = &tasks[n];
+		struct stb_frame_collect c = {.frames = frames + n * depth, .max = depth};
+		/* Symbols are looked up when printing: once per group when grouped. */
 		struct stb_trace_opts to = {.max_depth = depth, .no_symbols = 1,
-					    .on_frame = stb_collect_ip, .arg = &c};
+					    .on_frame = stb_collect_frame, .arg = &c};
 		struct stb_trace_info info;
 		int r = stb_trace_impl(id, &to, NULL, 0, &info, self_ip, self_sp, self_bp);
 		if (r == -ESRCH)
 			continue; /* finished meanwhile */
 		d->id = id;
 		d->state = info.state;
+		d->mode = info.mode;
 		d->is_pthread = info.is_pthread;
 		d->tid = info.tid;
 		d->since_ns = info.since_ns;
 		memcpy(d->name, info.name, sizeof(d->name));
 		d->err = r < 0 ? r : 0;
 		memcpy(d->error, info.error, sizeof(d->error));
+		d->truncated = info.truncated;
+		d->frames = c.frames;
 		d->nframes = r < 0 ? 0 : c.n;
-		d->first_exact = info.mode == STB_TRACE_SIGNAL;
-		d->hash = stb_hash_ips(d->ips, d->nframes, d->state);
 		n++;
 	}
-	uint64_t now = stb_now_coarse_ns();
-	if (o->group) {
-		stb_dump_grouped(out, tasks, n);
-	} else {
-		for (size_t i = 0; i < n; i++) {
-			stb_dump_header(out, &tasks[i], now);
-			stb_dump_frames(out, &tasks[i]);
-			fputc('\n', out);
-		}
-	}
+	struct stb_report r = {.out = out, .sym = stb_dump_sym, .now_ns = stb_now_coarse_ns(),
+			       .group = o->group != 0};
+	rc = stb_report_text(&r, tasks, n);
 	fflush(out);
-	rc = (int)n;
+	if (rc == 0)
+		rc = (int)n;
 cleanup:
 	free(tasks);
-	free(ips);
+	free(frames);
 	return rc;
 }
 

@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "stb/stb.h"
 #include "hold.h"
+#include "report.h"
 #include "symbolize.h"
 #include "trace.h"
 #include "unwind.h"
@@ -67,16 +68,6 @@ static struct {
 static __thread struct stb_task *stb_tls_pthread_task __attribute__((tls_model("initial-exec")));
 static pthread_key_t stb_pthread_key;
 static pthread_once_t stb_pthread_once = PTHREAD_ONCE_INIT;
-
-static const char *const stb_state_names[STB_TASK_NSTATES] = {
-	"unused", "created", "ready-without-stack", "ready", "about-to-run",
-	"running", "suspending", "suspended", "destroyed",
-};
-
-const char *stb_state_name(unsigned state)
-{
-	return state < STB_TASK_NSTATES ? stb_state_names[state] : "invalid";
-}
 
 static void stb_count(uint64_t *c)
 {
@@ -469,6 +460,8 @@ static bool stb_symbolize_into(uint64_t ip, bool is_return, struct stb_frame *f,
 	f->symbol = si->function;
 	f->offset = si->offset;
 	f->module = si->module;
+	f->module_offset = si->module_offset;
+	f->build_id = si->build_id;
 	f->file = si->file;
 	f->line = si->line;
 	return true;
@@ -631,21 +624,6 @@ __attribute__((noinline)) int stb_trace(bthread_t tid, const struct stb_trace_op
 	uint64_t ip, sp, bp;
 	STB_CALLER_FRAME(ip, sp, bp);
 	return stb_trace_impl(tid, opts, frames, nframes, info, ip, sp, bp);
-}
-
-/* Appends one bRPC-style frame line to buf (snprintf semantics via *len). */
-size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
-{
-	if (f->symbol)
-		return (size_t)snprintf(buf, size, "#%u 0x%016llx %s+0x%llx\n", idx,
-					(unsigned long long)f->ip, f->symbol,
-					(unsigned long long)f->offset);
-	if (f->module) {
-		const char *base = strrchr(f->module, '/');
-		return (size_t)snprintf(buf, size, "#%u 0x%016llx ?? (%s)\n", idx,
-					(unsigned long long)f->ip, base ? base + 1 : f->module);
-	}
-	return (size_t)snprintf(buf, size, "#%u 0x%016llx ??\n", idx, (unsigned long long)f->ip);
 }
 
 struct stb_text {

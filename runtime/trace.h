@@ -33,9 +33,6 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
 		   uint64_t self_bp);
 
-/* Formats "#idx 0x... symbol+0xoff\n" into buf; returns the full length (snprintf). */
-size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f);
-
 /* Symbolizes ip of this process into f (symbol, offset, module, file, line). */
 void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f);
 

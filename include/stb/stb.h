@@ -58,6 +58,8 @@ struct stb_frame {
 	const char *symbol;   /* function name, demangled when possible */
 	uint64_t offset;      /* ip - start of symbol */
 	const char *module;   /* path of the mapped file holding ip */
+	uint64_t module_offset; /* ip relative to the module's load base */
+	const char *build_id; /* hex build id of the module */
 	const char *file;     /* source file, when debug info exists */
 	int line;
 	unsigned flags;       /* STB_FRAME_F_* */
@@ -69,6 +71,7 @@ enum stb_trace_mode {
 	STB_TRACE_CONTEXT = 1,  /* ready/suspended: unwound from the saved context */
 	STB_TRACE_SIGNAL = 2,   /* running: captured by a signal handler on its thread */
 	STB_TRACE_SELF = 3,     /* the caller traced itself */
+	STB_TRACE_BPF = 4,      /* running: captured by the BPF program (stb-bpf-loader) */
 };
 
 /* Called for each frame in order; return non-zero to stop the walk there. */
