@@ -78,8 +78,10 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 	int rc = read(ctx, from, buf, len);
 	if (rc != 0)
 		return rc;
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+	/* x86 does not reorder loads; read() is opaque to the compiler, and the
+	 * barrier keeps the second read of word after the copy. */
+	__asm__ volatile("" ::: "memory");
+	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_SEQ_CST);
 	unsigned st = STB_ABI_STATE(w2);
 	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(w1) || (st != STB_TASK_READY && st != STB_TASK_SUSPENDED) ||
 	    __atomic_load_n(&p->id, __ATOMIC_RELAXED) != id)

@@ -208,7 +208,8 @@ struct stb_task *stb_worker_current(struct stb_worker *w)
 static inline void stb_full_fence(void)
 {
 #if defined(STB_TSAN)
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	static uint32_t dummy; /* TSan does not support fences: a seq_cst RMW is one */
+	__atomic_fetch_add(&dummy, 0, __ATOMIC_SEQ_CST);
 #else
 	__asm__ volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
 #endif

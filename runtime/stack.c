@@ -93,8 +93,7 @@ void stb_stack_put(struct stb_stack *s)
 #if STB_TRACER
 	/* A tracer may be copying from a stack it read before the task ended:
 	 * never unmap while one is active (pairs with the tracer's increment). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	keep = __atomic_load_n(&stb_tracers_active, __ATOMIC_RELAXED) != 0;
+	keep = __atomic_fetch_add(&stb_tracers_active, 0, __ATOMIC_SEQ_CST) != 0;
 #endif
 	stb_lock(&pool->lock);
 	if (keep || pool->nfree < STB_STACK_POOL_MAX) {

@@ -20,6 +20,17 @@ STB_EXPORT struct stb_abi_header *stb_task_table;
 
 static uint32_t stb_table_capacity_req;
 
+int stb_table_set_capacity(uint32_t capacity)
+{
+	if (capacity == 0 || capacity > STB_ABI_MAX_CAPACITY)
+		return -EINVAL;
+	if (__atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE) != NULL)
+		return -EBUSY;
+	__atomic_store_n(&stb_table_capacity_req, capacity, __ATOMIC_RELEASE);
+	return 0;
+}
+
+#if STB_TRACER
 static int stb_table_create_map(uint32_t entries)
 {
 	union bpf_attr attr;
@@ -49,16 +60,6 @@ static int stb_table_create_memfd(size_t size)
 	return fd;
 }
 
-int stb_table_set_capacity(uint32_t capacity)
-{
-	if (capacity == 0 || capacity > STB_ABI_MAX_CAPACITY)
-		return -EINVAL;
-	if (__atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE) != NULL)
-		return -EBUSY;
-	__atomic_store_n(&stb_table_capacity_req, capacity, __ATOMIC_RELEASE);
-	return 0;
-}
-
 static uint32_t stb_table_capacity_config(void)
 {
 	uint32_t cap = __atomic_load_n(&stb_table_capacity_req, __ATOMIC_ACQUIRE);
@@ -76,6 +77,7 @@ static uint32_t stb_table_capacity_config(void)
 	}
 	return STB_ABI_DEFAULT_CAPACITY;
 }
+#endif /* STB_TRACER */
 
 int stb_table_init(void)
 {

@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader: prints the stacks of the bthreads of another, running
+ * process. Suspended and ready tasks are unwound from their saved context
+ * read with process_vm_readv; running ones are captured by the BPF program on
+ * their worker. The target gets no signal and is never ptrace-stopped.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "hold.h"
+#include "report.h"
+#include "symbolize.h"
+#include "target.h"
+#include "unwind.h"
+
+#define STB_EXIT_OK 0
+#define STB_EXIT_FAIL 1
+#define STB_EXIT_USAGE 64
+
+#define STB_LOADER_COPY_MAX (256u << 10)
+#define STB_LOADER_MAX_IDS 1024u
+
+enum stb_format { STB_FMT_TEXT, STB_FMT_JSON };
+
+struct stb_loader_opts {
+	pid_t pid;
+	uint64_t ids[STB_LOADER_MAX_IDS];
+	unsigned nids;
+	unsigned state_mask;
+	bool group;
+	unsigned max_depth;
+	int format;
+	int timeout_ms;
+	int verbose;
+	const char *output;
+};
+
+struct stb_loader {
+	struct stb_loader_opts o;
+	struct stb_target *tg;
+	struct stb_unw_proc *unw;
+	struct stb_sym *sym;
+	struct stb_capture *cap;      /* NULL: context mode only */
+	char cap_note[256];
+	uint8_t *buf;
+	struct stb_capture_record *rec;
+	struct stb_frame *scratch;    /* max_depth frames */
+	bool target_gone;
+	unsigned failed;              /* tasks that could not be traced */
+	unsigned missing;             /* --bthread ids that do not exist */
+};
+
+static uint64_t stb_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void stb_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: stb-bpf-loader --pid PID [options]\n"
+		"Print the stacks of the bthreads of a running stb process, without stopping it:\n"
+		"suspended and ready bthreads are unwound from their saved context, running ones are\n"
+		"captured on their worker by a BPF program (no signal, no ptrace stop).\n"
+		"\n"
+		"Options:\n"
+		"  -p, --pid PID        process to trace (required)\n"
+		"  -b, --bthread ID     trace only this bthread (repeatable)\n"
+		"  -a, --all            trace every live bthread and registered pthread (default)\n"
+		"  -s, --state STATE    only tasks in STATE: running, ready, suspended, created,\n"
+		"                       ready-without-stack, about-to-run, suspending (repeatable)\n"
+		"  -g, --group          print each distinct stack once, with its count and ids\n"
+		"  -d, --max-depth N    at most N frames per stack (default 64, max 1024)\n"
+		"  -f, --format FMT     text (default) or json (schema in docs/json.md)\n"
+		"  -t, --timeout MS     give up on one task after MS milliseconds (default 100)\n"
+		"  -o, --output FILE    write to FILE instead of standard output\n"
+		"  -v, --verbose        progress and timings on standard error\n"
+		"  -h, --help           this text\n"
+		"\n"
+		"Examples:\n"
+		"  sudo stb-bpf-loader --pid 1234\n"
+		"  sudo stb-bpf-loader --pid 1234 --group\n"
+		"  sudo stb-bpf-loader --pid 1234 --state running --max-depth 16\n"
+		"  sudo stb-bpf-loader --pid 1234 --bthread 4294967296 --format json -o stack.json\n"
+		"\n"
+		"Needs root, or CAP_BPF+CAP_PERFMON (BPF capture of running bthreads) and\n"
+		"CAP_SYS_PTRACE (reading the target). Without BPF it falls back to suspended and\n"
+		"ready bthreads only, and says so.\n"
+		"Exit status: 0 success, 1 failure (including a target that exited mid-trace, or a\n"
+		"requested bthread that does not exist), 64 usage error.\n");
+}
+
+/* Strict unsigned parse: all digits, in [lo, hi]. */
+static bool stb_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	if (!s || !*s || *s == '-' || *s == '+')
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int stb_parse_state(const char *s)
+{
+	for (unsigned st = STB_TASK_CREATED; st < STB_TASK_DESTROYED; st++)
+		if (strcmp(s, stb_state_name(st)) == 0)
+			return (int)st;
+	return -1;
+}
+
+static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
+{
+	static const struct option longopts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"bthread", required_argument, NULL, 'b'},
+		{"all", no_argument, NULL, 'a'},
+		{"state", required_argument, NULL, 's'},
+		{"group", no_argument, NULL, 'g'},
+		{"max-depth", required_argument, NULL, 'd'},
+		{"format", required_argument, NULL, 'f'},
+		{"timeout", required_argument, NULL, 't'},
+		{"output", required_argument, NULL, 'o'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	memset(o, 0, sizeof(*o));
+	o->max_depth = 64;
+	o->timeout_ms = 100;
+	bool all = false;
+	uint64_t v;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:b:as:gd:f:t:o:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!stb_parse_u64(optarg, 1, INT_MAX, &v)) {
+				fprintf(stderr, "stb-bpf-loader: --pid: '%s' is not a process id\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			o->pid = (pid_t)v;
+			break;
+		case 'b':
+			if (!stb_parse_u64(optarg, 1, UINT64_MAX, &v) || (v >> 32) == 0) {
+				fprintf(stderr, "stb-bpf-loader: --bthread: '%s' is not a bthread id "
+						"(a decimal number as printed by the tracer)\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			if (o->nids == STB_LOADER_MAX_IDS) {
+				fprintf(stderr, "stb-bpf-loader: at most %u --bthread options\n",
+					STB_LOADER_MAX_IDS);
+				return STB_EXIT_USAGE;
+			}
+			o->ids[o->nids++] = v;
+			break;
+		case 'a':
+			all = true;
+			break;
+		case 's': {
+			int st = stb_parse_state(optarg);
+			if (st < 0) {
+				fprintf(stderr, "stb-bpf-loader: --state: unknown state '%s' (running, ready, "
+						"suspended, created, ready-without-stack, about-to-run, "
+						"suspending)\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			o->state_mask |= 1u << st;
+			break;
+		}
+		case 'g':
+			o->group = true;
+			break;
+		case 'd':
+			if (!stb_parse_u64(optarg, 1, 1024, &v)) {
+				fprintf(stderr, "stb-bpf-loader: --max-depth: '%s' is not in 1..1024\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			o->max_depth = (unsigned)v;
+			break;
+		case 'f':
+			if (strcmp(optarg, "text") == 0) {
+				o->format = STB_FMT_TEXT;
+			} else if (strcmp(optarg, "json") == 0) {
+				o->format = STB_FMT_JSON;
+			} else {
+				fprintf(stderr, "stb-bpf-loader: --format: '%s' is not text or json\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			break;
+		case 't':
+			if (!stb_parse_u64(optarg, 1, 60000, &v)) {
+				fprintf(stderr, "stb-bpf-loader: --timeout: '%s' is not in 1..60000 ms\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			o->timeout_ms = (int)v;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			stb_usage(stdout);
+			return -1;
+		case ':':
+			fprintf(stderr, "stb-bpf-loader: option %s needs a value\n", argv[optind - 1]);
+			return STB_EXIT_USAGE;
+		default:
+			fprintf(stderr, "stb-bpf-loader: unknown option %s (see --help)\n", argv[optind - 1]);
+			return STB_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "stb-bpf-loader: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return STB_EXIT_USAGE;
+	}
+	if (!o->pid) {
+		fprintf(stderr, "stb-bpf-loader: --pid is required (see --help)\n");
+		return STB_EXIT_USAGE;
+	}
+	if (all && o->nids) {
+		fprintf(stderr, "stb-bpf-loader: --all and --bthread exclude each other\n");
+		return STB_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* ---- one task ---- */
+
+struct stb_collect {
+	struct stb_frame *frames;
+	unsigned n, max;
+	unsigned how;
+};
+
+static int stb_collect(const struct stb_unw_frame *f, void *arg)
+{
+	struct stb_collect *c = arg;
+	if (c->n < c->max) {
+		struct stb_frame *fr = &c->frames[c->n++];
+		memset(fr, 0, sizeof(*fr));
+		fr->ip = f->ip;
+		fr->sp = f->sp;
+		fr->flags = f->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
+	}
+	return c->n >= c->max;
+}
+
+static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(t->error, sizeof(t->error), fmt, ap);
+	va_end(ap);
+	t->err = err;
+}
+
+/*
+ * A BPF capture: DWARF unwinding of the captured bytes only, then the frames
+ * of the frame-pointer chain recorded by bpf_get_stack beyond the last DWARF
+ * frame (marked STB_FRAME_F_FP).
+ */
+static void stb_unwind_capture(struct stb_loader *L, const struct stb_capture_record *rec,
+			       struct stb_collect *c)
+{
+	struct stb_regs regs = {
+		.ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp, .bx = rec->regs.bx,
+		.r12 = rec->regs.r12, .r13 = rec->regs.r13, .r14 = rec->regs.r14,
+		.r15 = rec->regs.r15, .flags = STB_UNW_COPY_ONLY,
+	};
+	struct stb_stack_copy copy = {.addr = rec->regs.sp, .bytes = rec->stack,
+				      .len = rec->stack_size};
+	stb_unw_walk(L->unw, &regs, &copy, 0, c->max, stb_collect, c);
+	if (c->n == 0 || c->n >= c->max)
+		return;
+	uint64_t last = c->frames[c->n - 1].ip;
+	for (unsigned k = 0; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
+		if (rec->frames[k] != last)
+			continue;
+		for (unsigned j = k + 1; j < rec->nframes && c->n < c->max; j++) {
+			struct stb_frame *fr = &c->frames[c->n++];
+			memset(fr, 0, sizeof(*fr));
+			fr->ip = rec->frames[j];
+			fr->flags = STB_FRAME_F_FP;
+		}
+		break;
+	}
+}
+
+/* Holds, captures and unwinds task `id` in table slot `slot` into t. */
+static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
+			   struct stb_report_task *t)
+{
+	struct stb_abi_task *p = stb_target_task(L->tg, slot);
+	uint64_t start = stb_now();
+	uint64_t deadline = start + (uint64_t)L->o.timeout_ms * 1000000u;
+	struct stb_collect c = {.frames = L->scratch, .max = L->o.max_depth};
+	struct stb_regs regs;
+	struct stb_stack_copy copy;
+	uint64_t lease;
+	bool bpf = false;
+
+	memset(t, 0, sizeof(*t));
+	t->id = id;
+	memcpy(t->name, p->name, sizeof(t->name));
+	t->name[sizeof(t->name) - 1] = '\0';
+	t->is_pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
+
+	int rc = stb_hold_acquire(p, id, deadline, &lease);
+	if (rc == -ESRCH) {
+		stb_fail(t, rc, "bthread %" PRIu64 " has finished", id);
+		return;
+	}
+	if (rc != 0) {
+		stb_fail(t, rc, "another tracer held the task for the whole timeout");
+		return;
+	}
+	for (unsigned spins = 0;; spins++) {
+		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
+			stb_fail(t, -ESRCH, "bthread %" PRIu64 " has finished", id);
+			rc = -ESRCH;
+			break;
+		}
+		uint64_t w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+		unsigned st = STB_ABI_STATE(w1);
+		t->state = st;
+		rc = -EAGAIN;
+		if (st == STB_TASK_READY || st == STB_TASK_SUSPENDED) {
+			rc = stb_hold_copy_context(p, id, w1, lease, deadline, stb_target_read, L->tg,
+						   L->buf, STB_LOADER_COPY_MAX, &regs, &copy);
+			if (rc == 0) {
+				t->mode = STB_TRACE_CONTEXT;
+				t->since_ns = st == STB_TASK_SUSPENDED ? p->since_ns : 0;
+			} else if (rc == -ESRCH) {
+				L->target_gone = true;
+				stb_fail(t, rc, "the target exited");
+				break;
+			} else if (rc != -EAGAIN && rc != -ETIMEDOUT) {
+				stb_fail(t, rc, "cannot read the stack: %s", strerror(-rc));
+				break;
+			}
+		} else if (st == STB_TASK_RUNNING) {
+			uint32_t worker = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
+			t->tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
+			if (!L->cap) {
+				stb_fail(t, -ENOTSUP, "running: not captured (%s)", L->cap_note);
+				rc = -ENOTSUP;
+				break;
+			}
+			if (t->is_pthread) {
+				stb_fail(t, -ENOTSUP, "running pthread (tid %u): BPF capture of registered "
+						      "pthreads is not supported by stb-bpf-loader", t->tid);
+				rc = -ENOTSUP;
+				break;
+			}
+			uint64_t now = stb_now();
+			unsigned budget = now < deadline ? (unsigned)((deadline - now) / 1000u) : 0;
+			rc = stb_capture_take(L->cap, worker, id, budget, L->rec, NULL);
+			if (rc == 0) {
+				t->mode = STB_TRACE_BPF;
+				t->tid = L->rec->tid;
+				bpf = true;
+			} else if (rc == -ETIMEDOUT) {
+				uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+				if (w2 == w1) {
+					stb_fail(t, rc, "running on worker %u (tid %u) but never on a CPU "
+							"during the capture: blocked in a system call?",
+						 worker, t->tid);
+					break;
+				}
+				rc = -EAGAIN; /* it moved: read it again */
+			} else if (rc == -ESRCH) {
+				L->target_gone = !stb_target_alive(L->tg);
+				stb_fail(t, rc, L->target_gone ? "the target exited"
+							       : "the worker thread is gone");
+				break;
+			} else {
+				stb_fail(t, rc, "BPF capture failed: %s", stb_capture_strerror(rc));
+				break;
+			}
+		} else if (st == STB_TASK_CREATED || st == STB_TASK_READY_NO_STACK) {
+			t->mode = STB_TRACE_NO_STACK;
+			rc = 0;
+		} else if (st == STB_TASK_DESTROYED || st == STB_TASK_UNUSED) {
+			stb_fail(t, -ESRCH, "bthread %" PRIu64 " has finished", id);
+			rc = -ESRCH;
+			break;
+		}
+		if (rc != -EAGAIN && rc != -ETIMEDOUT)
+			break;
+		if (stb_now() >= deadline) {
+			stb_fail(t, -ETIMEDOUT, "the task did not settle within %d ms (state %s)",
+				 L->o.timeout_ms, stb_state_name(st));
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (spins > 100)
+			sched_yield();
+	}
+	stb_hold_release(p, lease);
+	if (rc != 0 || t->mode == STB_TRACE_NO_STACK)
+		return;
+	if (bpf) {
+		stb_unwind_capture(L, L->rec, &c);
+	} else {
+		stb_unw_walk(L->unw, &regs, &copy, 0, c.max, stb_collect, &c);
+	}
+	t->truncated = c.n >= c.max;
+	t->frames = malloc(c.n * sizeof(*t->frames) + 1);
+	if (!t->frames) {
+		stb_fail(t, -ENOMEM, "out of memory");
+		return;
+	}
+	memcpy(t->frames, c.frames, c.n * sizeof(*t->frames));
+	t->nframes = c.n;
+}
+
+static void stb_loader_sym(void *ctx, struct stb_frame *f, int is_return)
+{
+	struct stb_loader *L = ctx;
+	struct stb_sym_info si;
+	if (stb_sym_lookup(L->sym, f->ip, is_return, &si) != 0 && !si.module)
+		return;
+	f->symbol = si.function;
+	f->offset = si.offset;
+	f->module = si.module;
+	f->module_offset = si.module_offset;
+	f->build_id = si.build_id;
+	f->file = si.file;
+	f->line = si.line;
+}
+
+/* ---- setup ---- */
+
+static void stb_loader_open_capture(struct stb_loader *L)
+{
+	struct stb_capture_opts co;
+	memset(&co, 0, sizeof(co));
+	co.mode = STB_CAPTURE_MODE_CAPTURE;
+	co.backing = L->tg->hdr->backing;
+	co.table_fd = L->tg->table_fd;
+	co.table_addr = L->tg->hdr->table_addr;
+	L->cap = stb_capture_open(L->tg->pid, &co);
+	if (!L->cap) {
+		int err = errno;
+		if (err == EPERM || err == EACCES)
+			snprintf(L->cap_note, sizeof(L->cap_note),
+				 "BPF unavailable: permission denied, needs root or CAP_BPF+CAP_PERFMON");
+		else
+			snprintf(L->cap_note, sizeof(L->cap_note), "BPF unavailable: %s",
+				 stb_capture_strerror(-err));
+		return;
+	}
+	int rc = stb_capture_sync_workers(L->cap);
+	if (rc < 0) {
+		snprintf(L->cap_note, sizeof(L->cap_note), "perf events unavailable: %s%s",
+			 stb_capture_strerror(rc),
+			 rc == -EPERM || rc == -EACCES ? " (needs root or CAP_PERFMON)" : "");
+		stb_capture_close(L->cap);
+		L->cap = NULL;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct stb_loader L;
+	memset(&L, 0, sizeof(L));
+	int rc = stb_parse_args(argc, argv, &L.o);
+	if (rc < 0)
+		return STB_EXIT_OK;
+	if (rc > 0)
+		return rc;
+
+	int status = STB_EXIT_FAIL;
+	FILE *out = stdout;
+	struct stb_report_task *tasks = NULL;
+	size_t ntasks = 0;
+	char err[512];
+
+	L.tg = stb_target_open(L.o.pid, err, sizeof(err));
+	if (!L.tg) {
+		fprintf(stderr, "stb-bpf-loader: %s\n", err);
+		goto cleanup;
+	}
+	L.unw = stb_unw_proc_new(L.o.pid);
+	L.sym = L.unw ? stb_sym_new(L.o.pid) : NULL;
+	L.buf = malloc(STB_LOADER_COPY_MAX);
+	L.rec = malloc(sizeof(*L.rec));
+	L.scratch = calloc(L.o.max_depth, sizeof(*L.scratch));
+	if (!L.unw || !L.sym || !L.buf || !L.rec || !L.scratch) {
+		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
+			(int)L.o.pid, strerror(errno));
+		goto cleanup;
+	}
+	stb_loader_open_capture(&L);
+	if (!L.cap)
+		fprintf(stderr, "stb-bpf-loader: warning: %s; running bthreads will not be captured "
+				"(context mode only)\n", L.cap_note);
+
+	/* The tasks to trace. */
+	struct stb_abi_header *h = L.tg->hdr;
+	uint32_t hwm = (uint32_t)__atomic_load_n(&h->slot_hwm, __ATOMIC_ACQUIRE);
+	size_t cap = L.o.nids ? L.o.nids : hwm;
+	tasks = calloc(cap ? cap : 1, sizeof(*tasks));
+	if (!tasks) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		goto cleanup;
+	}
+	uint64_t t0 = stb_now();
+	if (L.o.nids) {
+		for (unsigned i = 0; i < L.o.nids && !L.target_gone; i++) {
+			uint64_t id = L.o.ids[i];
+			uint32_t slot = STB_ABI_SLOT(id);
+			struct stb_abi_task *p = stb_target_task(L.tg, slot);
+			if (!p) {
+				fprintf(stderr, "stb-bpf-loader: bthread %" PRIu64 " is beyond the table "
+						"capacity (%u) and cannot be traced from outside\n", id,
+					h->task_capacity);
+				L.missing++;
+				continue;
+			}
+			unsigned st = STB_ABI_STATE(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE));
+			if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id || st == STB_TASK_DESTROYED ||
+			    st == STB_TASK_UNUSED) {
+				fprintf(stderr, "stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
+						"finished\n", id);
+				L.missing++;
+				continue;
+			}
+			stb_trace_task(&L, slot, id, &tasks[ntasks++]);
+		}
+	} else {
+		for (uint32_t slot = 0; slot < hwm && !L.target_gone; slot++) {
+			struct stb_abi_task *p = stb_target_task(L.tg, slot);
+			if (!p)
+				break;
+			uint64_t id = __atomic_load_n(&p->id, __ATOMIC_ACQUIRE);
+			unsigned st = STB_ABI_STATE(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE));
+			if (!id || st == STB_TASK_UNUSED || st == STB_TASK_DESTROYED)
+				continue;
+			if (L.o.state_mask && !(L.o.state_mask & (1u << st)))
+				continue;
+			struct stb_report_task *t = &tasks[ntasks];
+			stb_trace_task(&L, slot, id, t);
+			if (t->err == -ESRCH && !L.target_gone)
+				continue; /* finished meanwhile */
+			if (L.o.state_mask && !(L.o.state_mask & (1u << t->state))) {
+				free(t->frames);
+				continue;
+			}
+			ntasks++;
+		}
+	}
+	uint64_t t1 = stb_now();
+	for (size_t i = 0; i < ntasks; i++)
+		if (tasks[i].err < 0)
+			L.failed++;
+	if (L.failed && !stb_target_alive(L.tg))
+		L.target_gone = true;
+
+	if (L.o.output) {
+		out = fopen(L.o.output, "we");
+		if (!out) {
+			fprintf(stderr, "stb-bpf-loader: cannot write %s: %s\n", L.o.output,
+				strerror(errno));
+			out = stdout;
+			goto cleanup;
+		}
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	struct stb_report r = {
+		.out = out, .sym = stb_loader_sym, .sym_ctx = &L, .group = L.o.group,
+		.now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+	};
+	if (L.o.format == STB_FMT_JSON) {
+		char extra[512];
+		snprintf(extra, sizeof(extra),
+			 ",\n  \"pid\": %d, \"comm\": \"%s\", \"abi_version\": %u,"
+			 " \"capture\": \"%s\", \"complete\": %s",
+			 (int)L.o.pid, L.tg->comm, h->abi_version, L.cap ? "bpf+context" : "context-only",
+			 L.target_gone ? "false" : "true");
+		rc = stb_report_json(&r, tasks, ntasks, extra);
+	} else {
+		if (!L.cap)
+			fprintf(out, "# note: %s; running bthreads are not captured (context mode "
+				     "only)\n\n", L.cap_note);
+		rc = stb_report_text(&r, tasks, ntasks);
+		if (L.target_gone)
+			fprintf(out, "# the target exited during the trace: the output is partial\n");
+	}
+	if (rc != 0 || fflush(out) != 0) {
+		fprintf(stderr, "stb-bpf-loader: writing the output failed\n");
+		goto cleanup;
+	}
+	if (L.o.verbose)
+		fprintf(stderr, "stb-bpf-loader: %zu tasks traced in %.3f ms (%u failed)%s\n", ntasks,
+			(double)(t1 - t0) / 1e6, L.failed, L.cap ? "" : ", context mode only");
+	if (L.target_gone)
+		fprintf(stderr, "stb-bpf-loader: process %d exited during the trace; output is "
+				"partial\n", (int)L.o.pid);
+	status = (L.target_gone || L.missing) ? STB_EXIT_FAIL : STB_EXIT_OK;
+cleanup:
+	if (out && out != stdout)
+		fclose(out);
+	for (size_t i = 0; i < ntasks; i++)
+		free(tasks[i].frames);
+	free(tasks);
+	free(L.scratch);
+	free(L.rec);
+	free(L.buf);
+	stb_capture_close(L.cap);
+	stb_sym_free(L.sym);
+	stb_unw_proc_free(L.unw);
+	stb_target_close(L.tg);
+	return status;
+}

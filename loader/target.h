@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A traced process as stb-bpf-loader sees it: its shared task table (found
+ * among its file descriptors, duplicated with pidfd_getfd and mapped here)
+ * and its memory, read with process_vm_readv. No ptrace stop, no signal.
+ */
+#ifndef STB_LOADER_TARGET_H
+#define STB_LOADER_TARGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "stb/abi.h"
+
+struct stb_target {
+	pid_t pid;
+	int pidfd;
+	int table_fd;                 /* our duplicate of the target's map/memfd */
+	int target_fd;                /* the fd number in the target */
+	void *table;                  /* mapped read-write (leases are written) */
+	size_t size;
+	struct stb_abi_header *hdr;
+	char comm[32];
+};
+
+/*
+ * Finds and maps the stb task table of process pid. On failure returns NULL,
+ * sets errno and writes a message naming the cause and the fix into
+ * err[errlen]: ESRCH no such process; EACCES/EPERM no ptrace access to it
+ * (root or CAP_SYS_PTRACE); ENOENT not a stb runtime; EPROTO ABI mismatch.
+ * May block on /proc reads.
+ */
+struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen);
+
+/* Unmaps and closes everything; accepts NULL. */
+void stb_target_close(struct stb_target *t);
+
+/* Task entry of slot s, or NULL beyond the capacity. */
+struct stb_abi_task *stb_target_task(const struct stb_target *t, uint32_t slot);
+
+/* Worker entry w, or NULL. */
+struct stb_abi_worker *stb_target_worker(const struct stb_target *t, uint32_t w);
+
+/*
+ * Reads len bytes at addr of the target (stb_hold_read_fn). Returns 0,
+ * -ESRCH when the process is gone, -EFAULT for unmapped memory, -errno.
+ */
+int stb_target_read(void *target, uint64_t addr, void *dst, size_t len);
+
+/* Non-zero while the process exists (it may be a zombie). */
+int stb_target_alive(const struct stb_target *t);
+
+#endif /* STB_LOADER_TARGET_H */

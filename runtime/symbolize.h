@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Symbolization of code addresses of this process (pid 0) or another one:
+ * function + offset, module + build id, source file:line and inline frames,
+ * with libdwfl (elfutils) behind one mutex and a per-address result cache.
+ * Shared by the in-process tracer and stb-bpf-loader.
+ */
+#ifndef STB_RUNTIME_SYMBOLIZE_H
+#define STB_RUNTIME_SYMBOLIZE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct stb_sym;
+
+/* A symbolizer for pid (0 = this process); reports the modules now. Returns
+ * NULL and sets errno on failure (ESRCH: no such process, ENOMEM). May block
+ * on file I/O. */
+struct stb_sym *stb_sym_new(pid_t pid);
+
+/* Releases s and every string it returned; accepts NULL. No lookup may be
+ * running on s. */
+void stb_sym_free(struct stb_sym *s);
+
+/* One logical frame inlined at an address. */
+struct stb_sym_inline {
+	const char *function; /* the inlined function (demangled), NULL if unknown */
+	const char *file;     /* position inside that function, NULL/0 if unknown */
+	int line;
+};
+
+struct stb_sym_info {
+	const char *function;   /* symbol holding ip, demangled where possible; NULL if unknown */
+	uint64_t offset;        /* ip - start of that symbol */
+	const char *module;     /* path of the mapped file, "[vdso]"; NULL if unknown */
+	uint64_t module_offset; /* ip - load bias = the ELF virtual address (addr2line, pprof) */
+	const char *build_id;   /* lowercase hex, NULL if none */
+	/* Source position inside `function` (for inlined code: the call site of
+	 * the outermost inlined call); NULL/0 without debug info. */
+	const char *file;
+	int line;
+	/* Inlined calls at ip, innermost first; the logical call stack at ip is
+	 * inlines[0], ..., inlines[ninline - 1], then function at file:line. */
+	unsigned ninline;
+	const struct stb_sym_inline *inlines;
+};
+
+/*
+ * Symbolizes ip. With is_return_address, ip comes from a caller's frame and
+ * the lookup uses ip - 1 (the call instruction), while offset and
+ * module_offset still describe ip itself. Results are cached per (ip, flag);
+ * strings are owned by s and stay valid until stb_sym_free. An ip in no known
+ * module makes s re-read the module list (at most once a second).
+ * Thread-safe (one internal mutex); may block on file I/O when a module is
+ * first used. Returns 0; -ENOENT when no function is known (module, build_id
+ * and module_offset may still be set); -EINVAL on bad arguments.
+ */
+int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int is_return_address, struct stb_sym_info *out);
+
+/* Re-reads the target's module list (dlopen/dlclose in the target) and drops
+ * cached results (strings already returned stay valid). Returns 0 or -errno. */
+int stb_sym_refresh(struct stb_sym *s);
+
+#endif /* STB_RUNTIME_SYMBOLIZE_H */

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Call-stack unwinding from a register set plus a copy of the top of a stack,
+ * for this process (pid 0) or another one. Owns the per-process module cache
+ * (executable ranges, .eh_frame_hdr tables, local images of the mapped ELF
+ * files) and the libunwind remote address space built on it. Shared by the
+ * in-process tracer and stb-bpf-loader. Not async-signal-safe.
+ */
+#ifndef STB_RUNTIME_UNWIND_H
+#define STB_RUNTIME_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* stb_regs.flags */
+/* ip is a return address (saved by a call), not the address of the
+ * instruction being executed: the first frame's unwind info is looked up at
+ * ip - 1. Set it for contexts published by the context switch; leave it clear
+ * for contexts captured by a signal handler or a BPF program. */
+#define STB_UNW_IP_IS_RETURN 0x1u
+
+/* Step every frame with libunwind instead of the cached CFI rules (slow: for
+ * comparisons and diagnosis). */
+#define STB_UNW_LIBUNWIND_ONLY 0x2u
+
+/* Read nothing from the target itself: stack memory comes from the copy only
+ * (the target has run on since the capture); the walk ends where it would
+ * need more. Module images are still used. */
+#define STB_UNW_COPY_ONLY 0x4u
+
+/* Registers of the innermost frame. bx, r12..r15 may be 0 when unknown. */
+struct stb_regs {
+	uint64_t ip, sp, bp, bx, r12, r13, r14, r15;
+	unsigned flags; /* STB_UNW_IP_IS_RETURN | STB_UNW_LIBUNWIND_ONLY | STB_UNW_COPY_ONLY */
+};
+
+/* bytes[i] was at address addr + i in the target. */
+struct stb_stack_copy {
+	uint64_t addr;
+	const void *bytes;
+	size_t len;
+};
+
+/* How a frame was found. Frame 0 comes from the registers and carries the
+ * kind of the walk (DWARF for stb_unw_walk, FP for stb_unw_walk_fp). */
+enum {
+	STB_FRAME_DWARF = 0, /* CFI from .eh_frame */
+	STB_FRAME_FP = 1,    /* frame-pointer chain (or libunwind's rbp guess) */
+};
+
+struct stb_unw_frame {
+	uint64_t ip; /* frame 0: regs->ip; others: a return address */
+	uint64_t sp; /* stack pointer in that frame (the CFA of its callee) */
+	unsigned how; /* STB_FRAME_* */
+};
+
+/* Return non-zero to stop the walk right there (the frame counts as
+ * delivered). Called with the proc's module lock held for reading: it must
+ * not call stb_unw_proc_refresh or stb_unw_proc_free on the same proc. */
+typedef int (*stb_unw_frame_fn)(const struct stb_unw_frame *f, void *arg);
+
+#define STB_UNW_DEFAULT_DEPTH 64u
+
+struct stb_unw_proc;
+
+/*
+ * A walker for process pid (0 = this process). Enumerates the modules now
+ * (dl_iterate_phdr for pid 0; /proc/PID/maps and the mapped files otherwise).
+ * Returns NULL and sets errno on failure (ESRCH: no such process; EACCES/EPERM:
+ * its maps are not readable). May block on file I/O.
+ */
+struct stb_unw_proc *stb_unw_proc_new(pid_t pid);
+
+/* Releases everything; accepts NULL. No walk may be running on p. */
+void stb_unw_proc_free(struct stb_unw_proc *p);
+
+/*
+ * Walks the stack from regs with the CFI (.eh_frame) of the modules: simple
+ * rows (CFA = rsp/rbp + n, registers saved at CFA + n) are computed once per
+ * ip and cached in p; other frames (CFI expressions, signal frames, code
+ * without CFI: libunwind's rbp guess) are stepped with libunwind. Calls fn
+ * for each frame after the first `skip`, at most max_depth times (0 = STB_UNW_DEFAULT_DEPTH); the unwinder
+ * takes no step beyond the last delivered frame. Memory is read from copy
+ * first (copy may be NULL), then from the local images of the target's mapped
+ * ELF files, then with process_vm_readv on the target (which can fail with
+ * EFAULT: the walk then ends there, it never crashes; never with
+ * STB_UNW_COPY_ONLY). Ends cleanly at the
+ * bottom frame (ip 0, CFI with undefined RIP, rbp chain ending at 0).
+ * Thread-safe: several threads may walk the same proc at once. May block
+ * briefly when an ip lies in no known module (rate-limited module refresh).
+ * Returns the number of frames delivered, or -errno (-EINVAL: bad arguments;
+ * -ENOMEM).
+ */
+int stb_unw_walk(struct stb_unw_proc *p, const struct stb_regs *regs,
+		 const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
+		 stb_unw_frame_fn fn, void *arg);
+
+/*
+ * Same contract as stb_unw_walk, following only the rbp chain: frame n+1 has
+ * ip = [bp + 8] and the walk goes on with bp = [bp]. Stops when bp is 0,
+ * misaligned, not above the previous one, unreadable, or when a return address
+ * lies in no known executable mapping. Correct only for code built with frame
+ * pointers (and misses the caller of frame 0 when frame 0 was captured in a
+ * prologue or epilogue).
+ */
+int stb_unw_walk_fp(struct stb_unw_proc *p, const struct stb_regs *regs,
+		    const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
+		    stb_unw_frame_fn fn, void *arg);
+
+/* Forgets modules that went away and loads new ones (target called dlopen or
+ * dlclose). Also done automatically, rate-limited, when a walk meets an ip in
+ * no known module. Thread-safe; waits for running walks. Returns 0 or -errno. */
+int stb_unw_proc_refresh(struct stb_unw_proc *p);
+
+/*
+ * Fills regs for a context published by the context switch (abi.h): ip/sp/bp
+ * as published, flags = STB_UNW_IP_IS_RETURN, and rbx, r12..r15 from the
+ * switch frame below sp when copy covers it (else 0 = unknown). Never fails.
+ */
+void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, uint64_t bp,
+			      const struct stb_stack_copy *copy);
+
+/* Copies n bytes of this process's memory without sanitizer checks (a live
+ * stack holds ASan redzones). The caller guarantees the range is mapped. */
+void stb_unw_copy_raw(void *dst, const void *src, size_t n);
+
+/* stb_unw_module_info.flags */
+#define STB_UNW_MOD_FP_ONLY  0x01u /* no usable CFI: walks use frame pointers here */
+#define STB_UNW_MOD_CHANGED  0x02u /* the file on disk is not what is mapped */
+#define STB_UNW_MOD_NO_FILE  0x04u /* the mapped file could not be opened */
+#define STB_UNW_MOD_NO_TABLE 0x08u /* no .eh_frame_hdr search table */
+#define STB_UNW_MOD_VDSO     0x10u
+#define STB_UNW_MOD_ANON     0x20u /* anonymous executable memory (JIT) */
+
+struct stb_unw_module_info {
+	uint64_t lo, hi;   /* executable address range in the target */
+	uint64_t bias;     /* target address = ELF virtual address + bias */
+	unsigned flags;    /* STB_UNW_MOD_* */
+	unsigned build_id_len;
+	uint8_t build_id[64];
+	char path[512];    /* mapped path (truncated), "[vdso]", or "" */
+};
+
+/* Describes the module whose executable range holds ip, as known now (no
+ * refresh). Thread-safe. Returns 0, or -ENOENT when ip is in no known module. */
+int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_module_info *out);
+
+/* Counters, summed over all walks on a proc since stb_unw_proc_new. */
+struct stb_unw_stats {
+	uint64_t walks;
+	uint64_t steps;        /* unwinder steps taken */
+	uint64_t frames;       /* frames delivered */
+	uint64_t copy_reads;   /* reads served by the stack copy */
+	uint64_t image_reads;  /* reads served by module images */
+	uint64_t target_reads; /* process_vm_readv calls */
+	uint64_t target_read_failures;
+	uint64_t refreshes;    /* module table rebuilds */
+};
+
+/* Snapshot of the counters (relaxed; not atomic as a whole). */
+void stb_unw_proc_stats(struct stb_unw_proc *p, struct stb_unw_stats *out);
+
+#endif /* STB_RUNTIME_UNWIND_H */
