@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * The record that the capture program (bpf/stb_capture.bpf.c) submits through
+ * its ring buffer, and the constants both sides agree on. Included by BPF C
+ * (after vmlinux.h) and by user space (loader/capture.c and its users).
+ */
+#ifndef STB_BPF_CAPTURE_H
+#define STB_BPF_CAPTURE_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/*
+ * Stack copy: from the user sp upwards, one bpf_probe_read_user per page (a
+ * read that spans a non-resident page fails whole), at most
+ * STB_CAPTURE_STACK_MAX bytes and never past the task's stack_hi. The copy
+ * has constant-offset page slots: the first (partial) page is copied to
+ * offset 0 and page k >= 1 to offset (first + (k - 1) * 4096), so a full
+ * record holds between STB_CAPTURE_STACK_MAX - 4095 and STB_CAPTURE_STACK_MAX
+ * bytes when the stack is deep enough.
+ */
+#define STB_CAPTURE_PAGE_SIZE   4096u
+#define STB_CAPTURE_STACK_PAGES 8u
+#define STB_CAPTURE_STACK_MAX   (STB_CAPTURE_STACK_PAGES * STB_CAPTURE_PAGE_SIZE)
+/* Frame-pointer chain entries; the kernel returns at most
+ * kernel.perf_event_max_stack (default 127) of them. */
+#define STB_CAPTURE_MAX_FRAMES  128u
+
+/* What the program does on a sample (its read-only global stb_mode), and the
+ * kind of a record. */
+enum stb_capture_mode {
+	STB_CAPTURE_MODE_CAPTURE = 1, /* one record per armed request */
+	STB_CAPTURE_MODE_SAMPLE = 2,  /* one record per sample of every worker */
+};
+
+/* stb_capture_record.flags */
+#define STB_CAPTURE_F_KERNEL       0x01u /* sample hit kernel mode; regs are the
+                                            user registers saved at kernel entry */
+#define STB_CAPTURE_F_RUNNING      0x02u /* task entry had id and state RUNNING */
+#define STB_CAPTURE_F_STACK_FAULT  0x04u /* copy stopped early: a page could not
+                                            be read (stack_err) */
+#define STB_CAPTURE_F_STACK_LIMIT  0x08u /* copy stopped at STB_CAPTURE_STACK_MAX
+                                            before stack_hi */
+#define STB_CAPTURE_F_SP_OUTSIDE   0x10u /* sp not in [stack_lo, stack_hi) or no
+                                            task: nothing copied */
+#define STB_CAPTURE_F_NO_STACK     0x20u /* record ends at stack[] (sample mode
+                                            without stack copy) */
+#define STB_CAPTURE_F_NO_TASK      0x40u /* sample mode: no current task, or its
+                                            entry could not be read */
+
+/* User-mode registers at the sample (callee-saved set plus ip/sp). */
+struct stb_capture_regs {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u64 bx;
+	__u64 r12;
+	__u64 r13;
+	__u64 r14;
+	__u64 r15;
+};
+
+struct stb_capture_record {
+	__u32 kind;        /* enum stb_capture_mode */
+	__u32 flags;       /* STB_CAPTURE_F_* */
+	__u32 worker;      /* worker index (cookie of the perf link) */
+	__u32 tid;         /* kernel tid the sample was taken on */
+	__u32 cpu;         /* CPU the sample was taken on */
+	__u32 nframes;     /* valid entries in frames[] */
+	__u64 tag;         /* request tag (capture); 0 (sample) */
+	__u64 id;          /* bthread_t: requested (capture) or current (sample) */
+	__u64 word;        /* task word seen by the program; 0 if none */
+	__u64 stack_lo;    /* from the task entry; 0 if none */
+	__u64 stack_hi;
+	__u64 time_ns;     /* bpf_ktime_get_ns() at program entry (CLOCK_MONOTONIC) */
+	__u64 prog_ns;     /* program time from entry until just before submit */
+	struct stb_capture_regs regs;
+	__u32 stack_size;  /* stack[] holds [regs.sp, regs.sp + stack_size) */
+	__s32 stack_err;   /* error of the read that stopped the copy early, or 0 */
+	__s32 frames_err;  /* bpf_get_stack() error, or 0 */
+	__u32 reserved;
+	__u64 frames[STB_CAPTURE_MAX_FRAMES]; /* [0] = ip, then return addresses */
+	__u8 stack[STB_CAPTURE_STACK_MAX];
+};
+
+/* Size of a record without its stack area (STB_CAPTURE_F_NO_STACK). */
+#define STB_CAPTURE_RECORD_HDR_SIZE 1184u
+
+#define STB_CAPTURE_ASSERT_(c, m) _Static_assert(c, m)
+STB_CAPTURE_ASSERT_(sizeof(struct stb_capture_regs) == 64, "regs layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, tag) == 24, "record layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, time_ns) == 64, "record layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, regs) == 80, "record layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, stack_size) == 144, "record layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, frames) == 160, "record layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, stack) ==
+		    STB_CAPTURE_RECORD_HDR_SIZE, "record layout");
+STB_CAPTURE_ASSERT_(sizeof(struct stb_capture_record) ==
+		    STB_CAPTURE_RECORD_HDR_SIZE + STB_CAPTURE_STACK_MAX, "record size");
+STB_CAPTURE_ASSERT_(STB_CAPTURE_STACK_PAGES >= 2, "the copy needs a first and a full page slot");
+STB_CAPTURE_ASSERT_(STB_CAPTURE_RECORD_HDR_SIZE % 8 == 0, "stack area is 8-byte aligned");
+
+#endif /* STB_BPF_CAPTURE_H */
