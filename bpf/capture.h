@@ -27,6 +27,15 @@
  * kernel.perf_event_max_stack (default 127) of them. */
 #define STB_CAPTURE_MAX_FRAMES  128u
 
+/*
+ * Request slots: one per worker (index = worker, the perf link's cookie), then
+ * STB_CAPTURE_PTHREAD_SLOTS for registered pthreads (they are not workers: a
+ * request in slot >= STB_ABI_MAX_WORKERS is matched against the task entry's
+ * tid instead of a worker's current task).
+ */
+#define STB_CAPTURE_PTHREAD_SLOTS 64u
+#define STB_CAPTURE_SLOTS (STB_ABI_MAX_WORKERS + STB_CAPTURE_PTHREAD_SLOTS)
+
 /* What the program does on a sample (its read-only global stb_mode), and the
  * kind of a record. */
 enum stb_capture_mode {

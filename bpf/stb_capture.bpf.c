@@ -38,8 +38,8 @@ const volatile __u32 stb_sample_stack = 0;  /* sample mode: copy the stack too *
  * store. The program claims a request by a CAS of the tag back to 0, so a
  * request yields at most one record.
  */
-__u64 stb_req_id[STB_ABI_MAX_WORKERS];
-__u64 stb_req_tag[STB_ABI_MAX_WORKERS];
+__u64 stb_req_id[STB_CAPTURE_SLOTS];
+__u64 stb_req_tag[STB_CAPTURE_SLOTS];
 
 /* Counters, atomically incremented, read by user space. */
 __u64 stb_cnt_runs;     /* program runs (samples delivered) */
@@ -83,6 +83,7 @@ struct stb_task_view {
 	__u64 word;
 	__u64 stack_lo;
 	__u64 stack_hi;
+	__u32 tid;
 };
 
 static __always_inline void stb_count(__u64 *counter)
@@ -123,10 +124,11 @@ static __always_inline long stb_read_task(__u64 id, struct stb_task_view *t)
 		t->id = STB_READ_ONCE(e->id);
 		t->stack_lo = STB_READ_ONCE(e->stack_lo);
 		t->stack_hi = STB_READ_ONCE(e->stack_hi);
+		t->tid = STB_READ_ONCE(e->tid);
 		return 0;
 	} else {
-		/* One read of the first 64 bytes: id, word, ..., stack_hi. */
-		__u64 head[8];
+		/* One read of the first 80 bytes: id, word, ..., stack_hi, since, worker/tid. */
+		__u64 head[10];
 		long err = bpf_probe_read_user(head, sizeof(head),
 					       (const void *)(stb_table_addr + STB_ABI_TASK_OFFSET(slot)));
 
@@ -136,6 +138,7 @@ static __always_inline long stb_read_task(__u64 id, struct stb_task_view *t)
 		t->word = head[1];
 		t->stack_lo = head[6];
 		t->stack_hi = head[7];
+		t->tid = (__u32)(head[9] >> 32);
 		return 0;
 	}
 }
@@ -303,10 +306,21 @@ static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32
 		return 0;
 	}
 	id = STB_READ_ONCE(stb_req_id[w]);
-	if (stb_read_current(w, &cur) || stb_read_task(id, &t)) {
+	if (w < STB_ABI_MAX_WORKERS) {
+		if (stb_read_current(w, &cur)) {
+			stb_count(&stb_cnt_read_err);
+			return 0;
+		}
+	} else {
+		/* A registered pthread: it is the task if the entry names this thread. */
+		cur = id;
+	}
+	if (stb_read_task(id, &t)) {
 		stb_count(&stb_cnt_read_err);
 		return 0;
 	}
+	if (w >= STB_ABI_MAX_WORKERS && t.tid != (__u32)bpf_get_current_pid_tgid())
+		cur = 0;
 	if (cur != id || t.id != id || STB_ABI_STATE(t.word) != STB_TASK_RUNNING) {
 		stb_count(&stb_cnt_mismatch);
 		return 0;
@@ -388,9 +402,9 @@ int stb_capture_prog(struct bpf_perf_event_data *ctx)
 	__u64 w = bpf_get_attach_cookie(ctx);
 
 	stb_count(&stb_cnt_runs);
-	if (w >= STB_ABI_MAX_WORKERS)
+	if (w >= STB_CAPTURE_SLOTS)
 		return 0;
 	if (stb_mode == STB_CAPTURE_MODE_SAMPLE)
-		return stb_on_sample(ctx, (__u32)w, t0);
+		return w < STB_ABI_MAX_WORKERS ? stb_on_sample(ctx, (__u32)w, t0) : 0;
 	return stb_on_capture(ctx, (__u32)w, t0);
 }

@@ -67,7 +67,7 @@ struct stb_capture {
 	/* stb_capture_sample_poll's consumer. */
 	stb_capture_sample_fn sample_fn;
 	void *sample_arg;
-	struct stb_capture_worker workers[STB_ABI_MAX_WORKERS];
+	struct stb_capture_worker workers[STB_CAPTURE_SLOTS];
 };
 
 static __u64 stb_capture_now_ns(void)
@@ -255,7 +255,7 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 		c->self_disarm = stb_capture_kernel_self_disarm();
 	else
 		c->self_disarm = opts->disarm == STB_CAPTURE_DISARM_SELF;
-	for (unsigned int w = 0; w < STB_ABI_MAX_WORKERS; w++) {
+	for (unsigned int w = 0; w < STB_CAPTURE_SLOTS; w++) {
 		c->workers[w].perf_fd = -1;
 		c->workers[w].link_fd = -1;
 	}
@@ -322,7 +322,7 @@ void stb_capture_close(struct stb_capture *c)
 {
 	if (!c)
 		return;
-	for (unsigned int w = 0; w < STB_ABI_MAX_WORKERS; w++)
+	for (unsigned int w = 0; w < STB_CAPTURE_SLOTS; w++)
 		stb_capture_worker_close(c, w);
 	ring_buffer__free(c->rb);
 	stb_capture_bpf__destroy(c->skel);
@@ -405,7 +405,7 @@ int stb_capture_set_worker(struct stb_capture *c, unsigned int worker, pid_t tid
 	struct stb_capture_worker *ev;
 	int err;
 
-	if (!c || worker >= STB_ABI_MAX_WORKERS || tid < 0)
+	if (!c || worker >= STB_CAPTURE_SLOTS || tid < 0)
 		return -EINVAL;
 	ev = &c->workers[worker];
 	if (tid != 0 && ev->tid == tid && (ev->perf_fd >= 0 || c->on_demand))
@@ -479,7 +479,7 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 	__u32 polls = 0;
 	int err = 0, n;
 
-	if (!c || !out || worker >= STB_ABI_MAX_WORKERS || id == 0 ||
+	if (!c || !out || worker >= STB_CAPTURE_SLOTS || id == 0 ||
 	    c->mode != STB_CAPTURE_MODE_CAPTURE)
 		return -EINVAL;
 	ev = &c->workers[worker];

@@ -93,7 +93,9 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 void stb_capture_close(struct stb_capture *c);
 
 /*
- * Makes worker index `worker` correspond to thread tid of the target: opens a
+ * Makes request slot `worker` correspond to thread tid of the target (slots
+ * below STB_ABI_MAX_WORKERS are workers; the STB_CAPTURE_PTHREAD_SLOTS above
+ * them are for registered pthreads, matched by the task entry's tid): opens a
  * disabled cpu-clock event on tid and links the program to it (cookie =
  * worker), replacing the worker's previous event if tid changed; tid 0 removes
  * it. With opts.on_demand it only records tid. In SAMPLE mode while sampling,

@@ -369,14 +369,20 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 				break;
 			}
 			if (t->is_pthread) {
-				stb_fail(t, -ENOTSUP, "running pthread (tid %u): BPF capture of registered "
-						      "pthreads is not supported by stb-bpf-loader", t->tid);
-				rc = -ENOTSUP;
-				break;
+				/* Not a worker: a perf event on its own thread, for this capture. */
+				worker = STB_ABI_MAX_WORKERS;
+				rc = stb_capture_set_worker(L->cap, worker, (pid_t)t->tid);
+				if (rc != 0) {
+					stb_fail(t, rc, "cannot open a perf event on pthread %u: %s",
+						 t->tid, stb_capture_strerror(rc));
+					break;
+				}
 			}
 			uint64_t now = stb_now();
 			unsigned budget = now < deadline ? (unsigned)((deadline - now) / 1000u) : 0;
 			rc = stb_capture_take(L->cap, worker, id, budget, L->rec, NULL);
+			if (t->is_pthread)
+				stb_capture_set_worker(L->cap, worker, 0);
 			if (rc == 0) {
 				t->mode = STB_TRACE_BPF;
 				t->tid = L->rec->tid;
