@@ -58,6 +58,17 @@ static inline uint64_t stb_now_coarse_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Sets errno after a call that may have suspended the caller. glibc declares
+ * __errno_location() const, so the compiler may reuse an errno address taken
+ * before the switch, and a bthread can resume on another worker: errno would
+ * land in that other thread. Not inlined, so the address is taken afresh.
+ */
+static __attribute__((noinline, unused)) void stb_errno_set(int e)
+{
+	errno = e;
+}
+
 /* CLOCK_REALTIME abstime -> CLOCK_MONOTONIC deadline in ns (0 if abstime NULL). */
 uint64_t stb_abstime_to_mono(const struct timespec *abstime);
 
@@ -126,6 +137,7 @@ struct stb_waiter;
 
 struct stb_task {
 	struct stb_abi_task *pub;      /* table entry, or &own when untraceable */
+	bthread_t id;                  /* version << 32 | slot of the current occupant */
 	uint32_t slot;
 	uint32_t version;              /* version of the current/last occupant */
 	uint32_t seq;                  /* run sequence number (mirrors pub->word) */
@@ -166,11 +178,14 @@ uint32_t stb_task_slots(void);
 
 static inline bthread_t stb_task_id(const struct stb_task *t)
 {
-	return ((bthread_t)t->version << 32) | t->slot;
+	return t->id;
 }
 
-/* Test hook: called after a task entered ABOUT_TO_RUN or SUSPENDING (tracer builds). */
+#if defined(STB_TEST_HOOKS)
+/* Test hook (bthread_test library only): called after a task entered
+ * ABOUT_TO_RUN or SUSPENDING, on the switching worker, before the switch. */
 extern void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
+#endif
 
 void stb_gate_wait(struct stb_task *t);
 
@@ -191,9 +206,11 @@ static inline void stb_task_set_state(struct stb_task *t, unsigned state)
 			t->seq++;
 	}
 	__atomic_store_n(&p->word, ((uint64_t)t->seq << 32) | state, __ATOMIC_RELEASE);
+#if defined(STB_TEST_HOOKS)
 	if (STB_UNLIKELY(stb_test_switch_hook != NULL) &&
 	    (state == STB_TASK_ABOUT_TO_RUN || state == STB_TASK_SUSPENDING))
 		stb_test_switch_hook(t, state);
+#endif
 #else
 	(void)t;
 	(void)state;

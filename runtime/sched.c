@@ -143,6 +143,7 @@ struct stb_worker {
 	uint32_t index;
 	pid_t tid;
 	uint64_t rng;
+	uint32_t picks;                /* stb_find_task calls, for remote-queue fairness */
 	void *main_stack_lo;
 	size_t main_stack_size;
 	jmp_buf exit_jmp;              /* bthread_exit of a worker-stack task */
@@ -279,9 +280,25 @@ static uint64_t stb_rand(struct stb_worker *w)
 	return x;
 }
 
+/* Every this many picks the remote queue and the overflow go first. */
+#define STB_REMOTE_FAIR_PICKS 61u
+
 static struct stb_task *stb_find_task(struct stb_worker *w)
 {
-	struct stb_task *t = stb_rq_pop(&w->rq);
+	struct stb_task *t;
+	/*
+	 * Tasks made ready by other threads (timers, fd events, pthreads) wait in
+	 * the remote queue; a local queue that never empties (bthreads that keep
+	 * yielding) must not starve them.
+	 */
+	if (STB_UNLIKELY(++w->picks % STB_REMOTE_FAIR_PICKS == 0)) {
+		t = stb_mpmc_pop(&w->remote);
+		if (!t)
+			t = stb_ovf_pop();
+		if (t)
+			return t;
+	}
+	t = stb_rq_pop(&w->rq);
 	if (t)
 		return t;
 	t = stb_mpmc_pop(&w->remote);
@@ -331,7 +348,7 @@ static void stb_prepare_first_run(struct stb_task *t)
 }
 
 /* Runs after every switch, on the resumed context: finishes both halves. */
-static void stb_after_switch(void)
+static inline __attribute__((always_inline)) void stb_after_switch(void)
 {
 	struct stb_worker *w = stb_worker_self();
 	struct stb_task *cur = w->cur;
@@ -340,10 +357,15 @@ static void stb_after_switch(void)
 #endif
 	if (cur) {
 #if STB_TRACER
-		cur->pub->worker = w->index;
-		cur->pub->tid = (uint32_t)w->tid;
+		/* Store only what changed: a task mostly stays on its worker. */
+		struct stb_abi_task *p = cur->pub;
+		if (p->worker != w->index || p->tid != (uint32_t)w->tid) {
+			__atomic_store_n(&p->worker, w->index, __ATOMIC_RELAXED);
+			__atomic_store_n(&p->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
+		}
 		__atomic_store_n(&w->pub->current, stb_task_id(cur), __ATOMIC_RELEASE);
-		__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
+		if (w->pub->state != STB_WORKER_RUNNING)
+			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
 #endif
 		stb_task_set_state(cur, STB_TASK_RUNNING);
 	} else {
@@ -352,9 +374,6 @@ static void stb_after_switch(void)
 		__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
 #endif
 	}
-#if STB_TRACER
-	w->pub->switches++;
-#endif
 	stb_post_fn post = w->post_fn;
 	if (post) {
 		w->post_fn = NULL;

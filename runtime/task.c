@@ -11,6 +11,10 @@
 
 #include "internal.h"
 
+#if defined(STB_ASAN)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #define STB_TASK_CHUNK_SHIFT 10u
 #define STB_TASK_CHUNK (1u << STB_TASK_CHUNK_SHIFT)
 #define STB_TASK_MAX_CHUNKS 4096u /* 4 Mi slots */
@@ -20,7 +24,9 @@ static uint32_t stb_task_nslots;      /* slots handed out so far */
 static uint64_t stb_task_free_head;   /* tag << 32 | (slot + 1), 0 = empty */
 static struct stb_lock stb_task_grow_lock;
 
+#if defined(STB_TEST_HOOKS)
 void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
+#endif
 
 void stb_lock_slow(struct stb_lock *l)
 {
@@ -106,6 +112,10 @@ static struct stb_task *stb_task_new_slot(void)
 			errno = ENOMEM;
 			goto cleanup;
 		}
+#if defined(STB_ASAN)
+		/* Tasks hold the only pointers to their butexes and stacks. */
+		__lsan_register_root_region(chunk, sizeof(struct stb_task) * STB_TASK_CHUNK);
+#endif
 		__atomic_store_n(&stb_task_chunks[ci], chunk, __ATOMIC_RELEASE);
 	}
 	t = &chunk[slot & (STB_TASK_CHUNK - 1)];
@@ -160,9 +170,11 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 		if (!t)
 			return NULL;
 	}
-	t->version++;
-	if (t->version == 0) /* keep ids non-zero even for slot 0 after wrap */
-		t->version = 1;
+	uint32_t version = t->version + 1;
+	if (version == 0) /* keep ids non-zero even for slot 0 after wrap */
+		version = 1;
+	__atomic_store_n(&t->version, version, __ATOMIC_RELEASE);
+	t->id = ((bthread_t)version << 32) | t->slot;
 	t->fn = fn;
 	t->arg = arg;
 	t->stack = NULL;

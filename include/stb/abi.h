@@ -145,8 +145,7 @@ struct stb_abi_worker {
 	__u64 current;          /* bthread_t running here, 0 when none */
 	__u32 tid;              /* kernel thread id of the worker */
 	__u32 state;            /* enum stb_worker_state */
-	__u64 switches;         /* context switches done by this worker */
-	__u8 reserved[128 - 24];
+	__u8 reserved[128 - 16];
 };
 
 struct stb_abi_task {
