@@ -10,8 +10,8 @@ pkgs=(
   clang llvm bpftool libbpf-dev
   libunwind-dev libelf-dev libdw-dev zlib1g-dev
   libcmocka-dev
-  protobuf-c-compiler libprotobuf-c-dev golang-go
-  gdb procps iproute2
+  protobuf-c-compiler libprotobuf-c-dev golang-go python3
+  gdb procps iproute2 curl
 )
 
 missing=()

@@ -20,6 +20,8 @@
 
 #include "capture.h"
 #include "hold.h"
+#include "pprof.h"
+#include "profile.h"
 #include "report.h"
 #include "symbolize.h"
 #include "target.h"
@@ -32,7 +34,7 @@
 #define STB_LOADER_COPY_MAX (256u << 10)
 #define STB_LOADER_MAX_IDS 1024u
 
-enum stb_format { STB_FMT_TEXT, STB_FMT_JSON };
+enum stb_format { STB_FMT_TEXT, STB_FMT_JSON, STB_FMT_PPROF, STB_FMT_FOLDED };
 
 struct stb_loader_opts {
 	pid_t pid;
@@ -45,6 +47,11 @@ struct stb_loader_opts {
 	int timeout_ms;
 	int verbose;
 	const char *output;
+	/* --profile (loader/profile.c) */
+	bool profile;
+	bool format_set;
+	uint64_t duration_ns;
+	unsigned freq;
 };
 
 struct stb_loader {
@@ -60,6 +67,12 @@ struct stb_loader {
 	bool target_gone;
 	unsigned failed;              /* tasks that could not be traced */
 	unsigned missing;             /* --bthread ids that do not exist */
+	/* -v timings: how long tasks were held (lease taken to released) and
+	 * what the BPF captures cost (request to record; program run time). */
+	uint64_t hold_max_ns, hold_sum_ns;
+	unsigned nhold;
+	uint64_t bpf_wait_max_ns, bpf_wait_sum_ns, bpf_prog_max_ns, bpf_prog_sum_ns;
+	unsigned nbpf;
 };
 
 static uint64_t stb_now(void)
@@ -85,10 +98,25 @@ static void stb_usage(FILE *out)
 		"                       ready-without-stack, about-to-run, suspending (repeatable)\n"
 		"  -g, --group          print each distinct stack once, with its count and ids\n"
 		"  -d, --max-depth N    at most N frames per stack (default 64, max 1024)\n"
-		"  -f, --format FMT     text (default) or json (schema in docs/json.md)\n"
+		"  -f, --format FMT     text (default), json (schema in docs/json.md), pprof\n"
+		"                       (gzipped profile.proto for go tool pprof; the default\n"
+		"                       for -o *.pb.gz) or folded (flame graph input: one line\n"
+		"                       \"state;root;...;leaf count\" per distinct stack)\n"
 		"  -t, --timeout MS     give up on one task after MS milliseconds (default 100)\n"
-		"  -o, --output FILE    write to FILE instead of standard output\n"
-		"  -v, --verbose        progress and timings on standard error\n"
+		"  -o, --output FILE    write to FILE instead of standard output (pprof is binary:\n"
+		"                       it is never written to a terminal)\n"
+		"\n"
+		"Profiling (docs/profiling.md):\n"
+		"      --profile        sample for a duration instead of one snapshot: on-CPU\n"
+		"                       stacks of every worker (BPF, tagged with the running\n"
+		"                       bthread) and off-CPU stacks of suspended and ready\n"
+		"                       bthreads, at the same rate; formats pprof (default for\n"
+		"                       -o *.pb.gz), folded (default otherwise) or json.\n"
+		"                       Ctrl-C ends it early and still writes the profile\n"
+		"      --duration D     how long: 10s (default), 500ms, 2m, or plain seconds\n"
+		"      --freq HZ        samples and snapshots per second, 1..1000 (default 99)\n"
+		"  -v, --verbose        progress and timings on standard error (how long tasks\n"
+		"                       were held, BPF capture times); -vv: one line per task\n"
 		"  -h, --help           this text\n"
 		"\n"
 		"Examples:\n"
@@ -96,6 +124,10 @@ static void stb_usage(FILE *out)
 		"  sudo stb-bpf-loader --pid 1234 --group\n"
 		"  sudo stb-bpf-loader --pid 1234 --state running --max-depth 16\n"
 		"  sudo stb-bpf-loader --pid 1234 --bthread 4294967296 --format json -o stack.json\n"
+		"  sudo stb-bpf-loader --pid 1234 --format pprof -o stacks.pb.gz && go tool pprof -top stacks.pb.gz\n"
+		"  sudo stb-bpf-loader --pid 1234 --format folded | flamegraph.pl > stacks.svg\n"
+		"  sudo stb-bpf-loader --pid 1234 --profile --duration 10s --freq 99 -o prof.pb.gz\n"
+		"  sudo stb-bpf-loader --pid 1234 --profile --duration 30s --format folded -o prof.folded\n"
 		"\n"
 		"Needs root, or CAP_BPF+CAP_PERFMON (BPF capture of running bthreads) and\n"
 		"CAP_SYS_PTRACE (reading the target). Without BPF it falls back to suspended and\n"
@@ -126,6 +158,49 @@ static int stb_parse_state(const char *s)
 	return -1;
 }
 
+/* Long-only options (--profile and its settings). */
+enum { STB_OPT_PROFILE = 0x100, STB_OPT_DURATION, STB_OPT_FREQ };
+
+/* Does path end with suffix? */
+static bool stb_ends_with(const char *path, const char *suffix)
+{
+	size_t n = strlen(path), k = strlen(suffix);
+	return n >= k && strcmp(path + n - k, suffix) == 0;
+}
+
+/* Checks and completes the --profile / --format choices after parsing. */
+static int stb_check_profile_args(struct stb_loader_opts *o, bool all, bool duration_set)
+{
+	if (!o->profile && (duration_set || o->freq)) {
+		fprintf(stderr, "stb-bpf-loader: --duration and --freq need --profile\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile && (o->nids || all || o->state_mask || o->group)) {
+		fprintf(stderr, "stb-bpf-loader: --profile covers every bthread: --bthread, --all, "
+				"--state and --group do not apply to it\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile && o->format_set && o->format == STB_FMT_TEXT) {
+		fprintf(stderr, "stb-bpf-loader: --profile writes pprof, folded or json, not text\n");
+		return STB_EXIT_USAGE;
+	}
+	if (!o->format_set && o->output &&
+	    (stb_ends_with(o->output, ".pb.gz") || stb_ends_with(o->output, ".pprof")))
+		o->format = STB_FMT_PPROF;
+	else if (!o->format_set && o->profile)
+		o->format = STB_FMT_FOLDED;
+	if (o->format == STB_FMT_PPROF && !o->output && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "stb-bpf-loader: refusing to write binary pprof data to a terminal: "
+				"add -o FILE (e.g. -o stacks.pb.gz) or redirect standard output\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile && !duration_set)
+		o->duration_ns = 10ull * 1000000000u;
+	if (o->profile && !o->freq)
+		o->freq = 99;
+	return 0;
+}
+
 static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 {
 	static const struct option longopts[] = {
@@ -140,12 +215,15 @@ static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		{"profile", no_argument, NULL, STB_OPT_PROFILE},
+		{"duration", required_argument, NULL, STB_OPT_DURATION},
+		{"freq", required_argument, NULL, STB_OPT_FREQ},
 		{NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof(*o));
 	o->max_depth = 64;
 	o->timeout_ms = 100;
-	bool all = false;
+	bool all = false, duration_set = false;
 	uint64_t v;
 	int c;
 	opterr = 0;
@@ -200,10 +278,38 @@ static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 				o->format = STB_FMT_TEXT;
 			} else if (strcmp(optarg, "json") == 0) {
 				o->format = STB_FMT_JSON;
+			} else if (strcmp(optarg, "pprof") == 0) {
+				o->format = STB_FMT_PPROF;
+			} else if (strcmp(optarg, "folded") == 0) {
+				o->format = STB_FMT_FOLDED;
 			} else {
-				fprintf(stderr, "stb-bpf-loader: --format: '%s' is not text or json\n", optarg);
+				fprintf(stderr, "stb-bpf-loader: --format: '%s' is not text, json, pprof "
+						"or folded\n", optarg);
 				return STB_EXIT_USAGE;
 			}
+			o->format_set = true;
+			break;
+		case STB_OPT_PROFILE:
+			o->profile = true;
+			break;
+		case STB_OPT_DURATION: {
+			int e = stb_profile_parse_duration(optarg, &o->duration_ns);
+			if (e != 0) {
+				fprintf(stderr, "stb-bpf-loader: --duration: '%s' is not a duration (a "
+						"whole number with ms, s or m, e.g. 500ms, 10s, 2m; "
+						"from 1 ms to 24 hours)\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			duration_set = true;
+			break;
+		}
+		case STB_OPT_FREQ:
+			if (!stb_parse_u64(optarg, 1, STB_PROFILE_FREQ_MAX, &v)) {
+				fprintf(stderr, "stb-bpf-loader: --freq: '%s' is not in 1..%u Hz\n", optarg,
+					STB_PROFILE_FREQ_MAX);
+				return STB_EXIT_USAGE;
+			}
+			o->freq = (unsigned)v;
 			break;
 		case 't':
 			if (!stb_parse_u64(optarg, 1, 60000, &v)) {
@@ -241,7 +347,7 @@ static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		fprintf(stderr, "stb-bpf-loader: --all and --bthread exclude each other\n");
 		return STB_EXIT_USAGE;
 	}
-	return 0;
+	return stb_check_profile_args(o, all, duration_set);
 }
 
 /* ---- one task ---- */
@@ -328,6 +434,8 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	t->is_pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
 
 	int rc = stb_hold_acquire(p, id, deadline, &lease);
+	uint64_t held_from = stb_now();
+	struct stb_capture_timing tm = {0};
 	if (rc == -ESRCH) {
 		stb_fail(t, rc, "bthread %" PRIu64 " has finished", id);
 		return;
@@ -380,7 +488,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			}
 			uint64_t now = stb_now();
 			unsigned budget = now < deadline ? (unsigned)((deadline - now) / 1000u) : 0;
-			rc = stb_capture_take(L->cap, worker, id, budget, L->rec, NULL);
+			rc = stb_capture_take(L->cap, worker, id, budget, L->rec, &tm);
 			if (t->is_pthread)
 				stb_capture_set_worker(L->cap, worker, 0);
 			if (rc == 0) {
@@ -425,6 +533,25 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			sched_yield();
 	}
 	stb_hold_release(p, lease);
+	uint64_t held = stb_now() - held_from;
+	L->nhold++;
+	L->hold_sum_ns += held;
+	L->hold_max_ns = held > L->hold_max_ns ? held : L->hold_max_ns;
+	if (bpf && tm.seen_ns > tm.arm_ns) {
+		uint64_t wait = tm.seen_ns - tm.arm_ns;
+		L->nbpf++;
+		L->bpf_wait_sum_ns += wait;
+		L->bpf_wait_max_ns = wait > L->bpf_wait_max_ns ? wait : L->bpf_wait_max_ns;
+		L->bpf_prog_sum_ns += L->rec->prog_ns;
+		L->bpf_prog_max_ns = L->rec->prog_ns > L->bpf_prog_max_ns ? L->rec->prog_ns
+									   : L->bpf_prog_max_ns;
+	}
+	if (L->o.verbose > 1)
+		fprintf(stderr, "stb-bpf-loader: task %" PRIu64 " %s: held %.1f us%s", id,
+			stb_state_name(t->state), (double)held / 1e3, bpf ? "" : "\n");
+	if (L->o.verbose > 1 && bpf)
+		fprintf(stderr, ", BPF request to record %.1f us, program %.1f us\n",
+			(double)(tm.seen_ns - tm.arm_ns) / 1e3, (double)L->rec->prog_ns / 1e3);
 	if (rc != 0 || t->mode == STB_TRACE_NO_STACK)
 		return;
 	if (bpf) {
@@ -497,6 +624,15 @@ int main(int argc, char **argv)
 		return STB_EXIT_OK;
 	if (rc > 0)
 		return rc;
+	if (L.o.profile) {
+		struct stb_profile_opts po = {
+			.pid = L.o.pid, .duration_ns = L.o.duration_ns, .freq = L.o.freq,
+			.format = L.o.format == STB_FMT_PPROF ? STB_PROFILE_PPROF
+				  : L.o.format == STB_FMT_JSON ? STB_PROFILE_JSON : STB_PROFILE_FOLDED,
+			.output = L.o.output, .max_depth = L.o.max_depth, .verbose = L.o.verbose,
+		};
+		return stb_profile_run(&po);
+	}
 
 	int status = STB_EXIT_FAIL;
 	FILE *out = stdout;
@@ -582,7 +718,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ntasks; i++)
 		if (tasks[i].err < 0)
 			L.failed++;
-	if (L.failed && !stb_target_alive(L.tg))
+	if (!stb_target_alive(L.tg))
 		L.target_gone = true;
 
 	if (L.o.output) {
@@ -608,6 +744,15 @@ int main(int argc, char **argv)
 			 (int)L.o.pid, L.tg->comm, h->abi_version, L.cap ? "bpf+context" : "context-only",
 			 L.target_gone ? "false" : "true");
 		rc = stb_report_json(&r, tasks, ntasks, extra);
+	} else if (L.o.format == STB_FMT_PPROF || L.o.format == STB_FMT_FOLDED) {
+		/* runtime/pprof.c, shared with stb_dump. */
+		char note[512];
+		snprintf(note, sizeof(note), "stb-bpf-loader snapshot of pid %d (%s): %s%s",
+			 (int)L.o.pid, L.tg->comm, L.cap ? "bpf+context" : "context only: ",
+			 L.cap ? "" : L.cap_note);
+		rc = stb_report_pprof(&r, L.sym, L.unw, tasks, ntasks,
+				      L.o.format == STB_FMT_PPROF ? STB_REPORT_PPROF : STB_REPORT_FOLDED,
+				      L.target_gone ? "the target exited during the trace: partial" : note);
 	} else {
 		if (!L.cap)
 			fprintf(out, "# note: %s; running bthreads are not captured (context mode "
@@ -623,6 +768,14 @@ int main(int argc, char **argv)
 	if (L.o.verbose)
 		fprintf(stderr, "stb-bpf-loader: %zu tasks traced in %.3f ms (%u failed)%s\n", ntasks,
 			(double)(t1 - t0) / 1e6, L.failed, L.cap ? "" : ", context mode only");
+	if (L.o.verbose && L.nhold)
+		fprintf(stderr, "stb-bpf-loader: tasks held %.1f us at most, %.1f us on average\n",
+			(double)L.hold_max_ns / 1e3, (double)L.hold_sum_ns / L.nhold / 1e3);
+	if (L.o.verbose && L.nbpf)
+		fprintf(stderr, "stb-bpf-loader: %u BPF captures: request to record %.1f us at most, "
+				"%.1f us on average; program %.1f us at most, %.1f us on average\n",
+			L.nbpf, (double)L.bpf_wait_max_ns / 1e3, (double)L.bpf_wait_sum_ns / L.nbpf / 1e3,
+			(double)L.bpf_prog_max_ns / 1e3, (double)L.bpf_prog_sum_ns / L.nbpf / 1e3);
 	if (L.target_gone)
 		fprintf(stderr, "stb-bpf-loader: process %d exited during the trace; output is "
 				"partial\n", (int)L.o.pid);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,17 @@ static void stb_bpf_map_name(int fd, char *name, size_t len)
 	name[0] = '\0';
 	if (syscall(SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &attr, sizeof(attr)) == 0)
 		snprintf(name, len, "%s", info.name);
+}
+
+/* Does the mmapable map fd start with the table's magic? */
+static bool stb_map_has_magic(int fd)
+{
+	const struct stb_abi_header *h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		return false;
+	bool ok = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == STB_ABI_MAGIC;
+	munmap((void *)h, 4096);
+	return ok;
 }
 
 static void stb_read_comm(pid_t pid, char *comm, size_t len)
@@ -96,7 +108,10 @@ static int stb_find_table_fd(struct stb_target *t)
 		if (is_map) {
 			char name[32];
 			stb_bpf_map_name(fd, name, sizeof(name));
-			if (strcmp(name, STB_ABI_TABLE_NAME) != 0) {
+			/* Without bpf(2) (before Linux 6.5 it needs CAP_BPF even for
+			 * the map's name), recognize the table by its magic. */
+			if (strcmp(name, STB_ABI_TABLE_NAME) != 0 &&
+			    !(name[0] == '\0' && stb_map_has_magic(fd))) {
 				close(fd);
 				continue;
 			}
@@ -241,5 +256,8 @@ int stb_target_read(void *target, uint64_t addr, void *dst, size_t len)
 
 int stb_target_alive(const struct stb_target *t)
 {
-	return syscall(SYS_pidfd_send_signal, t->pidfd, 0, NULL, 0) == 0;
+	/* The pidfd turns readable once every thread has exited: a zombie has no
+	 * memory left to read (a null signal would still reach it). */
+	struct pollfd pfd = {.fd = t->pidfd, .events = POLLIN};
+	return poll(&pfd, 1, 0) == 0;
 }

@@ -48,7 +48,7 @@ struct stb_abi_worker *stb_target_worker(const struct stb_target *t, uint32_t w)
  */
 int stb_target_read(void *target, uint64_t addr, void *dst, size_t len);
 
-/* Non-zero while the process exists (it may be a zombie). */
+/* Non-zero until the process has exited (a zombie counts as exited). */
 int stb_target_alive(const struct stb_target *t);
 
 #endif /* STB_LOADER_TARGET_H */

@@ -240,7 +240,7 @@ void stb_butex_interrupt(struct stb_task *t, uint32_t version)
 	stb_lock(&b->lock);
 	struct stb_waiter *w = t->waiter;
 	if (__atomic_load_n(&t->wait_butex, __ATOMIC_RELAXED) == b && w && w->queued &&
-	    t->version == version &&
+	    __atomic_load_n(&t->version, __ATOMIC_ACQUIRE) == version &&
 	    __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == version) {
 		stb_waiter_unlink(w);
 		w->result = EINTR;
@@ -280,7 +280,7 @@ int butex_wait(void *butex, int expected, const struct timespec *abstime)
 	}
 	int rc = stb_butex_wait_mono(stb_butex_of(butex), expected, stb_abstime_to_mono(abstime));
 	if (rc) {
-		errno = rc;
+		stb_errno_set(rc); /* may run on another worker now */
 		return -1;
 	}
 	return 0;
@@ -319,7 +319,7 @@ int bthread_usleep(uint64_t microseconds)
 		if (rc == ETIMEDOUT)
 			return 0;
 		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
-			errno = ESTOP;
+			stb_errno_set(ESTOP); /* may run on another worker now */
 			return -1;
 		}
 		/* Spurious (stale wake of the slot's butex): sleep on. */

@@ -2,7 +2,8 @@
 /*
  * stb_dump: stacks of every live bthread and registered pthread, one section
  * per task or grouped by identical stack (count and ids), and the opt-in
- * signal ($STB_DUMP_SIGNAL) that dumps everything to stderr.
+ * signal ($STB_DUMP_SIGNAL) that dumps everything to stderr. The task
+ * collection (stb_collect_tasks) is shared with the debug HTTP endpoint.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "pprof.h"
 #include "report.h"
 #include "trace.h"
 
@@ -30,10 +32,107 @@ static int stb_collect_frame(const struct stb_frame *f, void *arg)
 	return 0;
 }
 
-static void stb_dump_sym(void *ctx, struct stb_frame *f, int is_return)
+void stb_report_sym_self(void *ctx, struct stb_frame *f, int is_return)
 {
 	(void)ctx;
 	stb_trace_symbolize(f->ip, is_return, f);
+}
+
+/* Fills d from the table entry of t without tracing it. */
+static void stb_collect_entry(struct stb_task *t, bthread_t id, unsigned st,
+			      struct stb_report_task *d)
+{
+	d->id = id;
+	d->state = st;
+	d->mode = STB_TRACE_NO_STACK;
+	d->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
+	if (st == STB_TASK_RUNNING || d->is_pthread)
+		d->tid = __atomic_load_n(&t->pub->tid, __ATOMIC_RELAXED);
+	d->since_ns = st == STB_TASK_SUSPENDED ? t->pub->since_ns : 0;
+	memcpy(d->name, t->pub->name, sizeof(d->name));
+	d->name[sizeof(d->name) - 1] = '\0';
+}
+
+/* Traces task id into d (frames without symbols). Returns -ESRCH if it finished. */
+static int stb_collect_trace(bthread_t id, unsigned depth, struct stb_frame *frames,
+			     struct stb_report_task *d, uint64_t self_ip, uint64_t self_sp,
+			     uint64_t self_bp)
+{
+	struct stb_frame_collect c = {.frames = frames, .max = depth};
+	/* Symbols are looked up when printing: once per group when grouped. */
+	struct stb_trace_opts to = {.max_depth = depth, .no_symbols = 1,
+				    .on_frame = stb_collect_frame, .arg = &c};
+	struct stb_trace_info info;
+	int r = stb_trace_impl(id, &to, NULL, 0, &info, self_ip, self_sp, self_bp);
+	if (r == -ESRCH)
+		return r;
+	d->id = id;
+	d->state = info.state;
+	d->mode = info.mode;
+	d->is_pthread = info.is_pthread;
+	d->tid = info.tid;
+	d->since_ns = info.since_ns;
+	memcpy(d->name, info.name, sizeof(d->name));
+	d->err = r < 0 ? r : 0;
+	memcpy(d->error, info.error, sizeof(d->error));
+	d->truncated = info.truncated;
+	d->frames = c.frames;
+	d->nframes = r < 0 ? 0 : c.n;
+	return 0;
+}
+
+void stb_task_set_free(struct stb_task_set *set)
+{
+	free(set->tasks);
+	free(set->frames);
+	memset(set, 0, sizeof(*set));
+}
+
+int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool stacks,
+		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set)
+{
+	memset(set, 0, sizeof(*set));
+	if (depth == 0)
+		depth = STB_DUMP_DEFAULT_DEPTH;
+	uint32_t nslots = stb_task_slots();
+	size_t cap = only ? 1 : (nslots ? nslots : 1);
+	set->tasks = calloc(cap, sizeof(*set->tasks));
+	set->frames = stacks ? calloc(cap * depth, sizeof(*set->frames)) : NULL;
+	if (!set->tasks || (stacks && !set->frames)) {
+		stb_task_set_free(set);
+		return -ENOMEM;
+	}
+	uint32_t first = 0, last = nslots;
+	if (only) {
+		struct stb_task *t = stb_task_lookup(only);
+		if (!t)
+			return -ESRCH;
+		first = (uint32_t)only;
+		last = first + 1;
+	}
+	for (uint32_t slot = first; slot < last && set->n < cap; slot++) {
+		struct stb_task *t = stb_task_at(slot);
+		if (!t)
+			continue;
+		bthread_t id = __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE);
+		unsigned st = stb_task_state(t);
+		if (st == STB_TASK_UNUSED || st == STB_TASK_DESTROYED || id == 0 ||
+		    (only && id != only))
+			continue;
+		if (state_mask && !(state_mask & (1u << st)))
+			continue;
+		struct stb_report_task *d = &set->tasks[set->n];
+		if (!stacks) {
+			stb_collect_entry(t, id, st, d);
+		} else if (stb_collect_trace(id, depth, set->frames + set->n * depth, d, self_ip,
+					     self_sp, self_bp) != 0) {
+			continue; /* finished meanwhile */
+		}
+		set->n++;
+	}
+	if (only && set->n == 0)
+		return -ESRCH;
+	return 0;
 }
 
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)
@@ -42,61 +141,38 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	uint64_t self_ip, self_sp, self_bp;
 	STB_CALLER_FRAME(self_ip, self_sp, self_bp);
 	const struct stb_dump_opts *o = opts ? opts : &dflt;
-	if (!out || o->format != STB_DUMP_TEXT)
+	if (!out || o->format < STB_DUMP_TEXT || o->format > STB_DUMP_JSON)
 		return -EINVAL;
-	unsigned depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH;
-	uint32_t nslots = stb_task_slots();
-	size_t cap = nslots ? nslots : 1;
-	struct stb_report_task *tasks = calloc(cap, sizeof(*tasks));
-	struct stb_frame *frames = calloc(cap * depth, sizeof(*frames));
-	size_t n = 0;
-	int rc = 0;
-	if (!tasks || !frames) {
-		rc = -ENOMEM;
+	struct stb_task_set set;
+	int rc = stb_collect_tasks(0, o->max_depth, o->state_mask, true, self_ip, self_sp, self_bp,
+				   &set);
+	if (rc < 0)
 		goto cleanup;
+	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
+			       .now_ns = stb_now_coarse_ns(), .group = o->group != 0};
+	/* pprof / folded / json: runtime/pprof.c and runtime/report.c, shared with
+	 * stb-bpf-loader. */
+	if (o->format == STB_DUMP_PPROF || o->format == STB_DUMP_FOLDED) {
+		struct stb_unw_proc *unw;
+		struct stb_sym *sym;
+		stb_trace_self_tools(&unw, &sym);
+		char note[64];
+		snprintf(note, sizeof(note), "stb_dump of pid %d", (int)getpid());
+		rc = stb_report_pprof(&r, sym, unw, set.tasks, set.n,
+				      o->format == STB_DUMP_PPROF ? STB_REPORT_PPROF : STB_REPORT_FOLDED,
+				      note);
+	} else if (o->format == STB_DUMP_JSON) {
+		char extra[64];
+		snprintf(extra, sizeof(extra), ",\n  \"pid\": %d", (int)getpid());
+		rc = stb_report_json(&r, set.tasks, set.n, extra);
+	} else {
+		rc = stb_report_text(&r, set.tasks, set.n);
 	}
-	for (uint32_t slot = 0; slot < nslots; slot++) {
-		struct stb_task *t = stb_task_at(slot);
-		if (!t)
-			continue;
-		bthread_t id = __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE);
-		unsigned st = stb_task_state(t);
-		if (st == STB_TASK_UNUSED || st == STB_TASK_DESTROYED || id == 0)
-			continue;
-		if (o->state_mask && !(o->state_mask & (1u << st)))
-			continue;
-		struct stb_report_task *d = &tasks[n];
-		struct stb_frame_collect c = {.frames = frames + n * depth, .max = depth};
-		/* Symbols are looked up when printing: once per group when grouped. */
-		struct stb_trace_opts to = {.max_depth = depth, .no_symbols = 1,
-					    .on_frame = stb_collect_frame, .arg = &c};
-		struct stb_trace_info info;
-		int r = stb_trace_impl(id, &to, NULL, 0, &info, self_ip, self_sp, self_bp);
-		if (r == -ESRCH)
-			continue; /* finished meanwhile */
-		d->id = id;
-		d->state = info.state;
-		d->mode = info.mode;
-		d->is_pthread = info.is_pthread;
-		d->tid = info.tid;
-		d->since_ns = info.since_ns;
-		memcpy(d->name, info.name, sizeof(d->name));
-		d->err = r < 0 ? r : 0;
-		memcpy(d->error, info.error, sizeof(d->error));
-		d->truncated = info.truncated;
-		d->frames = c.frames;
-		d->nframes = r < 0 ? 0 : c.n;
-		n++;
-	}
-	struct stb_report r = {.out = out, .sym = stb_dump_sym, .now_ns = stb_now_coarse_ns(),
-			       .group = o->group != 0};
-	rc = stb_report_text(&r, tasks, n);
 	fflush(out);
 	if (rc == 0)
-		rc = (int)n;
+		rc = (int)set.n;
 cleanup:
-	free(tasks);
-	free(frames);
+	stb_task_set_free(&set);
 	return rc;
 }
 

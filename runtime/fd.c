@@ -2,7 +2,9 @@
 /*
  * bthread_fd_wait: one epoll dispatcher thread. A waiting bthread arms its fd
  * with EPOLLONESHOT and sleeps on the fd's butex; the dispatcher bumps that
- * butex and wakes every waiter of the fd when an event arrives.
+ * butex and wakes every waiter of the fd when an event arrives. A waiter whose
+ * events were not among those reported (it waits for EPOLLOUT, another one
+ * for EPOLLIN) arms the fd again and goes back to sleep.
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 struct stb_fd_entry {
 	struct stb_lock lock;
 	uint32_t events;          /* events armed for the current waiters */
+	uint32_t seen;            /* events of the latest dispatch */
 	struct stb_butex *butex;
 };
 
@@ -38,6 +41,7 @@ static void *stb_fd_main(void *arg)
 			struct stb_fd_entry *e = &stb_fd_chunks[fd / STB_FD_CHUNK][fd % STB_FD_CHUNK];
 			stb_lock(&e->lock);
 			e->events = 0; /* EPOLLONESHOT disarmed it */
+			e->seen = evs[i].events;
 			__atomic_fetch_add(&e->butex->value, 1, __ATOMIC_RELEASE);
 			stb_unlock(&e->lock);
 			stb_butex_wake(e->butex, true);
@@ -151,29 +155,37 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 		return -1;
 	}
 	uint64_t deadline = stb_abstime_to_mono(abstime);
-	int expected;
-	stb_lock(&e->lock);
-	expected = __atomic_load_n(&e->butex->value, __ATOMIC_ACQUIRE);
-	uint32_t want = e->events | events | EPOLLONESHOT;
-	struct epoll_event ev = {.events = want, .data.u32 = (uint32_t)fd};
-	int rc = epoll_ctl(stb_epfd, EPOLL_CTL_MOD, fd, &ev);
-	if (rc != 0 && errno == ENOENT)
-		rc = epoll_ctl(stb_epfd, EPOLL_CTL_ADD, fd, &ev);
-	if (rc == 0)
-		e->events = want;
-	int err = errno;
-	stb_unlock(&e->lock);
-	if (rc != 0) {
-		if (err == EPERM)
-			return 0; /* regular files are always ready */
-		errno = err == EBADF ? EINVAL : err;
-		return -1;
+	for (;;) {
+		stb_lock(&e->lock);
+		int expected = __atomic_load_n(&e->butex->value, __ATOMIC_ACQUIRE);
+		uint32_t want = e->events | events | EPOLLONESHOT;
+		struct epoll_event ev = {.events = want, .data.u32 = (uint32_t)fd};
+		/* errno through the helpers: this loop can suspend and change workers. */
+		int rc = epoll_ctl(stb_epfd, EPOLL_CTL_MOD, fd, &ev);
+		if (rc != 0 && stb_errno_get() == ENOENT)
+			rc = epoll_ctl(stb_epfd, EPOLL_CTL_ADD, fd, &ev);
+		int err = rc != 0 ? stb_errno_get() : 0;
+		if (rc == 0)
+			e->events = want;
+		stb_unlock(&e->lock);
+		if (rc != 0) {
+			if (err == EPERM)
+				return 0; /* regular files are always ready */
+			stb_errno_set(err == EBADF ? EINVAL : err);
+			return -1;
+		}
+		rc = stb_butex_wait_mono(e->butex, expected, deadline);
+		if (rc != 0 && rc != EWOULDBLOCK) {
+			stb_errno_set(rc); /* may run on another worker now */
+			return -1;
+		}
+		/* A dispatch happened: was it for us? (Else arm again: level-triggered.) */
+		stb_lock(&e->lock);
+		uint32_t seen = e->seen;
+		stb_unlock(&e->lock);
+		if (seen & (events | EPOLLERR | EPOLLHUP))
+			return 0;
 	}
-	rc = stb_butex_wait_mono(e->butex, expected, deadline);
-	if (rc == 0 || rc == EWOULDBLOCK)
-		return 0;
-	errno = rc;
-	return -1;
 }
 
 int bthread_fd_wait(int fd, unsigned events)

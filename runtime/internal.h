@@ -69,6 +69,12 @@ static __attribute__((noinline, unused)) void stb_errno_set(int e)
 	errno = e;
 }
 
+/* Reads errno afresh (same reason: code that can suspend, loops that would hoist it). */
+static __attribute__((noinline, unused)) int stb_errno_get(void)
+{
+	return errno;
+}
+
 /* CLOCK_REALTIME abstime -> CLOCK_MONOTONIC deadline in ns (0 if abstime NULL). */
 uint64_t stb_abstime_to_mono(const struct timespec *abstime);
 
@@ -152,7 +158,7 @@ struct stb_task {
 	uint32_t interrupted;          /* version whose next/current butex wait ends with EINTR */
 	struct stb_butex *wait_butex;  /* butex the task waits on, under that butex's lock */
 	struct stb_waiter *waiter;     /* its waiter node, under the same lock */
-	uint32_t free_next;            /* free-list link (slot + 1), 0 = end */
+	uint32_t free_next;            /* free-list link (slot + 1), 0 = end; under the free lock */
 	struct stb_task *next;         /* run-queue overflow link */
 	struct stb_butex *join;        /* value = version of the last finished occupant */
 	struct stb_butex *sleep;       /* private butex of bthread_usleep */

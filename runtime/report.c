@@ -238,7 +238,8 @@ static void stb_json_frames(const struct stb_report *r, struct stb_report_task *
 	fprintf(out, "%s]", t->nframes ? "\n    " : "");
 }
 
-static void stb_json_task(const struct stb_report *r, struct stb_report_task *t)
+/* The members of a task object up to (not including) "truncated". */
+static void stb_json_task_head(const struct stb_report *r, const struct stb_report_task *t)
 {
 	FILE *out = r->out;
 	fprintf(out, "    {\"id\": %" PRIu64 ", \"kind\": \"%s\", \"name\": ", t->id,
@@ -255,6 +256,12 @@ static void stb_json_task(const struct stb_report *r, struct stb_report_task *t)
 		fprintf(out, ", \"error\": ");
 		stb_json_str(out, t->error[0] ? t->error : strerror(-t->err));
 	}
+}
+
+static void stb_json_task(const struct stb_report *r, struct stb_report_task *t)
+{
+	FILE *out = r->out;
+	stb_json_task_head(r, t);
 	fprintf(out, ", \"truncated\": %s,\n    ", t->truncated ? "true" : "false");
 	stb_json_frames(r, t);
 	fprintf(out, "}");
@@ -290,5 +297,25 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		free(leaders);
 	}
 	fprintf(out, "\n}\n");
+	return 0;
+}
+
+/* ---- task lists (no stacks) ---- */
+
+int stb_report_list(const struct stb_report *r, const struct stb_report_task *tasks, size_t n,
+		    bool json, const char *extra)
+{
+	FILE *out = r->out;
+	if (!json) {
+		for (size_t i = 0; i < n; i++)
+			stb_report_header(r, &tasks[i]);
+		return 0;
+	}
+	fprintf(out, "{\n  \"schema\": \"stb-tasks/1\"%s,\n  \"tasks\": [\n", extra ? extra : "");
+	for (size_t i = 0; i < n; i++) {
+		stb_json_task_head(r, &tasks[i]);
+		fprintf(out, "}%s\n", i + 1 < n ? "," : "");
+	}
+	fprintf(out, "  ]\n}\n");
 	return 0;
 }

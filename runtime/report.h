@@ -70,4 +70,13 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		    const char *extra);
 
+/*
+ * A task list without stacks: text is the header line of each task (as in
+ * stb_report_text); json is {"schema": "stb-tasks/1", <extra>, "tasks": [...]}
+ * with the task members of stb_report_json except truncated and frames.
+ * extra as for stb_report_json. Returns 0.
+ */
+int stb_report_list(const struct stb_report *r, const struct stb_report_task *tasks, size_t n,
+		    bool json, const char *extra);
+
 #endif /* STB_RUNTIME_REPORT_H */

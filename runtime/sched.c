@@ -177,6 +177,9 @@ static uint64_t stb_ovf_count;
 /* Parking lot: sleepers wait on stb_park_seq; each signal wakes one. */
 static uint32_t stb_park_seq;
 static uint32_t stb_park_sleepers;
+/* Idle workers spinning for work before they park: no need to wake anyone. */
+static uint32_t stb_spinning;
+#define STB_SPIN_NS 20000u
 
 /*
  * Re-reads the thread-local worker. Must be used after every stack switch: a
@@ -219,7 +222,8 @@ static inline void stb_full_fence(void)
 void stb_sched_signal(void)
 {
 	stb_full_fence();
-	if (__atomic_load_n(&stb_park_sleepers, __ATOMIC_RELAXED) == 0)
+	if (__atomic_load_n(&stb_spinning, __ATOMIC_RELAXED) != 0 ||
+	    __atomic_load_n(&stb_park_sleepers, __ATOMIC_RELAXED) == 0)
 		return;
 	__atomic_fetch_add(&stb_park_seq, 1, __ATOMIC_SEQ_CST);
 	stb_futex_wake(&stb_park_seq, 1);
@@ -581,10 +585,18 @@ static void *stb_worker_main(void *arg)
 		if (!t)
 			t = stb_find_task(w);
 		if (!t) {
-			for (int i = 0; i < 32 && !t; i++) {
-				stb_cpu_relax();
+			/* Spin a little before parking: a hand-off then costs no futex
+			 * wake. A spinner that finds work passes the baton on. */
+			__atomic_fetch_add(&stb_spinning, 1, __ATOMIC_SEQ_CST);
+			uint64_t until = stb_now_ns() + STB_SPIN_NS;
+			do {
+				for (int i = 0; i < 32; i++)
+					stb_cpu_relax();
 				t = stb_find_task(w);
-			}
+			} while (!t && stb_now_ns() < until);
+			__atomic_fetch_sub(&stb_spinning, 1, __ATOMIC_SEQ_CST);
+			if (t)
+				stb_sched_signal();
 		}
 		if (!t)
 			t = stb_park(w);

@@ -18,10 +18,14 @@
 #define STB_TASK_CHUNK_SHIFT 10u
 #define STB_TASK_CHUNK (1u << STB_TASK_CHUNK_SHIFT)
 #define STB_TASK_MAX_CHUNKS 4096u /* 4 Mi slots */
+#define STB_TASK_QUARANTINE 4096u
 
 static struct stb_task *stb_task_chunks[STB_TASK_MAX_CHUNKS];
 static uint32_t stb_task_nslots;      /* slots handed out so far */
-static uint64_t stb_task_free_head;   /* tag << 32 | (slot + 1), 0 = empty */
+/* FIFO of freed slots (slot + 1, 0 = none), under stb_task_free_lock. */
+static struct stb_lock stb_task_free_lock;
+static uint32_t stb_task_free_head, stb_task_free_tail;
+static uint32_t stb_task_free_count;
 static struct stb_lock stb_task_grow_lock;
 
 #if defined(STB_TEST_HOOKS)
@@ -134,32 +138,39 @@ cleanup:
 	return t;
 }
 
+/*
+ * Freed slots are reused oldest first, and only once more than
+ * STB_TASK_QUARANTINE of them wait: a finished bthread's result (and its id's
+ * staleness) survives at least that many later starts.
+ */
 static struct stb_task *stb_task_pop_free(void)
 {
-	uint64_t head = __atomic_load_n(&stb_task_free_head, __ATOMIC_ACQUIRE);
-	for (;;) {
-		uint32_t idx = (uint32_t)head;
-		if (idx == 0)
-			return NULL;
-		struct stb_task *t = stb_task_at(idx - 1);
-		uint32_t next = __atomic_load_n(&t->free_next, __ATOMIC_RELAXED);
-		uint64_t nhead = ((head >> 32) + 1) << 32 | next;
-		if (__atomic_compare_exchange_n(&stb_task_free_head, &head, nhead, true,
-						__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
-			return t;
+	struct stb_task *t = NULL;
+	if (__atomic_load_n(&stb_task_free_count, __ATOMIC_RELAXED) <= STB_TASK_QUARANTINE)
+		return NULL;
+	stb_lock(&stb_task_free_lock);
+	if (stb_task_free_count > STB_TASK_QUARANTINE) {
+		t = stb_task_at(stb_task_free_head - 1);
+		stb_task_free_head = t->free_next;
+		if (!stb_task_free_head)
+			stb_task_free_tail = 0;
+		__atomic_store_n(&stb_task_free_count, stb_task_free_count - 1, __ATOMIC_RELAXED);
 	}
+	stb_unlock(&stb_task_free_lock);
+	return t;
 }
 
 void stb_task_release(struct stb_task *t)
 {
-	uint64_t head = __atomic_load_n(&stb_task_free_head, __ATOMIC_RELAXED);
-	for (;;) {
-		__atomic_store_n(&t->free_next, (uint32_t)head, __ATOMIC_RELAXED);
-		uint64_t nhead = ((head >> 32) + 1) << 32 | (t->slot + 1);
-		if (__atomic_compare_exchange_n(&stb_task_free_head, &head, nhead, true,
-						__ATOMIC_RELEASE, __ATOMIC_RELAXED))
-			return;
-	}
+	t->free_next = 0;
+	stb_lock(&stb_task_free_lock);
+	if (stb_task_free_tail)
+		stb_task_at(stb_task_free_tail - 1)->free_next = t->slot + 1;
+	else
+		stb_task_free_head = t->slot + 1;
+	stb_task_free_tail = t->slot + 1;
+	__atomic_store_n(&stb_task_free_count, stb_task_free_count + 1, __ATOMIC_RELAXED);
+	stb_unlock(&stb_task_free_lock);
 }
 
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg)

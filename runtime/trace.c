@@ -23,6 +23,7 @@
 
 #define STB_SLOTS 16u
 #define STB_COPY_MAX (256u << 10) /* bytes of stack copied at most */
+#define STB_RED_ZONE 128u          /* x86_64 SysV red zone below rsp */
 
 enum stb_slot_phase {
 	STB_SLOT_ARMED = 1,     /* request sent, handler may take it */
@@ -93,8 +94,11 @@ static int stb_parse_int_env(const char *name, int lo, int hi, int dflt)
 
 void stb_tracer_config_init(void)
 {
-	int ms = stb_parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 50);
-	__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	/* Only when set: a value given to stb_set_signal_trace_timeout_ms()
+	 * before the runtime started must not be reset to the default here. */
+	int ms = stb_parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
+	if (ms)
+		__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
 	int sig = stb_parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
@@ -166,9 +170,15 @@ static void stb_capture_handler(int sig, siginfo_t *si, void *uctx)
 	s->regs.r14 = (uint64_t)g[REG_R14];
 	s->regs.r15 = (uint64_t)g[REG_R15];
 	s->regs.flags = 0;
-	size_t len = hi - sp < STB_COPY_MAX ? (size_t)(hi - sp) : STB_COPY_MAX;
-	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)sp, len);
-	s->addr = sp;
+	/* Copy the 128-byte red zone below sp too: interrupted in an epilogue,
+	 * frame 0's CFI still finds the caller's rbp (and rbx...) in the slots
+	 * just popped (e.g. rbp at CFA-16 on `ret`). The kernel left them intact
+	 * (the signal frame lies below the red zone); read later from the live
+	 * stack they would be stale and the walk would stop or go wrong. */
+	uint64_t from = sp - lo >= STB_RED_ZONE ? sp - STB_RED_ZONE : lo;
+	size_t len = hi - from < STB_COPY_MAX ? (size_t)(hi - from) : STB_COPY_MAX;
+	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)from, len);
+	s->addr = from;
 	s->len = len;
 	s->handler_ns = stb_now_ns() - start;
 	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DONE, __ATOMIC_RELEASE);
@@ -472,6 +482,13 @@ void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f)
 	struct stb_sym_info si;
 	pthread_once(&stb_self_once, stb_self_init);
 	stb_symbolize_into(ip, is_return != 0, f, &si);
+}
+
+void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
+{
+	pthread_once(&stb_self_once, stb_self_init);
+	*unw = stb_self_proc;
+	*sym = stb_self_sym;
 }
 
 struct stb_walk {

@@ -6,6 +6,7 @@
 #ifndef STB_RUNTIME_TRACE_H
 #define STB_RUNTIME_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,37 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 
 /* Symbolizes ip of this process into f (symbol, offset, module, file, line). */
 void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f);
+
+/* The tracer's unwinder and symbolizer of this process (set up on first use;
+ * NULL when that failed), for the pprof and folded dumps (runtime/pprof.h). */
+struct stb_unw_proc;
+struct stb_sym;
+void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym);
+
+/* ---- task collection shared by stb_dump and the debug HTTP endpoint (dump.c) ---- */
+
+struct stb_report_task;
+
+/* Tasks collected by stb_collect_tasks; frames is NULL without stacks. */
+struct stb_task_set {
+	struct stb_report_task *tasks;
+	struct stb_frame *frames;     /* depth frames per task */
+	size_t n;
+};
+
+/*
+ * Collects every live bthread and registered pthread (only != 0: just that
+ * one) whose state is in state_mask (0 = all). stacks: trace each task (no
+ * symbols; print with stb_report_sym_self as the report's symbolizer), at
+ * most depth frames (0 = 64); otherwise only the table fields (id, name,
+ * state, tid, since). self_*: the caller's frame, for the calling task.
+ * Returns 0 (set filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH
+ * when `only` is not a live task.
+ */
+int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool stacks,
+		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set);
+void stb_task_set_free(struct stb_task_set *set);
+/* stb_report_sym_fn for this process (ctx unused). */
+void stb_report_sym_self(void *ctx, struct stb_frame *f, int is_return);
 
 #endif /* STB_RUNTIME_TRACE_H */

@@ -16,6 +16,16 @@
 STB_BEGIN_DECLS
 
 /*
+ * errno and suspension: a bthread may resume on another worker thread after
+ * any call that can suspend it, and glibc declares __errno_location() const,
+ * so a compiler may reuse an errno address computed before such a call. The
+ * runtime sets errno after the switch, on the right thread; read it in a
+ * separate (non-inlined) function, or compile bthread code with
+ * -D__const__=__unused__ as bRPC recommends, if it is read right after a call
+ * in the same expression sequence.
+ */
+
+/*
  * A bthread id: (version << 32) | slot. The version changes when the bthread
  * finishes, so an id of a finished bthread never names a later one. 0 is never
  * a valid id.
@@ -87,7 +97,9 @@ STB_EXPORT int bthread_start_background(bthread_t *tid, const bthread_attr_t *at
  * value (or bthread_exit's argument) there. Blocks the calling bthread (or
  * pthread). Returns 0; EINVAL if bt was never returned by bthread_start_* or is
  * the caller itself; ESRCH if bt is stale: it finished and its result has been
- * reclaimed (its slot held a later bthread that finished too).
+ * reclaimed. A result is kept until the finished bthread's slot is reused and
+ * that later bthread finished too; slots are reused oldest first and only
+ * after 4096 other bthreads finished, so a result survives at least that long.
  */
 STB_EXPORT int bthread_join(bthread_t bt, void **ret);
 
@@ -189,7 +201,8 @@ STB_EXPORT int bthread_cond_broadcast(bthread_cond_t *c);
  * ...; EPOLLERR and EPOLLHUP are always reported) or, for the timed form, until
  * abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks in
  * poll(2). Returns 0 when an event occurred, -1 with errno: EINVAL (bad fd or
- * events), ETIMEDOUT, ENOMEM. Only one bthread may wait on a given fd at a time
+ * events), ETIMEDOUT, EINTR (the bthread was stopped, see bthread_stop),
+ * ENOMEM. Only one bthread may wait on a given fd at a time
  * per direction (EPOLLIN / EPOLLOUT).
  */
 STB_EXPORT int bthread_fd_wait(int fd, unsigned events);

@@ -139,6 +139,13 @@ STB_EXPORT const char *stb_state_name(unsigned state);
 
 enum stb_dump_format {
 	STB_DUMP_TEXT = 0,    /* one section per task (or per group) */
+	STB_DUMP_FOLDED = 1,  /* folded stacks "state;root;...;leaf count" for flame
+	                         graphs; identical lines summed (group is implied) */
+	STB_DUMP_PPROF = 2,   /* gzipped pprof profile.proto (binary: open out in "wb"),
+	                         sample type bthreads/count, one sample per task with
+	                         labels bthread_id, state, worker_tid, name (per group
+	                         with its count when group is set); go tool pprof FILE */
+	STB_DUMP_JSON = 3,    /* the "stb-stacks/1" document of docs/json.md */
 };
 
 struct stb_dump_opts {
@@ -155,6 +162,40 @@ struct stb_dump_opts {
  * Thread-safe; blocks for the duration of the dump.
  */
 STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
+
+/* ---- debug HTTP endpoint ---- */
+
+/*
+ * Starts the opt-in debug HTTP endpoint (like bRPC's builtin /bthreads pages)
+ * on 127.0.0.1 only, port `port` (0 = a free port; *bound_port, when not
+ * NULL, receives the port). Served by bthreads: one listener ("stb debug
+ * http") and one bthread per connection, at most 16 at a time; HTTP/1.1, one
+ * GET or HEAD per connection (Connection: close):
+ *   /bthreads          one line per live task: id, name, state (and how long
+ *                      it has been blocked, or the tid it runs on)
+ *   /bthreads/<id>     that task's line; with ?st=1 its stack as well
+ *   /bthreads/all      every stack, grouped by identical stack, with the count
+ *                      and ids (the text of stb_dump with group = 1)
+ * text/plain by default; ?format=json gives application/json (schemas
+ * "stb-tasks/1" for the lists, "stb-stacks/1" for stacks, as stb-bpf-loader's
+ * --format json). Errors: 404 unknown path or no live task with that id, 400
+ * malformed request, id or query value, 405 not GET/HEAD, 408 no request
+ * within 5 s, 431 request head over 8 KiB. Stacks are taken like stb_trace
+ * (each task held only while its stack is copied).
+ * Thread-safe; does not block. Returns 0, -EALREADY (already running) or
+ * -errno from socket/bind/listen (e.g. -EADDRINUSE) or from starting the
+ * listener bthread (-ENOMEM).
+ */
+STB_EXPORT int stb_debug_http_start(uint16_t port, uint16_t *bound_port);
+
+/*
+ * Stops the endpoint started by stb_debug_http_start: stops accepting,
+ * interrupts the connections being served and waits until all of its
+ * bthreads have finished. Blocks the caller (bthread or pthread) for at most
+ * the time of one stack collection; must not be called from a request of the
+ * endpoint itself. Returns 0, or -ESRCH when the endpoint was not running.
+ */
+STB_EXPORT int stb_debug_http_stop(void);
 
 /* ---- statistics ---- */
 

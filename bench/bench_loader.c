@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Benchmarks of stb-bpf-loader against live loader_target processes, side by
+ * side with the in-process tracer and with gdb: a full dump of 10,000
+ * suspended bthreads (time, per-task hold, target freeze), the capture of a
+ * running task (request to stack, time the task is held by the BPF program
+ * vs the signal handler), and the yield throughput of a target dumped every
+ * 100 ms. Needs root. Results and commands: docs/benchmarks.md.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <stb/stb.h>
+
+#include "capture.h"
+#include "loader_util.h"
+#include "target.h"
+
+struct bench_opts {
+	const char *loader, *target, *gdb_script;
+	unsigned tasks;     /* suspended bthreads in the dump benchmark */
+	unsigned rounds;    /* loader / in-process dumps */
+	unsigned captures;  /* running-task captures */
+	unsigned yield_pairs;
+	bool gdb;
+};
+
+/* ---- small statistics ---- */
+
+static int bench_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct bench_dist {
+	double med, p90, p99, max, mean;
+};
+
+static struct bench_dist bench_stats(double *v, unsigned n)
+{
+	struct bench_dist d = {0};
+	if (!n)
+		return d;
+	qsort(v, n, sizeof(*v), bench_cmp);
+	double sum = 0;
+	for (unsigned i = 0; i < n; i++)
+		sum += v[i];
+	d.med = v[n / 2];
+	d.p90 = v[(n * 9) / 10 < n ? (n * 9) / 10 : n - 1];
+	d.p99 = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
+	d.max = v[n - 1];
+	d.mean = sum / n;
+	return d;
+}
+
+static void bench_row(const char *what, const char *unit, double *v, unsigned n)
+{
+	struct bench_dist d = bench_stats(v, n);
+	printf("  %-58s %9.2f %9.2f %9.2f %9.2f %9.2f  %s (n=%u)\n", what, d.med, d.p90, d.p99,
+	       d.max, d.mean, unit, n);
+}
+
+static void bench_header(const char *title)
+{
+	printf("%s\n  %-58s %9s %9s %9s %9s %9s\n", title, "", "median", "p90", "p99", "max",
+	       "mean");
+}
+
+static double bench_tv(const struct timeval *tv)
+{
+	return (double)tv->tv_sec * 1e3 + (double)tv->tv_usec / 1e3;
+}
+
+/* Number after "key" in text (NAN-free: -1 when absent). */
+static double bench_after(const char *text, const char *key)
+{
+	const char *p = text ? strstr(text, key) : NULL;
+	return p ? strtod(p + strlen(key), NULL) : -1.0;
+}
+
+static void bench_die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "bench_loader: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+static void bench_target(struct lu_target *t, const char *path, const char *const *args)
+{
+	int rc = lu_target_start(t, path, args, NULL);
+	if (rc != 0)
+		bench_die("cannot start the target: %s", strerror(-rc));
+}
+
+static uint64_t bench_stat(struct lu_target *t, const char *key)
+{
+	uint64_t v = lu_target_stat(t, key);
+	if (v == UINT64_MAX)
+		bench_die("the target does not answer (%s)", key);
+	return v;
+}
+
+static void bench_quit(struct lu_target *t)
+{
+	char bye[256];
+	if (lu_target_quit(t, bye, sizeof(bye)) != 0)
+		bench_die("the target did not quit cleanly: %s", bye);
+}
+
+/* Runs the loader (argv without the program) to completion; *wall_ms and the
+ * process's CPU time. Returns its exit code. */
+static int bench_loader_run(const struct bench_opts *o, char **args, struct lu_proc *p,
+			    double *wall_ms, double *cpu_ms)
+{
+	char *argv[32];
+	int n = 0;
+	argv[n++] = (char *)o->loader;
+	for (int i = 0; args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	uint64_t t0 = lu_now_ns();
+	if (lu_proc_start(p, argv, NULL, NULL, NULL) != 0)
+		bench_die("cannot start %s", o->loader);
+	if (lu_proc_wait(p, 600000) != 0)
+		bench_die("%s ran for 10 minutes", o->loader);
+	*wall_ms = (double)(lu_now_ns() - t0) / 1e6;
+	*cpu_ms = bench_tv(&p->ru.ru_utime) + bench_tv(&p->ru.ru_stime);
+	return lu_proc_exit_code(p);
+}
+
+/* ---- 1. full dump of many suspended bthreads ---- */
+
+static void bench_dump(const struct bench_opts *o)
+{
+	char many[16];
+	snprintf(many, sizeof(many), "%u", o->tasks);
+	const char *args[] = {"--many", many, "--workers", "2", "--butex", "0", "--sleep", "0",
+			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
+			      "--pthread", "0", NULL};
+	struct lu_target t;
+	bench_target(&t, o->target, args);
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
+	char reply[512];
+	unsigned n = o->rounds;
+	double *wall = calloc(n, sizeof(double)), *cpu = calloc(n, sizeof(double));
+	double *trace = calloc(n, sizeof(double)), *hold_max = calloc(n, sizeof(double));
+	double *hold_avg = calloc(n, sizeof(double)), *freeze = calloc(n, sizeof(double));
+	double *inproc = calloc(n, sizeof(double)), *inproc_freeze = calloc(n, sizeof(double));
+	double *idle_gap = calloc(n, sizeof(double));
+	double *gwaits = calloc(n, sizeof(double)), *gwait_ms = calloc(n, sizeof(double));
+	double ntasks = 0;
+
+	/* Warm the page cache and the target's lazily touched pages. */
+	char *warm[] = {"--pid", pid, "-o", "/dev/null", NULL};
+	struct lu_proc p;
+	double w, c;
+	bench_loader_run(o, warm, &p, &w, &c);
+	lu_proc_free(&p);
+
+	for (unsigned i = 0; i < n; i++) {
+		/* The heartbeat's longest gap without any tracer: the noise floor. */
+		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
+		lu_sleep_ms(300);
+		idle_gap[i] = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
+
+		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
+		uint64_t gw0 = bench_stat(&t, "gate_waits"), gn0 = bench_stat(&t, "gate_wait_ns");
+		char *a[] = {"--pid", pid, "-v", "-o", "/dev/null", NULL};
+		int code = bench_loader_run(o, a, &p, &wall[i], &cpu[i]);
+		gwaits[i] = (double)(bench_stat(&t, "gate_waits") - gw0);
+		gwait_ms[i] = (double)(bench_stat(&t, "gate_wait_ns") - gn0) / 1e6;
+		if (code != 0)
+			bench_die("loader failed: %s", p.err.p);
+		const char *tt = strstr(p.err.p, " tasks traced in ");
+		while (tt && tt > p.err.p && tt[-1] >= '0' && tt[-1] <= '9')
+			tt--;
+		ntasks = tt ? strtod(tt, NULL) : -1;
+		trace[i] = bench_after(p.err.p, "tasks traced in ");
+		hold_max[i] = bench_after(p.err.p, "tasks held ");
+		hold_avg[i] = bench_after(p.err.p, "at most, ");
+		lu_proc_free(&p);
+		freeze[i] = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
+
+		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
+		if (lu_target_cmd(&t, "dump", reply, sizeof(reply)) != 0 ||
+		    strncmp(reply, "dump ", 5) != 0)
+			bench_die("in-process dump failed: %s", reply);
+		inproc[i] = (double)lu_field(reply, "ns") / 1e6;
+		inproc_freeze[i] = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
+	}
+
+	/* Per-task hold times of one run (-vv). */
+	char *vv[] = {"--pid", pid, "-vv", "-o", "/dev/null", NULL};
+	bench_loader_run(o, vv, &p, &w, &c);
+	double *holds = calloc((size_t)o->tasks + 64, sizeof(double));
+	unsigned nh = 0, over = 0;
+	for (const char *s = p.err.p; s && (s = strstr(s, ": held ")) != NULL; s += 7) {
+		if (nh < o->tasks + 64) {
+			holds[nh] = strtod(s + 7, NULL);
+			over += holds[nh] > 1000.0;
+			nh++;
+		}
+	}
+	lu_proc_free(&p);
+
+	printf("\n1. Full dump of %u suspended bthreads (+1 heartbeat), %.0f tasks traced\n",
+	       o->tasks, ntasks);
+	bench_header("");
+	bench_row("stb-bpf-loader: wall time, exec to exit", "ms", wall, n);
+	bench_row("stb-bpf-loader: CPU time (user+sys)", "ms", cpu, n);
+	bench_row("stb-bpf-loader: trace phase (hold, copy, unwind)", "ms", trace, n);
+	bench_row("stb-bpf-loader: longest hold of one task", "us", hold_max, n);
+	bench_row("stb-bpf-loader: mean hold", "us", hold_avg, n);
+	bench_row("target heartbeat: longest gap during a loader run", "ms", freeze, n);
+	bench_row("target: tasks that waited at a gate, per loader run", "", gwaits, n);
+	bench_row("target: time spent waiting at gates, per loader run", "ms", gwait_ms, n);
+	bench_row("target heartbeat: longest gap, no tracer (300 ms)", "ms", idle_gap, n);
+	bench_row("in-process stb_dump to /dev/null", "ms", inproc, n);
+	bench_row("target heartbeat: longest gap during stb_dump", "ms", inproc_freeze, n);
+	bench_row("stb-bpf-loader -vv: per-task hold (one run)", "us", holds, nh);
+	printf("  tasks held over 1 ms in that run: %u of %u\n", over, nh);
+	free(holds);
+
+	if (o->gdb) {
+		char *argv[] = {"gdb", "-p", pid, "-batch", "-nx", "-x", (char *)o->gdb_script, NULL};
+		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
+		uint64_t t0 = lu_now_ns();
+		if (lu_proc_start(&p, argv, NULL, NULL, NULL) != 0 || lu_proc_wait(&p, 3600000) != 0)
+			bench_die("gdb did not finish: %s", p.err.p ? p.err.p : "");
+		double gw = (double)(lu_now_ns() - t0) / 1e6;
+		double gfreeze = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
+		const char *sum = strstr(p.out.p, "gdb_stb_dump: ");
+		if (!sum)
+			bench_die("gdb's script failed: %s", p.err.p);
+		printf("  gdb -batch (%s): wall %.0f ms, target frozen %.0f ms; %.*s\n", o->gdb_script,
+		       gw, gfreeze, (int)strcspn(sum, "\n"), sum);
+		struct bench_dist d = bench_stats(wall, n);
+		printf("  gdb / stb-bpf-loader wall time: %.0fx\n", gw / d.med);
+		lu_proc_free(&p);
+	}
+	if (bench_stat(&t, "signals") != 0)
+		bench_die("the target received %s signal(s)", "some");
+	bench_quit(&t);
+	free(wall);
+	free(cpu);
+	free(trace);
+	free(hold_max);
+	free(hold_avg);
+	free(freeze);
+	free(inproc);
+	free(inproc_freeze);
+	free(idle_gap);
+	free(gwaits);
+	free(gwait_ms);
+}
+
+/* ---- 2. capture of a running task ---- */
+
+static void bench_capture(const struct bench_opts *o)
+{
+	const char *args[] = {"--workers", "2", "--butex", "0", "--sleep", "0", "--mutex", "0",
+			      "--fd", "0", "--yield", "0", "--spin", "1", "--pthread", "0", NULL};
+	struct lu_target t;
+	bench_target(&t, o->target, args);
+	const struct lu_chain *spin = lu_target_chain(&t, "spin");
+	if (!spin)
+		bench_die("no spin bthread%s", "");
+	uint64_t id = spin->ids[0];
+	char pid[16], ids[32], reply[512];
+	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
+	snprintf(ids, sizeof(ids), "%" PRIu64, id);
+	unsigned n = o->captures;
+
+	/* a) the loader, one process per capture. */
+	unsigned nl = n < 30 ? n : 30;
+	double *l_req = calloc(nl, sizeof(double)), *l_prog = calloc(nl, sizeof(double));
+	double *l_hold = calloc(nl, sizeof(double)), *l_wall = calloc(nl, sizeof(double));
+	unsigned got = 0;
+	for (unsigned i = 0; i < nl; i++) {
+		char *a[] = {"--pid", pid, "--bthread", ids, "-vv", "--timeout", "2000", "-o",
+			     "/dev/null", NULL};
+		struct lu_proc p;
+		double c;
+		if (bench_loader_run(o, a, &p, &l_wall[got], &c) == 0 &&
+		    strstr(p.err.p, "BPF request to record")) {
+			l_hold[got] = bench_after(p.err.p, ": held ");
+			l_req[got] = bench_after(p.err.p, "BPF request to record ");
+			l_prog[got] = bench_after(p.err.p, "program ");
+			got++;
+		}
+		lu_proc_free(&p);
+	}
+
+	/* b) the same capture program through loader/capture.c, kept loaded, with
+	 * BPF run-time statistics. */
+	char err[512];
+	struct stb_target *tg = stb_target_open(t.pid, err, sizeof(err));
+	if (!tg)
+		bench_die("%s", err);
+	struct stb_capture_opts co;
+	memset(&co, 0, sizeof(co));
+	co.mode = STB_CAPTURE_MODE_CAPTURE;
+	co.backing = tg->hdr->backing;
+	co.table_fd = tg->table_fd;
+	co.table_addr = tg->hdr->table_addr;
+	struct stb_capture *cap = stb_capture_open(t.pid, &co);
+	if (!cap || stb_capture_sync_workers(cap) < 1)
+		bench_die("BPF capture unavailable: %s", strerror(errno));
+	int stats_rc = stb_capture_stats_enable(cap);
+	struct stb_capture_record *rec = malloc(sizeof(*rec));
+	double *c_req = calloc(n, sizeof(double)), *c_prog = calloc(n, sizeof(double));
+	double *c_run = calloc(n, sizeof(double));
+	unsigned nc = 0, nrun = 0, misses = 0;
+	struct stb_abi_task *entry = stb_target_task(tg, STB_ABI_SLOT(id));
+	for (unsigned i = 0; i < n; i++) {
+		struct stb_capture_stats s0, s1;
+		struct stb_capture_timing tm;
+		stb_capture_stats_read(cap, &s0);
+		unsigned w = __atomic_load_n(&entry->worker, __ATOMIC_RELAXED);
+		if (stb_capture_take(cap, w, id, 2000000, rec, &tm) != 0) {
+			misses++;
+			continue;
+		}
+		stb_capture_stats_read(cap, &s1);
+		c_req[nc] = (double)(tm.seen_ns - tm.arm_ns) / 1e3;
+		c_prog[nc] = (double)rec->prog_ns / 1e3;
+		nc++;
+		if (s1.run_cnt > s0.run_cnt)
+			c_run[nrun++] = (double)(s1.run_time_ns - s0.run_time_ns) / 1e3 /
+					(double)(s1.run_cnt - s0.run_cnt);
+		lu_sleep_ms(1);
+	}
+	free(rec);
+	stb_capture_close(cap);
+	stb_target_close(tg);
+
+	/* c) the in-process tracer: signal mode. */
+	double *s_held = calloc(n, sizeof(double)), *s_total = calloc(n, sizeof(double));
+	unsigned ns = 0;
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "trace %" PRIu64, id);
+	for (unsigned i = 0; i < n; i++) {
+		if (lu_target_cmd(&t, cmd, reply, sizeof(reply)) != 0 ||
+		    strncmp(reply, "trace rc=", 9) != 0)
+			bench_die("in-process trace failed: %s", reply);
+		if (strtol(reply + 9, NULL, 10) <= 0 || lu_field(reply, "mode") != STB_TRACE_SIGNAL)
+			continue;
+		s_held[ns] = (double)lu_field(reply, "held_ns") / 1e3;
+		s_total[ns] = (double)lu_field(reply, "ns") / 1e3;
+		ns++;
+		lu_sleep_ms(1);
+	}
+
+	printf("\n2. Capture of a running (spinning) bthread\n");
+	bench_header("");
+	bench_row("stb-bpf-loader --bthread: wall time, exec to exit", "ms", l_wall, got);
+	bench_row("stb-bpf-loader: request to record (arm -> ring buffer)", "us", l_req, got);
+	bench_row("stb-bpf-loader: lease held (request to stack)", "us", l_hold, got);
+	bench_row("stb-bpf-loader: BPF program time (record prog_ns)", "us", l_prog, got);
+	bench_row("capture.c, program kept loaded: request to record", "us", c_req, nc);
+	bench_row("capture.c: BPF program time (record prog_ns)", "us", c_prog, nc);
+	if (stats_rc == 0)
+		bench_row("capture.c: BPF program time (bpf_stats run_time_ns)", "us", c_run, nrun);
+	else
+		printf("  bpf_stats unavailable: %s\n", strerror(-stats_rc));
+	printf("  capture.c misses (no record within 2 s): %u\n", misses);
+	bench_row("in-process stb_trace, signal mode: task held (held_ns)", "us", s_held, ns);
+	bench_row("in-process stb_trace, signal mode: whole call", "us", s_total, ns);
+	bench_quit(&t);
+	free(l_req);
+	free(l_prog);
+	free(l_hold);
+	free(l_wall);
+	free(c_req);
+	free(c_prog);
+	free(c_run);
+	free(s_held);
+	free(s_total);
+}
+
+/* ---- 3. yield throughput while dumped periodically ---- */
+
+/* Alternating rounds of round_ms, undisturbed first and last, in between one
+ * loader process every period_ms (a dump starts at each period tick, or as
+ * soon as the previous one ended when it took longer). Each disturbed round
+ * is compared with the mean of the undisturbed rounds around it. */
+static void bench_yield_rounds(const struct bench_opts *o, struct lu_target *t, unsigned period_ms,
+			       unsigned round_ms)
+{
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)t->pid);
+	unsigned n = o->yield_pairs, cap = n * (round_ms / period_ms + 2);
+	double *rate = calloc(2 * n + 1, sizeof(double)), *quiet = calloc(n + 1, sizeof(double));
+	double *busy = calloc(n, sizeof(double)), *ratio = calloc(n, sizeof(double));
+	double *dumps = calloc(n, sizeof(double)), *dump_cpu = calloc(cap, sizeof(double));
+	double *dump_wall = calloc(cap, sizeof(double)), *gate_ms = calloc(n, sizeof(double));
+	unsigned ncpu = 0;
+	for (unsigned i = 0; i < 2 * n + 1; i++) {
+		bool disturbed = (i % 2) == 1;
+		uint64_t gn0 = bench_stat(t, "gate_wait_ns");
+		uint64_t y0 = bench_stat(t, "yields"), t0 = lu_now_ns();
+		uint64_t end = t0 + (uint64_t)round_ms * 1000000ull;
+		unsigned k = 0;
+		for (uint64_t next = t0; disturbed && next < end; next += period_ms * 1000000ull) {
+			while (lu_now_ns() < next)
+				lu_sleep_ms(1);
+			if (lu_now_ns() >= end)
+				break;
+			char *a[] = {"--pid", pid, "-o", "/dev/null", NULL};
+			struct lu_proc p;
+			double w, c;
+			if (bench_loader_run(o, a, &p, &w, &c) != 0)
+				bench_die("loader failed: %s", p.err.p);
+			if (ncpu < cap) {
+				dump_cpu[ncpu] = c;
+				dump_wall[ncpu++] = w;
+			}
+			lu_proc_free(&p);
+			k++;
+		}
+		while (lu_now_ns() < end)
+			lu_sleep_ms(1);
+		uint64_t y1 = bench_stat(t, "yields"), t1 = lu_now_ns();
+		rate[i] = (double)(y1 - y0) / ((double)(t1 - t0) / 1e9) / 1e6;
+		if (disturbed) {
+			busy[i / 2] = rate[i];
+			dumps[i / 2] = (double)k / ((double)(t1 - t0) / 1e9);
+			gate_ms[i / 2] = k ? (double)(bench_stat(t, "gate_wait_ns") - gn0) / 1e6 / k : 0;
+		} else {
+			quiet[i / 2] = rate[i];
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		ratio[i] = 100.0 * rate[2 * i + 1] / ((rate[2 * i] + rate[2 * i + 2]) / 2);
+	char what[96];
+	printf("  -- one stb-bpf-loader process every %u ms, rounds of %u ms\n", period_ms, round_ms);
+	bench_row("undisturbed", "M yields/s", quiet, n + 1);
+	snprintf(what, sizeof(what), "stb-bpf-loader every %u ms", period_ms);
+	bench_row(what, "M yields/s", busy, n);
+	bench_row("disturbed / mean of the undisturbed rounds around it", "%", ratio, n);
+	bench_row("dumps per second achieved", "", dumps, n);
+	bench_row("one dump: loader wall time", "ms", dump_wall, ncpu);
+	bench_row("one dump: loader CPU time (user+sys)", "ms", dump_cpu, ncpu);
+	bench_row("one dump: time the target's workers waited at gates", "ms", gate_ms, n);
+	free(gate_ms);
+	free(rate);
+	free(quiet);
+	free(busy);
+	free(ratio);
+	free(dumps);
+	free(dump_cpu);
+	free(dump_wall);
+}
+
+static void bench_yield(const struct bench_opts *o)
+{
+	const char *args[] = {"--workers", "2", "--yield", "100", "--butex", "0", "--sleep", "0",
+			      "--mutex", "0", "--fd", "0", "--spin", "0", "--pthread", "0",
+			      "--heartbeat", "0", NULL};
+	struct lu_target t;
+	bench_target(&t, o->target, args);
+	lu_sleep_ms(500);
+	printf("\n3. Yield throughput, 2 workers x 100 yielding bthreads, alternating rounds\n");
+	bench_header("");
+	bench_yield_rounds(o, &t, 100, 1000);
+	bench_yield_rounds(o, &t, 1000, 3000);
+	bench_quit(&t);
+}
+
+static const char *bench_default(const char *env, const char *def)
+{
+	const char *v = getenv(env);
+	return v && *v ? v : def;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = {
+		.loader = bench_default("STB_LOADER", STB_BENCH_LOADER),
+		.target = bench_default("STB_LOADER_TARGET", STB_BENCH_TARGET),
+		.gdb_script = bench_default("STB_GDB_SCRIPT", STB_BENCH_GDB_SCRIPT),
+		.tasks = 10000, .rounds = 7, .captures = 200, .yield_pairs = 8, .gdb = true,
+	};
+	bool dump = true, capture = true, yield = true;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--no-gdb") == 0)
+			o.gdb = false;
+		else if (strcmp(argv[i], "--quick") == 0) {
+			o.rounds = 3;
+			o.captures = 30;
+			o.yield_pairs = 2;
+			o.gdb = false;
+		} else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+			const char *w = argv[++i];
+			dump = strcmp(w, "dump") == 0;
+			capture = strcmp(w, "capture") == 0;
+			yield = strcmp(w, "yield") == 0;
+		} else if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
+			o.tasks = (unsigned)strtoul(argv[++i], NULL, 10);
+		} else {
+			fprintf(stderr,
+				"usage: bench_loader [--quick] [--no-gdb] [--tasks N] "
+				"[--only dump|capture|yield]\n"
+				"Needs root. Paths: $STB_LOADER, $STB_LOADER_TARGET, $STB_GDB_SCRIPT.\n");
+			return 2;
+		}
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "bench_loader: run it as root (BPF, perf events, ptrace)\n");
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	double load[3] = {0};
+	FILE *f = fopen("/proc/loadavg", "re");
+	if (f) {
+		if (fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+			load[0] = -1;
+		fclose(f);
+	}
+	printf("bench_loader: loader %s, target %s; %ld CPUs, load average %.2f %.2f %.2f\n",
+	       o.loader, o.target, sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
+	if (dump)
+		bench_dump(&o);
+	if (capture)
+		bench_capture(&o);
+	if (yield)
+		bench_yield(&o);
+	return 0;
+}

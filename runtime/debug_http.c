@@ -1,0 +1,536 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The opt-in debug HTTP endpoint (stb_debug_http_start): bRPC-style
+ * /bthreads, /bthreads/<id>[?st=1] and /bthreads/all pages on 127.0.0.1,
+ * served by bthreads with bthread_fd_wait. Owns only the HTTP side; the tasks
+ * come from stb_collect_tasks (dump.c) and the text/JSON from report.c.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+#include "report.h"
+#include "stb/stb.h"
+#include "trace.h"
+
+#define STB_DH_MAX_CONNS 16
+#define STB_DH_HEAD_MAX 8192          /* request line + headers, bytes */
+#define STB_DH_IO_TIMEOUT_MS 5000     /* to receive the request / send the response */
+#define STB_DH_BACKLOG 64
+
+struct stb_dh_conn {
+	bthread_t tid;
+	int fd;
+	uint32_t done;               /* set by the connection bthread as it ends */
+};
+
+static struct {
+	pthread_mutex_t lock;        /* serializes start and stop */
+	bool running;
+	int lfd;
+	bthread_t listener;
+	uint32_t stopping;
+	struct stb_dh_conn conns[STB_DH_MAX_CONNS]; /* owned by the listener bthread */
+} stb_dh = {.lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1};
+
+/*
+ * errno of the calling thread, read afresh: the bthread may have moved to
+ * another worker during a wait, and glibc's __errno_location() is const, so a
+ * plain errno could be read at the old thread's address.
+ */
+static __attribute__((noipa)) int stb_dh_errno(void)
+{
+	return errno;
+}
+
+/* ---- one request ---- */
+
+struct stb_dh_response {
+	int status;
+	const char *type;            /* Content-Type */
+	char *body;                  /* malloc'd (open_memstream) or NULL */
+	size_t len;
+	bool head_only;              /* HEAD: no body on the wire */
+};
+
+static const char *stb_dh_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	default: return "Error";
+	}
+}
+
+/* Sets a text/plain response "<status> <reason>: <message>\n". */
+static void stb_dh_error(struct stb_dh_response *res, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void stb_dh_error(struct stb_dh_response *res, int status, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	free(res->body);
+	res->body = NULL;
+	res->len = 0;
+	res->status = status;
+	res->type = "text/plain; charset=utf-8";
+	int n = asprintf(&res->body, "%d %s: %s\n", status, stb_dh_reason(status), msg);
+	if (n < 0)
+		res->body = NULL;
+	else
+		res->len = (size_t)n;
+}
+
+/* Strict decimal bthread id (no sign, no leading garbage, fits 64 bits). */
+static bool stb_dh_parse_id(const char *s, size_t len, uint64_t *out)
+{
+	if (len == 0 || len > 20)
+		return false;
+	uint64_t v = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return true;
+}
+
+struct stb_dh_query {
+	bool st;
+	bool json;
+};
+
+/* Parses "k=v&k=v"; st=0|1 and format=text|json, other keys are ignored. */
+static bool stb_dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
+			       size_t whylen)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t j = i;
+		while (j < len && q[j] != '&')
+			j++;
+		const char *kv = q + i;
+		size_t n = j - i;
+		const char *eq = memchr(kv, '=', n);
+		size_t klen = eq ? (size_t)(eq - kv) : n;
+		const char *v = eq ? eq + 1 : "";
+		size_t vlen = eq ? n - klen - 1 : 0;
+		if (klen == 2 && memcmp(kv, "st", 2) == 0) {
+			if (vlen == 1 && (v[0] == '0' || v[0] == '1')) {
+				out->st = v[0] == '1';
+			} else {
+				snprintf(why, whylen, "st must be 0 or 1");
+				return false;
+			}
+		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
+			if (vlen == 4 && memcmp(v, "json", 4) == 0) {
+				out->json = true;
+			} else if (vlen == 4 && memcmp(v, "text", 4) == 0) {
+				out->json = false;
+			} else {
+				snprintf(why, whylen, "format must be text or json");
+				return false;
+			}
+		}
+		i = j + 1;
+	}
+	return true;
+}
+
+static const char stb_dh_index[] =
+	"stb debug endpoint\n"
+	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
+	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
+	"  /bthreads/all           every stack, grouped by identical stack with the count\n"
+	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1).\n";
+
+/*
+ * Renders the page for path/query into res. Not inlined: its caller's frame
+ * (the connection bthread) is where a self-trace of this bthread starts.
+ */
+static __attribute__((noinline)) void stb_dh_render(const char *path, size_t plen,
+						    const struct stb_dh_query *q,
+						    struct stb_dh_response *res)
+{
+	uint64_t self_ip, self_sp, self_bp;
+	STB_CALLER_FRAME(self_ip, self_sp, self_bp);
+	static const char prefix[] = "/bthreads";
+	const size_t pre = sizeof(prefix) - 1;
+	struct stb_task_set set;
+	memset(&set, 0, sizeof(set));
+	FILE *out = NULL;
+	bool all = false, list = false, one = false;
+	uint64_t id = 0;
+
+	if (plen == 1 && path[0] == '/') {
+		res->status = 200;
+		res->type = "text/plain; charset=utf-8";
+		res->body = strdup(stb_dh_index);
+		if (!res->body)
+			stb_dh_error(res, 500, "out of memory");
+		else
+			res->len = strlen(res->body);
+		goto cleanup;
+	}
+	if (plen < pre || memcmp(path, prefix, pre) != 0 ||
+	    (plen > pre && path[pre] != '/')) {
+		stb_dh_error(res, 404, "no page %.*s (try /bthreads)", (int)(plen > 200 ? 200 : plen),
+			     path);
+		goto cleanup;
+	}
+	const char *rest = path + pre + (plen > pre);
+	size_t rlen = plen > pre ? plen - pre - 1 : 0;
+	if (rlen == 0) {
+		list = true;
+	} else if (rlen == 3 && memcmp(rest, "all", 3) == 0) {
+		all = true;
+	} else if (stb_dh_parse_id(rest, rlen, &id) && id != 0) {
+		one = true;
+	} else if (memchr(rest, '/', rlen)) {
+		stb_dh_error(res, 404, "no page %.*s", (int)(plen > 200 ? 200 : plen), path);
+		goto cleanup;
+	} else {
+		stb_dh_error(res, 400, "'%.*s' is not a bthread id (a decimal number as listed by "
+				       "/bthreads)", (int)(rlen > 64 ? 64 : rlen), rest);
+		goto cleanup;
+	}
+
+	bool stacks = all || (one && q->st);
+	int rc = stb_collect_tasks(one ? id : 0, 0, 0, stacks, self_ip, self_sp, self_bp, &set);
+	if (rc == -ESRCH) {
+		stb_dh_error(res, 404, "no live bthread %" PRIu64, id);
+		goto cleanup;
+	}
+	if (rc < 0) {
+		stb_dh_error(res, 500, "cannot collect the tasks: %s", strerror(-rc));
+		goto cleanup;
+	}
+	out = open_memstream(&res->body, &res->len);
+	if (!out) {
+		stb_dh_error(res, 500, "out of memory");
+		goto cleanup;
+	}
+	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
+			       .now_ns = stb_now_coarse_ns(), .group = all};
+	char extra[64];
+	snprintf(extra, sizeof(extra), ",\n  \"pid\": %d", (int)getpid());
+	if (stacks && q->json)
+		rc = stb_report_json(&r, set.tasks, set.n, extra);
+	else if (stacks)
+		rc = stb_report_text(&r, set.tasks, set.n);
+	else
+		rc = stb_report_list(&r, set.tasks, set.n, q->json, extra);
+	if (list && !q->json)
+		fprintf(out, "%zu tasks\n", set.n);
+	if (fclose(out) != 0 || rc != 0) {
+		out = NULL;
+		stb_dh_error(res, 500, "cannot format the report");
+		goto cleanup;
+	}
+	out = NULL;
+	res->status = 200;
+	res->type = q->json ? "application/json" : "text/plain; charset=utf-8";
+cleanup:
+	if (out)
+		fclose(out);
+	stb_task_set_free(&set);
+}
+
+/* Parses the request head (NUL-terminated) and renders the response. */
+static void stb_dh_handle(char *head, struct stb_dh_response *res)
+{
+	char *eol = strpbrk(head, "\r\n");
+	if (eol)
+		*eol = '\0';
+	char *sp1 = strchr(head, ' ');
+	char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || strchr(sp2 + 1, ' ') || sp1 == head || sp2 == sp1 + 1) {
+		stb_dh_error(res, 400, "malformed request line");
+		return;
+	}
+	*sp1 = '\0';
+	*sp2 = '\0';
+	const char *method = head, *target = sp1 + 1, *version = sp2 + 1;
+	if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0) {
+		stb_dh_error(res, 400, "unsupported protocol version");
+		return;
+	}
+	if (strcmp(method, "HEAD") == 0) {
+		res->head_only = true;
+	} else if (strcmp(method, "GET") != 0) {
+		stb_dh_error(res, 405, "only GET and HEAD are served");
+		return;
+	}
+	if (target[0] != '/') {
+		stb_dh_error(res, 400, "the request target must be an absolute path");
+		return;
+	}
+	const char *qm = strchr(target, '?');
+	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
+	struct stb_dh_query q = {false, false};
+	char why[64];
+	if (qm && !stb_dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
+		stb_dh_error(res, 400, "%s", why);
+		return;
+	}
+	stb_dh_render(target, plen, &q, res);
+}
+
+static struct timespec stb_dh_abstime(int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000l;
+	if (ts.tv_nsec >= 1000000000l) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000l;
+	}
+	return ts;
+}
+
+/* Writes all of buf; 0 or -1 (timeout, error, stopped). */
+static int stb_dh_write_all(int fd, const char *buf, size_t len, const struct timespec *until)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+		} else if (n < 0 && (stb_dh_errno() == EAGAIN || stb_dh_errno() == EWOULDBLOCK)) {
+			if (bthread_fd_timedwait(fd, EPOLLOUT, until) != 0)
+				return -1;
+		} else if (!(n < 0 && stb_dh_errno() == EINTR)) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Reads the request head into buf (size STB_DH_HEAD_MAX + 1, NUL-terminated).
+ * Returns 0, or an HTTP status to answer with (400, 408, 431), or -1 to close
+ * without answering (peer closed, error, endpoint stopping).
+ */
+static int stb_dh_read_head(int fd, char *buf, const struct timespec *until)
+{
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = recv(fd, buf + len, STB_DH_HEAD_MAX - len, 0);
+		if (n > 0) {
+			len += (size_t)n;
+			buf[len] = '\0';
+			if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
+				return 0;
+			if (len == STB_DH_HEAD_MAX)
+				return 431;
+			continue;
+		}
+		if (n == 0)
+			return len ? 400 : -1;
+		if (stb_dh_errno() == EINTR)
+			continue;
+		if (stb_dh_errno() != EAGAIN && stb_dh_errno() != EWOULDBLOCK)
+			return -1;
+		if (bthread_fd_timedwait(fd, EPOLLIN, until) != 0) {
+			if (stb_dh_errno() == ETIMEDOUT && !__atomic_load_n(&stb_dh.stopping, __ATOMIC_ACQUIRE))
+				return 408;
+			return -1;
+		}
+	}
+}
+
+static void *stb_dh_conn_main(void *arg)
+{
+	struct stb_dh_conn *c = arg;
+	struct stb_dh_response res = {.status = 500};
+	char *head = malloc(STB_DH_HEAD_MAX + 1);
+	char *hdr = NULL;
+	if (!head)
+		goto cleanup;
+	struct timespec until = stb_dh_abstime(STB_DH_IO_TIMEOUT_MS);
+	int st = stb_dh_read_head(c->fd, head, &until);
+	if (st < 0)
+		goto cleanup;
+	if (st > 0)
+		stb_dh_error(&res, st, "%s", st == 431 ? "the request head exceeds 8192 bytes"
+					      : st == 408 ? "no complete request within 5 s"
+							  : "incomplete request");
+	else
+		stb_dh_handle(head, &res);
+	if (!res.body) {
+		stb_dh_error(&res, 500, "out of memory");
+		if (!res.body)
+			goto cleanup;
+	}
+	int hlen = asprintf(&hdr,
+			    "HTTP/1.1 %d %s\r\n"
+			    "Content-Type: %s\r\n"
+			    "Content-Length: %zu\r\n"
+			    "%s"
+			    "Cache-Control: no-store\r\n"
+			    "Connection: close\r\n\r\n",
+			    res.status, stb_dh_reason(res.status), res.type, res.len,
+			    res.status == 405 ? "Allow: GET, HEAD\r\n" : "");
+	if (hlen < 0) {
+		hdr = NULL;
+		goto cleanup;
+	}
+	until = stb_dh_abstime(STB_DH_IO_TIMEOUT_MS);
+	if (stb_dh_write_all(c->fd, hdr, (size_t)hlen, &until) == 0 && !res.head_only)
+		stb_dh_write_all(c->fd, res.body, res.len, &until);
+	shutdown(c->fd, SHUT_WR);
+cleanup:
+	free(hdr);
+	free(res.body);
+	free(head);
+	close(c->fd);
+	c->fd = -1;
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* ---- listener ---- */
+
+/* Joins finished connection bthreads; returns a free entry or NULL. */
+static struct stb_dh_conn *stb_dh_reap(void)
+{
+	struct stb_dh_conn *free_slot = NULL;
+	for (int i = 0; i < STB_DH_MAX_CONNS; i++) {
+		struct stb_dh_conn *c = &stb_dh.conns[i];
+		if (c->tid && __atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) {
+			bthread_join(c->tid, NULL);
+			c->tid = 0;
+		}
+		if (!c->tid && !free_slot)
+			free_slot = c;
+	}
+	return free_slot;
+}
+
+static void *stb_dh_listen_main(void *arg)
+{
+	(void)arg;
+	int lfd = stb_dh.lfd;
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	bthread_attr_set_name(&attr, "stb debug http conn");
+	while (!__atomic_load_n(&stb_dh.stopping, __ATOMIC_ACQUIRE)) {
+		struct stb_dh_conn *c = stb_dh_reap();
+		if (!c) {
+			bthread_usleep(10000); /* all connections busy: let one finish */
+			continue;
+		}
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			int err = stb_dh_errno();
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				bthread_fd_wait(lfd, EPOLLIN);
+			else if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+				bthread_usleep(100000);
+			continue; /* EINTR, ECONNABORTED, ... */
+		}
+		c->fd = fd;
+		__atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
+		if (bthread_start_background(&c->tid, &attr, stb_dh_conn_main, c) != 0) {
+			c->tid = 0;
+			close(fd);
+		}
+	}
+	for (int i = 0; i < STB_DH_MAX_CONNS; i++) {
+		struct stb_dh_conn *c = &stb_dh.conns[i];
+		if (!c->tid)
+			continue;
+		bthread_stop(c->tid); /* interrupts its socket waits */
+		bthread_join(c->tid, NULL);
+		c->tid = 0;
+	}
+	return NULL;
+}
+
+int stb_debug_http_start(uint16_t port, uint16_t *bound_port)
+{
+	int rc = 0;
+	int fd = -1;
+	pthread_mutex_lock(&stb_dh.lock);
+	if (stb_dh.running) {
+		rc = -EALREADY;
+		goto cleanup;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t slen = sizeof(sa);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, STB_DH_BACKLOG) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &slen) != 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	stb_dh.lfd = fd;
+	__atomic_store_n(&stb_dh.stopping, 0, __ATOMIC_RELEASE);
+	memset(stb_dh.conns, 0, sizeof(stb_dh.conns));
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	bthread_attr_set_name(&attr, "stb debug http");
+	int err = bthread_start_background(&stb_dh.listener, &attr, stb_dh_listen_main, NULL);
+	if (err != 0) {
+		stb_dh.lfd = -1;
+		rc = -err;
+		goto cleanup;
+	}
+	fd = -1; /* the listener owns it now */
+	stb_dh.running = true;
+	if (bound_port)
+		*bound_port = ntohs(sa.sin_port);
+cleanup:
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_unlock(&stb_dh.lock);
+	return rc;
+}
+
+int stb_debug_http_stop(void)
+{
+	int rc = 0;
+	pthread_mutex_lock(&stb_dh.lock);
+	if (!stb_dh.running) {
+		rc = -ESRCH;
+		goto cleanup;
+	}
+	__atomic_store_n(&stb_dh.stopping, 1, __ATOMIC_RELEASE);
+	bthread_stop(stb_dh.listener); /* ends its accept wait (or sleep) */
+	bthread_join(stb_dh.listener, NULL);
+	close(stb_dh.lfd);
+	stb_dh.lfd = -1;
+	stb_dh.listener = 0;
+	stb_dh.running = false;
+cleanup:
+	pthread_mutex_unlock(&stb_dh.lock);
+	return rc;
+}

@@ -1,0 +1,1349 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The stack-profile builder of pprof.h: interned strings, locations (one per
+ * address and kind), stacks and samples in hash sets; symbolization into
+ * functions, lines (inline frames) and mappings when written; the pprof
+ * (protobuf-c + zlib), folded and JSON writers; snapshots of traced tasks.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <zlib.h>
+
+#include "pprof.h"
+#include "profile.pb-c.h"
+#include "stb/abi.h"
+#include "symbolize.h"
+#include "unwind.h"
+
+#define STB_PP_GZ_CHUNK (64u << 10)
+
+/* A hash set of indices (stored + 1; 0 is empty), open addressing. */
+struct stb_pp_set {
+	uint32_t *slot;
+	uint32_t cap; /* power of two */
+	uint32_t n;
+};
+
+struct stb_pp_loc {
+	uint64_t ip;
+	uint64_t hash;
+	uint64_t module_offset; /* resolved: ip - load bias, when the module is known */
+	uint32_t note;          /* string index of a synthetic frame; 0: a real address */
+	uint32_t mapping;       /* resolved: 1-based mapping, 0 none */
+	uint32_t module;        /* resolved: string index of the module's base name, 0 none */
+	uint32_t line0, nlines; /* resolved: p->lines[line0 ..], the innermost call first */
+	bool exact;
+	bool resolved;
+};
+
+struct stb_pp_line {
+	uint32_t func; /* 1-based function id */
+	int64_t line;
+};
+
+struct stb_pp_func {
+	uint32_t name, file;
+	uint64_t hash;
+};
+
+struct stb_pp_map {
+	uint64_t start, limit, offset;
+	uint64_t hash;
+	uint32_t file, build_id;
+	bool ranged;     /* start/limit from the module table, not from the addresses */
+	bool fn, fl, ln, in;
+};
+
+struct stb_pp_stack {
+	uint32_t off, n; /* p->stack_locs[off ..], 1-based location ids, the leaf first */
+	uint64_t hash;
+};
+
+struct stb_pp_label {
+	uint32_t key, str, unit;
+	int64_t num;
+};
+
+struct stb_pp_sample {
+	uint32_t stack;
+	uint32_t label0, nlabels;
+	uint64_t hash;
+	int64_t v[STB_PPROF_MAX_VALUES];
+};
+
+struct stb_pprof {
+	struct stb_pprof_opts o;
+	uint32_t type_str[STB_PPROF_MAX_VALUES][2];
+	uint32_t period_str[2];
+
+	char **strs;
+	size_t nstrs, cstrs;
+	uint64_t *str_hash;
+	size_t cstr_hash;
+	struct stb_pp_set str_set;
+
+	struct stb_pp_loc *locs;
+	size_t nlocs, clocs;
+	struct stb_pp_set loc_set;
+
+	struct stb_pp_line *lines;
+	size_t nlines, clines;
+
+	struct stb_pp_func *funcs;
+	size_t nfuncs, cfuncs;
+	struct stb_pp_set func_set;
+
+	struct stb_pp_map *maps;
+	size_t nmaps, cmaps;
+	struct stb_pp_set map_set;
+
+	uint32_t *stack_locs;
+	size_t nstack_locs, cstack_locs;
+	struct stb_pp_stack *stacks;
+	size_t nstacks, cstacks;
+	struct stb_pp_set stack_set;
+
+	struct stb_pp_label *labels;
+	size_t nlabels, clabels;
+	struct stb_pp_sample *samples;
+	size_t nsamples, csamples;
+	struct stb_pp_set sample_set;
+
+	uint32_t *comments;
+	size_t ncomments, ccomments;
+};
+
+/* ---- small helpers ---- */
+
+static uint64_t stb_pp_mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
+}
+
+static uint64_t stb_pp_hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int stb_pp_grow(void *arrp, size_t *cap, size_t need, size_t size)
+{
+	void **arr = arrp;
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : 16;
+	while (nc < need)
+		nc *= 2;
+	void *a = realloc(*arr, nc * size);
+	if (!a)
+		return -ENOMEM;
+	*arr = a;
+	*cap = nc;
+	return 0;
+}
+
+/* Callbacks of a set: ctx is the object that owns the elements. */
+typedef bool (*stb_pp_eq_fn)(const void *ctx, uint32_t idx, const void *key);
+typedef uint64_t (*stb_pp_hash_fn)(const void *ctx, uint32_t idx);
+
+/* Makes room for one more element. 0 or -ENOMEM. */
+static int stb_pp_set_reserve(struct stb_pp_set *s, const void *ctx, stb_pp_hash_fn hf)
+{
+	if ((s->n + 1) * 2 <= s->cap)
+		return 0;
+	uint32_t nc = s->cap ? s->cap * 2 : 64;
+	uint32_t *slot = calloc(nc, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->cap; i++) {
+		uint32_t v = s->slot[i];
+		if (!v)
+			continue;
+		uint32_t k = (uint32_t)hf(ctx, v - 1) & (nc - 1);
+		while (slot[k])
+			k = (k + 1) & (nc - 1);
+		slot[k] = v;
+	}
+	free(s->slot);
+	s->slot = slot;
+	s->cap = nc;
+	return 0;
+}
+
+/* The slot holding an element equal to key, or the empty slot where it goes. */
+static uint32_t *stb_pp_set_find(const struct stb_pp_set *s, uint64_t h, const void *ctx,
+				 stb_pp_eq_fn eq, const void *key)
+{
+	uint32_t mask = s->cap - 1;
+	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+		uint32_t v = s->slot[i];
+		if (!v || eq(ctx, v - 1, key))
+			return &s->slot[i];
+	}
+}
+
+/* ---- strings ---- */
+
+static bool stb_pp_str_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pprof *p = ctx;
+	return strcmp(p->strs[idx], key) == 0;
+}
+
+static uint64_t stb_pp_str_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pprof *p = ctx;
+	return p->str_hash[idx];
+}
+
+/* Index of s in the string table, added if new ("" and NULL are 0). -ENOMEM on failure. */
+static int64_t stb_pp_str(struct stb_pprof *p, const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	uint64_t h = stb_pp_hash_str(s);
+	if (stb_pp_set_reserve(&p->str_set, p, stb_pp_str_rehash) != 0)
+		return -ENOMEM;
+	uint32_t *slot = stb_pp_set_find(&p->str_set, h, p, stb_pp_str_eq, s);
+	if (*slot)
+		return *slot - 1;
+	if (stb_pp_grow(&p->strs, &p->cstrs, p->nstrs + 1, sizeof(*p->strs)) != 0 ||
+	    stb_pp_grow(&p->str_hash, &p->cstr_hash, p->nstrs + 1, sizeof(*p->str_hash)) != 0)
+		return -ENOMEM;
+	char *copy = strdup(s);
+	if (!copy)
+		return -ENOMEM;
+	p->strs[p->nstrs] = copy;
+	p->str_hash[p->nstrs] = h;
+	*slot = (uint32_t)++p->nstrs;
+	p->str_set.n++;
+	return (int64_t)p->nstrs - 1;
+}
+
+/* ---- construction ---- */
+
+struct stb_pprof *stb_pprof_new(const struct stb_pprof_opts *opts)
+{
+	if (!opts || opts->nvalues == 0 || opts->nvalues > STB_PPROF_MAX_VALUES ||
+	    opts->default_type >= (int)opts->nvalues) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct stb_pprof *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->o = *opts;
+	/* Entry 0 of the string table is "" (not in the set). */
+	p->strs = calloc(16, sizeof(*p->strs));
+	p->str_hash = calloc(16, sizeof(*p->str_hash));
+	if (!p->strs || !p->str_hash || !(p->strs[0] = strdup("")))
+		goto fail;
+	p->cstrs = p->cstr_hash = 16;
+	p->nstrs = 1;
+	for (unsigned i = 0; i < opts->nvalues; i++) {
+		int64_t t = stb_pp_str(p, opts->types[i].type);
+		int64_t u = stb_pp_str(p, opts->types[i].unit);
+		if (t < 0 || u < 0)
+			goto fail;
+		p->type_str[i][0] = (uint32_t)t;
+		p->type_str[i][1] = (uint32_t)u;
+	}
+	if (opts->period_type.type) {
+		int64_t t = stb_pp_str(p, opts->period_type.type);
+		int64_t u = stb_pp_str(p, opts->period_type.unit);
+		if (t < 0 || u < 0)
+			goto fail;
+		p->period_str[0] = (uint32_t)t;
+		p->period_str[1] = (uint32_t)u;
+	}
+	return p;
+fail:
+	stb_pprof_free(p);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void stb_pprof_free(struct stb_pprof *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nstrs; i++)
+		free(p->strs[i]);
+	free(p->strs);
+	free(p->str_hash);
+	free(p->str_set.slot);
+	free(p->locs);
+	free(p->loc_set.slot);
+	free(p->lines);
+	free(p->funcs);
+	free(p->func_set.slot);
+	free(p->maps);
+	free(p->map_set.slot);
+	free(p->stack_locs);
+	free(p->stacks);
+	free(p->stack_set.slot);
+	free(p->labels);
+	free(p->samples);
+	free(p->sample_set.slot);
+	free(p->comments);
+	free(p);
+}
+
+/* ---- locations and stacks ---- */
+
+struct stb_pp_loc_key {
+	uint64_t ip;
+	uint32_t note;
+	bool exact;
+};
+
+static uint64_t stb_pp_loc_hash(const struct stb_pp_loc_key *k)
+{
+	return stb_pp_mix(stb_pp_mix(k->ip, k->note), k->exact);
+}
+
+static bool stb_pp_loc_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pprof *p = ctx;
+	const struct stb_pp_loc_key *k = key;
+	const struct stb_pp_loc *l = &p->locs[idx];
+	return l->ip == k->ip && l->note == k->note && l->exact == k->exact;
+}
+
+static uint64_t stb_pp_loc_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pprof *p = ctx;
+	return p->locs[idx].hash;
+}
+
+/* 1-based id of the location (ip, exact) or of the synthetic frame note. 0 on ENOMEM. */
+static uint32_t stb_pp_loc(struct stb_pprof *p, uint64_t ip, bool exact, const char *note)
+{
+	struct stb_pp_loc_key k = {.ip = note ? 0 : ip, .exact = note ? false : exact};
+	if (note) {
+		int64_t s = stb_pp_str(p, note);
+		if (s <= 0)
+			return 0;
+		k.note = (uint32_t)s;
+	}
+	uint64_t h = stb_pp_loc_hash(&k);
+	if (stb_pp_set_reserve(&p->loc_set, p, stb_pp_loc_rehash) != 0)
+		return 0;
+	uint32_t *slot = stb_pp_set_find(&p->loc_set, h, p, stb_pp_loc_eq, &k);
+	if (*slot)
+		return *slot;
+	if (stb_pp_grow(&p->locs, &p->clocs, p->nlocs + 1, sizeof(*p->locs)) != 0)
+		return 0;
+	struct stb_pp_loc *l = &p->locs[p->nlocs];
+	memset(l, 0, sizeof(*l));
+	l->ip = k.ip;
+	l->note = k.note;
+	l->exact = k.exact;
+	l->hash = h;
+	*slot = (uint32_t)++p->nlocs;
+	p->loc_set.n++;
+	return *slot;
+}
+
+struct stb_pp_stack_key {
+	const uint32_t *locs;
+	uint32_t n;
+};
+
+static uint64_t stb_pp_stack_hash(const uint32_t *locs, uint32_t n)
+{
+	uint64_t h = n;
+	for (uint32_t i = 0; i < n; i++)
+		h = stb_pp_mix(h, locs[i]);
+	return h;
+}
+
+static bool stb_pp_stack_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pprof *p = ctx;
+	const struct stb_pp_stack_key *k = key;
+	const struct stb_pp_stack *s = &p->stacks[idx];
+	return s->n == k->n && memcmp(p->stack_locs + s->off, k->locs, k->n * sizeof(*k->locs)) == 0;
+}
+
+static uint64_t stb_pp_stack_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pprof *p = ctx;
+	return p->stacks[idx].hash;
+}
+
+int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
+{
+	if (!p || !s || (s->n && !s->ips))
+		return -EINVAL;
+	uint32_t n = s->n + (s->leaf != NULL) + (s->root != NULL);
+	uint32_t stackbuf[128];
+	uint32_t *locs = n <= 128 ? stackbuf : malloc(n * sizeof(*locs));
+	int64_t rc = -ENOMEM;
+	if (!locs)
+		return -ENOMEM;
+	uint32_t k = 0;
+	if (s->leaf && !(locs[k++] = stb_pp_loc(p, 0, false, s->leaf)))
+		goto cleanup;
+	for (unsigned i = 0; i < s->n; i++)
+		if (!(locs[k++] = stb_pp_loc(p, s->ips[i], i == 0 && s->first_exact, NULL)))
+			goto cleanup;
+	if (s->root && !(locs[k++] = stb_pp_loc(p, 0, false, s->root)))
+		goto cleanup;
+	uint64_t h = stb_pp_stack_hash(locs, n);
+	struct stb_pp_stack_key key = {.locs = locs, .n = n};
+	if (stb_pp_set_reserve(&p->stack_set, p, stb_pp_stack_rehash) != 0)
+		goto cleanup;
+	uint32_t *slot = stb_pp_set_find(&p->stack_set, h, p, stb_pp_stack_eq, &key);
+	if (*slot) {
+		rc = *slot - 1;
+		goto cleanup;
+	}
+	if (stb_pp_grow(&p->stack_locs, &p->cstack_locs, p->nstack_locs + n,
+			sizeof(*p->stack_locs)) != 0 ||
+	    stb_pp_grow(&p->stacks, &p->cstacks, p->nstacks + 1, sizeof(*p->stacks)) != 0)
+		goto cleanup;
+	memcpy(p->stack_locs + p->nstack_locs, locs, n * sizeof(*locs));
+	p->stacks[p->nstacks] = (struct stb_pp_stack){.off = (uint32_t)p->nstack_locs, .n = n, .hash = h};
+	p->nstack_locs += n;
+	*slot = (uint32_t)++p->nstacks;
+	p->stack_set.n++;
+	rc = (int64_t)p->nstacks - 1;
+cleanup:
+	if (locs != stackbuf)
+		free(locs);
+	return rc;
+}
+
+/* ---- samples ---- */
+
+struct stb_pp_sample_key {
+	uint32_t stack;
+	const struct stb_pp_label *labels;
+	uint32_t n;
+};
+
+static bool stb_pp_sample_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pprof *p = ctx;
+	const struct stb_pp_sample_key *k = key;
+	const struct stb_pp_sample *s = &p->samples[idx];
+	if (s->stack != k->stack || s->nlabels != k->n)
+		return false;
+	for (uint32_t i = 0; i < k->n; i++) {
+		const struct stb_pp_label *a = &p->labels[s->label0 + i], *b = &k->labels[i];
+		if (a->key != b->key || a->str != b->str || a->num != b->num || a->unit != b->unit)
+			return false;
+	}
+	return true;
+}
+
+static uint64_t stb_pp_sample_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pprof *p = ctx;
+	return p->samples[idx].hash;
+}
+
+int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_pprof_label *labels,
+			 unsigned nlabels, const int64_t *values)
+{
+	if (!p || stack >= p->nstacks || (nlabels && !labels) || !values)
+		return -EINVAL;
+	struct stb_pp_label buf[16];
+	struct stb_pp_label *ls = nlabels <= 16 ? buf : malloc(nlabels * sizeof(*ls));
+	int64_t rc = -ENOMEM;
+	if (!ls)
+		return -ENOMEM;
+	uint64_t h = stb_pp_mix(0, stack);
+	for (unsigned i = 0; i < nlabels; i++) {
+		int64_t key = stb_pp_str(p, labels[i].key);
+		int64_t str = labels[i].str ? stb_pp_str(p, labels[i].str) : 0;
+		int64_t unit = labels[i].str ? 0 : stb_pp_str(p, labels[i].unit);
+		if (key < 0 || str < 0 || unit < 0)
+			goto cleanup;
+		ls[i] = (struct stb_pp_label){.key = (uint32_t)key, .str = (uint32_t)str,
+					      .unit = (uint32_t)unit,
+					      .num = labels[i].str ? 0 : labels[i].num};
+		h = stb_pp_mix(stb_pp_mix(stb_pp_mix(h, ls[i].key), ls[i].str),
+			       (uint64_t)ls[i].num ^ ((uint64_t)ls[i].unit << 48));
+	}
+	struct stb_pp_sample_key key = {.stack = stack, .labels = ls, .n = nlabels};
+	if (stb_pp_set_reserve(&p->sample_set, p, stb_pp_sample_rehash) != 0)
+		goto cleanup;
+	uint32_t *slot = stb_pp_set_find(&p->sample_set, h, p, stb_pp_sample_eq, &key);
+	if (!*slot) {
+		if (stb_pp_grow(&p->labels, &p->clabels, p->nlabels + nlabels, sizeof(*p->labels)) != 0 ||
+		    stb_pp_grow(&p->samples, &p->csamples, p->nsamples + 1, sizeof(*p->samples)) != 0)
+			goto cleanup;
+		struct stb_pp_sample *s = &p->samples[p->nsamples];
+		memset(s, 0, sizeof(*s));
+		s->stack = stack;
+		s->label0 = (uint32_t)p->nlabels;
+		s->nlabels = nlabels;
+		s->hash = h;
+		if (nlabels)
+			memcpy(p->labels + p->nlabels, ls, nlabels * sizeof(*ls));
+		p->nlabels += nlabels;
+		*slot = (uint32_t)++p->nsamples;
+		p->sample_set.n++;
+	}
+	rc = *slot - 1;
+	stb_pprof_sample_add(p, (uint32_t)rc, values);
+cleanup:
+	if (ls != buf)
+		free(ls);
+	return rc;
+}
+
+int stb_pprof_sample_add(struct stb_pprof *p, uint32_t idx, const int64_t *values)
+{
+	if (!p || idx >= p->nsamples || !values)
+		return -EINVAL;
+	for (unsigned i = 0; i < p->o.nvalues; i++)
+		p->samples[idx].v[i] += values[i];
+	return 0;
+}
+
+size_t stb_pprof_nsamples(const struct stb_pprof *p)
+{
+	return p ? p->nsamples : 0;
+}
+
+void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns)
+{
+	if (p)
+		p->o.duration_ns = duration_ns;
+}
+
+int stb_pprof_comment(struct stb_pprof *p, const char *text)
+{
+	if (!p || !text)
+		return -EINVAL;
+	int64_t s = stb_pp_str(p, text);
+	if (s < 0 || stb_pp_grow(&p->comments, &p->ccomments, p->ncomments + 1,
+				 sizeof(*p->comments)) != 0)
+		return -ENOMEM;
+	p->comments[p->ncomments++] = (uint32_t)s;
+	return 0;
+}
+
+/* ---- symbolization ---- */
+
+static bool stb_pp_func_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pprof *p = ctx;
+	const uint32_t *k = key;
+	return p->funcs[idx].name == k[0] && p->funcs[idx].file == k[1];
+}
+
+static uint64_t stb_pp_func_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pprof *p = ctx;
+	return p->funcs[idx].hash;
+}
+
+/* 1-based function id of (name, file); 0 on ENOMEM. */
+static uint32_t stb_pp_func(struct stb_pprof *p, const char *name, const char *file)
+{
+	int64_t n = stb_pp_str(p, name ? name : "??");
+	int64_t f = stb_pp_str(p, file);
+	if (n < 0 || f < 0)
+		return 0;
+	uint32_t k[2] = {(uint32_t)n, (uint32_t)f};
+	uint64_t h = stb_pp_mix(k[0], k[1]);
+	if (stb_pp_set_reserve(&p->func_set, p, stb_pp_func_rehash) != 0)
+		return 0;
+	uint32_t *slot = stb_pp_set_find(&p->func_set, h, p, stb_pp_func_eq, k);
+	if (*slot)
+		return *slot;
+	if (stb_pp_grow(&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof(*p->funcs)) != 0)
+		return 0;
+	p->funcs[p->nfuncs] = (struct stb_pp_func){.name = k[0], .file = k[1], .hash = h};
+	*slot = (uint32_t)++p->nfuncs;
+	p->func_set.n++;
+	return *slot;
+}
+
+struct stb_pp_map_key {
+	uint32_t file;
+	uint64_t start; /* 0 when the range is not known */
+};
+
+static bool stb_pp_map_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pprof *p = ctx;
+	const struct stb_pp_map_key *k = key;
+	const struct stb_pp_map *m = &p->maps[idx];
+	return m->file == k->file && (m->ranged ? m->start : 0) == k->start;
+}
+
+static uint64_t stb_pp_map_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pprof *p = ctx;
+	return p->maps[idx].hash;
+}
+
+static void stb_pp_hex(char *dst, size_t size, const uint8_t *b, unsigned n)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t k = 0;
+	for (unsigned i = 0; i < n && k + 2 < size; i++) {
+		dst[k++] = digits[b[i] >> 4];
+		dst[k++] = digits[b[i] & 15];
+	}
+	dst[k] = '\0';
+}
+
+/* 1-based mapping of the module holding ip; 0 when unknown or on ENOMEM. */
+static uint32_t stb_pp_mapping(struct stb_pprof *p, uint64_t ip, const struct stb_sym_info *si,
+			       const struct stb_unw_module_info *mi)
+{
+	const char *path = mi && mi->path[0] ? mi->path : si->module;
+	if (!path)
+		return 0;
+	char bid[2 * sizeof(mi->build_id) + 1];
+	const char *build_id = si->build_id;
+	if (mi && mi->build_id_len) {
+		stb_pp_hex(bid, sizeof(bid), mi->build_id, mi->build_id_len);
+		build_id = bid;
+	}
+	int64_t file = stb_pp_str(p, path);
+	int64_t bi = stb_pp_str(p, build_id);
+	if (file <= 0 || bi < 0)
+		return 0;
+	struct stb_pp_map_key k = {.file = (uint32_t)file, .start = mi ? mi->lo : 0};
+	uint64_t h = stb_pp_mix(k.file, k.start);
+	if (stb_pp_set_reserve(&p->map_set, p, stb_pp_map_rehash) != 0)
+		return 0;
+	uint32_t *slot = stb_pp_set_find(&p->map_set, h, p, stb_pp_map_eq, &k);
+	if (!*slot) {
+		if (stb_pp_grow(&p->maps, &p->cmaps, p->nmaps + 1, sizeof(*p->maps)) != 0)
+			return 0;
+		struct stb_pp_map *m = &p->maps[p->nmaps];
+		memset(m, 0, sizeof(*m));
+		m->file = k.file;
+		m->build_id = (uint32_t)bi;
+		m->hash = h;
+		if (mi) {
+			/* The executable range; its file offset is the ELF virtual
+			 * address of its start (equal to the file offset for the
+			 * usual layouts of ld and lld). */
+			m->ranged = true;
+			m->start = mi->lo;
+			m->limit = mi->hi;
+			m->offset = mi->lo - mi->bias;
+		} else {
+			m->start = ip;
+			m->limit = ip + 1;
+			m->offset = si->module_offset;
+		}
+		*slot = (uint32_t)++p->nmaps;
+		p->map_set.n++;
+	}
+	struct stb_pp_map *m = &p->maps[*slot - 1];
+	if (!m->ranged && ip < m->start) {
+		m->start = ip;
+		m->offset = si->module_offset;
+	}
+	if (!m->ranged && ip >= m->limit)
+		m->limit = ip + 1;
+	return *slot;
+}
+
+static int stb_pp_add_line(struct stb_pprof *p, const char *func, const char *file, int line)
+{
+	uint32_t f = stb_pp_func(p, func, file);
+	if (!f || stb_pp_grow(&p->lines, &p->clines, p->nlines + 1, sizeof(*p->lines)) != 0)
+		return -ENOMEM;
+	p->lines[p->nlines++] = (struct stb_pp_line){.func = f, .line = line > 0 ? line : 0};
+	return 0;
+}
+
+static int stb_pp_resolve_loc(struct stb_pprof *p, size_t i)
+{
+	if (p->locs[i].note) {
+		/* A synthetic frame: one line, a function named after it. */
+		uint32_t line0 = (uint32_t)p->nlines;
+		if (stb_pp_add_line(p, p->strs[p->locs[i].note], NULL, 0) != 0)
+			return -ENOMEM;
+		p->locs[i].line0 = line0;
+		p->locs[i].nlines = 1;
+		p->locs[i].resolved = true;
+		return 0;
+	}
+	uint64_t ip = p->locs[i].ip;
+	bool exact = p->locs[i].exact;
+	struct stb_sym_info si;
+	struct stb_unw_module_info mi;
+	memset(&si, 0, sizeof(si));
+	if (p->o.sym && stb_sym_lookup(p->o.sym, ip, !exact, &si) != 0)
+		si.function = NULL;
+	bool have_mi = p->o.unw && stb_unw_proc_module(p->o.unw, ip, &mi) == 0;
+	uint32_t map = stb_pp_mapping(p, ip, &si, have_mi ? &mi : NULL);
+	const char *path = have_mi && mi.path[0] ? mi.path : si.module;
+	uint32_t line0 = (uint32_t)p->nlines;
+	if (si.function) {
+		for (unsigned k = 0; k < si.ninline; k++)
+			if (stb_pp_add_line(p, si.inlines[k].function ? si.inlines[k].function
+								       : "[inlined]",
+					    si.inlines[k].file, si.inlines[k].line) != 0)
+				return -ENOMEM;
+		if (stb_pp_add_line(p, si.function, si.file, si.line) != 0)
+			return -ENOMEM;
+	}
+	int64_t module = 0;
+	if (path) {
+		const char *base = strrchr(path, '/');
+		module = stb_pp_str(p, base ? base + 1 : path);
+		if (module < 0)
+			return -ENOMEM;
+	}
+	struct stb_pp_loc *l = &p->locs[i];
+	l->mapping = map;
+	l->module = (uint32_t)module;
+	l->module_offset = have_mi ? ip - mi.bias : si.module_offset;
+	l->line0 = line0;
+	l->nlines = (uint32_t)p->nlines - line0;
+	l->resolved = true;
+	if (map) {
+		struct stb_pp_map *m = &p->maps[map - 1];
+		m->fn |= si.function != NULL;
+		m->fl |= si.file != NULL;
+		m->ln |= si.line > 0;
+		m->in |= si.ninline > 0;
+	}
+	return 0;
+}
+
+static int stb_pp_resolve(struct stb_pprof *p)
+{
+	for (size_t i = 0; i < p->nlocs; i++)
+		if (!p->locs[i].resolved && stb_pp_resolve_loc(p, i) != 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* ---- pprof ---- */
+
+/* Deflates buf into a gzip stream written to out. 0, -EIO or -ENOMEM. */
+static int stb_pp_gzip(const uint8_t *buf, size_t len, FILE *out)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof(zs));
+	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+			 Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	uint8_t *chunk = malloc(STB_PP_GZ_CHUNK);
+	int rc = 0;
+	if (!chunk) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	zs.next_in = (Bytef *)(uintptr_t)buf;
+	zs.avail_in = (uInt)len;
+	int z;
+	do {
+		zs.next_out = chunk;
+		zs.avail_out = STB_PP_GZ_CHUNK;
+		z = deflate(&zs, Z_FINISH);
+		if (z == Z_STREAM_ERROR) {
+			rc = -EIO;
+			goto cleanup;
+		}
+		size_t have = STB_PP_GZ_CHUNK - zs.avail_out;
+		if (have && fwrite(chunk, 1, have, out) != have) {
+			rc = -EIO;
+			goto cleanup;
+		}
+	} while (z != Z_STREAM_END);
+cleanup:
+	deflateEnd(&zs);
+	free(chunk);
+	return rc;
+}
+
+int stb_pprof_write(struct stb_pprof *p, FILE *out)
+{
+	if (!p || !out)
+		return -EINVAL;
+	if (stb_pp_resolve(p) != 0)
+		return -ENOMEM;
+	int rc = -ENOMEM;
+	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
+	Perftools__Profiles__ValueType types[STB_PPROF_MAX_VALUES], *typep[STB_PPROF_MAX_VALUES];
+	Perftools__Profiles__ValueType period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+	Perftools__Profiles__Sample *samples = calloc(p->nsamples + 1, sizeof(*samples));
+	Perftools__Profiles__Sample **samplep = calloc(p->nsamples + 1, sizeof(*samplep));
+	Perftools__Profiles__Label *labels = calloc(p->nlabels + 1, sizeof(*labels));
+	Perftools__Profiles__Label **labelp = calloc(p->nlabels + 1, sizeof(*labelp));
+	uint64_t *locids = calloc(p->nstack_locs + 1, sizeof(*locids));
+	int64_t *values = calloc(p->nsamples * p->o.nvalues + 1, sizeof(*values));
+	Perftools__Profiles__Location *locs = calloc(p->nlocs + 1, sizeof(*locs));
+	Perftools__Profiles__Location **locp = calloc(p->nlocs + 1, sizeof(*locp));
+	Perftools__Profiles__Line *lines = calloc(p->nlines + 1, sizeof(*lines));
+	Perftools__Profiles__Line **linep = calloc(p->nlines + 1, sizeof(*linep));
+	Perftools__Profiles__Function *funcs = calloc(p->nfuncs + 1, sizeof(*funcs));
+	Perftools__Profiles__Function **funcp = calloc(p->nfuncs + 1, sizeof(*funcp));
+	Perftools__Profiles__Mapping *maps = calloc(p->nmaps + 1, sizeof(*maps));
+	Perftools__Profiles__Mapping **mapp = calloc(p->nmaps + 1, sizeof(*mapp));
+	int64_t *comments = calloc(p->ncomments + 1, sizeof(*comments));
+	uint8_t *buf = NULL;
+	if (!samples || !samplep || !labels || !labelp || !locids || !values || !locs || !locp ||
+	    !lines || !linep || !funcs || !funcp || !maps || !mapp || !comments)
+		goto cleanup;
+
+	for (unsigned i = 0; i < p->o.nvalues; i++) {
+		perftools__profiles__value_type__init(&types[i]);
+		types[i].type = p->type_str[i][0];
+		types[i].unit = p->type_str[i][1];
+		typep[i] = &types[i];
+	}
+	prof.n_sample_type = p->o.nvalues;
+	prof.sample_type = typep;
+	if (p->o.default_type >= 0)
+		prof.default_sample_type = p->type_str[p->o.default_type][0];
+	if (p->o.period_type.type) {
+		period.type = p->period_str[0];
+		period.unit = p->period_str[1];
+		prof.period_type = &period;
+	}
+	prof.period = p->o.period;
+	prof.time_nanos = p->o.time_ns;
+	prof.duration_nanos = p->o.duration_ns;
+
+	for (size_t i = 0; i < p->nstack_locs; i++)
+		locids[i] = p->stack_locs[i];
+	for (size_t i = 0; i < p->nlabels; i++) {
+		perftools__profiles__label__init(&labels[i]);
+		labels[i].key = p->labels[i].key;
+		labels[i].str = p->labels[i].str;
+		labels[i].num = p->labels[i].num;
+		labels[i].num_unit = p->labels[i].unit;
+		labelp[i] = &labels[i];
+	}
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct stb_pp_sample *s = &p->samples[i];
+		Perftools__Profiles__Sample *d = &samples[i];
+		perftools__profiles__sample__init(d);
+		d->n_location_id = p->stacks[s->stack].n;
+		d->location_id = locids + p->stacks[s->stack].off;
+		d->n_value = p->o.nvalues;
+		d->value = values + i * p->o.nvalues;
+		memcpy(d->value, s->v, p->o.nvalues * sizeof(*d->value));
+		d->n_label = s->nlabels;
+		d->label = labelp + s->label0;
+		samplep[i] = d;
+	}
+	prof.n_sample = p->nsamples;
+	prof.sample = samplep;
+
+	for (size_t i = 0; i < p->nlines; i++) {
+		perftools__profiles__line__init(&lines[i]);
+		lines[i].function_id = p->lines[i].func;
+		lines[i].line = p->lines[i].line;
+		linep[i] = &lines[i];
+	}
+	for (size_t i = 0; i < p->nlocs; i++) {
+		const struct stb_pp_loc *l = &p->locs[i];
+		perftools__profiles__location__init(&locs[i]);
+		locs[i].id = i + 1;
+		locs[i].mapping_id = l->mapping;
+		locs[i].address = l->ip;
+		locs[i].n_line = l->nlines;
+		locs[i].line = linep + l->line0;
+		locp[i] = &locs[i];
+	}
+	prof.n_location = p->nlocs;
+	prof.location = locp;
+
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		perftools__profiles__function__init(&funcs[i]);
+		funcs[i].id = i + 1;
+		funcs[i].name = p->funcs[i].name;
+		funcs[i].system_name = p->funcs[i].name;
+		funcs[i].filename = p->funcs[i].file;
+		funcp[i] = &funcs[i];
+	}
+	prof.n_function = p->nfuncs;
+	prof.function = funcp;
+
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const struct stb_pp_map *m = &p->maps[i];
+		perftools__profiles__mapping__init(&maps[i]);
+		maps[i].id = i + 1;
+		maps[i].memory_start = m->start;
+		maps[i].memory_limit = m->limit;
+		maps[i].file_offset = m->offset;
+		maps[i].filename = m->file;
+		maps[i].build_id = m->build_id;
+		maps[i].has_functions = m->fn;
+		maps[i].has_filenames = m->fl;
+		maps[i].has_line_numbers = m->ln;
+		maps[i].has_inline_frames = m->in;
+		mapp[i] = &maps[i];
+	}
+	prof.n_mapping = p->nmaps;
+	prof.mapping = mapp;
+
+	for (size_t i = 0; i < p->ncomments; i++)
+		comments[i] = p->comments[i];
+	prof.n_comment = p->ncomments;
+	prof.comment = comments;
+	prof.n_string_table = p->nstrs;
+	prof.string_table = p->strs;
+
+	size_t len = perftools__profiles__profile__get_packed_size(&prof);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		goto cleanup;
+	if (perftools__profiles__profile__pack(&prof, buf) != len) {
+		rc = -EIO;
+		goto cleanup;
+	}
+	rc = stb_pp_gzip(buf, len, out);
+cleanup:
+	free(buf);
+	free(samples);
+	free(samplep);
+	free(labels);
+	free(labelp);
+	free(locids);
+	free(values);
+	free(locs);
+	free(locp);
+	free(lines);
+	free(linep);
+	free(funcs);
+	free(funcp);
+	free(maps);
+	free(mapp);
+	free(comments);
+	return rc;
+}
+
+/* ---- folded ---- */
+
+/* A growing string. */
+struct stb_pp_buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void stb_pp_buf_put(struct stb_pp_buf *b, const char *s, size_t n)
+{
+	if (b->oom || stb_pp_grow(&b->s, &b->cap, b->len + n + 1, 1) != 0) {
+		b->oom = true;
+		return;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+/* Appends a frame name: ';' becomes ':', control characters '?'. */
+static void stb_pp_buf_name(struct stb_pp_buf *b, const char *s)
+{
+	size_t start = b->len;
+	stb_pp_buf_put(b, s, strlen(s));
+	if (b->oom)
+		return;
+	for (size_t i = start; i < b->len; i++) {
+		if (b->s[i] == ';')
+			b->s[i] = ':';
+		else if ((unsigned char)b->s[i] < 0x20)
+			b->s[i] = '?';
+	}
+}
+
+/* Appends the logical frames of location id (1-based), the outermost first. */
+static void stb_pp_buf_loc(struct stb_pprof *p, struct stb_pp_buf *b, uint32_t id)
+{
+	const struct stb_pp_loc *l = &p->locs[id - 1];
+	char tmp[64];
+	if (l->nlines == 0) {
+		if (l->module) {
+			stb_pp_buf_name(b, p->strs[l->module]);
+			snprintf(tmp, sizeof(tmp), "+0x%" PRIx64, l->module_offset);
+		} else {
+			snprintf(tmp, sizeof(tmp), "0x%" PRIx64, l->ip);
+		}
+		stb_pp_buf_put(b, tmp, strlen(tmp));
+		stb_pp_buf_put(b, ";", 1);
+		return;
+	}
+	for (uint32_t j = l->nlines; j-- > 0;) {
+		stb_pp_buf_name(b, p->strs[p->funcs[p->lines[l->line0 + j].func - 1].name]);
+		stb_pp_buf_put(b, ";", 1);
+	}
+}
+
+struct stb_pp_fline {
+	char *s;
+	int64_t count;
+	uint64_t hash;
+};
+
+struct stb_pp_folded {
+	struct stb_pp_fline *v;
+	size_t n, cap;
+	struct stb_pp_set set;
+};
+
+static bool stb_pp_fline_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_pp_folded *f = ctx;
+	return strcmp(f->v[idx].s, key) == 0;
+}
+
+static uint64_t stb_pp_fline_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_pp_folded *f = ctx;
+	return f->v[idx].hash;
+}
+
+static int stb_pp_fline_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct stb_pp_fline *)a)->s, ((const struct stb_pp_fline *)b)->s);
+}
+
+/* Adds count to line s (copied when new). 0 or -ENOMEM. */
+static int stb_pp_fline_add(struct stb_pp_folded *f, const char *s, int64_t count)
+{
+	uint64_t h = stb_pp_hash_str(s);
+	if (stb_pp_set_reserve(&f->set, f, stb_pp_fline_rehash) != 0)
+		return -ENOMEM;
+	uint32_t *slot = stb_pp_set_find(&f->set, h, f, stb_pp_fline_eq, s);
+	if (!*slot) {
+		char *copy = strdup(s);
+		if (!copy || stb_pp_grow(&f->v, &f->cap, f->n + 1, sizeof(*f->v)) != 0) {
+			free(copy);
+			return -ENOMEM;
+		}
+		f->v[f->n] = (struct stb_pp_fline){.s = copy, .hash = h};
+		*slot = (uint32_t)++f->n;
+		f->set.n++;
+	}
+	f->v[*slot - 1].count += count;
+	return 0;
+}
+
+int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value)
+{
+	if (!p || !out || value >= p->o.nvalues)
+		return -EINVAL;
+	if (stb_pp_resolve(p) != 0)
+		return -ENOMEM;
+	int64_t key = root_key ? stb_pp_str(p, root_key) : 0;
+	if (key < 0)
+		return -ENOMEM;
+	struct stb_pp_folded f;
+	struct stb_pp_buf b;
+	memset(&f, 0, sizeof(f));
+	memset(&b, 0, sizeof(b));
+	int rc = -ENOMEM;
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct stb_pp_sample *s = &p->samples[i];
+		if (s->v[value] == 0)
+			continue;
+		b.len = 0;
+		for (uint32_t k = 0; key && k < s->nlabels; k++) {
+			const struct stb_pp_label *l = &p->labels[s->label0 + k];
+			if (l->key == key && l->str) {
+				stb_pp_buf_name(&b, p->strs[l->str]);
+				stb_pp_buf_put(&b, ";", 1);
+				break;
+			}
+		}
+		const struct stb_pp_stack *st = &p->stacks[s->stack];
+		for (uint32_t k = st->n; k-- > 0;)
+			stb_pp_buf_loc(p, &b, p->stack_locs[st->off + k]);
+		if (b.oom)
+			goto cleanup;
+		if (b.len == 0)
+			continue; /* no root label and no frames: nothing to draw */
+		b.s[--b.len] = '\0'; /* the last ';' */
+		if (stb_pp_fline_add(&f, b.s, s->v[value]) != 0)
+			goto cleanup;
+	}
+	if (f.n)
+		qsort(f.v, f.n, sizeof(*f.v), stb_pp_fline_cmp);
+	for (size_t i = 0; i < f.n; i++)
+		fprintf(out, "%s %" PRId64 "\n", f.v[i].s, f.v[i].count);
+	rc = ferror(out) ? -EIO : 0;
+cleanup:
+	for (size_t i = 0; i < f.n; i++)
+		free(f.v[i].s);
+	free(f.v);
+	free(f.set.slot);
+	free(b.s);
+	return rc;
+}
+
+/* ---- JSON ---- */
+
+static void stb_pp_json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_pp_sample *s)
+{
+	const struct stb_pp_label *ls = p->labels + s->label0;
+	fprintf(out, "\"labels\": {");
+	bool first = true;
+	for (uint32_t i = 0; i < s->nlabels; i++) {
+		bool seen = false, repeated = false;
+		for (uint32_t k = 0; k < s->nlabels; k++) {
+			if (k != i && ls[k].key == ls[i].key) {
+				seen |= k < i;
+				repeated = true;
+			}
+		}
+		if (seen)
+			continue; /* printed with its first occurrence */
+		fprintf(out, "%s", first ? "" : ", ");
+		first = false;
+		stb_pp_json_str(out, p->strs[ls[i].key]);
+		fprintf(out, ": %s", repeated ? "[" : "");
+		for (uint32_t k = i, n = 0; k < s->nlabels; k++) {
+			if (ls[k].key != ls[i].key)
+				continue;
+			fprintf(out, "%s", n++ ? ", " : "");
+			if (ls[k].str)
+				stb_pp_json_str(out, p->strs[ls[k].str]);
+			else
+				fprintf(out, "%" PRId64, ls[k].num);
+		}
+		fprintf(out, "%s", repeated ? "]" : "");
+	}
+	fprintf(out, "}");
+}
+
+static void stb_pp_json_frames(struct stb_pprof *p, FILE *out, const struct stb_pp_stack *st)
+{
+	fprintf(out, "\"frames\": [");
+	bool first = true;
+	for (uint32_t k = 0; k < st->n; k++) {
+		const struct stb_pp_loc *l = &p->locs[p->stack_locs[st->off + k] - 1];
+		const struct stb_pp_map *m = l->mapping ? &p->maps[l->mapping - 1] : NULL;
+		for (uint32_t j = 0; j < (l->nlines ? l->nlines : 1); j++) {
+			fprintf(out, "%s\n        {", first ? "" : ",");
+			first = false;
+			if (l->note) {
+				fprintf(out, "\"function\": ");
+				stb_pp_json_str(out, p->strs[l->note]);
+				fprintf(out, ", \"synthetic\": true}");
+				continue;
+			}
+			fprintf(out, "\"ip\": \"0x%" PRIx64 "\"", l->ip);
+			if (l->nlines) {
+				const struct stb_pp_line *ln = &p->lines[l->line0 + j];
+				const struct stb_pp_func *fn = &p->funcs[ln->func - 1];
+				fprintf(out, ", \"function\": ");
+				stb_pp_json_str(out, p->strs[fn->name]);
+				if (fn->file) {
+					fprintf(out, ", \"file\": ");
+					stb_pp_json_str(out, p->strs[fn->file]);
+					fprintf(out, ", \"line\": %" PRId64, ln->line);
+				}
+			}
+			if (m) {
+				fprintf(out, ", \"module\": ");
+				stb_pp_json_str(out, p->strs[m->file]);
+				fprintf(out, ", \"module_offset\": \"0x%" PRIx64 "\"", l->module_offset);
+				if (m->build_id) {
+					fprintf(out, ", \"build_id\": ");
+					stb_pp_json_str(out, p->strs[m->build_id]);
+				}
+			}
+			fprintf(out, ", \"inlined\": %s}",
+				l->nlines && j + 1 < l->nlines ? "true" : "false");
+		}
+	}
+	fprintf(out, "%s]", first ? "" : "\n      ");
+}
+
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra)
+{
+	if (!p || !out)
+		return -EINVAL;
+	if (stb_pp_resolve(p) != 0)
+		return -ENOMEM;
+	fprintf(out, "{\n  \"schema\": \"stb-profile/1\"%s,\n  \"sample_types\": [", extra ? extra : "");
+	for (unsigned i = 0; i < p->o.nvalues; i++) {
+		fprintf(out, "%s{\"type\": ", i ? ", " : "");
+		stb_pp_json_str(out, p->strs[p->type_str[i][0]]);
+		fprintf(out, ", \"unit\": ");
+		stb_pp_json_str(out, p->strs[p->type_str[i][1]]);
+		fprintf(out, "}");
+	}
+	fprintf(out, "],\n  \"default_sample_type\": ");
+	stb_pp_json_str(out, p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]]
+						    : "");
+	fprintf(out, ",\n  \"period\": %" PRId64 ", \"time_ns\": %" PRId64
+		     ", \"duration_ns\": %" PRId64 ",\n  \"comments\": [",
+		p->o.period, p->o.time_ns, p->o.duration_ns);
+	for (size_t i = 0; i < p->ncomments; i++) {
+		fprintf(out, "%s\n    ", i ? "," : "");
+		stb_pp_json_str(out, p->strs[p->comments[i]]);
+	}
+	fprintf(out, "%s],\n  \"samples\": [", p->ncomments ? "\n  " : "");
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct stb_pp_sample *s = &p->samples[i];
+		fprintf(out, "%s\n    {\"values\": [", i ? "," : "");
+		for (unsigned k = 0; k < p->o.nvalues; k++)
+			fprintf(out, "%s%" PRId64, k ? ", " : "", s->v[k]);
+		fprintf(out, "], ");
+		stb_pp_json_labels(p, out, s);
+		fprintf(out, ",\n      ");
+		stb_pp_json_frames(p, out, &p->stacks[s->stack]);
+		fprintf(out, "}");
+	}
+	fprintf(out, "%s]\n}\n", p->nsamples ? "\n  " : "");
+	return ferror(out) ? -EIO : 0;
+}
+
+/* ---- snapshots of traced tasks ---- */
+
+/* The stack of task t. */
+static int64_t stb_pp_task_stack(struct stb_pprof *p, const struct stb_report_task *t)
+{
+	uint64_t buf[256];
+	uint64_t *ips = t->nframes <= 256 ? buf : malloc(t->nframes * sizeof(*ips));
+	if (!ips)
+		return -ENOMEM;
+	unsigned n = 0;
+	for (unsigned i = 0; t->err >= 0 && i < t->nframes; i++)
+		if (!(t->frames[i].flags & STB_FRAME_F_INLINED))
+			ips[n++] = t->frames[i].ip; /* inline frames are found again */
+	struct stb_pprof_stack s = {
+		.ips = ips, .n = n,
+		.first_exact = t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF,
+		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
+		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
+	};
+	int64_t rc = stb_pprof_stack(p, &s);
+	if (ips != buf)
+		free(ips);
+	return rc;
+}
+
+static int stb_pp_add_task(struct stb_pprof *p, const struct stb_report *r,
+			   const struct stb_report_task *t)
+{
+	char id[24];
+	struct stb_pprof_label l[8];
+	unsigned n = 0;
+	int64_t one = 1;
+	int64_t st = stb_pp_task_stack(p, t);
+	if (st < 0)
+		return (int)st;
+	snprintf(id, sizeof(id), "%" PRIu64, t->id);
+	l[n++] = (struct stb_pprof_label){.key = "bthread_id", .str = id};
+	l[n++] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(t->state)};
+	if (t->tid)
+		l[n++] = (struct stb_pprof_label){.key = "worker_tid", .num = t->tid};
+	if (t->name[0])
+		l[n++] = (struct stb_pprof_label){.key = "name", .str = t->name};
+	if (t->is_pthread)
+		l[n++] = (struct stb_pprof_label){.key = "kind", .str = "pthread"};
+	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns)
+		l[n++] = (struct stb_pprof_label){.key = "blocked",
+						  .num = (int64_t)(r->now_ns - t->since_ns),
+						  .unit = "nanoseconds"};
+	if (t->err < 0)
+		l[n++] = (struct stb_pprof_label){.key = "error",
+						  .str = t->error[0] ? t->error : strerror(-t->err)};
+	int64_t rc = stb_pprof_sample(p, (uint32_t)st, l, n, &one);
+	return rc < 0 ? (int)rc : 0;
+}
+
+static int stb_pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
+{
+	int64_t st = stb_pp_task_stack(p, lead);
+	if (st < 0)
+		return (int)st;
+	size_t n = 1 + lead->group_count;
+	struct stb_pprof_label *l = calloc(n, sizeof(*l));
+	char (*ids)[24] = calloc(lead->group_count, sizeof(*ids));
+	int rc = -ENOMEM;
+	if (!l || !ids)
+		goto cleanup;
+	l[0] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(lead->state)};
+	size_t k = 1;
+	for (const struct stb_report_task *m = lead; m && k < n; m = m->group_next, k++) {
+		snprintf(ids[k - 1], sizeof(ids[k - 1]), "%" PRIu64, m->id);
+		l[k] = (struct stb_pprof_label){.key = "bthread_id", .str = ids[k - 1]};
+	}
+	int64_t count = lead->group_count;
+	int64_t s = stb_pprof_sample(p, (uint32_t)st, l, (unsigned)k, &count);
+	rc = s < 0 ? (int)s : 0;
+cleanup:
+	free(l);
+	free(ids);
+	return rc;
+}
+
+int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb_unw_proc *unw,
+		     struct stb_report_task *tasks, size_t n, enum stb_report_format format,
+		     const char *comment)
+{
+	if (!r || !r->out || (n && !tasks) ||
+	    (format != STB_REPORT_PPROF && format != STB_REPORT_FOLDED))
+		return -EINVAL;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	struct stb_pprof_opts o = {
+		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
+		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = sym, .unw = unw,
+	};
+	struct stb_report_task **leaders = NULL;
+	struct stb_pprof *p = stb_pprof_new(&o);
+	int rc = -ENOMEM;
+	if (!p)
+		goto cleanup;
+	if (comment && (rc = stb_pprof_comment(p, comment)) != 0)
+		goto cleanup;
+	if (r->group && format == STB_REPORT_PPROF) {
+		size_t ng;
+		leaders = stb_report_group(tasks, n, &ng);
+		if (!leaders) {
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+		for (size_t g = 0; g < ng; g++)
+			if ((rc = stb_pp_add_group(p, leaders[g])) != 0)
+				goto cleanup;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			if ((rc = stb_pp_add_task(p, r, &tasks[i])) != 0)
+				goto cleanup;
+	}
+	rc = format == STB_REPORT_PPROF ? stb_pprof_write(p, r->out)
+					: stb_pprof_write_folded(p, r->out, "state", 0);
+cleanup:
+	free(leaders);
+	stb_pprof_free(p);
+	return rc;
+}

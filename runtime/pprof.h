@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Stack profiles people can look at, shared by stb_dump (in-process) and
+ * stb-bpf-loader (snapshots and --profile): a builder that interns stacks,
+ * merges samples with the same stack and labels, symbolizes at the end (inline
+ * frames, mappings with build ids) and writes pprof (gzipped profile.proto,
+ * runtime/profile.proto), Brendan Gregg's folded stacks, or JSON.
+ */
+#ifndef STB_RUNTIME_PPROF_H
+#define STB_RUNTIME_PPROF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "report.h"
+
+struct stb_sym;
+struct stb_unw_proc;
+
+#define STB_PPROF_MAX_VALUES 4u
+
+/* Synthetic frames (no address). */
+#define STB_PPROF_NOTE_NO_STACK "[no stack]"
+#define STB_PPROF_NOTE_FAILED "[trace failed]"
+#define STB_PPROF_NOTE_TRUNCATED "[truncated]"
+#define STB_PPROF_NOTE_KERNEL "[kernel]"
+
+struct stb_pprof_type {
+	const char *type; /* e.g. "samples", "cpu" */
+	const char *unit; /* e.g. "count", "nanoseconds" */
+};
+
+struct stb_pprof_opts {
+	unsigned nvalues;                                  /* 1..STB_PPROF_MAX_VALUES */
+	struct stb_pprof_type types[STB_PPROF_MAX_VALUES]; /* meaning of each value */
+	int default_type;                 /* index into types shown by default; -1: none */
+	struct stb_pprof_type period_type; /* type NULL: none */
+	int64_t period;
+	int64_t time_ns;                  /* start, Unix epoch ns; 0: unset */
+	int64_t duration_ns;
+	/* Symbolization at write time of the process the addresses belong to:
+	 * functions, source lines and inline frames from sym, mapping ranges and
+	 * build ids from unw. sym NULL: addresses only; unw NULL: mappings from
+	 * the symbolizer's module and offset. Borrowed; must outlive the writes. */
+	struct stb_sym *sym;
+	struct stb_unw_proc *unw;
+};
+
+/* A label of a sample: a string (str != NULL) or a number. */
+struct stb_pprof_label {
+	const char *key;
+	const char *str;
+	int64_t num;
+	const char *unit; /* numbers only; may be NULL */
+};
+
+/* A stack to intern: physical frames, the innermost first. */
+struct stb_pprof_stack {
+	const uint64_t *ips;
+	unsigned n;
+	bool first_exact;  /* ips[0] is the interrupted instruction (running capture),
+	                      not a return address */
+	const char *leaf;  /* synthetic frame inside ips[0] (STB_PPROF_NOTE_*), or NULL */
+	const char *root;  /* synthetic frame above ips[n - 1], or NULL */
+};
+
+struct stb_pprof;
+
+/* A new, empty profile. Returns NULL with errno EINVAL (bad opts) or ENOMEM. */
+struct stb_pprof *stb_pprof_new(const struct stb_pprof_opts *opts);
+
+/* Frees p; accepts NULL. */
+void stb_pprof_free(struct stb_pprof *p);
+
+/* Interns a stack. Returns its id (>= 0) or -ENOMEM / -EINVAL. */
+int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s);
+
+/*
+ * Adds values (opts.nvalues of them) to the sample with this stack id and
+ * these labels (in this order), creating it if needed. Returns the sample's
+ * index (>= 0), usable with stb_pprof_sample_add, or -ENOMEM / -EINVAL.
+ */
+int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_pprof_label *labels,
+			 unsigned nlabels, const int64_t *values);
+
+/* Adds values to sample idx (from stb_pprof_sample). Returns 0 or -EINVAL. */
+int stb_pprof_sample_add(struct stb_pprof *p, uint32_t idx, const int64_t *values);
+
+/* Number of samples so far. */
+size_t stb_pprof_nsamples(const struct stb_pprof *p);
+
+/* Sets Profile.duration_nanos (known only at the end of a profile). */
+void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns);
+
+/* Appends a comment line (pprof Profile.comment, JSON "comments"). 0 or -ENOMEM. */
+int stb_pprof_comment(struct stb_pprof *p, const char *text);
+
+/* Writes the gzipped profile.proto. Returns 0 or -errno (-EIO: write error). */
+int stb_pprof_write(struct stb_pprof *p, FILE *out);
+
+/*
+ * Writes folded stacks: one line per distinct logical stack, root first,
+ * frames separated by ';', then a space and the sum of value `value` over the
+ * samples that share the line; lines sorted. The first frame is the sample's
+ * root_key label (e.g. "state") when it has one. Inline frames are expanded;
+ * unknown functions are "module+0xoffset" or "0xaddress"; ';' in names
+ * becomes ':'. Lines whose sum is 0 are left out. Returns 0 or -errno.
+ */
+int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value);
+
+/*
+ * Writes the JSON document "stb-profile/1" of docs/json.md; extra is printed
+ * as additional top-level members ("" or starting with ",\n"). 0 or -errno.
+ */
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra);
+
+/* Output formats of a snapshot of tasks. */
+enum stb_report_format {
+	STB_REPORT_PPROF = 1,  /* gzipped profile.proto */
+	STB_REPORT_FOLDED = 2, /* folded stacks */
+};
+
+/*
+ * A snapshot of tasks as pprof or folded stacks. pprof: sample type
+ * bthreads/count; one sample per task with labels bthread_id, state,
+ * worker_tid (running tasks), name, kind ("pthread" for registered pthreads),
+ * blocked (nanoseconds, suspended tasks), error (failed traces) -- or, with
+ * r->group, one sample per group of identical stacks, valued with its count,
+ * labelled with its state and every member's bthread_id. Folded: "state;
+ * frames... count", counts of identical lines summed. Tasks without a stack,
+ * failed traces and truncated stacks get the synthetic frames
+ * STB_PPROF_NOTE_*. Symbols come from sym/unw (see stb_pprof_opts), not from
+ * r->sym; comment (may be NULL) goes into the pprof comments. Writes to
+ * r->out. Returns 0 or -errno.
+ */
+int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb_unw_proc *unw,
+		     struct stb_report_task *tasks, size_t n, enum stb_report_format format,
+		     const char *comment);
+
+#endif /* STB_RUNTIME_PPROF_H */

@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb_dump: text (a header and frames per live task), grouped (each distinct
+ * stack once with its count and ids), state_mask, max_depth, and the dump on
+ * $STB_DUMP_SIGNAL=QUIT (ENV property) to stderr without stopping the process.
+ * Public API only (links libbthread.so).
+ */
+#include "test_util.h"
+#include "trace_util.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <regex.h>
+#include <sys/syscall.h>
+
+#include <bthread/bthread.h>
+#include <bthread/butex.h>
+#include <stb/abi.h>
+#include <stb/stb.h>
+
+#define STB_NBLOCKED 5
+#define STB_NGROUP 100
+#define STB_MAX_SECTIONS 4096
+#define STB_MAX_LINES 80
+
+/* ---- parsing a text dump ---- */
+
+struct stb_section {
+	char *header;
+	bool is_group;
+	/* task sections */
+	bool is_pthread;
+	bthread_t id;
+	char name[48];
+	char state[32];
+	double blocked_s;     /* -1 when absent */
+	unsigned tid;         /* 0 when absent */
+	/* group sections */
+	unsigned count;
+	bthread_t *ids;
+	unsigned nids;
+	/* frames (lines after the header) */
+	int nlines;
+	char *lines[STB_MAX_LINES];
+	struct stb_frame frames[STB_MAX_LINES]; /* symbol = parsed name or NULL */
+};
+
+struct stb_parsed {
+	char *text;
+	int n;
+	struct stb_section *s;
+};
+
+static void stb_parsed_free(struct stb_parsed *p)
+{
+	for (int i = 0; i < p->n; i++) {
+		free(p->s[i].header);
+		free(p->s[i].ids);
+		for (int k = 0; k < p->s[i].nlines; k++) {
+			free(p->s[i].lines[k]);
+			free((char *)p->s[i].frames[k].symbol);
+		}
+	}
+	free(p->s);
+	free(p->text);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Parses "#N 0x... symbol+0xoff" into f->symbol (malloc'd), or leaves it NULL. */
+static void stb_parse_frame_line(const char *line, struct stb_frame *f)
+{
+	memset(f, 0, sizeof(*f));
+	const char *sp1 = strchr(line, ' ');
+	const char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	const char *plus = strrchr(line, '+');
+	if (!sp2 || !plus || plus < sp2 || strncmp(plus, "+0x", 3) != 0 || strstr(sp2, " ?? "))
+		return;
+	f->ip = strtoull(sp1 + 1, NULL, 16);
+	f->symbol = strndup(sp2 + 1, (size_t)(plus - sp2 - 1));
+	f->offset = strtoull(plus + 1, NULL, 16);
+}
+
+/* Splits text into sections separated by blank lines and parses headers. */
+static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t size)
+{
+	memset(p, 0, sizeof(*p));
+	p->text = text;
+	p->s = calloc(STB_MAX_SECTIONS, sizeof(*p->s));
+	if (!p->s) {
+		snprintf(why, size, "out of memory");
+		return false;
+	}
+	regex_t hre, gre;
+	regcomp(&hre,
+		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[([a-z-]+)(, ([0-9.]+) s|, tid ([0-9]+))?\\]$",
+		REG_EXTENDED);
+	regcomp(&gre, "^([0-9]+) (task|tasks) \\[([a-z-]+)\\]:(( [0-9]+)+)$", REG_EXTENDED);
+	bool ok = true;
+	char *save = NULL;
+	struct stb_section *cur = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		/* strtok_r skips empty lines: a header starts each section. */
+		regmatch_t m[9];
+		if (regexec(&hre, line, 9, m, 0) == 0 || regexec(&gre, line, 6, m, 0) == 0) {
+			if (p->n >= STB_MAX_SECTIONS) {
+				snprintf(why, size, "too many sections");
+				ok = false;
+				break;
+			}
+			cur = &p->s[p->n++];
+			cur->header = strdup(line);
+			cur->blocked_s = -1;
+			if (line[0] == 'b' || line[0] == 'p') {
+				regexec(&hre, line, 9, m, 0);
+				cur->is_pthread = line[0] == 'p';
+				cur->id = strtoull(line + m[2].rm_so, NULL, 10);
+				if (m[4].rm_so >= 0)
+					snprintf(cur->name, sizeof(cur->name), "%.*s",
+						 (int)(m[4].rm_eo - m[4].rm_so), line + m[4].rm_so);
+				snprintf(cur->state, sizeof(cur->state), "%.*s",
+					 (int)(m[5].rm_eo - m[5].rm_so), line + m[5].rm_so);
+				if (m[7].rm_so >= 0)
+					cur->blocked_s = strtod(line + m[7].rm_so, NULL);
+				if (m[8].rm_so >= 0)
+					cur->tid = (unsigned)strtoul(line + m[8].rm_so, NULL, 10);
+			} else {
+				cur->is_group = true;
+				cur->count = (unsigned)strtoul(line, NULL, 10);
+				snprintf(cur->state, sizeof(cur->state), "%.*s",
+					 (int)(m[3].rm_eo - m[3].rm_so), line + m[3].rm_so);
+				const char *q = line + m[4].rm_so;
+				cur->ids = calloc(cur->count + 1, sizeof(bthread_t));
+				while (*q == ' ' && cur->ids) {
+					char *end;
+					bthread_t id = strtoull(q + 1, &end, 10);
+					if (cur->nids <= cur->count)
+						cur->ids[cur->nids] = id;
+					cur->nids++;
+					q = end;
+				}
+			}
+			continue;
+		}
+		if (!cur) {
+			snprintf(why, size, "text before the first header: \"%.100s\"", line);
+			ok = false;
+			break;
+		}
+		if (cur->nlines < STB_MAX_LINES) {
+			cur->lines[cur->nlines] = strdup(line);
+			stb_parse_frame_line(line, &cur->frames[cur->nlines]);
+			cur->nlines++;
+		}
+	}
+	regfree(&hre);
+	regfree(&gre);
+	return ok;
+}
+
+/* Text of the frame lines of a section, joined as bthread_stack_trace prints them. */
+static char *stb_section_frames_text(const struct stb_section *s)
+{
+	size_t len = 1;
+	for (int i = 0; i < s->nlines; i++)
+		len += strlen(s->lines[i]) + 1;
+	char *t = malloc(len);
+	t[0] = '\0';
+	for (int i = 0; i < s->nlines; i++) {
+		strcat(t, s->lines[i]);
+		strcat(t, "\n");
+	}
+	return t;
+}
+
+static const struct stb_section *stb_find_task(const struct stb_parsed *p, bthread_t id,
+					       int *count)
+{
+	const struct stb_section *hit = NULL;
+	*count = 0;
+	for (int i = 0; i < p->n; i++) {
+		const struct stb_section *s = &p->s[i];
+		if (!s->is_group && s->id == id) {
+			hit = s;
+			(*count)++;
+		}
+		for (unsigned k = 0; s->is_group && k < s->nids && k <= s->count; k++) {
+			if (s->ids[k] == id) {
+				hit = s;
+				(*count)++;
+			}
+		}
+	}
+	return hit;
+}
+
+/* Runs stb_dump into memory and parses the result. */
+static int stb_dump_to_parsed(const struct stb_dump_opts *o, struct stb_parsed *p)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	int rc = stb_dump(f, o);
+	fclose(f);
+	char why[256];
+	if (!stb_dump_parse(buf, p, why, sizeof(why)))
+		fail_msg("cannot parse the dump: %s", why);
+	return rc;
+}
+
+/* ---- tasks with known stacks ---- */
+
+static void *stb_dump_butex;
+static int stb_dump_stop;
+
+STB_NOIPA static void stb_dump_f3(void)
+{
+	while (!__atomic_load_n(&stb_dump_stop, __ATOMIC_ACQUIRE)) {
+		butex_wait(stb_dump_butex, 0, NULL);
+		STB_NO_TAIL();
+	}
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void stb_dump_f2(void)
+{
+	stb_dump_f3();
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *stb_dump_f1(void *arg)
+{
+	(void)arg;
+	stb_dump_f2();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+static const char *const stb_dump_chain[] = {"stb_dump_f3", "stb_dump_f2", "stb_dump_f1"};
+
+static uint32_t stb_spin_tid;
+
+STB_NOIPA static void stb_spin_f3(void)
+{
+	__atomic_store_n(&stb_spin_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&stb_dump_stop, __ATOMIC_ACQUIRE))
+		__asm__ volatile("pause");
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void stb_spin_f2(void)
+{
+	stb_spin_f3();
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *stb_spin_f1(void *arg)
+{
+	(void)arg;
+	stb_spin_f2();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+static const char *const stb_spin_chain[] = {"stb_spin_f3", "stb_spin_f2", "stb_spin_f1"};
+
+static int stb_pth_fds[2] = {-1, -1};
+static bthread_t stb_pth_id;
+
+STB_NOIPA static void stb_pth_f3(void)
+{
+	char c;
+	ssize_t r = read(stb_pth_fds[0], &c, 1);
+	(void)r;
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void stb_pth_f2(void)
+{
+	stb_pth_f3();
+	STB_NO_TAIL();
+}
+
+static void *stb_pth_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "dumppth");
+	__atomic_store_n(&stb_pth_id, bthread_init_for_pthread_stack_trace(), __ATOMIC_RELEASE);
+	stb_pth_f2();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+static bthread_t stb_blocked[STB_NBLOCKED], stb_grouped[STB_NGROUP], stb_spinner, stb_extra;
+static pthread_t stb_pth;
+static char stb_names[STB_NBLOCKED][16];
+
+static unsigned stb_state_of(bthread_t id)
+{
+	struct stb_trace_info info;
+	int rc = stb_trace(id, NULL, NULL, 0, &info);
+	return rc < 0 ? STB_TASK_UNUSED : info.state;
+}
+
+/* Starts everything the tests look for; they stay until the group teardown. */
+static int stb_dump_setup(void **state)
+{
+	(void)state;
+	/* A loaded 2-CPU machine must not time the spinner's capture out. */
+	if (stb_set_signal_trace_timeout_ms(5000) != 0)
+		return -1;
+	stb_dump_butex = butex_create();
+	if (!stb_dump_butex)
+		return -1;
+	for (int i = 0; i < STB_NBLOCKED; i++) {
+		bthread_attr_t a = BTHREAD_ATTR_NORMAL;
+		snprintf(stb_names[i], sizeof(stb_names[i]), "dump-%d", i);
+		a.name = stb_names[i];
+		if (bthread_start_background(&stb_blocked[i], &a, stb_dump_f1, NULL) != 0)
+			return -1;
+	}
+	for (int i = 0; i < STB_NGROUP; i++)
+		if (bthread_start_background(&stb_grouped[i], &BTHREAD_ATTR_SMALL, stb_dump_f1,
+					     NULL) != 0)
+			return -1;
+	bthread_attr_t sa = BTHREAD_ATTR_NORMAL;
+	sa.name = "dump-spin";
+	if (bthread_start_background(&stb_spinner, &sa, stb_spin_f1, NULL) != 0)
+		return -1;
+	if (pipe2(stb_pth_fds, O_CLOEXEC) != 0 || pthread_create(&stb_pth, NULL, stb_pth_main, NULL))
+		return -1;
+	for (int i = 0; i < STB_NBLOCKED; i++)
+		if (!STB_WAIT_UNTIL(stb_state_of(stb_blocked[i]) == STB_TASK_SUSPENDED, 10000))
+			return -1;
+	for (int i = 0; i < STB_NGROUP; i++)
+		if (!STB_WAIT_UNTIL(stb_state_of(stb_grouped[i]) == STB_TASK_SUSPENDED, 10000))
+			return -1;
+	if (!STB_WAIT_UNTIL(__atomic_load_n(&stb_spin_tid, __ATOMIC_ACQUIRE) != 0, 10000) ||
+	    !STB_WAIT_UNTIL(__atomic_load_n(&stb_pth_id, __ATOMIC_ACQUIRE) != 0, 10000))
+		return -1;
+	/* Let the blocked ones age a little ("blocked for" > 0). */
+	stb_test_sleep_ms(20);
+	return 0;
+}
+
+static int stb_dump_teardown(void **state)
+{
+	(void)state;
+	__atomic_store_n(&stb_dump_stop, 1, __ATOMIC_RELEASE);
+	__atomic_store_n((int *)stb_dump_butex, 1, __ATOMIC_RELEASE);
+	butex_wake_all(stb_dump_butex);
+	char c = 'x';
+	if (write(stb_pth_fds[1], &c, 1) != 1)
+		return -1;
+	int rc = pthread_join(stb_pth, NULL);
+	for (int i = 0; i < STB_NBLOCKED; i++)
+		rc |= bthread_join(stb_blocked[i], NULL);
+	for (int i = 0; i < STB_NGROUP; i++)
+		rc |= bthread_join(stb_grouped[i], NULL);
+	rc |= bthread_join(stb_spinner, NULL);
+	if (stb_extra)
+		rc |= bthread_join(stb_extra, NULL);
+	butex_destroy(stb_dump_butex);
+	close(stb_pth_fds[0]);
+	close(stb_pth_fds[1]);
+	return rc ? -1 : 0;
+}
+
+static void stb_check_section_chain(const struct stb_section *s, const char *const *chain,
+				    bool at_leaf, bool bthread_bottom)
+{
+	char why[2048];
+	char *frames = stb_section_frames_text(s);
+	if (stb_text_check(frames, NULL, 0, why, sizeof(why)) != s->nlines)
+		fail_msg("section \"%s\": %s", s->header, why);
+	free(frames);
+	if (!stb_frames_check_chain(s->frames, s->nlines, chain, 3, NULL, 0, at_leaf,
+				    bthread_bottom, why, sizeof(why)))
+		fail_msg("section \"%s\": %s", s->header, why);
+}
+
+/* ---- tests ---- */
+
+static void test_dump_text(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	struct stb_parsed p;
+	int rc = stb_dump_to_parsed(NULL, &p);
+	/* One section per live task; every section a task. */
+	assert_int_equal(rc, p.n);
+	assert_true(p.n >= STB_NBLOCKED + STB_NGROUP + 2);
+	for (int i = 0; i < p.n; i++) {
+		assert_false(p.s[i].is_group);
+		assert_true(p.s[i].nlines > 0);
+	}
+	int count;
+	static const char *const prims[] = {"butex_wait"};
+	for (int i = 0; i < STB_NBLOCKED; i++) {
+		const struct stb_section *s = stb_find_task(&p, stb_blocked[i], &count);
+		assert_int_equal(count, 1);
+		assert_false(s->is_pthread);
+		assert_string_equal(s->name, stb_names[i]);
+		assert_string_equal(s->state, "suspended");
+		assert_true(s->blocked_s >= 0.0 && s->blocked_s < 600.0);
+		stb_check_section_chain(s, stb_dump_chain, false, true);
+		char why[2048];
+		if (!stb_frames_check_chain(s->frames, s->nlines, stb_dump_chain, 3, prims, 1, false,
+					    true, why, sizeof(why)))
+			fail_msg("%s", why);
+		/* The same lines as bthread_stack_trace gives for that task. */
+		char text[8192];
+		assert_true(bthread_stack_trace(stb_blocked[i], text, sizeof(text)) > 0);
+		char *frames = stb_section_frames_text(s);
+		assert_string_equal(frames, text);
+		free(frames);
+	}
+	for (int i = 0; i < STB_NGROUP; i++) {
+		const struct stb_section *s = stb_find_task(&p, stb_grouped[i], &count);
+		assert_int_equal(count, 1);
+		assert_string_equal(s->state, "suspended");
+		assert_string_equal(s->name, "");
+	}
+	const struct stb_section *s = stb_find_task(&p, stb_spinner, &count);
+	assert_int_equal(count, 1);
+	assert_string_equal(s->name, "dump-spin");
+	assert_string_equal(s->state, "running");
+	assert_int_equal(s->tid, __atomic_load_n(&stb_spin_tid, __ATOMIC_ACQUIRE));
+	stb_check_section_chain(s, stb_spin_chain, true, true);
+
+	s = stb_find_task(&p, stb_pth_id, &count);
+	assert_int_equal(count, 1);
+	assert_true(s->is_pthread);
+	assert_string_equal(s->name, "dumppth");
+	assert_string_equal(s->state, "running");
+	assert_true(s->tid != 0);
+	static const char *const pchain[] = {"stb_pth_f3", "stb_pth_f2", "stb_pth_main"};
+	stb_check_section_chain(s, pchain, false, false);
+	stb_parsed_free(&p);
+	STB_TEST_END();
+}
+
+static void test_dump_grouped(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	struct stb_parsed p;
+	struct stb_dump_opts o = {.group = 1};
+	int rc = stb_dump_to_parsed(&o, &p);
+	assert_true(rc >= STB_NBLOCKED + STB_NGROUP + 2);
+	int count;
+	const struct stb_section *g = stb_find_task(&p, stb_grouped[0], &count);
+	assert_int_equal(count, 1);
+	assert_true(g->is_group);
+	/* The 100 small-stack bthreads and the 5 named ones wait at the same
+	 * place: one group of 105, most populous first. */
+	assert_int_equal(g->count, STB_NGROUP + STB_NBLOCKED);
+	assert_int_equal(g->nids, g->count);
+	assert_string_equal(g->state, "suspended");
+	assert_true(g == &p.s[0]);
+	char head[64];
+	snprintf(head, sizeof(head), "%d tasks [suspended]:", STB_NGROUP + STB_NBLOCKED);
+	assert_true(strncmp(g->header, head, strlen(head)) == 0);
+	for (int i = 0; i < STB_NGROUP; i++) {
+		assert_true(stb_find_task(&p, stb_grouped[i], &count) == g);
+		assert_int_equal(count, 1);
+	}
+	for (int i = 0; i < STB_NBLOCKED; i++) {
+		assert_true(stb_find_task(&p, stb_blocked[i], &count) == g);
+		assert_int_equal(count, 1);
+	}
+	/* Every id in the group is one of ours; the stack is printed once. */
+	for (unsigned k = 0; k < g->nids; k++) {
+		bool ours = false;
+		for (int i = 0; i < STB_NGROUP; i++)
+			ours = ours || g->ids[k] == stb_grouped[i];
+		for (int i = 0; i < STB_NBLOCKED; i++)
+			ours = ours || g->ids[k] == stb_blocked[i];
+		assert_true(ours);
+	}
+	stb_check_section_chain(g, stb_dump_chain, false, true);
+	/* Total tasks over all groups = the return value. */
+	unsigned total = 0;
+	for (int i = 0; i < p.n; i++) {
+		assert_true(p.s[i].is_group);
+		assert_int_equal(p.s[i].nids, p.s[i].count);
+		total += p.s[i].count;
+	}
+	assert_int_equal(total, (unsigned)rc);
+	const struct stb_section *sp = stb_find_task(&p, stb_spinner, &count);
+	assert_int_equal(count, 1);
+	assert_string_equal(sp->state, "running");
+	stb_parsed_free(&p);
+	STB_TEST_END();
+}
+
+static void test_dump_state_mask(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	struct stb_parsed p;
+	int count;
+	struct stb_dump_opts o = {.state_mask = 1u << STB_TASK_SUSPENDED};
+	int rc = stb_dump_to_parsed(&o, &p);
+	assert_int_equal(rc, p.n);
+	assert_true(rc >= STB_NBLOCKED + STB_NGROUP);
+	for (int i = 0; i < p.n; i++)
+		assert_string_equal(p.s[i].state, "suspended");
+	assert_null(stb_find_task(&p, stb_spinner, &count));
+	assert_null(stb_find_task(&p, stb_pth_id, &count));
+	assert_non_null(stb_find_task(&p, stb_blocked[0], &count));
+	stb_parsed_free(&p);
+
+	o.state_mask = 1u << STB_TASK_RUNNING;
+	rc = stb_dump_to_parsed(&o, &p);
+	assert_int_equal(rc, p.n);
+	for (int i = 0; i < p.n; i++)
+		assert_string_equal(p.s[i].state, "running");
+	assert_non_null(stb_find_task(&p, stb_spinner, &count));
+	assert_non_null(stb_find_task(&p, stb_pth_id, &count));
+	assert_null(stb_find_task(&p, stb_blocked[0], &count));
+	assert_null(stb_find_task(&p, stb_grouped[0], &count));
+	stb_parsed_free(&p);
+	STB_TEST_END();
+}
+
+static void test_dump_max_depth_and_errors(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	struct stb_parsed p;
+	int count;
+	struct stb_dump_opts o = {.max_depth = 3, .state_mask = 1u << STB_TASK_SUSPENDED};
+	stb_dump_to_parsed(&o, &p);
+	const struct stb_section *s = stb_find_task(&p, stb_blocked[0], &count);
+	assert_non_null(s);
+	/* 3 frames, then the note that more exist. */
+	assert_int_equal(s->nlines, 4);
+	assert_string_equal(s->lines[3], "(more frames not shown)");
+	stb_parsed_free(&p);
+	assert_int_equal(stb_dump(NULL, NULL), -EINVAL);
+	struct stb_dump_opts bad = {.format = 99};
+	assert_int_equal(stb_dump(stdout, &bad), -EINVAL);
+	STB_TEST_END();
+}
+
+/* Reads the whole file at fd (from offset 0). */
+static char *stb_read_fd(int fd)
+{
+	off_t end = lseek(fd, 0, SEEK_END);
+	char *buf = calloc(1, (size_t)end + 1);
+	if (buf && pread(fd, buf, (size_t)end, 0) != end) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static unsigned stb_file_count(int fd, const char *needle)
+{
+	char *t = stb_read_fd(fd);
+	unsigned n = 0;
+	for (const char *q = t ? strstr(t, needle) : NULL; q; q = strstr(q + 1, needle))
+		n++;
+	free(t);
+	return n;
+}
+
+static void test_dump_on_sigquit(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	const char *env = getenv("STB_DUMP_SIGNAL");
+	assert_non_null(env);
+	assert_string_equal(env, "QUIT");
+	char path[] = "/tmp/stb_test_dump_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	fflush(stderr);
+	int saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	/* Twice: the dump thread stays ready for the next signal. */
+	bool done1 = false, done2 = false;
+	assert_int_equal(kill(getpid(), SIGQUIT), 0);
+	done1 = STB_WAIT_UNTIL(stb_file_count(fd, "==== stb: end of dump") == 1, 30000);
+	if (done1) {
+		assert_int_equal(kill(getpid(), SIGQUIT), 0);
+		done2 = STB_WAIT_UNTIL(stb_file_count(fd, "==== stb: end of dump") == 2, 30000);
+	}
+	fflush(stderr);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	assert_true(done1);
+	assert_true(done2);
+	char *out = stb_read_fd(fd);
+	close(fd);
+	assert_non_null(out);
+	char begin[96];
+	snprintf(begin, sizeof(begin), "==== stb: dump of all bthreads (pid %d) ====\n", (int)getpid());
+	assert_true(strncmp(out, begin, strlen(begin)) == 0);
+	/* The first dump: between the first begin and end markers. */
+	char *end = strstr(out, "==== stb: end of dump (");
+	assert_non_null(end);
+	unsigned n = 0;
+	assert_int_equal(sscanf(end, "==== stb: end of dump (%u tasks) ====", &n), 1);
+	assert_true(n >= STB_NBLOCKED + STB_NGROUP + 2);
+	*end = '\0';
+	struct stb_parsed p;
+	char why[256];
+	if (!stb_dump_parse(strdup(out + strlen(begin)), &p, why, sizeof(why)))
+		fail_msg("cannot parse the signal dump: %s", why);
+	assert_int_equal(p.n, (int)n);
+	int count;
+	for (int i = 0; i < STB_NBLOCKED; i++) {
+		const struct stb_section *s = stb_find_task(&p, stb_blocked[i], &count);
+		assert_int_equal(count, 1);
+		assert_string_equal(s->state, "suspended");
+		stb_check_section_chain(s, stb_dump_chain, false, true);
+	}
+	const struct stb_section *s = stb_find_task(&p, stb_spinner, &count);
+	assert_int_equal(count, 1);
+	stb_check_section_chain(s, stb_spin_chain, true, true);
+	stb_parsed_free(&p);
+	free(out);
+	/* Still alive, and the runtime still works. */
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_dump_f1, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(stb_state_of(t) == STB_TASK_SUSPENDED, 10000));
+	assert_int_equal(stb_trace(t, NULL, NULL, 0, NULL) > 0, 1);
+	stb_extra = t;
+	STB_TEST_END();
+}
+
+int main(void)
+{
+	/* ctest sets it (ENV property); a manual run gets the same here. It is
+	 * read when the runtime starts, which happens in the setup. */
+	if (!getenv("STB_DUMP_SIGNAL"))
+		setenv("STB_DUMP_SIGNAL", "QUIT", 1);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dump_text),
+		cmocka_unit_test(test_dump_grouped),
+		cmocka_unit_test(test_dump_state_mask),
+		cmocka_unit_test(test_dump_max_depth_and_errors),
+		cmocka_unit_test(test_dump_on_sigquit),
+	};
+	return cmocka_run_group_tests(tests, stb_dump_setup, stb_dump_teardown);
+}

@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Output formats of the tracer (runtime/pprof.c, runtime/report.c): folded
+ * stacks checked line by line, pprof read back with `go tool pprof -raw`,
+ * JSON checked against docs/json.md (tests/check_json_schema.py). Without
+ * arguments: stb_dump in this process; with --loader: stb-bpf-loader on
+ * profile_target (needs root; exits 77 without privilege unless
+ * STB_REQUIRE_BPF=1).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <bthread/bthread.h>
+#include <bthread/butex.h>
+#include <stb/abi.h>
+#include <stb/stb.h>
+
+#include "profile_util.h"
+#include "test_util.h"
+#include "trace_util.h"
+
+#define NA 5
+#define NB 3
+
+static char why[4096];
+
+/* ---- helpers ---- */
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	struct pu_buf b = {0};
+	pu_buf_add(&b, "", 0);
+	char buf[8192];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		pu_buf_add(&b, buf, n);
+	fclose(f);
+	if (len)
+		*len = b.len;
+	return b.s;
+}
+
+static void tmp_path(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", pu_tmpdir(), name);
+}
+
+/* Asserts that text has exactly this line. */
+static void assert_has_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = text; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len == n && strncmp(p, line, n) == 0)
+			return;
+		p = nl ? nl + 1 : NULL;
+	}
+	fail_msg("missing line:\n  %s\nin:\n%s", line, text);
+}
+
+/* Every line of folded text is "frame(;frame)* count" with a positive count. */
+static void assert_folded_shape(const char *text)
+{
+	int lines = 0;
+	for (const char *p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		assert_non_null(nl);
+		const char *sp = p;
+		for (const char *q = p; q < nl; q++)
+			if (*q == ' ')
+				sp = q;
+		assert_true(sp > p);
+		char *end;
+		long long c = strtoll(sp + 1, &end, 10);
+		if (end != nl || c <= 0)
+			fail_msg("bad folded line: %.*s", (int)(nl - p), p);
+		assert_true(memchr(p, ';', (size_t)(sp - p)) || sp > p);
+		lines++;
+		p = nl + 1;
+	}
+	assert_true(lines > 0);
+}
+
+static void check_json(const char *file, const char *opts)
+{
+	const char *py = pu_env("STB_PYTHON3", "python3");
+	const char *checker = pu_env("STB_JSON_CHECKER", "check_json_schema.py");
+	char *argv[5] = {(char *)py, (char *)checker, (char *)file, NULL, NULL};
+	char o1[32] = "", o2[32] = "";
+	if (opts && *opts) {
+		sscanf(opts, "%31s %31s", o1, o2);
+		argv[3] = o1;
+		if (o2[0]) {
+			char *a5[6] = {(char *)py, (char *)checker, (char *)file, o1, o2, NULL};
+			char *err = NULL;
+			int rc = pu_run(a5, NULL, &err, 60);
+			if (rc != 0)
+				fail_msg("%s %s: exit %d: %s", checker, file, rc, err);
+			free(err);
+			return;
+		}
+	}
+	char *err = NULL;
+	int rc = pu_run(argv, NULL, &err, 60);
+	if (rc != 0)
+		fail_msg("%s %s: exit %d: %s", checker, file, rc, err);
+	free(err);
+}
+
+/* The sample of bthread id (one bthread_id label equal to it), or NULL. */
+static const struct pu_sample *sample_of(const struct pu_prof *p, uint64_t id)
+{
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%" PRIu64, id);
+	const struct pu_sample *found = NULL;
+	for (int i = 0; i < p->ns; i++) {
+		if (pu_sample_has_label(&p->s[i], "bthread_id", ids)) {
+			if (found)
+				fail_msg("two samples for bthread %s", ids);
+			found = &p->s[i];
+		}
+	}
+	return found;
+}
+
+/* Checks the per-task sample of a parked chain task. */
+static void check_chain_sample(const struct pu_prof *p, uint64_t id, const char *name,
+			       const char *chain_suffix)
+{
+	const struct pu_sample *s = sample_of(p, id);
+	char stack[4096];
+	if (!s)
+		fail_msg("no sample with bthread_id:[%" PRIu64 "]", id);
+	pu_sample_stack(p, s, stack, sizeof(stack));
+	assert_int_equal(s->nv, 1);
+	assert_int_equal(s->v[0], 1);
+	if (!pu_sample_has_label(s, "state", "suspended") || !pu_sample_has_label(s, "name", name))
+		fail_msg("bthread %" PRIu64 ": labels %s", id, s->labels);
+	size_t n = strlen(stack), k = strlen(chain_suffix);
+	if (n < k || strcmp(stack + n - k, chain_suffix) != 0 || !strstr(stack, "park;"))
+		fail_msg("bthread %" PRIu64 ": stack %s does not end with park..%s", id, stack,
+			 chain_suffix);
+}
+
+#define SUFFIX_A "fmt_a3;fmt_a2;fmt_a1;stb_task_entry;stb_ctx_trampoline"
+#define PREFIX_A "suspended;stb_ctx_trampoline;stb_task_entry;fmt_a1;fmt_a2;fmt_a3;park;"
+#define PREFIX_B "suspended;stb_ctx_trampoline;stb_task_entry;fmt_b1;fmt_b2;park;"
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+#define SUFFIX_B "fmt_b2;fmt_b1;stb_task_entry;stb_ctx_trampoline"
+
+static void check_grouped(const struct pu_prof *p, const uint64_t *ids, int n, const char *suffix)
+{
+	char want[24], stack[4096];
+	snprintf(want, sizeof(want), "%" PRIu64, ids[0]);
+	for (int i = 0; i < p->ns; i++) {
+		const struct pu_sample *s = &p->s[i];
+		if (!pu_sample_has_label(s, "bthread_id", want))
+			continue;
+		assert_int_equal(s->v[0], n);
+		assert_int_equal(pu_sample_label_count(s, "bthread_id"), n);
+		for (int k = 0; k < n; k++) {
+			snprintf(want, sizeof(want), "%" PRIu64, ids[k]);
+			assert_true(pu_sample_has_label(s, "bthread_id", want));
+		}
+		assert_true(pu_sample_has_label(s, "state", "suspended"));
+		pu_sample_stack(p, s, stack, sizeof(stack));
+		size_t len = strlen(stack), k = strlen(suffix);
+		assert_true(len >= k && strcmp(stack + len - k, suffix) == 0);
+		return;
+	}
+	fail_msg("no grouped sample for %s", want);
+}
+
+/* A mapping of the module whose file name starts with base has a hex build
+ * id and symbolized functions. */
+static void check_mapping(const struct pu_prof *p, const char *base)
+{
+	for (int i = 0; i < p->nm; i++) {
+		const struct pu_map *m = &p->m[i];
+		const char *slash = strrchr(m->file, '/');
+		if (strncmp(slash ? slash + 1 : m->file, base, strlen(base)) != 0)
+			continue;
+		assert_true(strlen(m->build_id) >= 16);
+		assert_true(strspn(m->build_id, "0123456789abcdef") == strlen(m->build_id));
+		assert_non_null(strstr(m->bits, "[FN]"));
+		return;
+	}
+	fail_msg("no mapping for %s among %d", base, p->nm);
+}
+
+/* ---- in-process: stb_dump ---- */
+
+static int *gate;
+static volatile bool stop_chains;
+static bthread_t ida[NA], idb[NB];
+
+STB_NOIPA static void park(void)
+{
+	while (!__atomic_load_n(&stop_chains, __ATOMIC_ACQUIRE))
+		butex_wait(gate, 0, NULL);
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void fmt_a3(void)
+{
+	park();
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void fmt_a2(void)
+{
+	fmt_a3();
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *fmt_a1(void *arg)
+{
+	(void)arg;
+	fmt_a2();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+STB_NOIPA static void fmt_b2(void)
+{
+	park();
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *fmt_b1(void *arg)
+{
+	(void)arg;
+	fmt_b2();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+static bool suspended(bthread_t id)
+{
+	struct stb_trace_info info;
+	struct stb_trace_opts o = {.no_symbols = 1};
+	return stb_trace(id, &o, NULL, 0, &info) >= 0 && info.state == STB_TASK_SUSPENDED;
+}
+
+static int chains_start(void **state)
+{
+	(void)state;
+	pu_tmpdir();
+	gate = butex_create();
+	if (!gate)
+		return -1;
+	bthread_attr_t attr;
+	bthread_attr_init(&attr);
+	bthread_attr_set_name(&attr, "chain-a");
+	for (int i = 0; i < NA; i++)
+		if (bthread_start_background(&ida[i], &attr, fmt_a1, NULL) != 0)
+			return -1;
+	bthread_attr_set_name(&attr, "chain-b");
+	for (int i = 0; i < NB; i++)
+		if (bthread_start_background(&idb[i], &attr, fmt_b1, NULL) != 0)
+			return -1;
+	bthread_attr_destroy(&attr);
+	for (int i = 0; i < NA; i++)
+		if (!STB_WAIT_UNTIL(suspended(ida[i]), 10000))
+			return -1;
+	for (int i = 0; i < NB; i++)
+		if (!STB_WAIT_UNTIL(suspended(idb[i]), 10000))
+			return -1;
+	return 0;
+}
+
+static int chains_stop(void **state)
+{
+	(void)state;
+	__atomic_store_n(&stop_chains, true, __ATOMIC_RELEASE);
+	__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+	butex_wake_all(gate);
+	for (int i = 0; i < NA; i++)
+		bthread_join(ida[i], NULL);
+	for (int i = 0; i < NB; i++)
+		bthread_join(idb[i], NULL);
+	return 0;
+}
+
+/* "suspended;root;...;leaf" from stb_trace with inline frames (the
+ * reference for the folded writer). */
+static void folded_reference(bthread_t id, char *buf, size_t size)
+{
+	struct stb_frame f[64];
+	struct stb_trace_opts o = {.max_depth = 64, .inline_frames = 1};
+	struct stb_trace_info info;
+	int n = stb_trace(id, &o, f, 64, &info);
+	assert_true(n > 5);
+	assert_int_equal(info.state, STB_TASK_SUSPENDED);
+	size_t len = (size_t)snprintf(buf, size, "suspended");
+	for (int i = n - 1; i >= 0; i--) {
+		assert_non_null(f[i].symbol);
+		len += (size_t)snprintf(buf + len, size - len, ";%s", f[i].symbol);
+	}
+	assert_true(len < size);
+}
+
+static char *dump_to_file(int format, int group, const char *name, char *path, size_t size)
+{
+	tmp_path(path, size, name);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	struct stb_dump_opts o = {.format = format, .group = group};
+	int n = stb_dump(f, &o);
+	assert_int_equal(fclose(f), 0);
+	if (n < NA + NB)
+		fail_msg("stb_dump(format %d) returned %d", format, n);
+	return path;
+}
+
+static void test_dump_folded(void **state)
+{
+	(void)state;
+	char ref[2048], line[2100], path[256];
+	STB_TEST_BEGIN(60);
+	dump_to_file(STB_DUMP_FOLDED, 0, "dump.folded", path, sizeof(path));
+	char *text = read_file(path, NULL);
+	assert_non_null(text);
+	assert_folded_shape(text);
+	/* The chains, exactly: state root, frames root first, counts summed. */
+	folded_reference(ida[0], ref, sizeof(ref));
+	assert_true(starts_with(ref, PREFIX_A));
+	snprintf(line, sizeof(line), "%s %d", ref, NA);
+	assert_has_line(text, line);
+	folded_reference(idb[0], ref, sizeof(ref));
+	assert_true(starts_with(ref, PREFIX_B));
+	snprintf(line, sizeof(line), "%s %d", ref, NB);
+	assert_has_line(text, line);
+	/* group changes nothing for folded output. */
+	char path2[256];
+	dump_to_file(STB_DUMP_FOLDED, 1, "dump-g.folded", path2, sizeof(path2));
+	char *text2 = read_file(path2, NULL);
+	assert_non_null(text2);
+	assert_has_line(text2, line);
+	free(text2);
+	free(text);
+	STB_TEST_END();
+}
+
+static void test_dump_pprof(void **state)
+{
+	(void)state;
+	char path[256];
+	struct pu_prof p;
+	STB_TEST_BEGIN(180);
+	dump_to_file(STB_DUMP_PPROF, 0, "dump.pb.gz", path, sizeof(path));
+	size_t len;
+	char *raw = read_file(path, &len);
+	assert_non_null(raw);
+	assert_true(len > 20 && (unsigned char)raw[0] == 0x1f && (unsigned char)raw[1] == 0x8b);
+	free(raw);
+	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
+	assert_string_equal(p.types, "bthreads/count[dflt]");
+	assert_non_null(strstr(p.comments, "stb_dump of pid"));
+	for (int i = 0; i < NA; i++)
+		check_chain_sample(&p, ida[i], "chain-a", SUFFIX_A);
+	for (int i = 0; i < NB; i++)
+		check_chain_sample(&p, idb[i], "chain-b", SUFFIX_B);
+	/* Every sample is one task. */
+	for (int i = 0; i < p.ns; i++)
+		assert_int_equal(p.s[i].v[0], 1);
+	check_mapping(&p, "test_formats");
+	pu_prof_free(&p);
+	STB_TEST_END();
+}
+
+static void test_dump_pprof_grouped(void **state)
+{
+	(void)state;
+	char path[256];
+	struct pu_prof p;
+	STB_TEST_BEGIN(180);
+	dump_to_file(STB_DUMP_PPROF, 1, "dump-g.pb.gz", path, sizeof(path));
+	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
+	check_grouped(&p, ida, NA, SUFFIX_A);
+	check_grouped(&p, idb, NB, SUFFIX_B);
+	pu_prof_free(&p);
+	STB_TEST_END();
+}
+
+static void test_dump_json(void **state)
+{
+	(void)state;
+	char path[256], path2[256], want[64];
+	STB_TEST_BEGIN(60);
+	dump_to_file(STB_DUMP_JSON, 0, "dump.json", path, sizeof(path));
+	check_json(path, "");
+	char *text = read_file(path, NULL);
+	assert_non_null(text);
+	snprintf(want, sizeof(want), "{\"id\": %" PRIu64 ", \"kind\": \"bthread\"", ida[0]);
+	assert_non_null(strstr(text, want));
+	assert_non_null(strstr(text, "\"function\": \"fmt_a3\""));
+	free(text);
+	dump_to_file(STB_DUMP_JSON, 1, "dump-g.json", path2, sizeof(path2));
+	check_json(path2, "--grouped");
+	STB_TEST_END();
+}
+
+static void test_dump_bad_format(void **state)
+{
+	(void)state;
+	struct stb_dump_opts o = {.format = 99};
+	FILE *f = fopen("/dev/null", "w");
+	assert_non_null(f);
+	assert_int_equal(stb_dump(f, &o), -EINVAL);
+	o.format = -1;
+	assert_int_equal(stb_dump(f, &o), -EINVAL);
+	fclose(f);
+}
+
+/* ---- stb-bpf-loader on profile_target ---- */
+
+static struct pu_target tgt;
+static uint64_t tida[NA], tidb[NB], tspin;
+static char fold_a[2048], fold_b[2048];
+
+static void parse_ids(const char *list, uint64_t *ids, int n)
+{
+	const char *p = list;
+	for (int i = 0; i < n; i++) {
+		char *end;
+		ids[i] = strtoull(p, &end, 10);
+		p = *end == ',' ? end + 1 : end;
+	}
+}
+
+static int target_start(void **state)
+{
+	(void)state;
+	char buf[256];
+	pu_tmpdir();
+	if (pu_target_start(&tgt, "chains") != 0)
+		return -1;
+	if (!pu_target_field(&tgt, "a", buf, sizeof(buf)))
+		return -1;
+	parse_ids(buf, tida, NA);
+	if (!pu_target_field(&tgt, "b", buf, sizeof(buf)))
+		return -1;
+	parse_ids(buf, tidb, NB);
+	if (!pu_target_field(&tgt, "spin", buf, sizeof(buf)))
+		return -1;
+	tspin = strtoull(buf, NULL, 10);
+	if (!pu_target_field(&tgt, "fold_a", fold_a, sizeof(fold_a)) ||
+	    !pu_target_field(&tgt, "fold_b", fold_b, sizeof(fold_b)))
+		return -1;
+	return 0;
+}
+
+static int target_stop(void **state)
+{
+	(void)state;
+	return pu_target_stop(&tgt) == 0 ? 0 : -1;
+}
+
+/* Runs the loader on the target with extra arguments; returns its exit status.
+ * A long --timeout: on a loaded machine the spinner's worker may wait for a
+ * CPU longer than the default 100 ms before its capture. */
+static int loader(char **out, char **err, const char *a1, const char *a2, const char *a3,
+		  const char *a4, const char *a5)
+{
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
+	char *argv[] = {(char *)pu_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--timeout",
+			"10000", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
+	return pu_run(argv, out, err, 120);
+}
+
+static void test_loader_folded(void **state)
+{
+	(void)state;
+	char *out = NULL, *err = NULL, line[2100];
+	STB_TEST_BEGIN(150);
+	int rc = loader(&out, &err, "--format", "folded", NULL, NULL, NULL);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	assert_folded_shape(out);
+	/* The target's own tracer (inline frames included) is the reference. */
+	assert_true(starts_with(fold_a, PREFIX_A));
+	assert_true(starts_with(fold_b, PREFIX_B));
+	snprintf(line, sizeof(line), "%s %d", fold_a, NA);
+	assert_has_line(out, line);
+	snprintf(line, sizeof(line), "%s %d", fold_b, NB);
+	assert_has_line(out, line);
+	assert_has_line(out, "running;stb_ctx_trampoline;stb_task_entry;spin_outer;spin_leaf 1");
+	free(out);
+	free(err);
+	STB_TEST_END();
+}
+
+static void check_loader_profile(const char *path, bool grouped)
+{
+	struct pu_prof p;
+	char stack[4096], ids[24];
+	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
+	assert_string_equal(p.types, "bthreads/count[dflt]");
+	if (grouped) {
+		check_grouped(&p, tida, NA, SUFFIX_A);
+		check_grouped(&p, tidb, NB, SUFFIX_B);
+	} else {
+		for (int i = 0; i < NA; i++)
+			check_chain_sample(&p, tida[i], "chain-a", SUFFIX_A);
+		for (int i = 0; i < NB; i++)
+			check_chain_sample(&p, tidb[i], "chain-b", SUFFIX_B);
+		/* The spinner, captured on its worker by BPF: exact leaf, worker tid. */
+		const struct pu_sample *s = sample_of(&p, tspin);
+		assert_non_null(s);
+		pu_sample_stack(&p, s, stack, sizeof(stack));
+		assert_string_equal(stack, "spin_leaf;spin_outer;stb_task_entry;stb_ctx_trampoline");
+		assert_true(pu_sample_has_label(s, "state", "running"));
+		assert_true(pu_sample_has_label(s, "name", "spinner"));
+		assert_int_equal(pu_sample_label_count(s, "worker_tid"), 1);
+	}
+	snprintf(ids, sizeof(ids), "pid %d", (int)tgt.pid);
+	assert_non_null(strstr(p.comments, ids));
+	check_mapping(&p, "profile_target");
+	check_mapping(&p, "libbthread.so");
+	pu_prof_free(&p);
+}
+
+static void test_loader_pprof(void **state)
+{
+	(void)state;
+	char path[256], *err = NULL;
+	STB_TEST_BEGIN(300);
+	tmp_path(path, sizeof(path), "loader.prof");
+	int rc = loader(NULL, &err, "--format", "pprof", "-o", path, NULL);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	free(err);
+	check_loader_profile(path, false);
+	/* -o *.pb.gz chooses pprof by itself; --group gives one sample per stack. */
+	tmp_path(path, sizeof(path), "loader-g.pb.gz");
+	rc = loader(NULL, &err, "--group", "-o", path, NULL, NULL);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	free(err);
+	check_loader_profile(path, true);
+	/* To standard output when it is not a terminal. */
+	char *out = NULL;
+	rc = loader(&out, &err, "--format", "pprof", NULL, NULL, NULL);
+	assert_int_equal(rc, 0);
+	assert_true((unsigned char)out[0] == 0x1f && (unsigned char)out[1] == 0x8b);
+	free(out);
+	free(err);
+	STB_TEST_END();
+}
+
+static void test_loader_json(void **state)
+{
+	(void)state;
+	char path[256], *err = NULL, want[64];
+	STB_TEST_BEGIN(150);
+	tmp_path(path, sizeof(path), "loader.json");
+	int rc = loader(NULL, &err, "--format", "json", "-o", path, NULL);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	free(err);
+	check_json(path, "--loader");
+	char *text = read_file(path, NULL);
+	assert_non_null(text);
+	snprintf(want, sizeof(want), "{\"id\": %" PRIu64 ", \"kind\": \"bthread\"", tspin);
+	assert_non_null(strstr(text, want));
+	assert_non_null(strstr(text, "\"capture\": \"bpf\""));
+	free(text);
+	tmp_path(path, sizeof(path), "loader-g.json");
+	rc = loader(NULL, &err, "--format", "json", "--group", "-o", path);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	free(err);
+	check_json(path, "--loader --grouped");
+	STB_TEST_END();
+}
+
+static void test_loader_format_errors(void **state)
+{
+	(void)state;
+	char *out = NULL, *err = NULL, pid[16];
+	STB_TEST_BEGIN(60);
+	/* Binary pprof is never written to a terminal; the message names the fix. */
+	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
+	char *argv[] = {(char *)pu_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--format",
+			"pprof", NULL};
+	int rc = pu_run_pty(argv, &out, 60);
+	assert_int_equal(rc, 64);
+	assert_non_null(strstr(out, "terminal"));
+	assert_non_null(strstr(out, "-o FILE"));
+	free(out);
+	rc = loader(&out, &err, "--format", "xml", NULL, NULL, NULL);
+	assert_int_equal(rc, 64);
+	assert_non_null(strstr(err, "--format"));
+	assert_non_null(strstr(err, "folded"));
+	free(out);
+	free(err);
+	STB_TEST_END();
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--loader") == 0) {
+		int rc = pu_require_privilege("test_formats --loader");
+		if (rc)
+			return rc;
+		const struct CMUnitTest tests[] = {
+			cmocka_unit_test(test_loader_folded),
+			cmocka_unit_test(test_loader_pprof),
+			cmocka_unit_test(test_loader_json),
+			cmocka_unit_test(test_loader_format_errors),
+		};
+		return cmocka_run_group_tests_name("loader", tests, target_start, target_stop);
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dump_folded),
+		cmocka_unit_test(test_dump_pprof),
+		cmocka_unit_test(test_dump_pprof_grouped),
+		cmocka_unit_test(test_dump_json),
+		cmocka_unit_test(test_dump_bad_format),
+	};
+	return cmocka_run_group_tests_name("stb_dump", tests, chains_start, chains_stop);
+}
