@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Benchmarks of stb-bpf-loader against live loader_target processes, side by
- * side with the in-process tracer and with gdb: a full dump of 10,000
- * suspended bthreads (time, per-task hold, target freeze), the capture of a
- * running task (request to stack, time the task is held by the BPF program
- * vs the signal handler), and the yield throughput of a target dumped every
- * 100 ms. Needs root. Results and commands: docs/benchmarks.md.
+ * Benchmarks of stb-bpf-loader against live targets, beside the in-process
+ * tracer and gdb: a full dump of 10,000 suspended bthreads, the capture of a
+ * running one (BPF program vs signal handler), the yield throughput of a
+ * target dumped periodically. Needs root. Results: docs/benchmarks.md.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -391,27 +390,62 @@ static void bench_capture(const struct bench_opts *o)
 
 /* ---- 3. yield throughput while dumped periodically ---- */
 
-/* Alternating rounds of round_ms, undisturbed first and last, in between one
+/* CPU time consumed so far by all threads of process pid (schedstat), ns. */
+static uint64_t bench_proc_cpu_ns(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	uint64_t sum = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char f[320];
+		snprintf(f, sizeof(f), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *fp = fopen(f, "re");
+		unsigned long long v = 0;
+		if (fp) {
+			if (fscanf(fp, "%llu", &v) == 1)
+				sum += v;
+			fclose(fp);
+		}
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/*
+ * Alternating rounds of round_ms, undisturbed first and last, in between one
  * loader process every period_ms (a dump starts at each period tick, or as
  * soon as the previous one ended when it took longer). Each disturbed round
- * is compared with the mean of the undisturbed rounds around it. */
+ * is compared with the mean of the undisturbed rounds around it, by wall
+ * throughput and by yields per CPU-second of the target (on a shared machine
+ * the CPU time the target gets varies a lot; per CPU-second it does not).
+ */
 static void bench_yield_rounds(const struct bench_opts *o, struct lu_target *t, unsigned period_ms,
 			       unsigned round_ms)
 {
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)t->pid);
 	unsigned n = o->yield_pairs, cap = n * (round_ms / period_ms + 2);
-	double *rate = calloc(2 * n + 1, sizeof(double)), *quiet = calloc(n + 1, sizeof(double));
-	double *busy = calloc(n, sizeof(double)), *ratio = calloc(n, sizeof(double));
+	double *rate = calloc(2 * n + 1, sizeof(double)), *eff = calloc(2 * n + 1, sizeof(double));
+	double *share = calloc(2 * n + 1, sizeof(double));
+	double *quiet = calloc(n + 1, sizeof(double)), *busy = calloc(n, sizeof(double));
+	double *quiet_eff = calloc(n + 1, sizeof(double)), *busy_eff = calloc(n, sizeof(double));
+	double *ratio = calloc(n, sizeof(double)), *ratio_eff = calloc(n, sizeof(double));
+	double *loader_share = calloc(n, sizeof(double)), *projected = calloc(n, sizeof(double));
 	double *dumps = calloc(n, sizeof(double)), *dump_cpu = calloc(cap, sizeof(double));
 	double *dump_wall = calloc(cap, sizeof(double)), *gate_ms = calloc(n, sizeof(double));
 	unsigned ncpu = 0;
 	for (unsigned i = 0; i < 2 * n + 1; i++) {
 		bool disturbed = (i % 2) == 1;
 		uint64_t gn0 = bench_stat(t, "gate_wait_ns");
-		uint64_t y0 = bench_stat(t, "yields"), t0 = lu_now_ns();
-		uint64_t end = t0 + (uint64_t)round_ms * 1000000ull;
+		uint64_t y0 = bench_stat(t, "yields"), c0 = bench_proc_cpu_ns(t->pid);
+		uint64_t t0 = lu_now_ns(), end = t0 + (uint64_t)round_ms * 1000000ull;
 		unsigned k = 0;
+		double loader_cpu = 0;
 		for (uint64_t next = t0; disturbed && next < end; next += period_ms * 1000000ull) {
 			while (lu_now_ns() < next)
 				lu_sleep_ms(1);
@@ -426,41 +460,74 @@ static void bench_yield_rounds(const struct bench_opts *o, struct lu_target *t, 
 				dump_cpu[ncpu] = c;
 				dump_wall[ncpu++] = w;
 			}
+			loader_cpu += c;
 			lu_proc_free(&p);
 			k++;
 		}
 		while (lu_now_ns() < end)
 			lu_sleep_ms(1);
-		uint64_t y1 = bench_stat(t, "yields"), t1 = lu_now_ns();
-		rate[i] = (double)(y1 - y0) / ((double)(t1 - t0) / 1e9) / 1e6;
+		uint64_t y1 = bench_stat(t, "yields"), c1 = bench_proc_cpu_ns(t->pid);
+		uint64_t t1 = lu_now_ns();
+		double secs = (double)(t1 - t0) / 1e9, cpu_s = (double)(c1 - c0) / 1e9;
+		rate[i] = (double)(y1 - y0) / secs / 1e6;
+		eff[i] = cpu_s > 0 ? (double)(y1 - y0) / cpu_s / 1e6 : 0;
+		share[i] = cpu_s / secs;
 		if (disturbed) {
 			busy[i / 2] = rate[i];
-			dumps[i / 2] = (double)k / ((double)(t1 - t0) / 1e9);
+			busy_eff[i / 2] = eff[i];
+			dumps[i / 2] = (double)k / secs;
+			loader_share[i / 2] = loader_cpu / 1e3 / secs;
 			gate_ms[i / 2] = k ? (double)(bench_stat(t, "gate_wait_ns") - gn0) / 1e6 / k : 0;
 		} else {
 			quiet[i / 2] = rate[i];
+			quiet_eff[i / 2] = eff[i];
 		}
 	}
-	for (unsigned i = 0; i < n; i++)
+	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	for (unsigned i = 0; i < n; i++) {
 		ratio[i] = 100.0 * rate[2 * i + 1] / ((rate[2 * i] + rate[2 * i + 2]) / 2);
+		ratio_eff[i] = 100.0 * eff[2 * i + 1] / ((eff[2 * i] + eff[2 * i + 2]) / 2);
+	}
+	/* On a machine of its own the target's workers would use every CPU the
+	 * loader leaves them, with one loader process per period. */
+	struct bench_dist cpu_per_dump = bench_stats(dump_cpu, ncpu);
+	double nominal = cpu_per_dump.med / (double)period_ms; /* CPUs */
+	for (unsigned i = 0; i < n; i++)
+		projected[i] = ratio_eff[i] * (1.0 - nominal / (double)ncpus);
 	char what[96];
 	printf("  -- one stb-bpf-loader process every %u ms, rounds of %u ms\n", period_ms, round_ms);
-	bench_row("undisturbed", "M yields/s", quiet, n + 1);
-	snprintf(what, sizeof(what), "stb-bpf-loader every %u ms", period_ms);
+	bench_row("undisturbed: wall throughput", "M yields/s", quiet, n + 1);
+	snprintf(what, sizeof(what), "loader every %u ms: wall throughput", period_ms);
 	bench_row(what, "M yields/s", busy, n);
-	bench_row("disturbed / mean of the undisturbed rounds around it", "%", ratio, n);
+	bench_row("  disturbed / mean of the undisturbed rounds around it", "%", ratio, n);
+	bench_row("undisturbed: yields per CPU-second of the target", "M", quiet_eff, n + 1);
+	snprintf(what, sizeof(what), "loader every %u ms: yields per CPU-second", period_ms);
+	bench_row(what, "M", busy_eff, n);
+	bench_row("  disturbed / mean of the undisturbed rounds around it", "%", ratio_eff, n);
+	bench_row("CPUs the target got (all rounds)", "CPUs", share, 2 * n + 1);
+	bench_row("CPUs the loader used (disturbed rounds)", "CPUs", loader_share, n);
+	snprintf(what, sizeof(what), "projected, dedicated %ld CPUs, a dump every %u ms", ncpus,
+		 period_ms);
+	bench_row(what, "%", projected, n);
 	bench_row("dumps per second achieved", "", dumps, n);
 	bench_row("one dump: loader wall time", "ms", dump_wall, ncpu);
 	bench_row("one dump: loader CPU time (user+sys)", "ms", dump_cpu, ncpu);
 	bench_row("one dump: time the target's workers waited at gates", "ms", gate_ms, n);
-	free(gate_ms);
 	free(rate);
+	free(eff);
+	free(share);
 	free(quiet);
 	free(busy);
+	free(quiet_eff);
+	free(busy_eff);
 	free(ratio);
+	free(ratio_eff);
+	free(loader_share);
+	free(projected);
 	free(dumps);
 	free(dump_cpu);
 	free(dump_wall);
+	free(gate_ms);
 }
 
 static void bench_yield(const struct bench_opts *o)

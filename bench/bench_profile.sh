@@ -66,7 +66,13 @@ mkfifo "$tmp/in"
 "${tpin[@]}" "$target" "$yielders" "$sleepers" <"$tmp/in" >"$tmp/log" &
 tpid=$!
 exec 3>"$tmp/in"
-sleep 2 # start-up and warm-up
+# Start-up (1000 bthreads), then warm-up.
+for ((i = 0; i < 300; i++)); do
+  [ "$(wc -l <"$tmp/log")" -ge 5 ] && break
+  sleep 0.1
+done
+[ "$(wc -l <"$tmp/log")" -ge 5 ] || { echo "bench_profile: the target does not report" >&2; exit 1; }
+sleep 2
 
 last() { tail -n 1 "$tmp/log"; }
 # CPU time (utime + stime, clock ticks) of process $1, 0 when it is gone.
@@ -111,12 +117,14 @@ echo "bench_profile: load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v hz="$(getconf CLK_TCK)" '
   {
     label[NR] = $1
+    if (NF < 9 || $4 <= $2 || $7 <= $6) { print "bench_profile: bad window: " $0; bad = 1; exit 1 }
     rate[NR] = ($5 - $3) / ($4 - $2) * 1e9              # yields per second
     tcpu = ($7 - $6) / hz
     eff[NR] = tcpu > 0 ? ($5 - $3) / tcpu : 0           # yields per target CPU-second
     lcpu[NR] = ($9 - $8) / hz / (($4 - $2) / 1e9)       # loader CPUs used
   }
   END {
+    if (bad) exit 1
     n99 = 0; n999 = 0; noff = 0
     for (i = 1; i <= NR; i++) {
       if (label[i] == "off") { off[++noff] = rate[i]; offe[noff] = eff[i]; continue }

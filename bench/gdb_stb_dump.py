@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-# The baseline of bench_loader: what a user without stb-bpf-loader does today
-# (like bRPC's gdb_bthread_stack.py). Run as
-#   gdb -p PID -batch -nx -x gdb_stb_dump.py
-# It reads the exported stb_task_table, and for every ready or suspended task
-# points the current thread's rip/rsp/rbp at the task's saved context, runs
-# "bt" and finally restores the registers. The whole process stays stopped
-# from attach to detach.
+# bench_loader's baseline, what users do without stb-bpf-loader (like bRPC's
+# gdb_bthread_stack.py): gdb -p PID -batch -nx -x gdb_stb_dump.py. Walks the
+# exported stb_task_table; for every ready/suspended task points rip/rsp/rbp at
+# its saved context and runs "bt", then restores them. The process stays
+# stopped from attach to detach.
 import struct
 import time
 

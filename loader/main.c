@@ -445,7 +445,12 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		return;
 	}
 	for (unsigned spins = 0;; spins++) {
-		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
+		rc = spins ? stb_hold_refresh(p, id, deadline, &lease) : 0;
+		if (rc == -EBUSY) {
+			stb_fail(t, rc, "another tracer held the task for the whole timeout");
+			break;
+		}
+		if (rc != 0 || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
 			stb_fail(t, -ESRCH, "bthread %" PRIu64 " has finished", id);
 			rc = -ESRCH;
 			break;
@@ -455,7 +460,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		t->state = st;
 		rc = -EAGAIN;
 		if (st == STB_TASK_READY || st == STB_TASK_SUSPENDED) {
-			rc = stb_hold_copy_context(p, id, w1, lease, deadline, stb_target_read, L->tg,
+			rc = stb_hold_copy_context(p, id, w1, lease, stb_target_read, L->tg,
 						   L->buf, STB_LOADER_COPY_MAX, &regs, &copy);
 			if (rc == 0) {
 				t->mode = STB_TRACE_CONTEXT;

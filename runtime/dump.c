@@ -97,16 +97,21 @@ int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool 
 	uint32_t nslots = stb_task_slots();
 	size_t cap = only ? 1 : (nslots ? nslots : 1);
 	set->tasks = calloc(cap, sizeof(*set->tasks));
-	set->frames = stacks ? calloc(cap * depth, sizeof(*set->frames)) : NULL;
-	if (!set->tasks || (stacks && !set->frames)) {
-		stb_task_set_free(set);
-		return -ENOMEM;
+	/* Each trace goes to scratch, then its frames are appended to one arena
+	 * that grows as needed (100,000 tasks do not need 100,000 x depth frames). */
+	struct stb_frame *scratch = stacks ? calloc(depth, sizeof(*scratch)) : NULL;
+	size_t used = 0, room = 0;
+	int rc = 0;
+	if (!set->tasks || (stacks && !scratch)) {
+		rc = -ENOMEM;
+		goto cleanup;
 	}
 	uint32_t first = 0, last = nslots;
 	if (only) {
-		struct stb_task *t = stb_task_lookup(only);
-		if (!t)
-			return -ESRCH;
+		if (!stb_task_lookup(only)) {
+			rc = -ESRCH;
+			goto cleanup;
+		}
 		first = (uint32_t)only;
 		last = first + 1;
 	}
@@ -124,15 +129,38 @@ int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool 
 		struct stb_report_task *d = &set->tasks[set->n];
 		if (!stacks) {
 			stb_collect_entry(t, id, st, d);
-		} else if (stb_collect_trace(id, depth, set->frames + set->n * depth, d, self_ip,
-					     self_sp, self_bp) != 0) {
+		} else if (stb_collect_trace(id, depth, scratch, d, self_ip, self_sp, self_bp) != 0) {
 			continue; /* finished meanwhile */
+		} else if (d->nframes) {
+			if (used + d->nframes > room) {
+				size_t nroom = room ? room * 2 : 4096;
+				while (nroom < used + d->nframes)
+					nroom *= 2;
+				struct stb_frame *grown = realloc(set->frames, nroom * sizeof(*grown));
+				if (!grown) {
+					rc = -ENOMEM;
+					goto cleanup;
+				}
+				set->frames = grown;
+				room = nroom;
+			}
+			memcpy(set->frames + used, scratch, d->nframes * sizeof(*scratch));
+			used += d->nframes;
 		}
 		set->n++;
 	}
+	/* The arena moved while growing: point each task at its frames now. */
+	for (size_t i = 0, off = 0; stacks && i < set->n; i++) {
+		set->tasks[i].frames = set->tasks[i].nframes ? set->frames + off : NULL;
+		off += set->tasks[i].nframes;
+	}
 	if (only && set->n == 0)
-		return -ESRCH;
-	return 0;
+		rc = -ESRCH;
+cleanup:
+	free(scratch);
+	if (rc)
+		stb_task_set_free(set);
+	return rc;
 }
 
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)

@@ -29,8 +29,9 @@ uint64_t stb_hold_lease(uint64_t deadline)
 
 int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease)
 {
-	uint64_t word = stb_hold_lease(deadline);
 	for (unsigned spins = 0;; spins++) {
+		uint64_t until = stb_hold_now() + STB_HOLD_LEASE_NS;
+		uint64_t word = stb_hold_lease(until < deadline ? until : deadline);
 		uint64_t z = 0;
 		if (__atomic_compare_exchange_n(&p->trace, &z, word, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED)) {
@@ -48,6 +49,16 @@ int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 	}
 }
 
+int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease)
+{
+	uint64_t cur = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
+	uint64_t ends = (*lease >> 16) << STB_ABI_LEASE_SHIFT;
+	if (cur == *lease && stb_hold_now() + STB_HOLD_MARGIN_NS < ends)
+		return 0;
+	stb_hold_release(p, *lease);
+	return stb_hold_acquire(p, id, deadline, lease);
+}
+
 int stb_hold_release(struct stb_abi_task *p, uint64_t lease)
 {
 	uint64_t expected = lease;
@@ -58,13 +69,14 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease)
 }
 
 int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
-			  uint64_t deadline, stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
+			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
 			  struct stb_regs *regs, struct stb_stack_copy *copy)
 {
 	/* While our lease holds, the task cannot pass a gate: the fields below
 	 * are consistent and its stack stays mapped (docs/abi.md). */
+	uint64_t ends = (lease >> 16) << STB_ABI_LEASE_SHIFT;
 	if (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
-	    stb_hold_now() + STB_HOLD_MARGIN_NS >= deadline)
+	    stb_hold_now() + STB_HOLD_MARGIN_NS >= ends)
 		return -ETIMEDOUT;
 	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
 	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);

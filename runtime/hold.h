@@ -21,15 +21,28 @@ typedef int (*stb_hold_read_fn)(void *ctx, uint64_t addr, void *dst, size_t len)
 /* Do not read fields or copy a stack when the lease ends sooner than this. */
 #define STB_HOLD_MARGIN_NS 1000000u
 
+/* A lease lasts this long; a tracer renews it between attempts. A tracer that
+ * is preempted or dies therefore holds a task for at most this long. */
+#define STB_HOLD_LEASE_NS 5000000u
+
 /* A lease word (abi.h) for a hold that must end by deadline (CLOCK_MONOTONIC ns). */
 uint64_t stb_hold_lease(uint64_t deadline);
 
 /*
- * Takes task entry p's lease for bthread id, waiting while another tracer
- * holds it. Returns 0 (*lease set), -ESRCH when the entry no longer holds id,
- * -EBUSY when the deadline passed first. Thread-safe; may spin/yield.
+ * Takes task entry p's lease for bthread id, waiting until `deadline` while
+ * another tracer holds it. The lease itself expires STB_HOLD_LEASE_NS from
+ * now (or at deadline if sooner). Returns 0 (*lease set), -ESRCH when the
+ * entry no longer holds id, -EBUSY when the deadline passed first.
+ * Thread-safe; may spin/yield.
  */
 int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease);
+
+/*
+ * Makes sure *lease is still held with at least STB_HOLD_MARGIN_NS left,
+ * taking a fresh one otherwise (the runtime may have broken an expired one).
+ * Returns 0 or stb_hold_acquire's errors.
+ */
+int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease);
 
 /* Gives the lease back. Returns 0, or -ETIMEDOUT if the runtime broke it. */
 int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
@@ -43,7 +56,7 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
  * lease is gone or about to expire; other -errno from read().
  */
 int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
-			  uint64_t deadline, stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
+			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
 			  struct stb_regs *regs, struct stb_stack_copy *copy);
 
 #endif /* STB_RUNTIME_HOLD_H */

@@ -147,6 +147,7 @@ struct stb_task {
 	uint32_t slot;
 	uint32_t version;              /* version of the current/last occupant */
 	uint32_t seq;                  /* run sequence number (mirrors pub->word) */
+	uint32_t last_worker;          /* worker index + 1 last published in pub, 0 = none */
 	uint32_t flags;
 	unsigned stack_type;
 	struct stb_stack *stack;

@@ -361,11 +361,12 @@ static inline __attribute__((always_inline)) void stb_after_switch(void)
 #endif
 	if (cur) {
 #if STB_TRACER
-		/* Store only what changed: a task mostly stays on its worker. */
-		struct stb_abi_task *p = cur->pub;
-		if (p->worker != w->index || p->tid != (uint32_t)w->tid) {
-			__atomic_store_n(&p->worker, w->index, __ATOMIC_RELAXED);
-			__atomic_store_n(&p->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
+		/* Store only what changed: a task mostly stays on its worker. The
+		 * private copy keeps the entry's second cache line untouched. */
+		if (STB_UNLIKELY(cur->last_worker != w->index + 1)) {
+			cur->last_worker = w->index + 1;
+			__atomic_store_n(&cur->pub->worker, w->index, __ATOMIC_RELAXED);
+			__atomic_store_n(&cur->pub->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
 		}
 		__atomic_store_n(&w->pub->current, stb_task_id(cur), __ATOMIC_RELEASE);
 		if (w->pub->state != STB_WORKER_RUNNING)

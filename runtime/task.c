@@ -198,6 +198,7 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	t->wait_butex = NULL;
 	t->waiter = NULL;
 	t->next = NULL;
+	t->last_worker = 0;
 #if STB_TRACER
 	struct stb_abi_task *p = t->pub;
 	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);

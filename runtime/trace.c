@@ -379,7 +379,12 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 	__atomic_fetch_add(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
 
 	for (unsigned spins = 0;; spins++) {
-		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
+		rc = spins ? stb_hold_refresh(p, tid, deadline, &lease) : 0;
+		if (rc == -EBUSY) {
+			stb_errmsg(info, "another tracer held the task for the whole timeout");
+			goto cleanup;
+		}
+		if (rc != 0 || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
 			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
 			rc = -ESRCH;
 			goto cleanup;
@@ -390,7 +395,7 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 		switch (st) {
 		case STB_TASK_READY:
 		case STB_TASK_SUSPENDED:
-			rc = stb_hold_copy_context(p, tid, w1, lease, deadline, stb_read_self, NULL,
+			rc = stb_hold_copy_context(p, tid, w1, lease, stb_read_self, NULL,
 						   s->buf, STB_COPY_MAX, &cap->regs, &cap->copy);
 			cap->mode = STB_TRACE_CONTEXT;
 			cap->state = st;
@@ -549,7 +554,11 @@ static int stb_trace_unwind(const struct stb_capture *cap, const struct stb_trac
 		.first_is_return = (cap->regs.flags & STB_UNW_IP_IS_RETURN) != 0,
 	};
 	unsigned depth = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
-	int rc = stb_unw_walk(stb_self_proc, &cap->regs, &cap->copy, o->skip, depth,
+	/* Only the copy: the live stack has moved on since (a deeper stack than
+	 * the copy ends the trace rather than mixing in newer frames). */
+	struct stb_regs regs = cap->regs;
+	regs.flags |= STB_UNW_COPY_ONLY;
+	int rc = stb_unw_walk(stb_self_proc, &regs, &cap->copy, o->skip, depth,
 			      stb_walk_frame, &wk);
 	if (rc < 0) {
 		stb_errmsg(info, "unwinding failed: %s", strerror(-rc));

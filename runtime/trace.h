@@ -50,7 +50,7 @@ struct stb_report_task;
 /* Tasks collected by stb_collect_tasks; frames is NULL without stacks. */
 struct stb_task_set {
 	struct stb_report_task *tasks;
-	struct stb_frame *frames;     /* depth frames per task */
+	struct stb_frame *frames;     /* all tasks' frames, one after the other */
 	size_t n;
 };
 

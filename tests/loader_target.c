@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Target process of test_loader and bench_loader: bthreads parked in known
- * call chains (butex, sleep, mutex, fd wait, yield loop, spin loop, a raw
- * blocking read), a registered pthread spinning in a known chain, a
- * heartbeat, and a counter of every signal it receives. It reports the ids of
- * each chain on stdout and answers line commands on stdin (see usage()).
- * Built twice: with frame pointers and with -O2 -fomit-frame-pointer.
+ * Target of test_loader and bench_loader: bthreads parked in known call
+ * chains (butex, sleep, mutex, fd, yield, spin, blocking read), a registered
+ * pthread, a heartbeat and a counter of every signal received; ids on stdout,
+ * line commands on stdin (ltgt_usage). Built with and without frame pointers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -387,7 +385,6 @@ struct ltgt_opts {
 	long many;
 	int finished;     /* bthreads that ran and were joined before "ready" */
 	int fake_abi;     /* >0: publish a fake table with this ABI version */
-	int exit_after_ms;
 };
 
 struct ltgt_chain {
@@ -404,8 +401,7 @@ static void ltgt_usage(void)
 	fprintf(stderr,
 		"usage: loader_target [--workers N] [--butex N] [--sleep N] [--mutex N] [--fd N]\n"
 		"                     [--yield N] [--spin N] [--heartbeat N] [--blocker N]\n"
-		"                     [--pthread N] [--many N] [--finished N] [--exit-after MS]\n"
-		"                     [--fake-abi VERSION]\n"
+		"                     [--pthread N] [--many N] [--finished N] [--fake-abi VERSION]\n"
 		"Prints 'pid P', one 'ids CHAIN ID...' line per chain, then 'ready'.\n"
 		"Commands on stdin, one per line, each answered by one line:\n"
 		"  stats          stats signals=S heartbeat=H yields=Y spins=N pthread_spins=N\n"
@@ -471,8 +467,6 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 			o->many = v;
 		else if (strcmp(a, "--fake-abi") == 0)
 			o->fake_abi = (int)v;
-		else if (strcmp(a, "--exit-after") == 0)
-			o->exit_after_ms = (int)v;
 		else {
 			ltgt_usage();
 			return -1;
@@ -657,12 +651,6 @@ static void ltgt_trace(bthread_t id)
 	       info.held_ns, t1 - t0);
 }
 
-static void *ltgt_exit_timer(void *arg)
-{
-	ltgt_sleep_ms((unsigned)(uintptr_t)arg);
-	_exit(3);
-}
-
 int main(int argc, char **argv)
 {
 	struct ltgt_opts o;
@@ -772,10 +760,6 @@ int main(int argc, char **argv)
 	if (o.many)
 		printf("ids many %ld %" PRIu64 " %" PRIu64 "\n", o.many, many[0], many[o.many - 1]);
 	printf("ready\n");
-	if (o.exit_after_ms > 0) {
-		pthread_t th;
-		pthread_create(&th, NULL, ltgt_exit_timer, (void *)(uintptr_t)o.exit_after_ms);
-	}
 
 	char line[256];
 	while (fgets(line, sizeof(line), stdin)) {

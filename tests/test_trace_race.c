@@ -440,7 +440,10 @@ static void test_race_traces_vs_churn(void **state)
 	assert_true(sum.context > 0 && sum.signal > 0);
 	assert_true(sum.with_family * 2 > sum.ok);
 	assert_true(stb_race.started > STB_RACE_TASKS * 2);
-	assert_int_equal(s1.gate_giveups, s0.gate_giveups);
+	/* A lease lasts 5 ms and is renewed between attempts: a tracer that is
+	 * preempted longer (this machine is often oversubscribed) loses it and
+	 * the task moves on. That must stay rare. */
+	assert_true(s1.gate_giveups - s0.gate_giveups <= STB_RACE_TRACES / 100);
 	STB_TEST_END();
 }
 
