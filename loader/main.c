@@ -574,11 +574,11 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	t->nframes = c.n;
 }
 
-static void stb_loader_sym(void *ctx, struct stb_frame *f, int is_return)
+static void stb_loader_sym(void *ctx, struct stb_frame *f, int flags)
 {
 	struct stb_loader *L = ctx;
 	struct stb_sym_info si;
-	if (stb_sym_lookup(L->sym, f->ip, is_return, &si) != 0 && !si.module)
+	if (stb_sym_lookup(L->sym, f->ip, flags, &si) != 0 && !si.module)
 		return;
 	f->symbol = si.function;
 	f->offset = si.offset;

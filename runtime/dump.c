@@ -32,10 +32,10 @@ static int stb_collect_frame(const struct stb_frame *f, void *arg)
 	return 0;
 }
 
-void stb_report_sym_self(void *ctx, struct stb_frame *f, int is_return)
+void stb_report_sym_self(void *ctx, struct stb_frame *f, int flags)
 {
 	(void)ctx;
-	stb_trace_symbolize(f->ip, is_return, f);
+	stb_trace_symbolize(f->ip, flags, f);
 }
 
 /* Fills d from the table entry of t without tracing it. */

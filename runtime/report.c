@@ -10,6 +10,7 @@
 
 #include "report.h"
 #include "stb/abi.h"
+#include "symbolize.h"
 
 static const char *const stb_state_names[STB_TASK_NSTATES] = {
 	"unused", "created", "ready-without-stack", "ready", "about-to-run",
@@ -39,7 +40,7 @@ static bool stb_report_first_exact(const struct stb_report_task *t)
 	return t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF;
 }
 
-void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t)
+void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
 {
 	if (!r->sym)
 		return;
@@ -47,7 +48,9 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t)
 	for (unsigned i = 0; i < t->nframes; i++) {
 		struct stb_frame *f = &t->frames[i];
 		if (!f->symbol && !f->module)
-			r->sym(r->sym_ctx, f, i > 0 || !exact);
+			r->sym(r->sym_ctx, f,
+			       (i > 0 || !exact ? STB_SYM_RETURN : 0) |
+				       (with_source ? 0 : STB_SYM_NO_SOURCE));
 	}
 }
 
@@ -76,7 +79,7 @@ static void stb_report_frames(const struct stb_report *r, struct stb_report_task
 		fprintf(out, "(no stack: %s)\n", stb_state_name(t->state));
 		return;
 	}
-	stb_report_symbolize(r, t);
+	stb_report_symbolize(r, t, false); /* text shows no file:line */
 	char line[768];
 	for (unsigned i = 0; i < t->nframes; i++) {
 		stb_format_frame(line, sizeof(line), i, &t->frames[i]);
@@ -207,7 +210,7 @@ static const char *const stb_mode_names[] = {"none", "context", "signal", "self"
 static void stb_json_frames(const struct stb_report *r, struct stb_report_task *t)
 {
 	FILE *out = r->out;
-	stb_report_symbolize(r, t);
+	stb_report_symbolize(r, t, true);
 	fprintf(out, "\"frames\": [");
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];

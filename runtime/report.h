@@ -36,8 +36,9 @@ struct stb_report_task {
 	unsigned group_count;               /* leaders: members */
 };
 
-/* Fills f's symbol fields; is_return: f->ip is a return address. */
-typedef void (*stb_report_sym_fn)(void *ctx, struct stb_frame *f, int is_return);
+/* Fills f's symbol fields. flags: STB_SYM_RETURN (f->ip is a return address),
+ * STB_SYM_NO_SOURCE (file:line not needed), as for stb_sym_lookup. */
+typedef void (*stb_report_sym_fn)(void *ctx, struct stb_frame *f, int flags);
 
 struct stb_report {
 	FILE *out;
@@ -50,8 +51,9 @@ struct stb_report {
 /* Formats "#idx 0x%016x symbol+0xoff\n" into buf; returns the full length (snprintf). */
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f);
 
-/* Symbolizes frames that have none yet (frame 0 exact for running captures). */
-void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t);
+/* Symbolizes frames that have none yet (frame 0 exact for running captures);
+ * with_source: also file:line. */
+void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source);
 
 /*
  * Groups tasks with the same state and the same frame ips. Returns the group

@@ -36,6 +36,7 @@ struct stb_sym_entry {
 	uint64_t ip;
 	int is_ret;
 	int ret;
+	int src_done; /* file/line/inlines resolved */
 	struct stb_sym_info info;
 };
 
@@ -446,6 +447,18 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 		info->function = stb_sym_name(s, name);
 		info->offset = off + (ip - addr);
 	}
+	e->ret = info->function ? 0 : -ENOENT;
+}
+
+/* Source position and inline frames of an entry (reads DWARF: may be slow). */
+static void stb_sym_resolve_source(struct stb_sym *s, struct stb_sym_entry *e)
+{
+	struct stb_sym_info *info = &e->info;
+	Dwarf_Addr addr = e->is_ret && e->ip ? e->ip - 1 : e->ip;
+	e->src_done = 1;
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	if (!mod)
+		return;
 	Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
 	if (l) {
 		int lineno = 0;
@@ -456,13 +469,12 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 		}
 	}
 	stb_sym_inlines(s, mod, addr, info);
-	e->ret = info->function ? 0 : -ENOENT;
 }
 
-int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int is_return_address, struct stb_sym_info *out)
+int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out)
 {
 	struct stb_sym_entry *e, tmp;
-	int is_ret = is_return_address ? 1 : 0, ret;
+	int is_ret = flags & STB_SYM_RETURN, ret;
 
 	if (!s || !out)
 		return -EINVAL;
@@ -474,11 +486,20 @@ int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int is_return_address, struct
 			e = &tmp; /* answer without caching */
 		e->ip = ip;
 		e->is_ret = is_ret;
+		e->src_done = 0;
 		stb_sym_resolve(s, ip, is_ret, e);
 		if (e != &tmp)
 			stb_sym_cache_put(s, e);
 	}
+	if (!(flags & STB_SYM_NO_SOURCE) && !e->src_done)
+		stb_sym_resolve_source(s, e);
 	*out = e->info;
+	if (flags & STB_SYM_NO_SOURCE && !e->src_done) {
+		out->file = NULL;
+		out->line = 0;
+		out->ninline = 0;
+		out->inlines = NULL;
+	}
 	ret = e->ret;
 	pthread_mutex_unlock(&s->lock);
 	return ret;

@@ -45,8 +45,14 @@ struct stb_sym_info {
 	const struct stb_sym_inline *inlines;
 };
 
+/* stb_sym_lookup flags. */
+#define STB_SYM_RETURN 0x1    /* ip is a return address: look up ip - 1 */
+#define STB_SYM_NO_SOURCE 0x2 /* skip file:line and inline frames (no DWARF read) */
+
 /*
- * Symbolizes ip. With is_return_address, ip comes from a caller's frame and
+ * Symbolizes ip. flags: STB_SYM_RETURN and STB_SYM_NO_SOURCE (any other
+ * non-zero value in bit 0 means STB_SYM_RETURN). With STB_SYM_RETURN, ip
+ * comes from a caller's frame and
  * the lookup uses ip - 1 (the call instruction), while offset and
  * module_offset still describe ip itself. Results are cached per (ip, flag);
  * strings are owned by s and stay valid until stb_sym_free. An ip in no known
@@ -55,7 +61,7 @@ struct stb_sym_info {
  * first used. Returns 0; -ENOENT when no function is known (module, build_id
  * and module_offset may still be set); -EINVAL on bad arguments.
  */
-int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int is_return_address, struct stb_sym_info *out);
+int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out);
 
 /* Re-reads the target's module list (dlopen/dlclose in the target) and drops
  * cached results (strings already returned stay valid). Returns 0 or -errno. */

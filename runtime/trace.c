@@ -466,11 +466,11 @@ static void stb_self_init(void)
 }
 
 /* Fills f's symbol fields from the cache-backed symbolizer; false if unknown. */
-static bool stb_symbolize_into(uint64_t ip, bool is_return, struct stb_frame *f,
+static bool stb_symbolize_into(uint64_t ip, int flags, struct stb_frame *f,
 			       struct stb_sym_info *si)
 {
 	memset(si, 0, sizeof(*si));
-	if (!stb_self_sym || (stb_sym_lookup(stb_self_sym, ip, is_return, si) != 0 && !si->module))
+	if (!stb_self_sym || (stb_sym_lookup(stb_self_sym, ip, flags, si) != 0 && !si->module))
 		return false;
 	f->symbol = si->function;
 	f->offset = si->offset;
@@ -482,11 +482,11 @@ static bool stb_symbolize_into(uint64_t ip, bool is_return, struct stb_frame *f,
 	return true;
 }
 
-void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f)
+void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f)
 {
 	struct stb_sym_info si;
 	pthread_once(&stb_self_once, stb_self_init);
-	stb_symbolize_into(ip, is_return != 0, f, &si);
+	stb_symbolize_into(ip, flags, f, &si);
 }
 
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
@@ -529,7 +529,9 @@ static int stb_walk_frame(const struct stb_unw_frame *uf, void *arg)
 	f.sp = uf->sp;
 	f.flags = uf->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
 	struct stb_sym_info si;
-	if (!o->no_symbols && stb_symbolize_into(uf->ip, idx > 0 || wk->first_is_return, &f, &si) &&
+	int flags = (idx > 0 || wk->first_is_return ? STB_SYM_RETURN : 0) |
+		    (o->no_source ? STB_SYM_NO_SOURCE : 0);
+	if (!o->no_symbols && stb_symbolize_into(uf->ip, flags, &f, &si) &&
 	    o->inline_frames) {
 		for (unsigned i = 0; i < si.ninline; i++) {
 			struct stb_frame in = f;
@@ -675,7 +677,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 	if (size)
 		buf[0] = '\0';
 	struct stb_text tx = {.buf = buf, .size = size};
-	struct stb_trace_opts o = {.on_frame = stb_text_frame, .arg = &tx};
+	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_text_frame, .arg = &tx};
 	struct stb_trace_info info;
 	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)

@@ -35,7 +35,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		   uint64_t self_bp);
 
 /* Symbolizes ip of this process into f (symbol, offset, module, file, line). */
-void stb_trace_symbolize(uint64_t ip, int is_return, struct stb_frame *f);
+void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f); /* STB_SYM_* flags */
 
 /* The tracer's unwinder and symbolizer of this process (set up on first use;
  * NULL when that failed), for the pprof and folded dumps (runtime/pprof.h). */
@@ -67,6 +67,6 @@ int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool 
 		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set);
 void stb_task_set_free(struct stb_task_set *set);
 /* stb_report_sym_fn for this process (ctx unused). */
-void stb_report_sym_self(void *ctx, struct stb_frame *f, int is_return);
+void stb_report_sym_self(void *ctx, struct stb_frame *f, int flags);
 
 #endif /* STB_RUNTIME_TRACE_H */

@@ -81,6 +81,7 @@ struct stb_trace_opts {
 	unsigned max_depth;   /* frames to deliver at most; 0 = 64. The walk stops there. */
 	unsigned skip;        /* innermost frames to drop before counting */
 	int no_symbols;       /* non-zero: leave symbol/module/file empty (faster) */
+	int no_source;        /* non-zero: symbols but no file:line (no DWARF read) */
 	int inline_frames;    /* non-zero: add STB_FRAME_F_INLINED frames */
 	int timeout_ms;       /* 0 = the signal trace timeout (default 50 ms) */
 	stb_frame_fn on_frame; /* optional */
