@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/libbpf.h>
+
 #include "capture.h"
 #include "hold.h"
 #include "pprof.h"
@@ -591,8 +593,19 @@ static void stb_loader_sym(void *ctx, struct stb_frame *f, int flags)
 
 /* ---- setup ---- */
 
+/* libbpf's own messages: only with -v (a missing privilege is explained once). */
+static int stb_libbpf_quiet;
+static int stb_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (stb_libbpf_quiet || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
 static void stb_loader_open_capture(struct stb_loader *L)
 {
+	stb_libbpf_quiet = !L->o.verbose;
+	libbpf_set_print(stb_libbpf_print);
 	struct stb_capture_opts co;
 	memset(&co, 0, sizeof(co));
 	co.mode = STB_CAPTURE_MODE_CAPTURE;

@@ -299,6 +299,14 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 		t = stb_mpmc_pop(&w->remote);
 		if (!t)
 			t = stb_ovf_pop();
+		/* Nor may a worker stuck in a long-running bthread strand the tasks
+		 * queued behind it while this one keeps busy: take one of them. */
+		uint32_t n = __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
+		if (!t && n > 1) {
+			struct stb_worker *v = stb_workers[stb_rand(w) % n];
+			if (v != w)
+				t = stb_rq_pop(&v->rq);
+		}
 		if (t)
 			return t;
 	}
