@@ -22,6 +22,7 @@
 
 #include "capture.h"
 #include "hold.h"
+#include "offcpu.h"
 #include "pprof.h"
 #include "profile.h"
 #include "report.h"
@@ -35,6 +36,7 @@
 
 #define STB_LOADER_COPY_MAX (256u << 10)
 #define STB_LOADER_MAX_IDS 1024u
+#define STB_LOADER_CAPTURE_SLICE_US 5000u
 
 enum stb_format { STB_FMT_TEXT, STB_FMT_JSON, STB_FMT_PPROF, STB_FMT_FOLDED };
 
@@ -67,6 +69,7 @@ struct stb_loader {
 	struct stb_capture_record *rec;
 	struct stb_frame *scratch;    /* max_depth frames */
 	bool target_gone;
+	unsigned fault_hold_ms;       /* $STB_LOADER_FAULT_HOLD_MS (tests only) */
 	unsigned failed;              /* tasks that could not be traced */
 	unsigned missing;             /* --bthread ids that do not exist */
 	/* -v timings: how long tasks were held (lease taken to released) and
@@ -427,7 +430,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	struct stb_regs regs;
 	struct stb_stack_copy copy;
 	uint64_t lease;
-	bool bpf = false;
+	bool bpf = false, offcpu = false;
 
 	memset(t, 0, sizeof(*t));
 	t->id = id;
@@ -436,6 +439,11 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	t->is_pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
 
 	int rc = stb_hold_acquire(p, id, deadline, &lease);
+	if (rc == 0 && L->fault_hold_ms) {
+		/* Fault injection for tests: keep the lease as a stuck loader would. */
+		struct timespec ts = {L->fault_hold_ms / 1000, (long)(L->fault_hold_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+	}
 	uint64_t held_from = stb_now();
 	struct stb_capture_timing tm = {0};
 	if (rc == -ESRCH) {
@@ -478,6 +486,16 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		} else if (st == STB_TASK_RUNNING) {
 			uint32_t worker = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
 			t->tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
+			/* Blocked in a system call on its thread: nothing to sample, and
+			 * no BPF needed (sp/pc from /proc). */
+			long nr = -1;
+			if (stb_offcpu_read(L->tg, (pid_t)t->tid, p->stack_hi, L->buf,
+					    STB_LOADER_COPY_MAX, &regs, &copy, &nr) == 0) {
+				t->mode = STB_TRACE_SYSCALL;
+				offcpu = true;
+				rc = 0;
+				break;
+			}
 			if (!L->cap) {
 				stb_fail(t, -ENOTSUP, "running: not captured (%s)", L->cap_note);
 				rc = -ENOTSUP;
@@ -493,8 +511,12 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 					break;
 				}
 			}
+			/* A few ms of sampling: a task that does not run in that window
+			 * is looked for in a blocking system call again (offcpu.c). */
 			uint64_t now = stb_now();
 			unsigned budget = now < deadline ? (unsigned)((deadline - now) / 1000u) : 0;
+			if (budget > STB_LOADER_CAPTURE_SLICE_US)
+				budget = STB_LOADER_CAPTURE_SLICE_US;
 			rc = stb_capture_take(L->cap, worker, id, budget, L->rec, &tm);
 			if (t->is_pthread)
 				stb_capture_set_worker(L->cap, worker, 0);
@@ -504,13 +526,25 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 				bpf = true;
 			} else if (rc == -ETIMEDOUT) {
 				uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-				if (w2 == w1) {
-					stb_fail(t, rc, "running on worker %u (tid %u) but never on a CPU "
-							"during the capture: blocked in a system call?",
-						 worker, t->tid);
-					break;
+				if (w2 != w1) {
+					rc = -EAGAIN; /* it moved: read it again */
+				} else {
+					/* Never on a CPU: blocked in a system call on its thread? */
+					rc = stb_offcpu_read(L->tg, (pid_t)t->tid, p->stack_hi, L->buf,
+							     STB_LOADER_COPY_MAX, &regs, &copy, &nr);
+					if (rc == 0) {
+						t->mode = STB_TRACE_SYSCALL;
+						offcpu = true;
+					} else if (stb_now() >= deadline) {
+						stb_fail(t, -ETIMEDOUT, "running on worker %u (tid %u) but not "
+								"seen on a CPU within %d ms (machine overloaded?)",
+							 worker, t->tid, L->o.timeout_ms);
+						rc = -ETIMEDOUT;
+						break;
+					} else {
+						rc = -EAGAIN;
+					}
 				}
-				rc = -EAGAIN; /* it moved: read it again */
 			} else if (rc == -ESRCH) {
 				L->target_gone = !stb_target_alive(L->tg);
 				stb_fail(t, rc, L->target_gone ? "the target exited"
@@ -563,6 +597,8 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		return;
 	if (bpf) {
 		stb_unwind_capture(L, L->rec, &c);
+	} else if (offcpu) {
+		c.n = stb_offcpu_unwind(L->unw, L->tg, &regs, &copy, c.frames, c.max);
 	} else {
 		stb_unw_walk(L->unw, &regs, &copy, 0, c.max, stb_collect, &c);
 	}
@@ -658,6 +694,10 @@ int main(int argc, char **argv)
 	size_t ntasks = 0;
 	char err[512];
 
+	const char *fault = getenv("STB_LOADER_FAULT_HOLD_MS");
+	uint64_t fv;
+	if (fault && stb_parse_u64(fault, 1, 600000, &fv))
+		L.fault_hold_ms = (unsigned)fv;
 	L.tg = stb_target_open(L.o.pid, err, sizeof(err));
 	if (!L.tg) {
 		fprintf(stderr, "stb-bpf-loader: %s\n", err);

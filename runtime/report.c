@@ -37,7 +37,8 @@ size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_f
 
 static bool stb_report_first_exact(const struct stb_report_task *t)
 {
-	return t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF;
+	return t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF ||
+	       t->mode == STB_TRACE_SYSCALL;
 }
 
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
@@ -205,7 +206,7 @@ static void stb_json_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-static const char *const stb_mode_names[] = {"none", "context", "signal", "self", "bpf"};
+static const char *const stb_mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall"};
 
 static void stb_json_frames(const struct stb_report *r, struct stb_report_task *t)
 {

@@ -817,10 +817,49 @@ static uint64_t lease_deadline_ns(uint64_t lease)
 }
 
 /*
- * A loader holds the blocker (RUNNING but in read(2): the capture waits for
- * the whole --timeout) and is SIGKILLed. The task is then stuck at the gate
- * only until the lease deadline: the runtime breaks the lease (gate_giveups),
- * the task goes on, and the target stays fully working.
+ * A running bthread blocked in read(2) on its worker is never on a CPU, so
+ * the BPF program cannot see it: its stack comes from the sp/pc that
+ * /proc/PID/task/TID/syscall shows and the frame chain found on its stack.
+ */
+static void test_running_in_syscall(void **state)
+{
+	(void)state;
+	struct lu_target tg;
+	target_start(&tg, target_path, blocker_args, NULL);
+	uint64_t blocker = chain_id(&tg, "blocker", 0);
+	char id[32];
+	snprintf(id, sizeof(id), "%" PRIu64, blocker);
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--bthread", id, "--format", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	struct lu_json *doc = parse_json(r.out);
+	const struct lu_json *t = json_task(doc, blocker);
+	assert_non_null(t);
+	assert_string_equal(lu_json_str(t, "state"), "running");
+	assert_string_equal(lu_json_str(t, "capture"), "syscall");
+	assert_null(lu_json_str(t, "error"));
+	char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+	unsigned n = json_frames(t, frames, sources);
+	static const char *const want[] = {"ltgt_block_leaf", "ltgt_block_mid", "ltgt_block_main",
+					   "stb_task_entry", NULL};
+	if (!frames_have(frames, n, want)) {
+		dump_frames("blocker", blocker, frames, n);
+		fail_msg("blocker: expected frames missing");
+	}
+	assert_string_equal(frames[n - 1], "stb_ctx_trampoline");
+	lu_json_free(doc);
+	run_free(&r);
+	char reply[64];
+	assert_int_equal(lu_target_cmd(&tg, "release", reply, sizeof(reply)), 0);
+	target_finish(&tg, BLOCKER_TASKS);
+}
+
+/*
+ * A loader holds the blocker and is SIGKILLed while it holds the lease
+ * (STB_LOADER_FAULT_HOLD_MS keeps it there, as a stuck loader would). The
+ * task is then stuck at the gate only until the lease deadline: the runtime
+ * breaks the lease (gate_giveups), the task goes on, and the target stays
+ * fully working.
  */
 static void test_loader_killed(void **state)
 {
@@ -833,9 +872,10 @@ static void test_loader_killed(void **state)
 	snprintf(id, sizeof(id), "%" PRIu64, blocker);
 	char *argv[] = {loader_path, "--pid", (char *)pid_arg(&tg), "--bthread", id, "--timeout",
 			"3000", NULL};
+	char *env[] = {"STB_LOADER_FAULT_HOLD_MS=20000", NULL};
 	struct lu_proc lp;
 	uint64_t started = lu_now_ns();
-	assert_int_equal(lu_proc_start(&lp, argv, NULL, NULL, NULL), 0);
+	assert_int_equal(lu_proc_start(&lp, argv, env, NULL, NULL), 0);
 	uint64_t lease = wait_lease(&tg, blocker, &lp);
 	/* The lease ends within the trace's --timeout (the loader may take
 	 * shorter ones and renew them). */
@@ -1336,6 +1376,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_group, teardown),
 		cmocka_unit_test_teardown(test_filters, teardown),
 		cmocka_unit_test_teardown(test_missing_bthread, teardown),
+		cmocka_unit_test_teardown(test_running_in_syscall, teardown),
 		cmocka_unit_test_teardown(test_loader_killed, teardown),
 		cmocka_unit_test_teardown(test_target_exits_text, teardown),
 		cmocka_unit_test_teardown(test_target_exits_json, teardown),

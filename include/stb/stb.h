@@ -72,6 +72,8 @@ enum stb_trace_mode {
 	STB_TRACE_SIGNAL = 2,   /* running: captured by a signal handler on its thread */
 	STB_TRACE_SELF = 3,     /* the caller traced itself */
 	STB_TRACE_BPF = 4,      /* running: captured by the BPF program (stb-bpf-loader) */
+	STB_TRACE_SYSCALL = 5,  /* running but blocked in a system call on its thread:
+				   sp/pc from /proc (stb-bpf-loader) */
 };
 
 /* Called for each frame in order; return non-zero to stop the walk there. */

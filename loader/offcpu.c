@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Running-but-blocked tasks (see offcpu.h): /proc/PID/task/TID/syscall gives
+ * the user sp and pc at the system call; the stack is stable while the call
+ * blocks. rbp is not published there, so the frame-pointer chain is found by
+ * scanning for a saved rbp whose neighbour is a return address after a call.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "offcpu.h"
+
+#define STB_OFFCPU_RED_ZONE 128u
+#define STB_OFFCPU_SCAN 2048u /* bytes scanned above the last DWARF frame */
+
+/* Parses /proc/PID/task/TID/syscall: "nr a1 .. a6 sp pc". -EAGAIN if running. */
+static int stb_offcpu_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
+{
+	char path[96], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	int rc = -EAGAIN;
+	if (fgets(line, sizeof(line), f)) {
+		unsigned long long a[6], s, p;
+		long n;
+		if (sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &n, &a[0], &a[1], &a[2],
+			   &a[3], &a[4], &a[5], &s, &p) == 9) {
+			*nr = n;
+			*sp = s;
+			*pc = p;
+			rc = 0;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
+		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr)
+{
+	uint64_t sp, pc, sp2, pc2;
+	long nr2;
+	int rc = stb_offcpu_syscall(tg->pid, tid, nr, &sp, &pc);
+	if (rc != 0)
+		return rc;
+	if (sp <= STB_OFFCPU_RED_ZONE || sp >= stack_hi)
+		return -EAGAIN;
+	uint64_t from = sp - STB_OFFCPU_RED_ZONE;
+	size_t len = stack_hi - from < cap ? (size_t)(stack_hi - from) : cap;
+	rc = stb_target_read(tg, from, buf, len);
+	if (rc != 0)
+		return rc;
+	/* Still blocked in the same call: the copy is consistent. */
+	rc = stb_offcpu_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
+	if (rc != 0)
+		return rc;
+	if (nr2 != *nr || sp2 != sp || pc2 != pc)
+		return -EAGAIN;
+	memset(regs, 0, sizeof(*regs));
+	regs->ip = pc;
+	regs->sp = sp;
+	regs->flags = STB_UNW_COPY_ONLY;
+	copy->addr = from;
+	copy->bytes = buf;
+	copy->len = len;
+	return 0;
+}
+
+struct stb_offcpu_walk {
+	struct stb_frame *frames;
+	unsigned n, max;
+};
+
+static int stb_offcpu_frame(const struct stb_unw_frame *f, void *arg)
+{
+	struct stb_offcpu_walk *w = arg;
+	if (w->n >= w->max)
+		return 1;
+	struct stb_frame *fr = &w->frames[w->n++];
+	memset(fr, 0, sizeof(*fr));
+	fr->ip = f->ip;
+	fr->sp = f->sp;
+	fr->flags = f->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
+	return 0;
+}
+
+static int stb_copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t *v)
+{
+	if (addr < c->addr || addr + 8 > c->addr + c->len)
+		return -EFAULT;
+	memcpy(v, (const char *)c->bytes + (addr - c->addr), 8);
+	return 0;
+}
+
+/* Is ret a return address: inside a module, right after a call instruction? */
+static int stb_is_return_address(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret)
+{
+	struct stb_unw_module_info mi;
+	uint8_t code[7];
+	if (ret < 8 || stb_unw_proc_module(unw, ret, &mi) != 0)
+		return 0;
+	if (stb_target_read(tg, ret - 7, code, sizeof(code)) != 0)
+		return 0;
+	if (code[2] == 0xe8)                          /* call rel32 */
+		return 1;
+	if (code[5] == 0xff && (code[6] & 0x38) == 0x10) /* call *%reg */
+		return 1;
+	if (code[4] == 0xff && (code[5] & 0x38) == 0x10) /* call *disp8(%reg) */
+		return 1;
+	if (code[1] == 0xff && (code[2] & 0x38) == 0x10) /* call *disp32(%reg) */
+		return 1;
+	return 0;
+}
+
+unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
+			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
+			   struct stb_frame *frames, unsigned max)
+{
+	struct stb_offcpu_walk w = {.frames = frames, .max = max};
+	stb_unw_walk(unw, regs, copy, 0, max, stb_offcpu_frame, &w);
+	if (w.n == 0 || w.n >= max)
+		return w.n;
+	/* The walk stopped where rbp was needed: find the frame record of the
+	 * last frame above its stack pointer and follow the chain from there. */
+	uint64_t from = w.frames[w.n - 1].sp ? w.frames[w.n - 1].sp : regs->sp;
+	uint64_t hi = copy->addr + copy->len;
+	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_OFFCPU_SCAN;
+	     x += 8) {
+		uint64_t saved_bp, ret;
+		if (stb_copy_u64(copy, x, &saved_bp) || stb_copy_u64(copy, x + 8, &ret))
+			break;
+		if (saved_bp != 0 && (saved_bp <= x || saved_bp >= hi))
+			continue;
+		if (!stb_is_return_address(unw, tg, ret))
+			continue;
+		struct stb_regs fp = {.ip = ret, .sp = x + 16, .bp = saved_bp,
+				      .flags = STB_UNW_IP_IS_RETURN | STB_UNW_COPY_ONLY};
+		struct stb_offcpu_walk rest = {.frames = w.frames + w.n, .max = max - w.n};
+		stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, stb_offcpu_frame, &rest);
+		for (unsigned i = 0; i < rest.n; i++)
+			rest.frames[i].flags |= STB_FRAME_F_FP;
+		w.n += rest.n;
+		break;
+	}
+	return w.n;
+}
