@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,20 +71,42 @@ static inline int pu_require_privilege(const char *test)
 	return 77;
 }
 
+static char pu_tmpdir_path[64];
+static pid_t pu_tmpdir_owner;
+
+static inline int pu_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Removes the temporary directory at exit (of the process that made it). */
+static inline void pu_tmpdir_remove(void)
+{
+	if (pu_tmpdir_path[0] && getpid() == pu_tmpdir_owner)
+		nftw(pu_tmpdir_path, pu_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* A private temporary directory with HOME and GOCACHE pointing into it, so
- * that `go tool pprof` works for any user (root in CI). Returns its path. */
+ * that `go tool pprof` works for any user (root in CI); removed at exit.
+ * Returns its path. */
 static inline const char *pu_tmpdir(void)
 {
-	static char dir[64];
+	char *dir = pu_tmpdir_path;
 	if (dir[0])
 		return dir;
-	snprintf(dir, sizeof(dir), "/tmp/stb-prof-test.XXXXXX");
+	snprintf(dir, sizeof(pu_tmpdir_path), "/tmp/stb-prof-test.XXXXXX");
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		exit(1);
 	}
+	pu_tmpdir_owner = getpid();
+	atexit(pu_tmpdir_remove);
 	char cache[128];
-	snprintf(cache, sizeof(cache), "%s/gocache", dir);
+	snprintf(cache, sizeof(cache), "%s/gocache", pu_tmpdir_path);
 	setenv("HOME", dir, 1);
 	setenv("GOCACHE", cache, 1);
 	setenv("GOFLAGS", "", 1);
