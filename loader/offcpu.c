@@ -13,7 +13,7 @@
 #include "offcpu.h"
 
 #define STB_OFFCPU_RED_ZONE 128u
-#define STB_OFFCPU_SCAN 2048u /* bytes scanned above the last DWARF frame */
+#define STB_OFFCPU_SCAN 16384u /* bytes scanned above the last DWARF frame */
 
 /* Parses /proc/PID/task/TID/syscall: "nr a1 .. a6 sp pc". -EAGAIN if running. */
 static int stb_offcpu_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)

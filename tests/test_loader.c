@@ -38,8 +38,16 @@ static char loader_path[PATH_MAX];
 static char target_path[PATH_MAX];
 static char target_nofp_path[PATH_MAX];
 
-/* Targets started by the current test, killed by the teardown if it failed. */
-static struct lu_target *live[4];
+/*
+ * Targets started by the current test, killed by the teardown if it failed.
+ * A failed check longjmps out of the test, so the test's own struct
+ * lu_target is gone by then: keep what the teardown needs here.
+ */
+static struct {
+	const struct lu_target *t;
+	pid_t pid;
+	int to_fd, from_fd;
+} live[4];
 
 static struct lu_target *target_start(struct lu_target *t, const char *path,
 				      const char *const *args, char *const env[])
@@ -48,8 +56,11 @@ static struct lu_target *target_start(struct lu_target *t, const char *path,
 	if (rc != 0)
 		fail_msg("cannot start %s: %s", path, strerror(-rc));
 	for (unsigned i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
-		if (!live[i]) {
-			live[i] = t;
+		if (!live[i].t) {
+			live[i].t = t;
+			live[i].pid = t->pid;
+			live[i].to_fd = t->to_fd;
+			live[i].from_fd = t->from_fd;
 			break;
 		}
 	}
@@ -59,17 +70,22 @@ static struct lu_target *target_start(struct lu_target *t, const char *path,
 static void target_forget(struct lu_target *t)
 {
 	for (unsigned i = 0; i < sizeof(live) / sizeof(live[0]); i++)
-		if (live[i] == t)
-			live[i] = NULL;
+		if (live[i].t == t)
+			live[i].t = NULL;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
 	for (unsigned i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
-		if (live[i])
-			lu_target_kill(live[i]);
-		live[i] = NULL;
+		if (!live[i].t)
+			continue;
+		kill(live[i].pid, SIGKILL);
+		while (waitpid(live[i].pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		close(live[i].to_fd);
+		close(live[i].from_fd);
+		live[i].t = NULL;
 	}
 	return 0;
 }
