@@ -794,13 +794,15 @@ int main(int argc, char **argv)
 		.out = out, .sym = stb_loader_sym, .sym_ctx = &L, .group = L.o.group,
 		.now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
 	};
+	uint64_t untraceable = __atomic_load_n(&h->untraceable, __ATOMIC_RELAXED);
 	if (L.o.format == STB_FMT_JSON) {
 		char extra[512];
 		snprintf(extra, sizeof(extra),
 			 ",\n  \"pid\": %d, \"comm\": \"%s\", \"abi_version\": %u,"
-			 " \"capture\": \"%s\", \"complete\": %s",
+			 " \"capture\": \"%s\", \"complete\": %s, \"table_capacity\": %u,"
+			 " \"untraceable\": %" PRIu64,
 			 (int)L.o.pid, L.tg->comm, h->abi_version, L.cap ? "bpf+context" : "context-only",
-			 L.target_gone ? "false" : "true");
+			 L.target_gone ? "false" : "true", h->task_capacity, untraceable);
 		rc = stb_report_json(&r, tasks, ntasks, extra);
 	} else if (L.o.format == STB_FMT_PPROF || L.o.format == STB_FMT_FOLDED) {
 		/* runtime/pprof.c, shared with stb_dump. */
@@ -815,6 +817,10 @@ int main(int argc, char **argv)
 		if (!L.cap)
 			fprintf(out, "# note: %s; running bthreads are not captured (context mode "
 				     "only)\n\n", L.cap_note);
+		if (untraceable)
+			fprintf(out, "# note: %" PRIu64 " bthreads were created beyond the table capacity "
+				     "(%u) and are untraceable from outside (raise STB_TABLE_CAPACITY)\n\n",
+				untraceable, h->task_capacity);
 		rc = stb_report_text(&r, tasks, ntasks);
 		if (L.target_gone)
 			fprintf(out, "# the target exited during the trace: the output is partial\n");
