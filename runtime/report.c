@@ -24,15 +24,18 @@ const char *stb_state_name(unsigned state)
 
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
 {
+	/* Frames found by following frame pointers (beyond a stack copy) say so. */
+	const char *how = (f->flags & STB_FRAME_F_FP) ? " [fp]" : "";
 	if (f->symbol)
-		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " %s+0x%" PRIx64 "\n", idx,
-					f->ip, f->symbol, f->offset);
+		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " %s+0x%" PRIx64 "%s\n", idx,
+					f->ip, f->symbol, f->offset, how);
 	if (f->module) {
 		const char *base = strrchr(f->module, '/');
-		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ?? (%s+0x%" PRIx64 ")\n",
-					idx, f->ip, base ? base + 1 : f->module, f->module_offset);
+		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ?? (%s+0x%" PRIx64 ")%s\n",
+					idx, f->ip, base ? base + 1 : f->module, f->module_offset,
+					how);
 	}
-	return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ??\n", idx, f->ip);
+	return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ??%s\n", idx, f->ip, how);
 }
 
 static bool stb_report_first_exact(const struct stb_report_task *t)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs the build into a temporary prefix and builds a program against it
+# with pkg-config only (shared and static), as a user of the install would:
+#   cc app.c $(pkg-config --cflags --libs bthread)
+# Then runs it: it starts bthreads, traces one and joins them.
+#   tests/test_install.sh BUILD_DIR
+set -euo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pc=$(find "$tmp/prefix" -name bthread.pc)
+[ -n "$pc" ] || { echo "FAIL: bthread.pc not installed"; exit 1; }
+export PKG_CONFIG_PATH=$(dirname "$pc")
+for h in bthread/bthread.h bthread/butex.h stb/stb.h stb/abi.h stb/export.h; do
+  [ -f "$tmp/prefix/include/$h" ] || { echo "FAIL: $h not installed"; exit 1; }
+done
+cat > "$tmp/app.c" <<'C'
+#include <bthread/bthread.h>
+#include <stb/stb.h>
+#include <stdio.h>
+#include <string.h>
+static void *work(void *arg) { bthread_usleep(20000); return arg; }
+int main(void)
+{
+	bthread_t t[4];
+	for (long i = 0; i < 4; i++)
+		if (bthread_start_background(&t[i], NULL, work, (void *)i) != 0)
+			return 1;
+	bthread_usleep(5000);
+	char buf[4096];
+	int n = bthread_stack_trace(t[0], buf, sizeof buf);
+	if (n <= 0 || !strstr(buf, "bthread_usleep"))
+		return 2;
+	for (long i = 0; i < 4; i++) {
+		void *r;
+		if (bthread_join(t[i], &r) != 0 || r != (void *)i)
+			return 3;
+	}
+	puts("ok");
+	return 0;
+}
+C
+libdir=$(pkg-config --variable=libdir bthread)
+# shellcheck disable=SC2046
+cc -std=c11 -O2 -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags --libs bthread) -Wl,-rpath,"$libdir"
+[ "$("$tmp/app")" = ok ] || { echo "FAIL: shared build did not run"; exit 1; }
+# Only the install's libbthread, never the build tree's.
+ldd "$tmp/app" | grep -q "$libdir/libbthread.so" || { echo "FAIL: not linked to the install"; exit 1; }
+# shellcheck disable=SC2046
+cc -std=c11 -O2 -o "$tmp/app_static" "$tmp/app.c" -Wl,-Bstatic -L"$libdir" -lbthread -Wl,-Bdynamic \
+  $(pkg-config --cflags --libs --static bthread | sed 's/-lbthread//')
+[ "$("$tmp/app_static")" = ok ] || { echo "FAIL: static build did not run"; exit 1; }
+echo "install + pkg-config: shared and static builds run"
