@@ -7,6 +7,7 @@
  * whose run sequence changed since their last snapshot. Lost samples are
  * counted and written into the profile. Design: docs/profiling.md.
  */
+#include "hold.h"
 #include "profile.h"
 
 #include <errno.h>
@@ -265,30 +266,9 @@ static int stb_prof_copy_context(struct stb_prof *P, struct stb_abi_task *p, uin
 		return -ESRCH;
 	if (st != STB_TASK_READY && st != STB_TASK_SUSPENDED)
 		return -EAGAIN;
-	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_ACQUIRE);
-	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_ACQUIRE);
-	uint64_t bp = __atomic_load_n(&p->bp, __ATOMIC_ACQUIRE);
-	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_ACQUIRE);
-	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_ACQUIRE);
-	uint64_t from = sp - STB_ABI_SWITCH_FRAME;
-	if (sp < STB_ABI_SWITCH_FRAME || from < lo || sp > hi)
-		return -EAGAIN;
-	size_t len = hi - from < STB_PROF_COPY_MAX ? (size_t)(hi - from) : STB_PROF_COPY_MAX;
-	int rc = stb_target_read(P->tg, from, P->buf, len);
-	__asm__ volatile("" ::: "memory");
-	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_SEQ_CST);
-	unsigned st2 = STB_ABI_STATE(w2);
-	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(*w1) ||
-	    (st2 != STB_TASK_READY && st2 != STB_TASK_SUSPENDED) ||
-	    __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id)
-		return __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) == id ? -EAGAIN : -ESRCH;
-	if (rc != 0)
-		return rc;
-	copy->addr = from;
-	copy->bytes = P->buf;
-	copy->len = len;
-	stb_unw_regs_from_switch(regs, ip, sp, bp, copy);
-	return 0;
+	/* No lease (see above): the same validated copy as the loader's dump. */
+	return stb_hold_copy_context(p, id, *w1, 0, stb_target_read, P->tg, P->buf,
+				     STB_PROF_COPY_MAX, regs, copy);
 }
 
 /* Copies and unwinds task id (context mode, one retry when it moved).

@@ -75,8 +75,8 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 	/* While our lease holds, the task cannot pass a gate: the fields below
 	 * are consistent and its stack stays mapped (docs/abi.md). */
 	uint64_t ends = (lease >> 16) << STB_ABI_LEASE_SHIFT;
-	if (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
-	    stb_hold_now() + STB_HOLD_MARGIN_NS >= ends)
+	if (lease && (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
+		      stb_hold_now() + STB_HOLD_MARGIN_NS >= ends))
 		return -ETIMEDOUT;
 	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
 	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
@@ -88,16 +88,17 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 		return -EAGAIN;
 	size_t len = hi - from < cap ? (size_t)(hi - from) : cap;
 	int rc = read(ctx, from, buf, len);
-	if (rc != 0)
-		return rc;
 	/* x86 does not reorder loads; read() is opaque to the compiler, and the
 	 * barrier keeps the second read of word after the copy. */
 	__asm__ volatile("" ::: "memory");
 	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_SEQ_CST);
 	unsigned st = STB_ABI_STATE(w2);
-	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(w1) || (st != STB_TASK_READY && st != STB_TASK_SUSPENDED) ||
-	    __atomic_load_n(&p->id, __ATOMIC_RELAXED) != id)
+	if (__atomic_load_n(&p->id, __ATOMIC_RELAXED) != id)
+		return -ESRCH;
+	if (STB_ABI_SEQ(w2) != STB_ABI_SEQ(w1) || (st != STB_TASK_READY && st != STB_TASK_SUSPENDED))
 		return -EAGAIN;
+	if (rc != 0)
+		return rc;
 	copy->addr = from;
 	copy->bytes = buf;
 	copy->len = len;

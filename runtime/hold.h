@@ -52,8 +52,11 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
  * stack from the saved sp (minus the switch frame) up to stack_hi, at most cap
  * bytes, into buf with read(), then checks that the task did not run meanwhile.
  * On success fills regs (stb_unw_regs_from_switch) and copy (addr/len; bytes =
- * buf) and returns 0. -EAGAIN: the task moved, read again; -ETIMEDOUT: the
- * lease is gone or about to expire; other -errno from read().
+ * buf) and returns 0. -EAGAIN: the task moved, read again; -ESRCH: the entry
+ * holds another task now; -ETIMEDOUT: the lease is gone or about to expire;
+ * other -errno from read(). lease 0: no lease is held (only for readers whose
+ * read() cannot fault, e.g. process_vm_readv): the copy is validated all the
+ * same, but the task may run meanwhile, so -EAGAIN is more frequent.
  */
 int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
 			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,

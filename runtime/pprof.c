@@ -1092,21 +1092,6 @@ cleanup:
 
 /* ---- JSON ---- */
 
-static void stb_pp_json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-	fputc('"', out);
-}
-
 static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_pp_sample *s)
 {
 	const struct stb_pp_label *ls = p->labels + s->label0;
@@ -1124,14 +1109,14 @@ static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_
 			continue; /* printed with its first occurrence */
 		fprintf(out, "%s", first ? "" : ", ");
 		first = false;
-		stb_pp_json_str(out, p->strs[ls[i].key]);
+		stb_report_json_str(out, p->strs[ls[i].key]);
 		fprintf(out, ": %s", repeated ? "[" : "");
 		for (uint32_t k = i, n = 0; k < s->nlabels; k++) {
 			if (ls[k].key != ls[i].key)
 				continue;
 			fprintf(out, "%s", n++ ? ", " : "");
 			if (ls[k].str)
-				stb_pp_json_str(out, p->strs[ls[k].str]);
+				stb_report_json_str(out, p->strs[ls[k].str]);
 			else
 				fprintf(out, "%" PRId64, ls[k].num);
 		}
@@ -1152,7 +1137,7 @@ static void stb_pp_json_frames(struct stb_pprof *p, FILE *out, const struct stb_
 			first = false;
 			if (l->note) {
 				fprintf(out, "\"function\": ");
-				stb_pp_json_str(out, p->strs[l->note]);
+				stb_report_json_str(out, p->strs[l->note]);
 				fprintf(out, ", \"synthetic\": true}");
 				continue;
 			}
@@ -1161,20 +1146,20 @@ static void stb_pp_json_frames(struct stb_pprof *p, FILE *out, const struct stb_
 				const struct stb_pp_line *ln = &p->lines[l->line0 + j];
 				const struct stb_pp_func *fn = &p->funcs[ln->func - 1];
 				fprintf(out, ", \"function\": ");
-				stb_pp_json_str(out, p->strs[fn->name]);
+				stb_report_json_str(out, p->strs[fn->name]);
 				if (fn->file) {
 					fprintf(out, ", \"file\": ");
-					stb_pp_json_str(out, p->strs[fn->file]);
+					stb_report_json_str(out, p->strs[fn->file]);
 					fprintf(out, ", \"line\": %" PRId64, ln->line);
 				}
 			}
 			if (m) {
 				fprintf(out, ", \"module\": ");
-				stb_pp_json_str(out, p->strs[m->file]);
+				stb_report_json_str(out, p->strs[m->file]);
 				fprintf(out, ", \"module_offset\": \"0x%" PRIx64 "\"", l->module_offset);
 				if (m->build_id) {
 					fprintf(out, ", \"build_id\": ");
-					stb_pp_json_str(out, p->strs[m->build_id]);
+					stb_report_json_str(out, p->strs[m->build_id]);
 				}
 			}
 			fprintf(out, ", \"inlined\": %s}",
@@ -1193,20 +1178,20 @@ int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra)
 	fprintf(out, "{\n  \"schema\": \"stb-profile/1\"%s,\n  \"sample_types\": [", extra ? extra : "");
 	for (unsigned i = 0; i < p->o.nvalues; i++) {
 		fprintf(out, "%s{\"type\": ", i ? ", " : "");
-		stb_pp_json_str(out, p->strs[p->type_str[i][0]]);
+		stb_report_json_str(out, p->strs[p->type_str[i][0]]);
 		fprintf(out, ", \"unit\": ");
-		stb_pp_json_str(out, p->strs[p->type_str[i][1]]);
+		stb_report_json_str(out, p->strs[p->type_str[i][1]]);
 		fprintf(out, "}");
 	}
 	fprintf(out, "],\n  \"default_sample_type\": ");
-	stb_pp_json_str(out, p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]]
+	stb_report_json_str(out, p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]]
 						    : "");
 	fprintf(out, ",\n  \"period\": %" PRId64 ", \"time_ns\": %" PRId64
 		     ", \"duration_ns\": %" PRId64 ",\n  \"comments\": [",
 		p->o.period, p->o.time_ns, p->o.duration_ns);
 	for (size_t i = 0; i < p->ncomments; i++) {
 		fprintf(out, "%s\n    ", i ? "," : "");
-		stb_pp_json_str(out, p->strs[p->comments[i]]);
+		stb_report_json_str(out, p->strs[p->comments[i]]);
 	}
 	fprintf(out, "%s],\n  \"samples\": [", p->ncomments ? "\n  " : "");
 	for (size_t i = 0; i < p->nsamples; i++) {

@@ -194,7 +194,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 
 /* ---- JSON ---- */
 
-static void stb_json_str(FILE *out, const char *s)
+void stb_report_json_str(FILE *out, const char *s)
 {
 	fputc('"', out);
 	for (; s && *s; s++) {
@@ -221,21 +221,21 @@ static void stb_json_frames(const struct stb_report *r, struct stb_report_task *
 		fprintf(out, "%s\n      {\"ip\": \"0x%" PRIx64 "\"", i ? "," : "", f->ip);
 		if (f->symbol) {
 			fprintf(out, ", \"function\": ");
-			stb_json_str(out, f->symbol);
+			stb_report_json_str(out, f->symbol);
 			fprintf(out, ", \"offset\": %" PRIu64, f->offset);
 		}
 		if (f->module) {
 			fprintf(out, ", \"module\": ");
-			stb_json_str(out, f->module);
+			stb_report_json_str(out, f->module);
 			fprintf(out, ", \"module_offset\": \"0x%" PRIx64 "\"", f->module_offset);
 		}
 		if (f->build_id) {
 			fprintf(out, ", \"build_id\": ");
-			stb_json_str(out, f->build_id);
+			stb_report_json_str(out, f->build_id);
 		}
 		if (f->file) {
 			fprintf(out, ", \"file\": ");
-			stb_json_str(out, f->file);
+			stb_report_json_str(out, f->file);
 			fprintf(out, ", \"line\": %d", f->line);
 		}
 		fprintf(out, ", \"inlined\": %s, \"source\": \"%s\"}",
@@ -251,7 +251,7 @@ static void stb_json_task_head(const struct stb_report *r, const struct stb_repo
 	FILE *out = r->out;
 	fprintf(out, "    {\"id\": %" PRIu64 ", \"kind\": \"%s\", \"name\": ", t->id,
 		t->is_pthread ? "pthread" : "bthread");
-	stb_json_str(out, t->name);
+	stb_report_json_str(out, t->name);
 	fprintf(out, ", \"state\": \"%s\", \"capture\": \"%s\"", stb_state_name(t->state),
 		t->mode < sizeof(stb_mode_names) / sizeof(stb_mode_names[0]) ? stb_mode_names[t->mode]
 									   : "none");
@@ -261,7 +261,7 @@ static void stb_json_task_head(const struct stb_report *r, const struct stb_repo
 		fprintf(out, ", \"blocked_s\": %.3f", (double)(r->now_ns - t->since_ns) / 1e9);
 	if (t->err < 0) {
 		fprintf(out, ", \"error\": ");
-		stb_json_str(out, t->error[0] ? t->error : strerror(-t->err));
+		stb_report_json_str(out, t->error[0] ? t->error : strerror(-t->err));
 	}
 }
 

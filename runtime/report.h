@@ -67,6 +67,9 @@ struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t 
 /* Text: one section per task, or per group when r->group. Returns 0 or -errno. */
 int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n);
 
+/* Writes s as a JSON string literal (quoted, escaped). */
+void stb_report_json_str(FILE *out, const char *s);
+
 /* The JSON document of docs/json.md; extra is printed as additional top-level
  * members (must be "" or start with ",\n"). Returns 0 or -errno. */
 int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,

@@ -14,7 +14,7 @@ import sys
 
 STATES = {"unused", "created", "ready-without-stack", "ready", "about-to-run", "running",
           "suspending", "suspended", "destroyed"}
-CAPTURES = {"none", "context", "signal", "self", "bpf"}
+CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall"}
 HEX = re.compile(r"^0x[0-9a-f]+$")
 BUILD_ID = re.compile(r"^[0-9a-f]+$")
 
@@ -115,6 +115,9 @@ def check_loader_extra(doc, profile):
         need(doc, "abi_version", is_int, "an integer", "document")
         need(doc, "capture", lambda v: v in ("bpf+context", "context-only"),
              "\"bpf+context\" or \"context-only\"", "document")
+        need(doc, "table_capacity", lambda v: is_int(v) and v > 0, "a positive integer", "document")
+        need(doc, "untraceable", lambda v: is_int(v) and v >= 0, "a non-negative integer",
+             "document")
 
 
 def check_stacks(doc, loader, grouped):
@@ -124,7 +127,7 @@ def check_stacks(doc, loader, grouped):
     allowed = ["schema", "tasks", "groups", "pid"]
     if loader:
         check_loader_extra(doc, False)
-        allowed += ["comm", "abi_version", "capture", "complete"]
+        allowed += ["comm", "abi_version", "capture", "complete", "table_capacity", "untraceable"]
     else:
         opt(doc, "pid", lambda v: is_int(v) and v > 0, "a positive integer", "document")
     if grouped:
