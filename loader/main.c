@@ -136,7 +136,7 @@ static void stb_usage(FILE *out)
 		"\n"
 		"Needs root, or CAP_BPF+CAP_PERFMON (BPF capture of running bthreads) and\n"
 		"CAP_SYS_PTRACE (reading the target). Without BPF it falls back to suspended and\n"
-		"ready bthreads only, and says so.\n"
+		"ready bthreads (and running ones blocked in a system call), and says so.\n"
 		"Exit status: 0 success, 1 failure (including a target that exited mid-trace, or a\n"
 		"requested bthread that does not exist), 64 usage error.\n");
 }

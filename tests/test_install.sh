@@ -4,9 +4,13 @@
 # with pkg-config only (shared and static), as a user of the install would:
 #   cc app.c $(pkg-config --cflags --libs bthread)
 # Then runs it: it starts bthreads, traces one and joins them.
-#   tests/test_install.sh BUILD_DIR
+#   tests/test_install.sh BUILD_DIR [SANITIZERS]
+# SANITIZERS: the build's STB_SANITIZE (the app must then be built with them).
 set -euo pipefail
 build=$1
+san=${2:-}
+extra=()
+[ -n "$san" ] && extra=(-fsanitize="$san")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
@@ -44,12 +48,13 @@ int main(void)
 C
 libdir=$(pkg-config --variable=libdir bthread)
 # shellcheck disable=SC2046
-cc -std=c11 -O2 -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags --libs bthread) -Wl,-rpath,"$libdir"
+cc -std=c11 -O2 "${extra[@]}" -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags --libs bthread) \
+  -Wl,-rpath,"$libdir"
 [ "$("$tmp/app")" = ok ] || { echo "FAIL: shared build did not run"; exit 1; }
 # Only the install's libbthread, never the build tree's.
 ldd "$tmp/app" | grep -q "$libdir/libbthread.so" || { echo "FAIL: not linked to the install"; exit 1; }
 # shellcheck disable=SC2046
-cc -std=c11 -O2 -o "$tmp/app_static" "$tmp/app.c" -Wl,-Bstatic -L"$libdir" -lbthread -Wl,-Bdynamic \
+cc -std=c11 -O2 "${extra[@]}" -o "$tmp/app_static" "$tmp/app.c" -Wl,-Bstatic -L"$libdir" -lbthread -Wl,-Bdynamic \
   $(pkg-config --cflags --libs --static bthread | sed 's/-lbthread//')
 [ "$("$tmp/app_static")" = ok ] || { echo "FAIL: static build did not run"; exit 1; }
 echo "install + pkg-config: shared and static builds run"
