@@ -343,15 +343,41 @@ LTGT_FN static void *ltgt_finished_main(void *arg)
 
 /* ---- registered pthread spinning in a known chain ---- */
 
+/* --pthread 2: the pthread calls sched_yield() in its loop and shares CPU 0
+ * with a hog, so it is mostly runnable inside sched_yield, not on a CPU. */
+static int ltgt_pthread_yields;
+
 LTGT_FN static void ltgt_pthread_leaf(void)
 {
 	volatile unsigned long n = 0;
 	while (!atomic_load_explicit(&ltgt_stop, memory_order_relaxed)) {
 		n++;
-		if ((n & 0xfff) == 0)
+		if (ltgt_pthread_yields) {
+			sched_yield();
 			atomic_fetch_add_explicit(&ltgt_pthread_spins, 1, memory_order_relaxed);
+		} else if ((n & 0xfff) == 0) {
+			atomic_fetch_add_explicit(&ltgt_pthread_spins, 1, memory_order_relaxed);
+		}
 	}
 	LTGT_NO_TAIL();
+}
+
+static void ltgt_pin_cpu0(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *ltgt_hog_main(void *arg)
+{
+	(void)arg;
+	ltgt_pin_cpu0();
+	volatile unsigned long n = 0;
+	while (!atomic_load_explicit(&ltgt_stop, memory_order_relaxed))
+		n++;
+	return NULL;
 }
 
 LTGT_FN static void ltgt_pthread_mid(void)
@@ -365,6 +391,8 @@ LTGT_FN static void *ltgt_pthread_main(void *arg)
 	(void)arg;
 	/* The registration takes the thread's name. */
 	pthread_setname_np(pthread_self(), "ltgt-pthread");
+	if (ltgt_pthread_yields)
+		ltgt_pin_cpu0();
 	bthread_t id = bthread_init_for_pthread_stack_trace();
 	if (id == 0) {
 		fprintf(stderr, "loader_target: bthread_init_for_pthread_stack_trace: %s\n",
@@ -401,7 +429,8 @@ static void ltgt_usage(void)
 	fprintf(stderr,
 		"usage: loader_target [--workers N] [--butex N] [--sleep N] [--mutex N] [--fd N]\n"
 		"                     [--yield N] [--spin N] [--heartbeat N] [--blocker N]\n"
-		"                     [--pthread N] [--many N] [--finished N] [--fake-abi VERSION]\n"
+		"                     [--pthread 0|1|2] [--many N] [--finished N] [--fake-abi VERSION]\n"
+		"--pthread 2: the pthread loops in sched_yield() on CPU 0 beside a hog thread.\n"
 		"Prints 'pid P', one 'ids CHAIN ID...' line per chain, then 'ready'.\n"
 		"Commands on stdin, one per line, each answered by one line:\n"
 		"  stats          stats signals=S heartbeat=H yields=Y spins=N pthread_spins=N\n"
@@ -474,7 +503,7 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 	}
 	if (o->butex > LTGT_MAX_IDS || o->sleep > LTGT_MAX_IDS || o->mutex > 1 || o->fd > 1 ||
 	    o->yield > LTGT_MAX_IDS || o->spin > LTGT_MAX_IDS || o->heartbeat > 1 ||
-	    o->blocker > 1 || o->pthread > 1 || o->finished < 0 || o->finished > LTGT_MAX_IDS ||
+	    o->blocker > 1 || o->pthread > 2 || o->finished < 0 || o->finished > LTGT_MAX_IDS ||
 	    o->many < 0 || o->many > LTGT_MAX_MANY ||
 	    o->workers < 1 || o->workers > 64) {
 		ltgt_usage();
@@ -725,7 +754,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	pthread_t pth;
+	pthread_t pth, hog;
+	ltgt_pthread_yields = o.pthread == 2;
+	if (ltgt_pthread_yields && pthread_create(&hog, NULL, ltgt_hog_main, NULL) != 0) {
+		fprintf(stderr, "loader_target: pthread_create failed\n");
+		return 1;
+	}
 	if (o.pthread) {
 		if (pthread_create(&pth, NULL, ltgt_pthread_main, NULL) != 0) {
 			fprintf(stderr, "loader_target: pthread_create failed\n");
@@ -822,6 +856,8 @@ int main(int argc, char **argv)
 		joined += bthread_join(many[i], NULL) == 0;
 	if (o.pthread)
 		joined += pthread_join(pth, NULL) == 0;
+	if (ltgt_pthread_yields)
+		pthread_join(hog, NULL);
 	printf("bye signals=%llu heartbeat=%llu joined=%d woken=%d\n",
 	       (unsigned long long)atomic_load(&ltgt_signals),
 	       (unsigned long long)atomic_load(&ltgt_heartbeat), joined, atomic_load(&ltgt_woken));
