@@ -18,11 +18,15 @@
  * has constant-offset page slots: the first (partial) page is copied to
  * offset 0 and page k >= 1 to offset (first + (k - 1) * 4096), so a full
  * record holds between STB_CAPTURE_STACK_MAX - 4095 and STB_CAPTURE_STACK_MAX
- * bytes when the stack is deep enough.
+ * bytes when the stack is deep enough. The 128-byte red zone below sp is
+ * copied too, into red_zone[] right before stack[] (red_zone_len bytes at its
+ * end, 0 if unreadable): sampled in an epilogue, frame 0's CFI still finds
+ * the registers just popped there, as in the in-process signal mode.
  */
 #define STB_CAPTURE_PAGE_SIZE   4096u
 #define STB_CAPTURE_STACK_PAGES 8u
 #define STB_CAPTURE_STACK_MAX   (STB_CAPTURE_STACK_PAGES * STB_CAPTURE_PAGE_SIZE)
+#define STB_CAPTURE_RED_ZONE    128u
 /* Frame-pointer chain entries; the kernel returns at most
  * kernel.perf_event_max_stack (default 127) of them. */
 #define STB_CAPTURE_MAX_FRAMES  128u
@@ -88,13 +92,15 @@ struct stb_capture_record {
 	__u32 stack_size;  /* stack[] holds [regs.sp, regs.sp + stack_size) */
 	__s32 stack_err;   /* error of the read that stopped the copy early, or 0 */
 	__s32 frames_err;  /* bpf_get_stack() error, or 0 */
-	__u32 reserved;
+	__u32 red_zone_len; /* bytes of [regs.sp - red_zone_len, regs.sp) copied
+			       at the end of red_zone[]: STB_CAPTURE_RED_ZONE or 0 */
 	__u64 frames[STB_CAPTURE_MAX_FRAMES]; /* [0] = ip, then return addresses */
+	__u8 red_zone[STB_CAPTURE_RED_ZONE]; /* directly followed by stack[] */
 	__u8 stack[STB_CAPTURE_STACK_MAX];
 };
 
 /* Size of a record without its stack area (STB_CAPTURE_F_NO_STACK). */
-#define STB_CAPTURE_RECORD_HDR_SIZE 1184u
+#define STB_CAPTURE_RECORD_HDR_SIZE 1312u
 
 #define STB_CAPTURE_ASSERT_(c, m) _Static_assert(c, m)
 STB_CAPTURE_ASSERT_(sizeof(struct stb_capture_regs) == 64, "regs layout");
@@ -103,6 +109,9 @@ STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, time_ns) == 64
 STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, regs) == 80, "record layout");
 STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, stack_size) == 144, "record layout");
 STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, frames) == 160, "record layout");
+STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, red_zone) +
+		    STB_CAPTURE_RED_ZONE == __builtin_offsetof(struct stb_capture_record, stack),
+		    "the red zone is contiguous with the stack copy");
 STB_CAPTURE_ASSERT_(__builtin_offsetof(struct stb_capture_record, stack) ==
 		    STB_CAPTURE_RECORD_HDR_SIZE, "record layout");
 STB_CAPTURE_ASSERT_(sizeof(struct stb_capture_record) ==

@@ -193,7 +193,8 @@ static __always_inline int stb_user_regs(struct bpf_perf_event_data *ctx,
 }
 
 /*
- * Copies [sp, min(hi, sp + ~STB_CAPTURE_STACK_MAX)) page by page into
+ * Copies the red zone [sp - 128, sp) into rec->red_zone (capture.h), then
+ * [sp, min(hi, sp + ~STB_CAPTURE_STACK_MAX)) page by page into
  * rec->stack: first the bytes up to the first page boundary (first, 1..PAGE)
  * at offset 0, then page k >= 1 at offset first + (k - 1) * PAGE, so every
  * read is provably inside the record. Stops at the first page that cannot be
@@ -214,10 +215,17 @@ static __always_inline void stb_copy_stack(struct stb_capture_record *rec, __u64
 
 	rec->stack_size = 0;
 	rec->stack_err = 0;
+	rec->red_zone_len = 0;
 	if (sp < lo || sp >= hi) {
 		rec->flags |= STB_CAPTURE_F_SP_OUTSIDE;
 		return;
 	}
+	/* The red zone: one fixed-size read; left out (length 0) when it is not
+	 * inside the stack or not resident. */
+	if (sp - lo >= STB_CAPTURE_RED_ZONE &&
+	    bpf_probe_read_user(rec->red_zone, STB_CAPTURE_RED_ZONE,
+				(const void *)(sp - STB_CAPTURE_RED_ZONE)) == 0)
+		rec->red_zone_len = STB_CAPTURE_RED_ZONE;
 	avail = hi - sp;
 	pgoff = sp & (STB_CAPTURE_PAGE_SIZE - 1);
 	STB_OPAQUE(pgoff);
@@ -278,7 +286,7 @@ static __always_inline void stb_fill(struct bpf_perf_event_data *ctx,
 	rec->stack_lo = t->stack_lo;
 	rec->stack_hi = t->stack_hi;
 	rec->time_ns = t0;
-	rec->reserved = 0;
+	rec->red_zone_len = 0;
 	if (stb_user_regs(ctx, &rec->regs))
 		rec->flags |= STB_CAPTURE_F_KERNEL;
 	n = bpf_get_stack(ctx, rec->frames, sizeof(rec->frames), BPF_F_USER_STACK);

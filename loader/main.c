@@ -23,6 +23,7 @@
 #include "capture.h"
 #include "hold.h"
 #include "offcpu.h"
+#include "record.h"
 #include "pprof.h"
 #include "profile.h"
 #include "report.h"
@@ -387,38 +388,6 @@ static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
 	t->err = err;
 }
 
-/*
- * A BPF capture: DWARF unwinding of the captured bytes only, then the frames
- * of the frame-pointer chain recorded by bpf_get_stack beyond the last DWARF
- * frame (marked STB_FRAME_F_FP).
- */
-static void stb_unwind_capture(struct stb_loader *L, const struct stb_capture_record *rec,
-			       struct stb_collect *c)
-{
-	struct stb_regs regs = {
-		.ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp, .bx = rec->regs.bx,
-		.r12 = rec->regs.r12, .r13 = rec->regs.r13, .r14 = rec->regs.r14,
-		.r15 = rec->regs.r15, .flags = STB_UNW_COPY_ONLY,
-	};
-	struct stb_stack_copy copy = {.addr = rec->regs.sp, .bytes = rec->stack,
-				      .len = rec->stack_size};
-	stb_unw_walk(L->unw, &regs, &copy, 0, c->max, stb_collect, c);
-	if (c->n == 0 || c->n >= c->max)
-		return;
-	uint64_t last = c->frames[c->n - 1].ip;
-	for (unsigned k = 0; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
-		if (rec->frames[k] != last)
-			continue;
-		for (unsigned j = k + 1; j < rec->nframes && c->n < c->max; j++) {
-			struct stb_frame *fr = &c->frames[c->n++];
-			memset(fr, 0, sizeof(*fr));
-			fr->ip = rec->frames[j];
-			fr->flags = STB_FRAME_F_FP;
-		}
-		break;
-	}
-}
-
 /* Holds, captures and unwinds task `id` in table slot `slot` into t. */
 static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			   struct stb_report_task *t)
@@ -444,7 +413,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		struct timespec ts = {L->fault_hold_ms / 1000, (long)(L->fault_hold_ms % 1000) * 1000000};
 		nanosleep(&ts, NULL);
 	}
-	uint64_t held_from = stb_now();
+	uint64_t held_from = stb_now(), held_ns = 0; /* time the lease was held */
 	struct stb_capture_timing tm = {0};
 	if (rc == -ESRCH) {
 		stb_fail(t, rc, "bthread %" PRIu64 " has finished", id);
@@ -455,6 +424,8 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		return;
 	}
 	for (unsigned spins = 0;; spins++) {
+		if (spins && lease == 0)
+			held_from = stb_now(); /* held again from here */
 		rc = spins ? stb_hold_refresh(p, id, deadline, &lease) : 0;
 		if (rc == -EBUSY) {
 			stb_fail(t, rc, "another tracer held the task for the whole timeout");
@@ -511,6 +482,14 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 					break;
 				}
 			}
+			/* The BPF record is one consistent snapshot taken on the worker
+			 * while the task runs there (the program checks that it is the
+			 * one running): holding it meanwhile would only stop it at its
+			 * gate, in stb_gate_wait, if it tried to switch, and show that
+			 * wait as its stack. Let it go; the next attempt holds it again. */
+			held_ns += stb_now() - held_from;
+			stb_hold_release(p, lease);
+			lease = 0;
 			/* A few ms of sampling: a task that does not run in that window
 			 * is looked for in a blocking system call again (offcpu.c). */
 			uint64_t now = stb_now();
@@ -573,8 +552,9 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		if (spins > 100)
 			sched_yield();
 	}
-	stb_hold_release(p, lease);
-	uint64_t held = stb_now() - held_from;
+	if (lease)
+		stb_hold_release(p, lease);
+	uint64_t held = held_ns + (lease ? stb_now() - held_from : 0);
 	L->nhold++;
 	L->hold_sum_ns += held;
 	L->hold_max_ns = held > L->hold_max_ns ? held : L->hold_max_ns;
@@ -596,7 +576,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	if (rc != 0 || t->mode == STB_TRACE_NO_STACK)
 		return;
 	if (bpf) {
-		stb_unwind_capture(L, L->rec, &c);
+		stb_record_unwind(L->unw, L->rec, sizeof(*L->rec), c.max, stb_collect, &c);
 	} else if (offcpu) {
 		c.n = stb_offcpu_unwind(L->unw, L->tg, &regs, &copy, c.frames, c.max);
 	} else {

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,25 +97,37 @@ static int stb_copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t 
 	return 0;
 }
 
-/* Is ret a return address: inside a module, right after a call instruction? */
-static int stb_is_return_address(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret)
+enum { STB_RET_NO = 0, STB_RET_INDIRECT = 1, STB_RET_DIRECT = 2 };
+
+/* Is ret a return address: inside a module, right after a call instruction?
+ * For a direct call (rel32), *target is the function it called. */
+static int stb_return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret,
+			   uint64_t *target)
 {
 	struct stb_unw_module_info mi;
 	uint8_t code[7];
 	if (ret < 8 || stb_unw_proc_module(unw, ret, &mi) != 0)
-		return 0;
+		return STB_RET_NO;
 	if (stb_target_read(tg, ret - 7, code, sizeof(code)) != 0)
-		return 0;
-	if (code[2] == 0xe8)                          /* call rel32 */
-		return 1;
+		return STB_RET_NO;
+	if (code[2] == 0xe8) { /* call rel32 */
+		int32_t rel;
+		memcpy(&rel, code + 3, sizeof(rel));
+		*target = ret + (uint64_t)(int64_t)rel;
+		return STB_RET_DIRECT;
+	}
 	if (code[5] == 0xff && (code[6] & 0x38) == 0x10) /* call *%reg */
-		return 1;
+		return STB_RET_INDIRECT;
 	if (code[4] == 0xff && (code[5] & 0x38) == 0x10) /* call *disp8(%reg) */
-		return 1;
+		return STB_RET_INDIRECT;
 	if (code[1] == 0xff && (code[2] & 0x38) == 0x10) /* call *disp32(%reg) */
-		return 1;
-	return 0;
+		return STB_RET_INDIRECT;
+	return STB_RET_NO;
 }
+
+/* A direct call to code at most this far before the callee's ip is taken as
+ * a call to the callee's function. */
+#define STB_OFFCPU_FN_SPAN 65536u
 
 unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
@@ -125,26 +138,42 @@ unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 	if (w.n == 0 || w.n >= max)
 		return w.n;
 	/* The walk stopped where rbp was needed: find the frame record of the
-	 * last frame above its stack pointer and follow the chain from there. */
+	 * last frame above its stack pointer and follow the chain from there.
+	 * A record whose return address follows a direct call to the last
+	 * frame's function is taken first; otherwise the lowest plausible one
+	 * (stale records of earlier calls can look plausible, not like that). */
+	uint64_t callee_ip = w.frames[w.n - 1].ip;
 	uint64_t from = w.frames[w.n - 1].sp ? w.frames[w.n - 1].sp : regs->sp;
 	uint64_t hi = copy->addr + copy->len;
+	uint64_t pick = 0, pick_bp = 0, pick_ret = 0;
 	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_OFFCPU_SCAN;
 	     x += 8) {
-		uint64_t saved_bp, ret;
+		uint64_t saved_bp, ret, target = 0;
 		if (stb_copy_u64(copy, x, &saved_bp) || stb_copy_u64(copy, x + 8, &ret))
 			break;
 		if (saved_bp != 0 && (saved_bp <= x || saved_bp >= hi))
 			continue;
-		if (!stb_is_return_address(unw, tg, ret))
+		int kind = stb_return_kind(unw, tg, ret, &target);
+		if (kind == STB_RET_NO)
 			continue;
-		struct stb_regs fp = {.ip = ret, .sp = x + 16, .bp = saved_bp,
+		bool calls_callee = kind == STB_RET_DIRECT && target <= callee_ip &&
+				    callee_ip - target < STB_OFFCPU_FN_SPAN;
+		if (!pick || calls_callee) {
+			pick = x;
+			pick_bp = saved_bp;
+			pick_ret = ret;
+		}
+		if (calls_callee)
+			break;
+	}
+	if (pick) {
+		struct stb_regs fp = {.ip = pick_ret, .sp = pick + 16, .bp = pick_bp,
 				      .flags = STB_UNW_IP_IS_RETURN | STB_UNW_COPY_ONLY};
 		struct stb_offcpu_walk rest = {.frames = w.frames + w.n, .max = max - w.n};
 		stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, stb_offcpu_frame, &rest);
 		for (unsigned i = 0; i < rest.n; i++)
 			rest.frames[i].flags |= STB_FRAME_F_FP;
 		w.n += rest.n;
-		break;
 	}
 	return w.n;
 }

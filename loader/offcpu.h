@@ -30,7 +30,9 @@ int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *b
  * Unwinds such a capture into frames[0 .. max): DWARF as far as it goes
  * without the frame pointer, then the frame-pointer chain found by scanning
  * the copy above the last DWARF frame for a saved rbp / return address pair
- * (frames marked STB_FRAME_F_FP). Returns the number of frames.
+ * (frames marked STB_FRAME_F_FP; a record whose return address follows a
+ * direct call to the last frame's function is preferred). Returns the number
+ * of frames.
  */
 unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 			   const struct stb_regs *regs, const struct stb_stack_copy *copy,

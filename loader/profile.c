@@ -9,6 +9,7 @@
  */
 #include "hold.h"
 #include "profile.h"
+#include "record.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -182,44 +183,6 @@ static int stb_prof_collect(const struct stb_unw_frame *f, void *arg)
 	return c->n >= c->max;
 }
 
-/*
- * The stack of a sample record: DWARF unwinding of the copied stack bytes,
- * then the frame-pointer chain recorded by bpf_get_stack beyond the last
- * DWARF frame (as the loader does for captures). Without a stack copy (no
- * current task: the worker's scheduler stack) the frame-pointer chain alone.
- */
-static unsigned stb_prof_unwind_record(struct stb_prof *P, const struct stb_capture_record *rec,
-				       size_t size)
-{
-	struct stb_prof_collect c = {.ips = P->ips, .max = P->nips};
-	bool have_copy = rec->stack_size && STB_CAPTURE_RECORD_HDR_SIZE + rec->stack_size <= size &&
-			 !(rec->flags & STB_CAPTURE_F_NO_STACK);
-	if (have_copy) {
-		struct stb_regs regs = {
-			.ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp,
-			.bx = rec->regs.bx, .r12 = rec->regs.r12, .r13 = rec->regs.r13,
-			.r14 = rec->regs.r14, .r15 = rec->regs.r15, .flags = STB_UNW_COPY_ONLY,
-		};
-		struct stb_stack_copy copy = {.addr = rec->regs.sp, .bytes = rec->stack,
-					      .len = rec->stack_size};
-		stb_unw_walk(P->unw, &regs, &copy, 0, c.max, stb_prof_collect, &c);
-	}
-	if (c.n == 0) {
-		for (unsigned k = 0; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES && c.n < c.max; k++)
-			c.ips[c.n++] = rec->frames[k];
-		return c.n;
-	}
-	uint64_t last = c.ips[c.n - 1];
-	for (unsigned k = 0; c.n < c.max && k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
-		if (rec->frames[k] != last)
-			continue;
-		for (unsigned j = k + 1; j < rec->nframes && j < STB_CAPTURE_MAX_FRAMES && c.n < c.max;
-		     j++)
-			c.ips[c.n++] = rec->frames[j];
-		break;
-	}
-	return c.n;
-}
 
 static int stb_prof_on_record(void *arg, const struct stb_capture_record *rec, size_t size)
 {
@@ -234,7 +197,8 @@ static int stb_prof_on_record(void *arg, const struct stb_capture_record *rec, s
 		P->oncpu_sched++;
 	bool kernel = (rec->flags & STB_CAPTURE_F_KERNEL) != 0;
 	P->oncpu_kernel += kernel;
-	unsigned n = stb_prof_unwind_record(P, rec, size);
+	struct stb_prof_collect c = {.ips = P->ips, .max = P->nips};
+	unsigned n = stb_record_unwind(P->unw, rec, size, c.max, stb_prof_collect, &c);
 	int64_t st = stb_prof_stack(P, P->ips, n, true, kernel ? STB_PPROF_NOTE_KERNEL
 							       : n ? NULL : STB_PPROF_NOTE_NO_STACK);
 	if (st < 0)

@@ -253,13 +253,40 @@ LTGT_FN static void *ltgt_yield_main(void *arg)
 
 /* ---- spin loop (always running) ---- */
 
+/*
+ * ltgt_spin_redzone(n): n pause instructions, spun where a compiled epilogue
+ * would be after `pop %rbx`: the CFI still says rbx is saved at CFA-16, a
+ * slot now below sp, in the red zone. A sample there is unwound only if the
+ * capture copied the red zone (the BPF program and the signal handler do).
+ */
+void ltgt_spin_redzone(unsigned long n);
+__asm__(".text\n"
+	".p2align 4\n"
+	".globl ltgt_spin_redzone\n"
+	".type ltgt_spin_redzone, @function\n"
+	"ltgt_spin_redzone:\n"
+	".cfi_startproc\n"
+	"	push %rbx\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset %rbx, -16\n"
+	"	xor %ebx, %ebx\n"
+	"	pop %rbx\n"
+	".cfi_def_cfa_offset 8\n"
+	"1:	pause\n"
+	"	sub $1, %rdi\n"
+	"	jnz 1b\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size ltgt_spin_redzone, .-ltgt_spin_redzone\n");
+
 LTGT_FN static void ltgt_spin_leaf(void)
 {
 	volatile unsigned long n = 0; /* gives the leaf a frame */
 	uint64_t last = ltgt_now_ns();
 	while (!atomic_load_explicit(&ltgt_stop, memory_order_relaxed)) {
 		n++;
-		if ((n & 0xfff) == 0) {
+		ltgt_spin_redzone(64);
+		if ((n & 0xf) == 0) {
 			atomic_fetch_add_explicit(&ltgt_spins, 1, memory_order_relaxed);
 			uint64_t now = ltgt_now_ns();
 			if (now - last > atomic_load_explicit(&ltgt_spin_max_gap_ns,
@@ -314,8 +341,35 @@ LTGT_FN static void ltgt_block_leaf(void)
 	LTGT_NO_TAIL();
 }
 
+/* A stale frame record for the loader's frame-record scan (offcpu.c) to
+ * avoid: ltgt_block_decoy has ltgt_block_leaf's frame layout and leaves, where
+ * the leaf's uninitialised locals will lie, a saved rbp and a return address
+ * after an indirect call, as earlier calls on a reused stack do. */
+static uintptr_t ltgt_decoy_ret;
+
+LTGT_FN static void ltgt_decoy_callee(void)
+{
+	ltgt_decoy_ret = (uintptr_t)__builtin_return_address(0);
+	LTGT_NO_TAIL();
+}
+
+static void (*volatile ltgt_decoy_fn)(void) = ltgt_decoy_callee;
+
+LTGT_FN static void ltgt_block_decoy(void)
+{
+	volatile uintptr_t rec[4];
+	ltgt_decoy_fn();
+	for (int i = 0; i < 4; i += 2) {
+		rec[i] = (uintptr_t)__builtin_frame_address(0);
+		rec[i + 1] = ltgt_decoy_ret;
+	}
+	__asm__ volatile("" : : "r"(rec) : "memory");
+}
+
 LTGT_FN static void ltgt_block_mid(void)
 {
+	ltgt_block_decoy();
+	LTGT_NO_TAIL();
 	ltgt_block_leaf();
 	LTGT_NO_TAIL();
 	/* Leaves RUNNING: passes the STB gate (waits there while a lease holds). */

@@ -609,6 +609,7 @@ static void test_running_repeated(void **state)
 	for (int b = 0; b < 2; b++) {
 		struct lu_target tg;
 		target_start(&tg, paths[b], NULL, NULL);
+		unsigned in_redzone = 0;
 		for (int i = 0; i < 5; i++) {
 			struct run r;
 			run_loader(&r, "--pid", pid_arg(&tg), "--state", "running", "--format", "json",
@@ -617,9 +618,16 @@ static void test_running_repeated(void **state)
 			struct lu_json *doc = parse_json(r.out);
 			check_json_task(doc, &tg, &expects[4], 0, b == 1); /* spin */
 			check_json_task(doc, &tg, &expects[5], 0, b == 1); /* pthread */
+			const struct lu_json *t = json_task(doc, chain_id(&tg, "spin", 0));
+			const struct lu_json *f0 = lu_json_get(t, "frames")->child;
+			const char *fn = f0 ? lu_json_str(f0, "function") : NULL;
+			in_redzone += fn && strcmp(fn, "ltgt_spin_redzone") == 0;
 			lu_json_free(doc);
 			run_free(&r);
 		}
+		/* The spinner spends nearly all its time there: the whole chain
+		 * above was unwound through a register saved in the red zone. */
+		assert_true(in_redzone >= 1);
 		target_finish(&tg, DEFAULT_TASKS);
 	}
 }
@@ -868,6 +876,10 @@ static void test_running_in_syscall(void **state)
 		fail_msg("blocker: expected frames missing");
 	}
 	assert_string_equal(frames[n - 1], "stb_ctx_trampoline");
+	/* The stale record that ltgt_block_decoy left in the leaf's locals. */
+	for (unsigned k = 0; k < n; k++)
+		if (strcmp(frames[k], "ltgt_block_decoy") == 0)
+			fail_msg("blocker: frame %u comes from a stale frame record", k);
 	lu_json_free(doc);
 	run_free(&r);
 	char reply[64];
