@@ -308,11 +308,7 @@ static void bench_capture(const struct bench_opts *o)
 	if (!tg)
 		bench_die("%s", err);
 	struct stb_capture_opts co;
-	memset(&co, 0, sizeof(co));
-	co.mode = STB_CAPTURE_MODE_CAPTURE;
-	co.backing = tg->hdr->backing;
-	co.table_fd = tg->table_fd;
-	co.table_addr = tg->hdr->table_addr;
+	stb_target_capture_opts(tg, STB_CAPTURE_MODE_CAPTURE, &co);
 	struct stb_capture *cap = stb_capture_open(t.pid, &co);
 	if (!cap || stb_capture_sync_workers(cap) < 1)
 		bench_die("BPF capture unavailable: %s", strerror(errno));

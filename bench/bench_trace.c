@@ -26,6 +26,8 @@
 #if STB_BENCH_TRACER
 #include <stb/abi.h>
 #include <stb/stb.h>
+
+#include "util.h"
 #endif
 
 #if !defined(STB_BENCH_TRACER)
@@ -43,13 +45,6 @@ static double stb_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-STB_TRACER_ONLY static uint64_t stb_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* CPU time of the calling thread: what a dump costs, apart from waiting for

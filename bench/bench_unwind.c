@@ -17,6 +17,7 @@
 
 #include "symbolize.h"
 #include "unwind.h"
+#include "util.h"
 
 #define BENCH_STACK (1024u * 1024)
 #define BENCH_REPEAT 5
@@ -86,13 +87,6 @@ static int bench_capture(struct bench_capture *c, unsigned depth)
 	return c->copy ? 0 : -1;
 }
 
-static uint64_t bench_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int bench_count(const struct stb_unw_frame *f, void *arg)
 {
 	(void)f;
@@ -119,12 +113,12 @@ static double bench_walk(const char *what, bench_walk_fn walk, struct stb_unw_pr
 
 	walk(p, &c->regs, &copy, 0, max_depth, bench_count, &frames); /* warm up */
 	for (int k = 0; k < BENCH_REPEAT; k++) {
-		uint64_t t0 = bench_now();
+		uint64_t t0 = stb_now_ns();
 		for (unsigned i = 0; i < iters; i++) {
 			frames = 0;
 			walk(p, &c->regs, &copy, 0, max_depth, bench_count, &frames);
 		}
-		r[k] = (double)(bench_now() - t0) / iters;
+		r[k] = (double)(stb_now_ns() - t0) / iters;
 	}
 	qsort(r, BENCH_REPEAT, sizeof(r[0]), bench_cmp);
 	printf("%-44s %3u frames %9.0f ns/walk %7.0f ns/frame\n", what, frames, r[BENCH_REPEAT / 2],
@@ -177,27 +171,27 @@ static void bench_symbolize(struct stb_unw_proc *p, const struct bench_capture *
 	uint64_t t0;
 
 	stb_unw_walk(p, &c->regs, &copy, 0, 0, bench_collect, &ips);
-	t0 = bench_now();
+	t0 = stb_now_ns();
 	struct stb_sym *s = stb_sym_new(0);
 	if (!s)
 		return;
-	double t_new = (double)(bench_now() - t0);
-	t0 = bench_now();
+	double t_new = (double)(stb_now_ns() - t0);
+	t0 = stb_now_ns();
 	for (unsigned i = 0; i < ips.n; i++)
 		stb_sym_lookup(s, ips.ip[i], i > 0, &info);
-	double t_cold = (double)(bench_now() - t0);
+	double t_cold = (double)(stb_now_ns() - t0);
 	/* New addresses in modules already loaded. */
 	unsigned n = 0;
-	t0 = bench_now();
+	t0 = stb_now_ns();
 	for (unsigned k = 1; k <= 16; k++)
 		for (unsigned i = 0; i < ips.n; i++, n++)
 			stb_sym_lookup(s, ips.ip[i] + k, 0, &info);
-	double t_addr = (double)(bench_now() - t0) / n;
-	t0 = bench_now();
+	double t_addr = (double)(stb_now_ns() - t0) / n;
+	t0 = stb_now_ns();
 	for (unsigned j = 0; j < iters; j++)
 		for (unsigned i = 0; i < ips.n; i++)
 			stb_sym_lookup(s, ips.ip[i], i > 0, &info);
-	double t_hit = (double)(bench_now() - t0) / ((double)iters * ips.n);
+	double t_hit = (double)(stb_now_ns() - t0) / ((double)iters * ips.n);
 	printf("symbolize: stb_sym_new %.0f us; first %u lookups (modules cold) %.0f us total; "
 	       "new address in a loaded module %.2f us; cached %.0f ns\n",
 	       t_new / 1000, ips.n, t_cold / 1000, t_addr / 1000, t_hit);
@@ -214,12 +208,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "capture failed\n");
 		return 1;
 	}
-	uint64_t t0 = bench_now();
+	uint64_t t0 = stb_now_ns();
 	self = stb_unw_proc_new(0);
-	double t_self = (double)(bench_now() - t0);
-	t0 = bench_now();
+	double t_self = (double)(stb_now_ns() - t0);
+	t0 = stb_now_ns();
 	remote = stb_unw_proc_new(getpid());
-	double t_remote = (double)(bench_now() - t0);
+	double t_remote = (double)(stb_now_ns() - t0);
 	if (!self || !remote) {
 		perror("stb_unw_proc_new");
 		return 1;
@@ -230,10 +224,10 @@ int main(int argc, char **argv)
 	unsigned nf = 0;
 	struct stb_unw_proc *fresh = stb_unw_proc_new(0);
 	if (fresh) {
-		t0 = bench_now();
+		t0 = stb_now_ns();
 		stb_unw_walk(fresh, &c10.regs, &copy10, 0, 10, bench_count, &nf);
 		printf("first walk on a fresh proc (rules cold): %u frames %.1f us\n", nf,
-		       (double)(bench_now() - t0) / 1000);
+		       (double)(stb_now_ns() - t0) / 1000);
 		stb_unw_proc_free(fresh);
 	}
 	bench_walks("pid0  ", self, &c10, &c64, iters);

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define EXIT_USAGE 64
 
 static volatile sig_atomic_t stop_requested;
@@ -29,12 +31,6 @@ static void on_stop(int sig)
 	stop_requested = 1;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void usage(FILE *out)
 {
@@ -54,19 +50,6 @@ static void usage(FILE *out)
 		"  stb-bench-every --interval-ms 100 -- stb-bpf-loader --pid 1234 --all\n"
 		"\n"
 		"Exit status: 0 ok (even if runs failed: see F), 1 failure, 64 usage error.\n");
-}
-
-static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	if (!s || *s < '0' || *s > '9')
-		return false;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
 }
 
 /* Runs argv once; returns its exit status (-1: could not start), adds its CPU. */
@@ -109,7 +92,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+:i:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
-			if (!parse_u64(optarg, 1, 3600000, &interval_ms)) {
+			if (!stb_parse_u64(optarg, 1, 3600000, &interval_ms)) {
 				fprintf(stderr, "stb-bench-every: --interval-ms: '%s' is not in "
 						"1..3600000\n", optarg);
 				return EXIT_USAGE;
@@ -143,11 +126,11 @@ int main(int argc, char **argv)
 
 	uint64_t runs = 0, failed = 0, wall_sum = 0, wall_max = 0, cpu = 0;
 	uint64_t period = interval_ms * 1000000u;
-	uint64_t next = now_ns();
+	uint64_t next = stb_now_ns();
 	while (!stop_requested) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = stb_now_ns();
 		int rc = run_once(argv + optind, output, &cpu);
-		uint64_t dt = now_ns() - t0;
+		uint64_t dt = stb_now_ns() - t0;
 		if (rc == -1) {
 			fprintf(stderr, "stb-bench-every: cannot start %s: %s\n", argv[optind],
 				strerror(errno));
@@ -159,7 +142,7 @@ int main(int argc, char **argv)
 		if (dt > wall_max)
 			wall_max = dt;
 		next += period;
-		uint64_t now = now_ns();
+		uint64_t now = stb_now_ns();
 		if (next < now)
 			next = now; /* overran: start the next run at once */
 		struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};

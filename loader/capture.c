@@ -6,6 +6,7 @@
  * capture.h for the contract and bpf/stb_capture.bpf.c for the kernel side.
  */
 #include "capture.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,13 +71,6 @@ struct stb_capture {
 	struct stb_capture_worker workers[STB_CAPTURE_SLOTS];
 };
 
-static __u64 stb_capture_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
 
 /* Does thread tid of process pid exist? */
 static bool stb_capture_thread_alive(pid_t pid, pid_t tid)
@@ -194,7 +188,7 @@ static int stb_capture_on_record(void *ctx, void *data, size_t size)
 		if (n == STB_CAPTURE_RECORD_HDR_SIZE)
 			c->want_out->stack_size = 0;
 		c->got = true;
-		c->seen_ns = stb_capture_now_ns();
+		c->seen_ns = stb_now_ns();
 		return 0;
 	}
 	c->stale++;
@@ -503,7 +497,7 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 
 	/* Arm. Every enable of an event on a running thread interrupts it
 	 * (IPI), so there is exactly one per capture. */
-	arm_ns = stb_capture_now_ns();
+	arm_ns = stb_now_ns();
 	if (c->on_demand) {
 		err = stb_capture_event_open(c, worker, ev->tid, true);
 		/* Already enabled: REFRESH only sets event_limit (no IPI). A
@@ -535,7 +529,7 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 	}
 
 	deadline = arm_ns + (__u64)timeout_us * 1000ull;
-	spin_end = stb_capture_now_ns() + (__u64)c->spin_us * 1000ull;
+	spin_end = stb_now_ns() + (__u64)c->spin_us * 1000ull;
 	while (!err) {
 		n = ring_buffer__consume(c->rb);
 		polls++;
@@ -545,7 +539,7 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 		}
 		if (c->got)
 			break;
-		now = stb_capture_now_ns();
+		now = stb_now_ns();
 		if (now >= deadline)
 			break;
 		if (now < spin_end) {

@@ -30,6 +30,7 @@
 #include "symbolize.h"
 #include "target.h"
 #include "unwind.h"
+#include "util.h"
 
 #define STB_EXIT_OK 0
 #define STB_EXIT_FAIL 1
@@ -81,12 +82,6 @@ struct stb_loader {
 	unsigned nbpf;
 };
 
-static uint64_t stb_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void stb_usage(FILE *out)
 {
@@ -140,20 +135,6 @@ static void stb_usage(FILE *out)
 		"ready bthreads (and running ones blocked in a system call), and says so.\n"
 		"Exit status: 0 success, 1 failure (including a target that exited mid-trace, or a\n"
 		"requested bthread that does not exist), 64 usage error.\n");
-}
-
-/* Strict unsigned parse: all digits, in [lo, hi]. */
-static bool stb_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	if (!s || !*s || *s == '-' || *s == '+')
-		return false;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
 }
 
 static int stb_parse_state(const char *s)
@@ -393,7 +374,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			   struct stb_report_task *t)
 {
 	struct stb_abi_task *p = stb_target_task(L->tg, slot);
-	uint64_t start = stb_now();
+	uint64_t start = stb_now_ns();
 	uint64_t deadline = start + (uint64_t)L->o.timeout_ms * 1000000u;
 	struct stb_collect c = {.frames = L->scratch, .max = L->o.max_depth};
 	struct stb_regs regs;
@@ -413,7 +394,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		struct timespec ts = {L->fault_hold_ms / 1000, (long)(L->fault_hold_ms % 1000) * 1000000};
 		nanosleep(&ts, NULL);
 	}
-	uint64_t held_from = stb_now(), held_ns = 0; /* time the lease was held */
+	uint64_t held_from = stb_now_ns(), held_ns = 0; /* time the lease was held */
 	struct stb_capture_timing tm = {0};
 	if (rc == -ESRCH) {
 		stb_fail(t, rc, "bthread %" PRIu64 " has finished", id);
@@ -425,7 +406,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	}
 	for (unsigned spins = 0;; spins++) {
 		if (spins && lease == 0)
-			held_from = stb_now(); /* held again from here */
+			held_from = stb_now_ns(); /* held again from here */
 		rc = spins ? stb_hold_refresh(p, id, deadline, &lease) : 0;
 		if (rc == -EBUSY) {
 			stb_fail(t, rc, "another tracer held the task for the whole timeout");
@@ -487,12 +468,12 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			 * one running): holding it meanwhile would only stop it at its
 			 * gate, in stb_gate_wait, if it tried to switch, and show that
 			 * wait as its stack. Let it go; the next attempt holds it again. */
-			held_ns += stb_now() - held_from;
+			held_ns += stb_now_ns() - held_from;
 			stb_hold_release(p, lease);
 			lease = 0;
 			/* A few ms of sampling: a task that does not run in that window
 			 * is looked for in a blocking system call again (offcpu.c). */
-			uint64_t now = stb_now();
+			uint64_t now = stb_now_ns();
 			unsigned budget = now < deadline ? (unsigned)((deadline - now) / 1000u) : 0;
 			if (budget > STB_LOADER_CAPTURE_SLICE_US)
 				budget = STB_LOADER_CAPTURE_SLICE_US;
@@ -514,7 +495,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 					if (rc == 0) {
 						t->mode = STB_TRACE_SYSCALL;
 						offcpu = true;
-					} else if (stb_now() >= deadline) {
+					} else if (stb_now_ns() >= deadline) {
 						stb_fail(t, -ETIMEDOUT, "running on worker %u (tid %u) but not "
 								"seen on a CPU within %d ms (machine overloaded?)",
 							 worker, t->tid, L->o.timeout_ms);
@@ -543,7 +524,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		}
 		if (rc != -EAGAIN && rc != -ETIMEDOUT)
 			break;
-		if (stb_now() >= deadline) {
+		if (stb_now_ns() >= deadline) {
 			stb_fail(t, -ETIMEDOUT, "the task did not settle within %d ms (state %s)",
 				 L->o.timeout_ms, stb_state_name(st));
 			rc = -ETIMEDOUT;
@@ -554,7 +535,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	}
 	if (lease)
 		stb_hold_release(p, lease);
-	uint64_t held = held_ns + (lease ? stb_now() - held_from : 0);
+	uint64_t held = held_ns + (lease ? stb_now_ns() - held_from : 0);
 	L->nhold++;
 	L->hold_sum_ns += held;
 	L->hold_max_ns = held > L->hold_max_ns ? held : L->hold_max_ns;
@@ -623,11 +604,7 @@ static void stb_loader_open_capture(struct stb_loader *L)
 	stb_libbpf_quiet = !L->o.verbose;
 	libbpf_set_print(stb_libbpf_print);
 	struct stb_capture_opts co;
-	memset(&co, 0, sizeof(co));
-	co.mode = STB_CAPTURE_MODE_CAPTURE;
-	co.backing = L->tg->hdr->backing;
-	co.table_fd = L->tg->table_fd;
-	co.table_addr = L->tg->hdr->table_addr;
+	stb_target_capture_opts(L->tg, STB_CAPTURE_MODE_CAPTURE, &co);
 	L->cap = stb_capture_open(L->tg->pid, &co);
 	if (!L->cap) {
 		int err = errno;
@@ -707,7 +684,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto cleanup;
 	}
-	uint64_t t0 = stb_now();
+	uint64_t t0 = stb_now_ns();
 	if (L.o.nids) {
 		for (unsigned i = 0; i < L.o.nids && !L.target_gone; i++) {
 			uint64_t id = L.o.ids[i];
@@ -752,7 +729,7 @@ int main(int argc, char **argv)
 			ntasks++;
 		}
 	}
-	uint64_t t1 = stb_now();
+	uint64_t t1 = stb_now_ns();
 	for (size_t i = 0; i < ntasks; i++)
 		if (tasks[i].err < 0)
 			L.failed++;

@@ -26,6 +26,7 @@
 #include "symbolize.h"
 #include "target.h"
 #include "unwind.h"
+#include "util.h"
 
 #define STB_PROF_COPY_MAX (256u << 10)
 #define STB_PROF_RINGBUF (16u << 20)
@@ -83,12 +84,6 @@ static void stb_prof_on_signal(int sig)
 	stb_prof_stop = 1;
 }
 
-static uint64_t stb_prof_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int stb_profile_parse_duration(const char *s, uint64_t *ns)
 {
@@ -319,7 +314,7 @@ static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t 
 		unsigned cst = st;
 		if (st == STB_TASK_CREATED || st == STB_TASK_READY_NO_STACK) {
 			stack = P->nostack;
-		} else if (count && (over || stb_prof_now() >= budget_end)) {
+		} else if (count && (over || stb_now_ns() >= budget_end)) {
 			if (!over)
 				P->rotor = slot; /* next tick starts here */
 			over = true;
@@ -360,11 +355,7 @@ static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t 
 static int stb_prof_open_capture(struct stb_prof *P)
 {
 	struct stb_capture_opts co;
-	memset(&co, 0, sizeof(co));
-	co.mode = STB_CAPTURE_MODE_SAMPLE;
-	co.backing = P->tg->hdr->backing;
-	co.table_fd = P->tg->table_fd;
-	co.table_addr = P->tg->hdr->table_addr;
+	stb_target_capture_opts(P->tg, STB_CAPTURE_MODE_SAMPLE, &co);
 	co.period_ns = P->period_ns;
 	co.ringbuf_bytes = STB_PROF_RINGBUF;
 	co.sample_stack = true;
@@ -529,19 +520,19 @@ int stb_profile_run(const struct stb_profile_opts *o)
 
 	/* Prime the off-CPU cache (modules, unwind tables, the stacks of tasks
 	 * that stay blocked) before sampling and the clock start. */
-	uint64_t p0 = stb_prof_now();
+	uint64_t p0 = stb_now_ns();
 	stb_prof_snapshot(&P, 0, 0, false);
 	if (o->verbose)
 		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
 				"in %.1f ms; sampling %d workers\n", P.unwinds,
-			(double)(stb_prof_now() - p0) / 1e6, stb_capture_sync_workers(P.cap));
+			(double)(stb_now_ns() - p0) / 1e6, stb_capture_sync_workers(P.cap));
 	int rc = stb_capture_sample_start(P.cap);
 	if (rc != 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot start sampling: %s\n",
 			stb_capture_strerror(rc));
 		goto cleanup;
 	}
-	uint64_t t0 = stb_prof_now(), end = t0 + o->duration_ns;
+	uint64_t t0 = stb_now_ns(), end = t0 + o->duration_ns;
 	uint64_t tick = P.period_ns, next = t0 + tick;
 	uint64_t next_progress = t0 + STB_PROF_PROGRESS_NS, next_sync = t0 + STB_PROF_SYNC_NS;
 	uint64_t next_alive = t0 + STB_PROF_ALIVE_NS;
@@ -549,7 +540,7 @@ int stb_profile_run(const struct stb_profile_opts *o)
 	memset(&cs, 0, sizeof(cs));
 	uint64_t stop_at;
 	for (;;) {
-		uint64_t now = stb_prof_now();
+		uint64_t now = stb_now_ns();
 		bool done = stb_prof_stop || P.target_gone || now >= end;
 		uint64_t limit = now < end ? now : end;
 		if (stb_capture_sample_poll(P.cap, stb_prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
@@ -563,7 +554,7 @@ int stb_profile_run(const struct stb_profile_opts *o)
 			P.ticks++;
 			P.missed_ticks += weight - 1;
 			next += weight * tick;
-			now = stb_prof_now();
+			now = stb_now_ns();
 		}
 		if (done) {
 			stop_at = limit;

@@ -261,3 +261,13 @@ int stb_target_alive(const struct stb_target *t)
 	struct pollfd pfd = {.fd = t->pidfd, .events = POLLIN};
 	return poll(&pfd, 1, 0) == 0;
 }
+
+void stb_target_capture_opts(const struct stb_target *t, unsigned mode,
+			     struct stb_capture_opts *co)
+{
+	memset(co, 0, sizeof(*co));
+	co->mode = mode;
+	co->backing = t->hdr->backing;
+	co->table_fd = t->table_fd;
+	co->table_addr = t->hdr->table_addr;
+}

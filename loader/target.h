@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "capture.h"
 #include "stb/abi.h"
 
 struct stb_target {
@@ -50,5 +51,10 @@ int stb_target_read(void *target, uint64_t addr, void *dst, size_t len);
 
 /* Non-zero until the process has exited (a zombie counts as exited). */
 int stb_target_alive(const struct stb_target *t);
+
+/* Capture options for target t's table (backing, fd, address) in `mode`
+ * (enum stb_capture_mode); everything else zero (defaults). */
+void stb_target_capture_opts(const struct stb_target *t, unsigned mode,
+			     struct stb_capture_opts *co);
 
 #endif /* STB_LOADER_TARGET_H */

@@ -10,13 +10,8 @@
 #include <time.h>
 
 #include "hold.h"
+#include "util.h"
 
-static uint64_t stb_hold_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t stb_hold_lease(uint64_t deadline)
 {
@@ -30,7 +25,7 @@ uint64_t stb_hold_lease(uint64_t deadline)
 int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease)
 {
 	for (unsigned spins = 0;; spins++) {
-		uint64_t until = stb_hold_now() + STB_HOLD_LEASE_NS;
+		uint64_t until = stb_now_ns() + STB_HOLD_LEASE_NS;
 		uint64_t word = stb_hold_lease(until < deadline ? until : deadline);
 		uint64_t z = 0;
 		if (__atomic_compare_exchange_n(&p->trace, &z, word, false, __ATOMIC_SEQ_CST,
@@ -40,7 +35,7 @@ int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 		}
 		if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id)
 			return -ESRCH;
-		if (stb_hold_now() >= deadline)
+		if (stb_now_ns() >= deadline)
 			return -EBUSY;
 		if (spins < 100)
 			__builtin_ia32_pause();
@@ -53,7 +48,7 @@ int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 {
 	uint64_t cur = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
 	uint64_t ends = (*lease >> 16) << STB_ABI_LEASE_SHIFT;
-	if (cur == *lease && stb_hold_now() + STB_HOLD_MARGIN_NS < ends)
+	if (cur == *lease && stb_now_ns() + STB_HOLD_MARGIN_NS < ends)
 		return 0;
 	stb_hold_release(p, *lease);
 	return stb_hold_acquire(p, id, deadline, lease);
@@ -76,7 +71,7 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 	 * are consistent and its stack stays mapped (docs/abi.md). */
 	uint64_t ends = (lease >> 16) << STB_ABI_LEASE_SHIFT;
 	if (lease && (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
-		      stb_hold_now() + STB_HOLD_MARGIN_NS >= ends))
+		      stb_now_ns() + STB_HOLD_MARGIN_NS >= ends))
 		return -ETIMEDOUT;
 	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
 	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);

@@ -20,6 +20,7 @@
 #include "bthread/bthread.h"
 #include "context.h"
 #include "stb/abi.h"
+#include "util.h"
 
 #ifndef STB_TRACER
 #define STB_TRACER 1
@@ -42,13 +43,6 @@
 static inline void stb_cpu_relax(void)
 {
 	__builtin_ia32_pause();
-}
-
-static inline uint64_t stb_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static inline uint64_t stb_now_coarse_ns(void)

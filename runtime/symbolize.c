@@ -6,6 +6,7 @@
  * __cxa_demangle found at run time.
  */
 #include "symbolize.h"
+#include "util.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -55,12 +56,6 @@ struct stb_sym {
 	uint64_t last_refresh_ns;
 };
 
-static uint64_t stb_sym_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t stb_sym_hash64(uint64_t x)
 {
@@ -254,7 +249,7 @@ static int stb_sym_report(struct stb_sym *s)
 	ret = dwfl_linux_proc_report(s->dwfl, s->pid);
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && ret == 0)
 		ret = ENOMEM;
-	s->last_refresh_ns = stb_sym_now_ns();
+	s->last_refresh_ns = stb_now_ns();
 	if (ret > 0)
 		return ret == ENOENT ? -ESRCH : -ret;
 	return ret < 0 ? -EIO : 0;
@@ -420,7 +415,7 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 	memset(info, 0, sizeof(*info));
 	e->ret = -ENOENT;
 	mod = dwfl_addrmodule(s->dwfl, addr);
-	if (!mod && stb_sym_now_ns() - s->last_refresh_ns >= STB_SYM_AUTO_REFRESH_NS) {
+	if (!mod && stb_now_ns() - s->last_refresh_ns >= STB_SYM_AUTO_REFRESH_NS) {
 		/* The target may have loaded a module since. */
 		stb_sym_report(s);
 		stb_sym_cache_clear(s);

@@ -9,6 +9,7 @@
  * .eh_frame_hdr table), and the frame-pointer walker.
  */
 #include "unwind.h"
+#include "util.h"
 
 #include <stb/abi.h>
 
@@ -145,12 +146,6 @@ static void stb_unw_rcache_clear(struct stb_unw_proc *p)
 	}
 }
 
-static uint64_t stb_unw_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((no_sanitize("address", "thread")))
 void stb_unw_copy_raw(void *dst, const void *src, size_t n)
@@ -882,7 +877,7 @@ static int stb_unw_refresh(struct stb_unw_proc *p, int forced)
 	if (p->pid == 0) {
 		dl_iterate_phdr(stb_unw_dl_counts, counts);
 		if (!forced && counts[0] == p->dl_adds && counts[1] == p->dl_subs) {
-			atomic_store_explicit(&p->last_refresh_ns, stb_unw_now_ns(), memory_order_relaxed);
+			atomic_store_explicit(&p->last_refresh_ns, stb_now_ns(), memory_order_relaxed);
 			ret = 0;
 			goto cleanup;
 		}
@@ -907,7 +902,7 @@ static int stb_unw_refresh(struct stb_unw_proc *p, int forced)
 	p->dl_adds = counts[0];
 	p->dl_subs = counts[1];
 	atomic_fetch_add_explicit(&p->st_refreshes, 1, memory_order_relaxed);
-	atomic_store_explicit(&p->last_refresh_ns, stb_unw_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&p->last_refresh_ns, stb_now_ns(), memory_order_relaxed);
 cleanup:
 	pthread_mutex_unlock(&p->refresh_lock);
 	return ret;
@@ -1045,7 +1040,7 @@ static const struct stb_unw_mod *stb_unw_walk_mod(struct stb_unw_walkctx *w, uin
 	m = stb_unw_modtab_find(w->tab, ip);
 	if (!m && !w->refresh_tried) {
 		uint64_t min = p->pid ? STB_UNW_REMOTE_REFRESH_NS : STB_UNW_SELF_REFRESH_NS;
-		uint64_t now = stb_unw_now_ns();
+		uint64_t now = stb_now_ns();
 		w->refresh_tried = 1;
 		if (now - atomic_load_explicit(&p->last_refresh_ns, memory_order_relaxed) >= min) {
 			pthread_rwlock_unlock(&p->lock);
@@ -1776,7 +1771,7 @@ struct stb_unw_proc *stb_unw_proc_new(pid_t pid)
 		goto cleanup;
 	p->dl_adds = counts[0];
 	p->dl_subs = counts[1];
-	atomic_store_explicit(&p->last_refresh_ns, stb_unw_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&p->last_refresh_ns, stb_now_ns(), memory_order_relaxed);
 	p->rcache = calloc(STB_UNW_RCACHE, sizeof(*p->rcache));
 	if (!p->rcache) {
 		ret = -ENOMEM;

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Small helpers shared by the runtime, the loader and the benchmark tools:
+ * the monotonic clock in nanoseconds and the strict number parsing every
+ * command line of the project uses. Header-only, no state.
+ */
+#ifndef STB_RUNTIME_UTIL_H
+#define STB_RUNTIME_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC in ns. Thread-safe, never blocks (vDSO). */
+static inline uint64_t stb_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Strict decimal: digits only (no sign, space or suffix), within [lo, hi].
+ * Returns true and sets *out, or false and leaves it alone. */
+static inline bool stb_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+#endif /* STB_RUNTIME_UTIL_H */
