@@ -256,7 +256,7 @@ static void client_arrive(unsigned n, bool wait)
 	bthread_mutex_lock(&g.start_lock);
 	g.arrived += n;
 	if (g.arrived == g.o.connections && !g.go) {
-		g.t0_ns = echo_now_ns();
+		g.t0_ns = stb_now_ns();
 		g.deadline_ns = g.t0_ns + (uint64_t)g.o.duration_s * 1000000000ull;
 		g.go = true;
 		bthread_cond_broadcast(&g.start_cv);
@@ -282,7 +282,7 @@ static void *client_conn_main(void *arg)
 	if (fd < 0)
 		goto cleanup;
 	for (;;) {
-		if (!g.o.requests && echo_now_ns() >= g.deadline_ns)
+		if (!g.o.requests && stb_now_ns() >= g.deadline_ns)
 			break;
 		uint64_t k = __atomic_fetch_add(&g.next_ticket, 1, __ATOMIC_RELAXED);
 		if (g.o.requests && k >= g.o.requests)
@@ -290,13 +290,13 @@ static void *client_conn_main(void *arg)
 		unsigned kind = kind_of(k);
 		fill_request(req, g.o.size, k, c->no, kind);
 		struct timespec until = echo_abstime_ms(g.o.timeout_ms);
-		uint64_t t0 = echo_now_ns();
+		uint64_t t0 = stb_now_ns();
 		if (send_all(c, fd, req, g.o.size, &until) != 0 ||
 		    recv_all(c, fd, rep, g.o.size, &until, c->done) != 0) {
 			__atomic_fetch_add(&g.failed, 1, __ATOMIC_RELAXED);
 			break;
 		}
-		uint64_t dt = echo_now_ns() - t0;
+		uint64_t dt = stb_now_ns() - t0;
 		if (memcmp(req, rep, g.o.size) != 0) {
 			uint32_t at = 0;
 			while (req[at] == rep[at])
@@ -410,7 +410,7 @@ static int client_parse_args(int argc, char **argv, struct client_opts *o)
 		const char *what = NULL;
 		switch (c) {
 		case 'p':
-			if (!echo_parse_u64(optarg, 1, 65535, &v)) {
+			if (!stb_parse_u64(optarg, 1, 65535, &v)) {
 				what = "--port: not a port (1..65535)";
 				break;
 			}
@@ -421,19 +421,19 @@ static int client_parse_args(int argc, char **argv, struct client_opts *o)
 			o->host = optarg;
 			break;
 		case 'c':
-			if (!echo_parse_u64(optarg, 1, MAX_CONNECTIONS, &v))
+			if (!stb_parse_u64(optarg, 1, MAX_CONNECTIONS, &v))
 				what = "--connections: not in 1..10000";
 			else
 				o->connections = (unsigned)v;
 			break;
 		case 's':
-			if (!echo_parse_u64(optarg, ECHO_MIN_FRAME, ECHO_MAX_FRAME, &v))
+			if (!stb_parse_u64(optarg, ECHO_MIN_FRAME, ECHO_MAX_FRAME, &v))
 				what = "--size: not in 5..1048576";
 			else
 				o->size = (uint32_t)v;
 			break;
 		case 'd':
-			if (!echo_parse_u64(optarg, 1, 86400, &v)) {
+			if (!stb_parse_u64(optarg, 1, 86400, &v)) {
 				what = "--duration: not a whole number of seconds in 1..86400";
 			} else {
 				o->duration_s = (unsigned)v;
@@ -441,13 +441,13 @@ static int client_parse_args(int argc, char **argv, struct client_opts *o)
 			}
 			break;
 		case 'n':
-			if (!echo_parse_u64(optarg, 1, UINT64_MAX / 2, &v))
+			if (!stb_parse_u64(optarg, 1, UINT64_MAX / 2, &v))
 				what = "--requests: not a positive number";
 			else
 				o->requests = v;
 			break;
 		case 'm':
-			if (!echo_parse_u64(optarg, 0, 100, &v))
+			if (!stb_parse_u64(optarg, 0, 100, &v))
 				what = "--mix: not a percentage in 0..100";
 			else
 				o->mix_pct = (unsigned)v;
@@ -457,13 +457,13 @@ static int client_parse_args(int argc, char **argv, struct client_opts *o)
 				what = "--kinds: want a comma-separated list of db, retry, cpu";
 			break;
 		case 'w':
-			if (!echo_parse_u64(optarg, 1, 256, &v))
+			if (!stb_parse_u64(optarg, 1, 256, &v))
 				what = "--workers: not in 1..256";
 			else
 				o->workers = (int)v;
 			break;
 		case 't':
-			if (!echo_parse_u64(optarg, 1, 600000, &v))
+			if (!stb_parse_u64(optarg, 1, 600000, &v))
 				what = "--timeout-ms: not in 1..600000";
 			else
 				o->timeout_ms = (unsigned)v;
@@ -609,7 +609,7 @@ int main(int argc, char **argv)
 		client_arrive(o->connections - started, false);
 	for (unsigned i = 0; i < started; i++)
 		bthread_join(conns[i].tid, NULL);
-	double secs = (double)(echo_now_ns() - g.t0_ns) / 1e9;
+	double secs = (double)(stb_now_ns() - g.t0_ns) / 1e9;
 	print_summary(secs);
 	if (o->requests && g.ok != o->requests && g.conn_errors == 0)
 		fprintf(stderr, "stb-echo-client: only %" PRIu64 " of %" PRIu64 " requests done\n",

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "util.h" /* stb_parse_u64, stb_now_ns (runtime/) */
+
 /*
  * Frame: a 4-byte big-endian length of the whole frame (header included),
  * then the kind byte, then payload. The kind selects the server's code path;
@@ -51,20 +53,6 @@ static inline void echo_put_be32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
-/* Strict decimal: digits only, no sign or spaces, within [lo, hi]. */
-static inline bool echo_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	if (!s || *s < '0' || *s > '9')
-		return false;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
 /*
  * errno of the calling thread, read afresh. A bthread may resume on another
  * worker after a call that suspends it, and glibc declares __errno_location()
@@ -74,13 +62,6 @@ static inline bool echo_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint6
 static __attribute__((noipa, unused)) int echo_errno(void)
 {
 	return errno;
-}
-
-static inline uint64_t echo_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* CLOCK_REALTIME abstime ms milliseconds from now (bthread_fd_timedwait's clock). */

@@ -151,11 +151,11 @@ static ECHO_FRAME void retry_request(void)
 static ECHO_FRAME uint64_t cpu_heavy_checksum(const unsigned char *p, size_t len, uint64_t spin_ns)
 {
 	uint64_t h = 1469598103934665603ull;
-	uint64_t end = echo_now_ns() + spin_ns;
+	uint64_t end = stb_now_ns() + spin_ns;
 	for (unsigned rounds = 1;; rounds++) {
 		for (size_t i = 0; i < len; i++)
 			h = (h ^ p[i]) * 1099511628211ull;
-		if ((rounds & 15) == 0 && echo_now_ns() >= end)
+		if ((rounds & 15) == 0 && stb_now_ns() >= end)
 			break;
 	}
 	return h;
@@ -471,9 +471,9 @@ static void *echo_self_dump_main(void *arg)
 		next.tv_nsec = (long)(ns % 1000000000u);
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
 			;
-		uint64_t t0 = echo_now_ns();
+		uint64_t t0 = stb_now_ns();
 		int rc = stb_dump(null, &o);
-		uint64_t dt = echo_now_ns() - t0;
+		uint64_t dt = stb_now_ns() - t0;
 		if (rc < 0)
 			g_dump.failures++;
 		g_dump.dumps++;
@@ -595,7 +595,7 @@ static int echo_parse_args(int argc, char **argv, struct echo_opts *o)
 	while ((c = getopt_long(argc, argv, ":p:b:w:d:D:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (!echo_parse_u64(optarg, 0, 65535, &v)) {
+			if (!stb_parse_u64(optarg, 0, 65535, &v)) {
 				fprintf(stderr, "stb-echo-server: --port: '%s' is not a port (0..65535)\n",
 					optarg);
 				return EXIT_USAGE;
@@ -613,7 +613,7 @@ static int echo_parse_args(int argc, char **argv, struct echo_opts *o)
 			break;
 		}
 		case 'w':
-			if (!echo_parse_u64(optarg, 1, 256, &v)) {
+			if (!stb_parse_u64(optarg, 1, 256, &v)) {
 				fprintf(stderr, "stb-echo-server: --workers: '%s' is not in 1..256\n", optarg);
 				return EXIT_USAGE;
 			}
@@ -627,12 +627,12 @@ static int echo_parse_args(int argc, char **argv, struct echo_opts *o)
 					c == 'd' ? "--debug-port" : "--self-dump-ms");
 				return EXIT_USAGE;
 			}
-			if (c == 'd' && !echo_parse_u64(optarg, 0, 65535, &v)) {
+			if (c == 'd' && !stb_parse_u64(optarg, 0, 65535, &v)) {
 				fprintf(stderr, "stb-echo-server: --debug-port: '%s' is not a port "
 						"(0..65535)\n", optarg);
 				return EXIT_USAGE;
 			}
-			if (c == 'D' && !echo_parse_u64(optarg, 1, 60000, &v)) {
+			if (c == 'D' && !stb_parse_u64(optarg, 1, 60000, &v)) {
 				fprintf(stderr, "stb-echo-server: --self-dump-ms: '%s' is not in "
 						"1..60000\n", optarg);
 				return EXIT_USAGE;

@@ -67,6 +67,7 @@ struct stb_loader {
 	struct stb_sym *sym;
 	struct stb_capture *cap;      /* NULL: context mode only */
 	char cap_note[256];
+	bool cap_tried;                 /* stb_loader_capture() ran (cap or cap_note set) */
 	uint8_t *buf;
 	struct stb_capture_record *rec;
 	struct stb_frame *scratch;    /* max_depth frames */
@@ -369,6 +370,8 @@ static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
 	t->err = err;
 }
 
+static struct stb_capture *stb_loader_capture(struct stb_loader *L);
+
 /* Holds, captures and unwinds task `id` in table slot `slot` into t. */
 static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			   struct stb_report_task *t)
@@ -448,7 +451,16 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 				rc = 0;
 				break;
 			}
-			if (!L->cap) {
+			/* The BPF record is one consistent snapshot taken on the worker
+			 * while the task runs there (the program checks that it is the
+			 * one running): holding it meanwhile would only stop it at its
+			 * gate, in stb_gate_wait, if it tried to switch, and show that
+			 * wait as its stack. Let it go before anything slow (loading the
+			 * program, opening a perf event); the next attempt holds it again. */
+			held_ns += stb_now_ns() - held_from;
+			stb_hold_release(p, lease);
+			lease = 0;
+			if (!stb_loader_capture(L)) {
 				stb_fail(t, -ENOTSUP, "running: not captured (%s)", L->cap_note);
 				rc = -ENOTSUP;
 				break;
@@ -463,14 +475,6 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 					break;
 				}
 			}
-			/* The BPF record is one consistent snapshot taken on the worker
-			 * while the task runs there (the program checks that it is the
-			 * one running): holding it meanwhile would only stop it at its
-			 * gate, in stb_gate_wait, if it tried to switch, and show that
-			 * wait as its stack. Let it go; the next attempt holds it again. */
-			held_ns += stb_now_ns() - held_from;
-			stb_hold_release(p, lease);
-			lease = 0;
 			/* A few ms of sampling: a task that does not run in that window
 			 * is looked for in a blocking system call again (offcpu.c). */
 			uint64_t now = stb_now_ns();
@@ -626,6 +630,27 @@ static void stb_loader_open_capture(struct stb_loader *L)
 	}
 }
 
+/* The capture program, loaded when the first running bthread needs it: a
+ * snapshot in which every bthread is off-CPU loads no BPF at all. The
+ * warning about a missing capability is printed then, once. */
+static struct stb_capture *stb_loader_capture(struct stb_loader *L)
+{
+	if (!L->cap_tried) {
+		L->cap_tried = true;
+		stb_loader_open_capture(L);
+		if (!L->cap)
+			fprintf(stderr, "stb-bpf-loader: warning: %s; running bthreads will not be "
+					"captured (context mode only)\n", L->cap_note);
+	}
+	return L->cap;
+}
+
+/* How the stacks were taken: BPF loaded, BPF unavailable, or never needed. */
+static const char *stb_loader_mode(const struct stb_loader *L)
+{
+	return L->cap ? "bpf+context" : L->cap_tried ? "context-only" : "context";
+}
+
 int main(int argc, char **argv)
 {
 	struct stb_loader L;
@@ -655,7 +680,7 @@ int main(int argc, char **argv)
 	uint64_t fv;
 	if (fault && stb_parse_u64(fault, 1, 600000, &fv))
 		L.fault_hold_ms = (unsigned)fv;
-	L.tg = stb_target_open(L.o.pid, err, sizeof(err));
+	L.tg = stb_target_open(L.o.pid, STB_TARGET_MAP_USED, err, sizeof(err));
 	if (!L.tg) {
 		fprintf(stderr, "stb-bpf-loader: %s\n", err);
 		goto cleanup;
@@ -670,14 +695,12 @@ int main(int argc, char **argv)
 			(int)L.o.pid, strerror(errno));
 		goto cleanup;
 	}
-	stb_loader_open_capture(&L);
-	if (!L.cap)
-		fprintf(stderr, "stb-bpf-loader: warning: %s; running bthreads will not be captured "
-				"(context mode only)\n", L.cap_note);
 
 	/* The tasks to trace. */
 	struct stb_abi_header *h = L.tg->hdr;
 	uint32_t hwm = (uint32_t)__atomic_load_n(&h->slot_hwm, __ATOMIC_ACQUIRE);
+	if (hwm > L.tg->slots)
+		hwm = L.tg->slots; /* tasks started since the table was mapped */
 	size_t cap = L.o.nids ? L.o.nids : hwm;
 	tasks = calloc(cap ? cap : 1, sizeof(*tasks));
 	if (!tasks) {
@@ -690,6 +713,12 @@ int main(int argc, char **argv)
 			uint64_t id = L.o.ids[i];
 			uint32_t slot = STB_ABI_SLOT(id);
 			struct stb_abi_task *p = stb_target_task(L.tg, slot);
+			if (!p && slot < h->task_capacity) {
+				fprintf(stderr, "stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
+						"finished\n", id);
+				L.missing++;
+				continue;
+			}
 			if (!p) {
 				fprintf(stderr, "stb-bpf-loader: bthread %" PRIu64 " is beyond the table "
 						"capacity (%u) and cannot be traced from outside\n", id,
@@ -758,20 +787,20 @@ int main(int argc, char **argv)
 			 ",\n  \"pid\": %d, \"comm\": \"%s\", \"abi_version\": %u,"
 			 " \"capture\": \"%s\", \"complete\": %s, \"table_capacity\": %u,"
 			 " \"untraceable\": %" PRIu64,
-			 (int)L.o.pid, L.tg->comm, h->abi_version, L.cap ? "bpf+context" : "context-only",
+			 (int)L.o.pid, L.tg->comm, h->abi_version, stb_loader_mode(&L),
 			 L.target_gone ? "false" : "true", h->task_capacity, untraceable);
 		rc = stb_report_json(&r, tasks, ntasks, extra);
 	} else if (L.o.format == STB_FMT_PPROF || L.o.format == STB_FMT_FOLDED) {
 		/* runtime/pprof.c, shared with stb_dump. */
 		char note[512];
-		snprintf(note, sizeof(note), "stb-bpf-loader snapshot of pid %d (%s): %s%s",
-			 (int)L.o.pid, L.tg->comm, L.cap ? "bpf+context" : "context only: ",
-			 L.cap ? "" : L.cap_note);
+		snprintf(note, sizeof(note), "stb-bpf-loader snapshot of pid %d (%s): %s%s%s",
+			 (int)L.o.pid, L.tg->comm, stb_loader_mode(&L),
+			 L.cap_tried && !L.cap ? ": " : "", L.cap_tried && !L.cap ? L.cap_note : "");
 		rc = stb_report_pprof(&r, L.sym, L.unw, tasks, ntasks,
 				      L.o.format == STB_FMT_PPROF ? STB_REPORT_PPROF : STB_REPORT_FOLDED,
 				      L.target_gone ? "the target exited during the trace: partial" : note);
 	} else {
-		if (!L.cap)
+		if (L.cap_tried && !L.cap)
 			fprintf(out, "# note: %s; running bthreads are not captured (context mode "
 				     "only)\n\n", L.cap_note);
 		if (untraceable)
@@ -788,7 +817,8 @@ int main(int argc, char **argv)
 	}
 	if (L.o.verbose)
 		fprintf(stderr, "stb-bpf-loader: %zu tasks traced in %.3f ms (%u failed)%s\n", ntasks,
-			(double)(t1 - t0) / 1e6, L.failed, L.cap ? "" : ", context mode only");
+			(double)(t1 - t0) / 1e6, L.failed,
+			L.cap ? ", BPF loaded" : L.cap_tried ? ", context mode only" : ", no BPF needed");
 	if (L.o.verbose && L.nhold)
 		fprintf(stderr, "stb-bpf-loader: tasks held %.1f us at most, %.1f us on average\n",
 			(double)L.hold_max_ns / 1e3, (double)L.hold_sum_ns / L.nhold / 1e3);

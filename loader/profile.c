@@ -276,8 +276,8 @@ static int stb_prof_slots_grow(struct stb_prof *P, size_t n)
 static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
 {
 	uint32_t hwm = (uint32_t)__atomic_load_n(&P->tg->hdr->slot_hwm, __ATOMIC_ACQUIRE);
-	if (hwm > P->tg->hdr->task_capacity)
-		hwm = P->tg->hdr->task_capacity;
+	if (hwm > P->tg->slots)
+		hwm = P->tg->slots;
 	if (hwm == 0 || stb_prof_slots_grow(P, hwm) != 0)
 		return;
 	int64_t v[STB_PV_N] = {(int64_t)weight, 0, (int64_t)(weight * P->period_ns)};
@@ -469,7 +469,7 @@ int stb_profile_run(const struct stb_profile_opts *o)
 			goto cleanup;
 		}
 	}
-	P.tg = stb_target_open(o->pid, err, sizeof(err));
+	P.tg = stb_target_open(o->pid, STB_TARGET_MAP_ALL, err, sizeof(err));
 	if (!P.tg) {
 		fprintf(stderr, "stb-bpf-loader: %s\n", err);
 		goto cleanup;

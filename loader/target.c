@@ -124,7 +124,7 @@ static int stb_find_table_fd(struct stb_target *t)
 	return found;
 }
 
-struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
+struct stb_target *stb_target_open(pid_t pid, unsigned map, char *err, size_t errlen)
 {
 	struct stb_target *t = calloc(1, sizeof(*t));
 	int rc = 0;
@@ -182,6 +182,7 @@ struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
 	uint32_t version = h->abi_version, esize = h->entry_size;
 	uint64_t size = h->table_size;
 	uint32_t cap = h->task_capacity;
+	uint64_t hwm = __atomic_load_n(&h->slot_hwm, __ATOMIC_ACQUIRE);
 	munmap(h, 4096);
 	if (magic != STB_ABI_MAGIC) {
 		rc = EPROTO;
@@ -198,6 +199,13 @@ struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
 			 "target's libbthread", (int)pid, t->comm, version, esize, STB_ABI_VERSION);
 		goto cleanup;
 	}
+	uint32_t slots = cap;
+	if (map == STB_TARGET_MAP_USED && hwm + STB_TARGET_SLOT_SLACK < cap)
+		slots = (uint32_t)hwm + STB_TARGET_SLOT_SLACK;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t want = (STB_ABI_TASK_OFFSET(slots) + (uint64_t)page - 1) & ~((uint64_t)page - 1);
+	if (want < size)
+		size = want;
 	t->table = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (t->table == MAP_FAILED) {
 		rc = errno;
@@ -206,6 +214,7 @@ struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
 		goto cleanup;
 	}
 	t->size = size;
+	t->slots = slots;
 	t->hdr = t->table;
 cleanup:
 	if (rc) {
@@ -231,7 +240,7 @@ void stb_target_close(struct stb_target *t)
 
 struct stb_abi_task *stb_target_task(const struct stb_target *t, uint32_t slot)
 {
-	if (slot >= t->hdr->task_capacity)
+	if (slot >= t->slots)
 		return NULL;
 	return (struct stb_abi_task *)((char *)t->table + STB_ABI_TASK_OFFSET(slot));
 }

@@ -20,24 +20,35 @@ struct stb_target {
 	int table_fd;                 /* our duplicate of the target's map/memfd */
 	int target_fd;                /* the fd number in the target */
 	void *table;                  /* mapped read-write (leases are written) */
-	size_t size;
+	size_t size;                  /* bytes mapped: the header and `slots` entries */
+	uint32_t slots;               /* task slots mapped (<= hdr->task_capacity) */
 	struct stb_abi_header *hdr;
 	char comm[32];
 };
 
+/* Slots mapped beyond the table's slot_hwm by a snapshot (STB_TARGET_MAP_USED). */
+#define STB_TARGET_SLOT_SLACK 1024u
+
+enum {
+	STB_TARGET_MAP_USED = 0, /* the slots in use at open (+ slack): a snapshot */
+	STB_TARGET_MAP_ALL = 1,  /* every slot: a profile that sees new tasks */
+};
+
 /*
- * Finds and maps the stb task table of process pid. On failure returns NULL,
+ * Finds and maps the stb task table of process pid, as much of it as `map`
+ * says (a BPF map's mapping costs a page-table entry per page at once: the
+ * whole default table is 8 MiB). On failure returns NULL,
  * sets errno and writes a message naming the cause and the fix into
  * err[errlen]: ESRCH no such process; EACCES/EPERM no ptrace access to it
  * (root or CAP_SYS_PTRACE); ENOENT not a stb runtime; EPROTO ABI mismatch.
  * May block on /proc reads.
  */
-struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen);
+struct stb_target *stb_target_open(pid_t pid, unsigned map, char *err, size_t errlen);
 
 /* Unmaps and closes everything; accepts NULL. */
 void stb_target_close(struct stb_target *t);
 
-/* Task entry of slot s, or NULL beyond the capacity. */
+/* Task entry of slot s, or NULL beyond the mapped slots. */
 struct stb_abi_task *stb_target_task(const struct stb_target *t, uint32_t slot);
 
 /* Worker entry w, or NULL. */

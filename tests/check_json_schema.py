@@ -113,8 +113,8 @@ def check_loader_extra(doc, profile):
     need(doc, "complete", lambda v: isinstance(v, bool), "a boolean", "document")
     if not profile:
         need(doc, "abi_version", is_int, "an integer", "document")
-        need(doc, "capture", lambda v: v in ("bpf+context", "context-only"),
-             "\"bpf+context\" or \"context-only\"", "document")
+        need(doc, "capture", lambda v: v in ("bpf+context", "context-only", "context"),
+             "\"bpf+context\", \"context-only\" or \"context\"", "document")
         need(doc, "table_capacity", lambda v: is_int(v) and v > 0, "a positive integer", "document")
         need(doc, "untraceable", lambda v: is_int(v) and v >= 0, "a non-negative integer",
              "document")
