@@ -229,7 +229,7 @@ static int client_connect(struct client_conn *c)
 	if (connect(fd, (struct sockaddr *)&g.addr, sizeof(g.addr)) != 0) {
 		int err = echo_errno();
 		if (err == EINPROGRESS) {
-			struct timespec until = echo_abstime_ms(g.o.timeout_ms);
+			struct timespec until = stb_realtime_after_ms(g.o.timeout_ms);
 			socklen_t len = sizeof(err);
 			if (bthread_fd_timedwait(fd, EPOLLOUT, &until) != 0)
 				err = ETIMEDOUT;
@@ -289,7 +289,7 @@ static void *client_conn_main(void *arg)
 			break;
 		unsigned kind = kind_of(k);
 		fill_request(req, g.o.size, k, c->no, kind);
-		struct timespec until = echo_abstime_ms(g.o.timeout_ms);
+		struct timespec until = stb_realtime_after_ms(g.o.timeout_ms);
 		uint64_t t0 = stb_now_ns();
 		if (send_all(c, fd, req, g.o.size, &until) != 0 ||
 		    recv_all(c, fd, rep, g.o.size, &until, c->done) != 0) {

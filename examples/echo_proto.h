@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "util.h" /* stb_parse_u64, stb_now_ns (runtime/) */
+#include "util.h" /* stb_parse_u64, stb_now_ns, stb_realtime_after_ms (runtime/) */
 
 /*
  * Frame: a 4-byte big-endian length of the whole frame (header included),
@@ -64,15 +64,5 @@ static __attribute__((noipa, unused)) int echo_errno(void)
 	return errno;
 }
 
-/* CLOCK_REALTIME abstime ms milliseconds from now (bthread_fd_timedwait's clock). */
-static inline struct timespec echo_abstime_ms(uint64_t ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000u) * 1000000u;
-	ts.tv_sec += (time_t)(ms / 1000u + ns / 1000000000u);
-	ts.tv_nsec = (long)(ns % 1000000000u);
-	return ts;
-}
 
 #endif /* STB_EXAMPLES_ECHO_PROTO_H */

@@ -254,7 +254,7 @@ static ECHO_FRAME long echo_conn_read_request(struct echo_conn *c)
 		if (c->len > 0) {
 			/* In flight: finish it even when stopping, unless the client stalls. */
 			if (!have_deadline) {
-				until = echo_abstime_ms(ECHO_REST_TIMEOUT_MS);
+				until = stb_realtime_after_ms(ECHO_REST_TIMEOUT_MS);
 				have_deadline = true;
 			}
 			if (echo_conn_wait_rest(c, &until) != 0 && echo_errno() == ETIMEDOUT) {
@@ -291,7 +291,7 @@ static ECHO_FRAME int echo_conn_write_reply(struct echo_conn *c, size_t len)
 			continue;
 		if (n < 0 && (echo_errno() == EAGAIN || echo_errno() == EWOULDBLOCK)) {
 			if (!have_deadline) {
-				until = echo_abstime_ms(ECHO_WRITE_TIMEOUT_MS);
+				until = stb_realtime_after_ms(ECHO_WRITE_TIMEOUT_MS);
 				have_deadline = true;
 			}
 			if (echo_conn_wait_writable(c, &until) != 0 && echo_errno() == ETIMEDOUT)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Small helpers shared by the runtime, the loader and the benchmark tools:
- * the monotonic clock in nanoseconds and the strict number parsing every
- * command line of the project uses. Header-only, no state.
+ * Small helpers shared by the runtime, the loader, the tools, the examples
+ * and the tests: the monotonic clock in nanoseconds, API deadlines, and the
+ * strict number parsing every command line of the project uses. Header-only,
+ * no state.
  */
 #ifndef STB_RUNTIME_UTIL_H
 #define STB_RUNTIME_UTIL_H
@@ -19,6 +20,18 @@ static inline uint64_t stb_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_REALTIME ms milliseconds from now: the abstime of the API's timed
+ * calls (butex_wait, bthread_cond_timedwait, bthread_fd_timedwait...). */
+static inline struct timespec stb_realtime_after_ms(uint64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000u) * 1000000u;
+	ts.tv_sec += (time_t)(ms / 1000u + ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
+	return ts;
 }
 
 /* Strict decimal: digits only (no sign, space or suffix), within [lo, hi].

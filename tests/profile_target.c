@@ -19,6 +19,8 @@
 #include <bthread/butex.h>
 #include <stb/stb.h>
 
+#include "fmt_chains.h"
+
 #define STB_NOIPA __attribute__((noipa))
 #define STB_NO_TAIL() __asm__ volatile("" ::: "memory")
 
@@ -26,54 +28,11 @@
 #define NB 3
 #define NCOLD 100
 
-static int *gate; /* butex: the parked chains wait for it to change */
-static volatile bool stop;
 static volatile uint64_t sink;
-
-STB_NOIPA static void park(void)
-{
-	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
-		butex_wait(gate, 0, NULL);
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void fmt_a3(void)
-{
-	park();
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void fmt_a2(void)
-{
-	fmt_a3();
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void *fmt_a1(void *arg)
-{
-	(void)arg;
-	fmt_a2();
-	STB_NO_TAIL();
-	return NULL;
-}
-
-STB_NOIPA static void fmt_b2(void)
-{
-	park();
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void *fmt_b1(void *arg)
-{
-	(void)arg;
-	fmt_b2();
-	STB_NO_TAIL();
-	return NULL;
-}
 
 STB_NOIPA static void spin_leaf(void)
 {
-	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
+	while (!__atomic_load_n(&fmt_stop, __ATOMIC_ACQUIRE))
 		sink = sink * 31 + 7;
 	STB_NO_TAIL();
 }
@@ -96,7 +55,7 @@ STB_NOIPA static void hot_work(void)
 STB_NOIPA static void *hot(void *arg)
 {
 	(void)arg;
-	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
+	while (!__atomic_load_n(&fmt_stop, __ATOMIC_ACQUIRE))
 		hot_work();
 	STB_NO_TAIL();
 	return NULL;
@@ -105,7 +64,7 @@ STB_NOIPA static void *hot(void *arg)
 STB_NOIPA static void *cold(void *arg)
 {
 	(void)arg;
-	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
+	while (!__atomic_load_n(&fmt_stop, __ATOMIC_ACQUIRE))
 		bthread_usleep(3600u * 1000000u);
 	STB_NO_TAIL();
 	return NULL;
@@ -149,8 +108,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: profile_target chains|profile\n");
 		return 64;
 	}
-	gate = butex_create();
-	if (!gate)
+	fmt_gate = butex_create();
+	if (!fmt_gate)
 		return 1;
 	if (strcmp(argv[1], "chains") == 0) {
 		bthread_t a[NA], b[NB];
@@ -184,8 +143,6 @@ int main(int argc, char **argv)
 		if (r == 0 || (r < 0 && errno != EINTR))
 			break;
 	}
-	__atomic_store_n(&stop, true, __ATOMIC_RELEASE);
-	__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
-	butex_wake_all(gate);
+	fmt_chains_release();
 	return 0;
 }

@@ -32,12 +32,12 @@ static void *stb_waiter_run(void *arg)
 	struct stb_waiter_job *j = arg;
 	struct timespec abs;
 	if (j->timeout_ms > 0) {
-		abs = stb_test_abstime_ms((uint64_t)j->timeout_ms);
+		abs = stb_realtime_after_ms((uint64_t)j->timeout_ms);
 	} else if (j->timeout_ms < 0) {
 		clock_gettime(CLOCK_REALTIME, &abs);
 		abs.tv_sec -= 1;
 	}
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	j->rc = butex_wait(j->butex, j->expected, j->timeout_ms ? &abs : NULL);
 	j->err = j->rc ? stb_test_errno() : 0;
 	j->waited_ms = stb_test_ms_since(t0);

@@ -46,10 +46,10 @@ static void *stb_fdw_run(void *arg)
 {
 	struct stb_fdw_job *j = arg;
 	/* t0 first: whoever waits for "waiting" then acts after t0. */
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	__atomic_store_n(&j->waiting, 1, __ATOMIC_RELEASE);
 	if (j->timeout_ms) {
-		struct timespec abs = stb_test_abstime_ms((uint64_t)j->timeout_ms);
+		struct timespec abs = stb_realtime_after_ms((uint64_t)j->timeout_ms);
 		j->rc = bthread_fd_timedwait(j->fd, j->events, &abs);
 	} else {
 		j->rc = bthread_fd_wait(j->fd, j->events);

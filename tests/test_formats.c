@@ -19,6 +19,7 @@
 #include <stb/abi.h>
 #include <stb/stb.h>
 
+#include "fmt_chains.h"
 #include "profile_util.h"
 #include "test_util.h"
 #include "trace_util.h"
@@ -202,50 +203,7 @@ static void check_mapping(const struct pu_prof *p, const char *base)
 
 /* ---- in-process: stb_dump ---- */
 
-static int *gate;
-static volatile bool stop_chains;
 static bthread_t ida[NA], idb[NB];
-
-STB_NOIPA static void park(void)
-{
-	while (!__atomic_load_n(&stop_chains, __ATOMIC_ACQUIRE))
-		butex_wait(gate, 0, NULL);
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void fmt_a3(void)
-{
-	park();
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void fmt_a2(void)
-{
-	fmt_a3();
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void *fmt_a1(void *arg)
-{
-	(void)arg;
-	fmt_a2();
-	STB_NO_TAIL();
-	return NULL;
-}
-
-STB_NOIPA static void fmt_b2(void)
-{
-	park();
-	STB_NO_TAIL();
-}
-
-STB_NOIPA static void *fmt_b1(void *arg)
-{
-	(void)arg;
-	fmt_b2();
-	STB_NO_TAIL();
-	return NULL;
-}
 
 static bool suspended(bthread_t id)
 {
@@ -258,8 +216,8 @@ static int chains_start(void **state)
 {
 	(void)state;
 	pu_tmpdir();
-	gate = butex_create();
-	if (!gate)
+	fmt_gate = butex_create();
+	if (!fmt_gate)
 		return -1;
 	bthread_attr_t attr;
 	bthread_attr_init(&attr);
@@ -284,9 +242,7 @@ static int chains_start(void **state)
 static int chains_stop(void **state)
 {
 	(void)state;
-	__atomic_store_n(&stop_chains, true, __ATOMIC_RELEASE);
-	__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
-	butex_wake_all(gate);
+	fmt_chains_release();
 	for (int i = 0; i < NA; i++)
 		bthread_join(ida[i], NULL);
 	for (int i = 0; i < NB; i++)

@@ -144,7 +144,7 @@ static void *stb_usleep_body(void *arg)
 	/* Each sleep is long enough; the shortest of 3 is not far too long (loaded machine). */
 	double best = 1e9;
 	for (int i = 0; i < 3; i++) {
-		uint64_t t0 = stb_test_now_ns();
+		uint64_t t0 = stb_now_ns();
 		STB_EXPECT_EQ(bthread_usleep(20000), 0);
 		double ms = stb_test_ms_since(t0);
 		STB_EXPECT(ms >= 20.0);
@@ -243,16 +243,16 @@ static void *stb_mutex_body(void *arg)
 	STB_EXPECT_EQ(bthread_mutex_trylock(m), EBUSY);
 	STB_EXPECT_EQ(bthread_mutex_unlock(m), 0);
 	STB_EXPECT_EQ(bthread_mutex_trylock(m), 0);
-	struct timespec abs = stb_test_abstime_ms(30);
-	uint64_t t0 = stb_test_now_ns();
+	struct timespec abs = stb_realtime_after_ms(30);
+	uint64_t t0 = stb_now_ns();
 	STB_EXPECT_EQ(bthread_mutex_timedlock(m, &abs), ETIMEDOUT);
 	STB_EXPECT(stb_test_ms_since(t0) >= 29.0);
 	STB_EXPECT_EQ(bthread_mutex_unlock(m), 0);
 	bthread_cond_t c;
 	STB_EXPECT_EQ(bthread_cond_init(&c, NULL), 0);
 	STB_EXPECT_EQ(bthread_mutex_lock(m), 0);
-	abs = stb_test_abstime_ms(30);
-	t0 = stb_test_now_ns();
+	abs = stb_realtime_after_ms(30);
+	t0 = stb_now_ns();
 	STB_EXPECT_EQ(bthread_cond_timedwait(&c, m, &abs), ETIMEDOUT);
 	STB_EXPECT(stb_test_ms_since(t0) >= 29.0);
 	STB_EXPECT_EQ(bthread_mutex_trylock(m), EBUSY); /* held again after the wait */
@@ -341,8 +341,8 @@ static void test_butex_pthread_bthread(void **state)
 	/* Timeout and EWOULDBLOCK on a pthread. */
 	int *b = butex_create();
 	assert_non_null(b);
-	struct timespec abs = stb_test_abstime_ms(30);
-	uint64_t t0 = stb_test_now_ns();
+	struct timespec abs = stb_realtime_after_ms(30);
+	uint64_t t0 = stb_now_ns();
 	assert_int_equal(butex_wait(b, 0, &abs), -1);
 	assert_int_equal(errno, ETIMEDOUT);
 	assert_true(stb_test_ms_since(t0) >= 29.0);
@@ -360,8 +360,8 @@ static void *stb_fd_body(void *arg)
 	int p[2];
 	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
 		return (void *)1;
-	struct timespec abs = stb_test_abstime_ms(30);
-	uint64_t t0 = stb_test_now_ns();
+	struct timespec abs = stb_realtime_after_ms(30);
+	uint64_t t0 = stb_now_ns();
 	STB_EXPECT_EQ(bthread_fd_timedwait(p[0], EPOLLIN, &abs), -1);
 	STB_EXPECT_EQ(errno, ETIMEDOUT);
 	STB_EXPECT(stb_test_ms_since(t0) >= 29.0);
@@ -447,7 +447,7 @@ static void test_stop_from_pthread(void **state)
 	bthread_t t;
 	assert_int_equal(bthread_start_background(&t, NULL, stb_sleep_long, NULL), 0);
 	stb_test_sleep_ms(30);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	stb_on_pthread(stb_stop_body, &t);
 	void *err = NULL;
 	assert_int_equal(bthread_join(t, &err), 0);

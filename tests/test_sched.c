@@ -444,9 +444,9 @@ static void *stb_spin_until_both(void *arg)
 {
 	(void)arg;
 	__atomic_fetch_add(&stb_par_running, 1, __ATOMIC_ACQ_REL);
-	uint64_t end = stb_test_now_ns() + 5000000000ull;
+	uint64_t end = stb_now_ns() + 5000000000ull;
 	/* No yield: only a second worker can run the other one. */
-	while (__atomic_load_n(&stb_par_running, __ATOMIC_ACQUIRE) < 2 && stb_test_now_ns() < end)
+	while (__atomic_load_n(&stb_par_running, __ATOMIC_ACQUIRE) < 2 && stb_now_ns() < end)
 		;
 	return (void *)(intptr_t)__atomic_load_n(&stb_par_running, __ATOMIC_ACQUIRE);
 }
@@ -587,7 +587,7 @@ static void test_100k_one_worker_strict(void **state)
 	STB_TEST_BEGIN(60);
 	assert_int_equal(bthread_getconcurrency(), 1);
 	bthread_t p;
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	assert_int_equal(bthread_start_background(&p, NULL, stb_many_parent, (void *)0), 0);
 	assert_int_equal(bthread_join(p, NULL), 0);
 	print_message("    %d bthreads started then joined by a bthread on 1 worker: %.0f ms\n",
@@ -603,7 +603,7 @@ static void test_100k_create_then_join_from_pthread(void **state)
 	STB_TEST_BEGIN(60);
 	bthread_t *tids = calloc(STB_MANY, sizeof(*tids));
 	assert_non_null(tids);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	struct stb_many_result r = stb_create_then_join(tids, STB_MANY, false, false);
 	print_message("    %d bthreads started then joined from a pthread in %.0f ms "
 		      "(%ld results reclaimed: ESRCH)\n",
@@ -620,7 +620,7 @@ static void test_100k_from_bthread(void **state)
 	const char *what[] = {"", "urgent batches", "background batches"};
 	for (long mode = 1; mode < 3; mode++) {
 		bthread_t p;
-		uint64_t t0 = stb_test_now_ns();
+		uint64_t t0 = stb_now_ns();
 		assert_int_equal(bthread_start_background(&p, NULL, stb_many_parent, (void *)mode), 0);
 		assert_int_equal(bthread_join(p, NULL), 0);
 		print_message("    %d bthreads from a bthread, %s of %d: %.0f ms "
@@ -638,7 +638,7 @@ static void test_100k_batches_from_pthread(void **state)
 	STB_TEST_BEGIN(60);
 	bthread_t tids[STB_BATCH];
 	struct stb_many_result r = {0, 0};
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	for (long b = 0; b < STB_MANY / STB_BATCH; b++) {
 		struct stb_many_result k = stb_create_then_join(tids, STB_BATCH, b & 1, false);
 		r.bad += k.bad;
@@ -731,7 +731,7 @@ static void *stb_ws_task(void *arg)
 	STB_EXPECT(bthread_self() != 0);
 	STB_EXPECT_EQ(bthread_self(), __atomic_load_n(tid, __ATOMIC_ACQUIRE));
 	/* Blocks the worker pthread; still a real sleep. */
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	STB_EXPECT_EQ(bthread_usleep(20000), 0);
 	STB_EXPECT(stb_test_ms_since(t0) >= 20.0);
 	STB_EXPECT_EQ(bthread_yield(), 0);

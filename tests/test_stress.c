@@ -125,7 +125,7 @@ static void stb_run_pairs(const char *what, int rounds, struct stb_pair *pairs, 
 	static const int kinds[STB_PAIRS][2] = {{0, 0}, {0, 0}, {0, 1}, {1, 0}};
 	stb_test_wd_note = what;
 	stb_noise_start();
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	for (int i = 0; i < STB_PAIRS; i++) {
 		memset(&pairs[i], 0, sizeof(pairs[i]));
 		pairs[i].step = step;
@@ -399,9 +399,9 @@ static void stb_sleep_step(struct stb_pair *p, int me, int round)
 {
 	(void)p;
 	uint64_t us = 10 + (uint64_t)((round * 53 + me * 29) % 300);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	int rc = bthread_usleep(us);
-	uint64_t took = stb_test_now_ns() - t0;
+	uint64_t took = stb_now_ns() - t0;
 	if (rc != 0 || took < us * 1000u)
 		stb_test_record_fail(__FILE__, __LINE__, "usleep(%llu): rc %d after %llu ns",
 				     (unsigned long long)us, rc, (unsigned long long)took);

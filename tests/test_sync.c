@@ -73,7 +73,7 @@ static void test_mutex_counter_exact(void **state)
 	assert_int_equal(bthread_mutex_init(&stb_cnt_mutex, NULL), 0);
 	stb_cnt_value = 0;
 	bthread_t t[NTHREADS];
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	/* Held while starting: no bthread can finish (and free its slot) early. */
 	assert_int_equal(bthread_mutex_lock(&stb_cnt_mutex), 0);
 	for (int i = 0; i < NTHREADS; i++)
@@ -136,11 +136,11 @@ struct stb_lock_job {
 static void *stb_lock_job_run(void *arg)
 {
 	struct stb_lock_job *j = arg;
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	if (j->op == 0) {
 		j->rc = bthread_mutex_trylock(j->m);
 	} else {
-		struct timespec abs = stb_test_abstime_ms((uint64_t)j->timeout_ms);
+		struct timespec abs = stb_realtime_after_ms((uint64_t)j->timeout_ms);
 		j->rc = bthread_mutex_timedlock(j->m, &abs);
 	}
 	j->took_ms = stb_test_ms_since(t0);
@@ -235,7 +235,7 @@ static void test_uninitialized(void **state)
 	STB_TEST_BEGIN(10);
 	bthread_mutex_t m;
 	memset(&m, 0, sizeof(m));
-	struct timespec abs = stb_test_abstime_ms(10);
+	struct timespec abs = stb_realtime_after_ms(10);
 	assert_int_equal(bthread_mutex_lock(&m), EINVAL);
 	assert_int_equal(bthread_mutex_trylock(&m), EINVAL);
 	assert_int_equal(bthread_mutex_timedlock(&m, &abs), EINVAL);
@@ -413,8 +413,8 @@ static void *stb_tw_run(void *arg)
 {
 	struct stb_tw_job *j = arg;
 	STB_EXPECT_EQ(bthread_mutex_lock(j->m), 0);
-	struct timespec abs = stb_test_abstime_ms((uint64_t)j->timeout_ms);
-	uint64_t t0 = stb_test_now_ns();
+	struct timespec abs = stb_realtime_after_ms((uint64_t)j->timeout_ms);
+	uint64_t t0 = stb_now_ns();
 	j->rc = bthread_cond_timedwait(j->c, j->m, &abs);
 	j->took_ms = stb_test_ms_since(t0);
 	j->held_after = stb_test_mutex_locked(j->m);

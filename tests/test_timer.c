@@ -39,12 +39,12 @@ static void *stb_sleep_run(void *arg)
 	while (j->gate && __atomic_load_n(j->gate, __ATOMIC_ACQUIRE) == 0)
 		butex_wait(j->gate, 0, NULL);
 	__atomic_store_n(&j->started, 1, __ATOMIC_RELEASE);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	j->rc = bthread_usleep(j->us);
 	j->err = j->rc ? stb_test_errno() : 0;
 	j->took_ms = stb_test_ms_since(t0);
 	if (j->again && j->rc != 0) {
-		t0 = stb_test_now_ns();
+		t0 = stb_now_ns();
 		j->rc2 = bthread_usleep(j->us);
 		j->err2 = j->rc2 ? stb_test_errno() : 0;
 		j->took2_ms = stb_test_ms_since(t0);
@@ -135,7 +135,7 @@ static void test_usleep_does_not_block_worker(void **state)
 	}
 	for (int i = 0; i < N; i++)
 		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&j[i].started, __ATOMIC_ACQUIRE), 5000));
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	assert_int_equal(bthread_start_background(&w, NULL, stb_spin_work, NULL), 0);
 	assert_int_equal(bthread_join(w, NULL), 0);
 	double spin_ms = stb_test_ms_since(t0);
@@ -167,7 +167,7 @@ static void test_many_sleepers(void **state)
 		assert_int_equal(bthread_start_background(&t[i], &BTHREAD_ATTR_SMALL, stb_sleep_run, &j[i]),
 				 0);
 	}
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
 	butex_wake_all(gate);
 	for (int i = 0; i < N; i++)
@@ -203,7 +203,7 @@ static void test_stop_wakes_sleeper(void **state)
 		assert_int_equal(bthread_start_background(&t, NULL, stb_sleep_run, &j), 0);
 		assert_true(stb_test_wait_asleep(t));
 		assert_false(bthread_stopped(t));
-		uint64_t t0 = stb_test_now_ns();
+		uint64_t t0 = stb_now_ns();
 		if (from_bthread) {
 			bthread_t s;
 			void *rc = (void *)-1;
@@ -245,7 +245,7 @@ static void *stb_stopped_run(void *arg)
 	while (!__atomic_load_n(&j->go, __ATOMIC_ACQUIRE))
 		bthread_yield();
 	for (int i = 0; i < 3; i++) {
-		uint64_t t0 = stb_test_now_ns();
+		uint64_t t0 = stb_now_ns();
 		j->rc[i] = bthread_usleep(i == 0 ? 5000000 : 1000);
 		j->err[i] = j->rc[i] ? stb_test_errno() : 0;
 		j->took_ms[i] = stb_test_ms_since(t0);
@@ -307,12 +307,12 @@ struct stb_bw_job {
 static void *stb_bw_run(void *arg)
 {
 	struct stb_bw_job *j = arg;
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	__atomic_store_n(&j->waiting, 1, __ATOMIC_RELEASE);
 	j->rc1 = butex_wait(j->butex, 0, NULL);
 	j->err1 = j->rc1 ? stb_test_errno() : 0;
 	j->took1_ms = stb_test_ms_since(t0);
-	struct timespec abs = stb_test_abstime_ms(30);
+	struct timespec abs = stb_realtime_after_ms(30);
 	j->rc2 = butex_wait(j->butex, 0, &abs);
 	j->err2 = j->rc2 ? stb_test_errno() : 0;
 	return NULL;
@@ -402,7 +402,7 @@ static void test_stop_many_sleepers(void **state)
 	}
 	for (int i = 0; i < N; i++)
 		assert_true(stb_test_wait_asleep(t[i]));
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	for (int i = 0; i < N; i++)
 		assert_int_equal(bthread_stop(t[i]), 0);
 	for (int i = 0; i < N; i++)

@@ -466,7 +466,7 @@ static void stb_check_window(unsigned want)
 	struct stb_trace_info info;
 	struct stb_trace_opts o = {.timeout_ms = 30};
 	stb_frames_poison(fr, 8);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	int rc = stb_trace(b.id, &o, fr, 8, &info);
 	double ms = stb_test_ms_since(t0);
 	assert_int_equal(rc, -ETIMEDOUT);
@@ -541,7 +541,7 @@ static void test_gate_holds_task(void **state)
 	assert_non_null(pub);
 
 	/* Held: the woken task stays READY at the gate until the lease is returned. */
-	uint64_t lease = stb_lease(stb_test_now_ns() + 10ull * 1000000000ull);
+	uint64_t lease = stb_lease(stb_now_ns() + 10ull * 1000000000ull);
 	uint64_t z = 0;
 	assert_true(__atomic_compare_exchange_n(&pub->trace, &z, lease, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED));
@@ -569,7 +569,7 @@ static void test_gate_holds_task(void **state)
 	assert_int_equal(stb_blk_start(&b, NULL), 0);
 	assert_true(STB_WAIT_UNTIL(stb_state_of(b.id) == STB_TASK_SUSPENDED, 5000));
 	pub = stb_table_task((uint32_t)b.id);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	lease = stb_lease(t0 + 150ull * 1000000u);
 	z = 0;
 	assert_true(__atomic_compare_exchange_n(&pub->trace, &z, lease, false, __ATOMIC_SEQ_CST,
@@ -856,7 +856,7 @@ static void test_timeout_set_before_start(void **state)
 	pthread_t th;
 	stb_pth_start(&p, &th);
 	struct stb_trace_info info;
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	int rc = stb_trace(p.id, NULL, NULL, 0, &info);
 	double ms = stb_test_ms_since(t0);
 	__atomic_store_n(&p.stop, 1, __ATOMIC_RELEASE);
@@ -1202,7 +1202,7 @@ static void test_signal_blocked(void **state)
 	struct stb_trace_info info;
 	assert_int_equal(stb_set_signal_trace_timeout_ms(50), 0);
 	stb_frames_poison(fr, 8);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	int rc = stb_trace(p.id, NULL, fr, 8, &info);
 	double ms = stb_test_ms_since(t0);
 	assert_int_equal(rc, -ETIMEDOUT);
@@ -1213,7 +1213,7 @@ static void test_signal_blocked(void **state)
 	/* A per-call timeout wins over the default. */
 	assert_int_equal(stb_set_signal_trace_timeout_ms(20000), 0);
 	struct stb_trace_opts o = {.timeout_ms = 10};
-	t0 = stb_test_now_ns();
+	t0 = stb_now_ns();
 	rc = stb_trace(p.id, &o, fr, 8, &info);
 	ms = stb_test_ms_since(t0);
 	assert_int_equal(rc, -ETIMEDOUT);
@@ -1304,7 +1304,7 @@ static void test_handler_replaced(void **state)
 	bthread_t running[] = {bs.id, p.id};
 	for (size_t i = 0; i < 2; i++) {
 		stb_frames_poison(fr, 8);
-		uint64_t t0 = stb_test_now_ns();
+		uint64_t t0 = stb_now_ns();
 		assert_int_equal(stb_trace(running[i], NULL, fr, 8, &info), -EPERM);
 		/* At once, not after the (20 s) timeout. */
 		assert_true(stb_test_ms_since(t0) < 10000.0);

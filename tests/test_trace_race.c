@@ -120,14 +120,14 @@ STB_NOIPA static void stb_race_work(struct stb_race_task *rt)
 			}
 			break;
 		case 4: {
-			struct timespec ts = stb_test_abstime_ms(1);
+			struct timespec ts = stb_realtime_after_ms(1);
 			butex_wait(stb_race.never, 0, &ts);
 			break;
 		}
 		case 5:
 		case 6: {
-			uint64_t end = stb_test_now_ns() + 30000;
-			while (stb_test_now_ns() < end)
+			uint64_t end = stb_now_ns() + 30000;
+			while (stb_now_ns() < end)
 				__asm__ volatile("pause");
 			break;
 		}
@@ -330,9 +330,9 @@ static void *stb_tracer_main(void *arg)
 		/* A generous timeout: this test looks for wrong stacks, crashes and
 		 * hangs, not for latency (2 CPUs are shared by 5 busy threads). */
 		struct stb_trace_opts o = {.max_depth = STB_RACE_NFRAMES, .timeout_ms = 10000};
-		uint64_t t0 = stb_test_now_ns();
+		uint64_t t0 = stb_now_ns();
 		int rc = stb_trace(id, &o, fr, STB_RACE_NFRAMES, &info);
-		uint64_t ns = stb_test_now_ns() - t0;
+		uint64_t ns = stb_now_ns() - t0;
 		if (ns > tr->c.max_ns)
 			tr->c.max_ns = ns;
 		stb_race_account(&tr->c, id, rc, fr, &info);
@@ -399,7 +399,7 @@ static void test_race_traces_vs_churn(void **state)
 {
 	(void)state;
 	STB_TEST_BEGIN(120);
-	uint64_t t0 = stb_test_now_ns();
+	uint64_t t0 = stb_now_ns();
 	struct stb_stats s0, s1;
 	stb_get_stats(&s0);
 	for (unsigned i = 0; i < STB_RACE_TASKS; i++)

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h" /* stb_now_ns, stb_realtime_after_ms (runtime/) */
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define STB_TEST_SANITIZED 1
 #else
@@ -43,27 +45,9 @@
  */
 #define STB_TEST_TSAN_SCALE(normal, tsan) (STB_TEST_TSAN ? (tsan) : (normal))
 
-static inline uint64_t stb_test_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline double stb_test_ms_since(uint64_t start_ns)
 {
-	return (double)(stb_test_now_ns() - start_ns) / 1e6;
-}
-
-/* CLOCK_REALTIME deadline ms milliseconds from now (the API's abstime). */
-static inline struct timespec stb_test_abstime_ms(uint64_t ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000u) * 1000000u;
-	ts.tv_sec += (time_t)(ms / 1000u + ns / 1000000000u);
-	ts.tv_nsec = (long)(ns % 1000000000u);
-	return ts;
+	return (double)(stb_now_ns() - start_ns) / 1e6;
 }
 
 /* Sleeps the calling OS thread (never a bthread switch). */
@@ -186,14 +170,14 @@ stb_test_record_fail(const char *file, int line, const char *fmt, ...)
 /* Polls cond (an expression) every 200 us for up to ms milliseconds; true if it held. */
 #define STB_WAIT_UNTIL(cond, ms)                                                           \
 	({                                                                                 \
-		uint64_t stb_end_ = stb_test_now_ns() + (uint64_t)(ms) * 1000000u;         \
+		uint64_t stb_end_ = stb_now_ns() + (uint64_t)(ms) * 1000000u;         \
 		bool stb_ok_ = false;                                                      \
 		for (;;) {                                                                 \
 			if (cond) {                                                        \
 				stb_ok_ = true;                                            \
 				break;                                                     \
 			}                                                                  \
-			if (stb_test_now_ns() > stb_end_)                                  \
+			if (stb_now_ns() > stb_end_)                                  \
 				break;                                                     \
 			struct timespec stb_ts_ = {0, 200000};                             \
 			nanosleep(&stb_ts_, NULL);                                         \
