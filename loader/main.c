@@ -581,15 +581,7 @@ static void stb_loader_sym(void *ctx, struct stb_frame *f, int flags)
 {
 	struct stb_loader *L = ctx;
 	struct stb_sym_info si;
-	if (stb_sym_lookup(L->sym, f->ip, flags, &si) != 0 && !si.module)
-		return;
-	f->symbol = si.function;
-	f->offset = si.offset;
-	f->module = si.module;
-	f->module_offset = si.module_offset;
-	f->build_id = si.build_id;
-	f->file = si.file;
-	f->line = si.line;
+	stb_sym_fill_frame(L->sym, flags, f, &si);
 }
 
 /* ---- setup ---- */

@@ -7,6 +7,7 @@
  */
 #include "symbolize.h"
 #include "util.h"
+#include "stb/stb.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -498,4 +499,20 @@ int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_inf
 	ret = e->ret;
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
+			struct stb_sym_info *si)
+{
+	memset(si, 0, sizeof(*si));
+	if (!s || (stb_sym_lookup(s, f->ip, flags, si) != 0 && !si->module))
+		return false;
+	f->symbol = si->function;
+	f->offset = si->offset;
+	f->module = si->module;
+	f->module_offset = si->module_offset;
+	f->build_id = si->build_id;
+	f->file = si->file;
+	f->line = si->line;
+	return true;
 }

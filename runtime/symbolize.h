@@ -8,6 +8,7 @@
 #ifndef STB_RUNTIME_SYMBOLIZE_H
 #define STB_RUNTIME_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -62,6 +63,18 @@ struct stb_sym_info {
  * and module_offset may still be set); -EINVAL on bad arguments.
  */
 int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out);
+
+struct stb_frame;
+
+/*
+ * stb_sym_lookup of f->ip, then f's symbol, offset, module, module_offset,
+ * build_id, file and line from the result (strings owned by s). Returns true
+ * when anything was known (a function or at least the module); f is left
+ * alone otherwise. *si gets the whole result (inline frames). s may be NULL
+ * (returns false). Thread-safety and blocking as stb_sym_lookup.
+ */
+bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
+			struct stb_sym_info *si);
 
 /* Re-reads the target's module list (dlopen/dlclose in the target) and drops
  * cached results (strings already returned stay valid). Returns 0 or -errno. */

@@ -465,28 +465,12 @@ static void stb_self_init(void)
 		stb_self_err = errno ? errno : ENOMEM;
 }
 
-/* Fills f's symbol fields from the cache-backed symbolizer; false if unknown. */
-static bool stb_symbolize_into(uint64_t ip, int flags, struct stb_frame *f,
-			       struct stb_sym_info *si)
-{
-	memset(si, 0, sizeof(*si));
-	if (!stb_self_sym || (stb_sym_lookup(stb_self_sym, ip, flags, si) != 0 && !si->module))
-		return false;
-	f->symbol = si->function;
-	f->offset = si->offset;
-	f->module = si->module;
-	f->module_offset = si->module_offset;
-	f->build_id = si->build_id;
-	f->file = si->file;
-	f->line = si->line;
-	return true;
-}
-
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f)
 {
 	struct stb_sym_info si;
 	pthread_once(&stb_self_once, stb_self_init);
-	stb_symbolize_into(ip, flags, f, &si);
+	f->ip = ip;
+	stb_sym_fill_frame(stb_self_sym, flags, f, &si);
 }
 
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
@@ -531,7 +515,7 @@ static int stb_walk_frame(const struct stb_unw_frame *uf, void *arg)
 	struct stb_sym_info si;
 	int flags = (idx > 0 || wk->first_is_return ? STB_SYM_RETURN : 0) |
 		    (o->no_source ? STB_SYM_NO_SOURCE : 0);
-	if (!o->no_symbols && stb_symbolize_into(uf->ip, flags, &f, &si) &&
+	if (!o->no_symbols && stb_sym_fill_frame(stb_self_sym, flags, &f, &si) &&
 	    o->inline_frames) {
 		for (unsigned i = 0; i < si.ninline; i++) {
 			struct stb_frame in = f;
