@@ -340,25 +340,6 @@ static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 
 /* ---- one task ---- */
 
-struct stb_collect {
-	struct stb_frame *frames;
-	unsigned n, max;
-	unsigned how;
-};
-
-static int stb_collect(const struct stb_unw_frame *f, void *arg)
-{
-	struct stb_collect *c = arg;
-	if (c->n < c->max) {
-		struct stb_frame *fr = &c->frames[c->n++];
-		memset(fr, 0, sizeof(*fr));
-		fr->ip = f->ip;
-		fr->sp = f->sp;
-		fr->flags = f->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
-	}
-	return c->n >= c->max;
-}
-
 static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
@@ -379,7 +360,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	struct stb_abi_task *p = stb_target_task(L->tg, slot);
 	uint64_t start = stb_now_ns();
 	uint64_t deadline = start + (uint64_t)L->o.timeout_ms * 1000000u;
-	struct stb_collect c = {.frames = L->scratch, .max = L->o.max_depth};
+	struct stb_frame_collect c = {.frames = L->scratch, .max = L->o.max_depth};
 	struct stb_regs regs;
 	struct stb_stack_copy copy;
 	uint64_t lease;
@@ -561,11 +542,11 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	if (rc != 0 || t->mode == STB_TRACE_NO_STACK)
 		return;
 	if (bpf) {
-		stb_record_unwind(L->unw, L->rec, sizeof(*L->rec), c.max, stb_collect, &c);
+		stb_record_unwind(L->unw, L->rec, sizeof(*L->rec), c.max, stb_frame_collect, &c);
 	} else if (offcpu) {
 		c.n = stb_offcpu_unwind(L->unw, L->tg, &regs, &copy, c.frames, c.max);
 	} else {
-		stb_unw_walk(L->unw, &regs, &copy, 0, c.max, stb_collect, &c);
+		stb_unw_walk(L->unw, &regs, &copy, 0, c.max, stb_frame_collect, &c);
 	}
 	t->truncated = c.n >= c.max;
 	t->frames = malloc(c.n * sizeof(*t->frames) + 1);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "offcpu.h"
+#include "record.h"
 
 #define STB_OFFCPU_RED_ZONE 128u
 #define STB_OFFCPU_SCAN 16384u /* bytes scanned above the last DWARF frame */
@@ -71,24 +72,6 @@ int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *b
 	return 0;
 }
 
-struct stb_offcpu_walk {
-	struct stb_frame *frames;
-	unsigned n, max;
-};
-
-static int stb_offcpu_frame(const struct stb_unw_frame *f, void *arg)
-{
-	struct stb_offcpu_walk *w = arg;
-	if (w->n >= w->max)
-		return 1;
-	struct stb_frame *fr = &w->frames[w->n++];
-	memset(fr, 0, sizeof(*fr));
-	fr->ip = f->ip;
-	fr->sp = f->sp;
-	fr->flags = f->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
-	return 0;
-}
-
 static int stb_copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t *v)
 {
 	if (addr < c->addr || addr + 8 > c->addr + c->len)
@@ -133,8 +116,8 @@ unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
 			   struct stb_frame *frames, unsigned max)
 {
-	struct stb_offcpu_walk w = {.frames = frames, .max = max};
-	stb_unw_walk(unw, regs, copy, 0, max, stb_offcpu_frame, &w);
+	struct stb_frame_collect w = {.frames = frames, .max = max};
+	stb_unw_walk(unw, regs, copy, 0, max, stb_frame_collect, &w);
 	if (w.n == 0 || w.n >= max)
 		return w.n;
 	/* The walk stopped where rbp was needed: find the frame record of the
@@ -169,8 +152,8 @@ unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 	if (pick) {
 		struct stb_regs fp = {.ip = pick_ret, .sp = pick + 16, .bp = pick_bp,
 				      .flags = STB_UNW_IP_IS_RETURN | STB_UNW_COPY_ONLY};
-		struct stb_offcpu_walk rest = {.frames = w.frames + w.n, .max = max - w.n};
-		stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, stb_offcpu_frame, &rest);
+		struct stb_frame_collect rest = {.frames = w.frames + w.n, .max = max - w.n};
+		stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, stb_frame_collect, &rest);
 		for (unsigned i = 0; i < rest.n; i++)
 			rest.frames[i].flags |= STB_FRAME_F_FP;
 		w.n += rest.n;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Stacks from BPF records (capture and sample): the one place that turns a
- * stb_capture_record into unwinder input and continues a DWARF walk with the
- * frame-pointer chain the program recorded. Used by the loader and profiler.
+ * Stacks in the loader: the collector that turns unwinder frames into
+ * stb_frame, and BPF records (capture and sample) turned into unwinder input,
+ * a DWARF walk continued with the frame-pointer chain the program recorded.
+ * Used by the loader, its off-CPU reader and the profiler.
  */
 #ifndef STB_LOADER_RECORD_H
 #define STB_LOADER_RECORD_H
@@ -10,7 +11,18 @@
 #include <stddef.h>
 
 #include "capture.h"
+#include "stb/stb.h"
 #include "unwind.h"
+
+/* Frames of a walk, as stb_frame (ip, sp, STB_FRAME_F_FP for frame-pointer
+ * frames; no symbols yet). */
+struct stb_frame_collect {
+	struct stb_frame *frames;
+	unsigned n, max;
+};
+
+/* stb_unw_frame_fn appending to a struct stb_frame_collect; stops when full. */
+int stb_frame_collect(const struct stb_unw_frame *f, void *arg);
 
 /*
  * Walks record rec (size bytes as received): DWARF over the copied stack,

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The in-process tracer: holds one task through the STB gate (a lease in its
- * table entry), copies its stack (context mode) or has a signal handler on its
- * thread copy it (signal mode), releases it, then unwinds and symbolizes the
- * copy. Also pthread registration, tracer configuration and statistics.
+ * table entry) and copies its stack (context mode), or has a signal handler on
+ * its thread copy it without holding it (signal mode); then unwinds and
+ * symbolizes the copy. Also pthread registration, configuration, statistics.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -401,6 +401,14 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 			cap->state = st;
 			break;
 		case STB_TASK_RUNNING:
+			/* The handler copies the stack on the task's own thread while
+			 * it is interrupted: one consistent snapshot, as the loader's
+			 * BPF record is. Holding the task meanwhile would only stop it
+			 * at its gate (in stb_gate_wait) if it tried to switch before
+			 * the signal arrived, and the capture would show that wait.
+			 * The next attempt, if any, takes the lease again. */
+			stb_hold_release(p, lease);
+			lease = 0;
 			rc = stb_capture_signal(t, tid, s, deadline, info);
 			if (rc == 0) {
 				cap->regs = s->regs;
@@ -447,7 +455,8 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 cleanup:
 	__atomic_fetch_sub(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
 	/* If the runtime broke our lease, the copy was validated anyway. */
-	stb_hold_release(p, lease);
+	if (lease)
+		stb_hold_release(p, lease);
 	return rc;
 }
 
