@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Micro benchmark of runtime/unwind.c and runtime/symbolize.c: DWARF and
+ * Micro benchmark of runtime/stacks/unwind.c and runtime/stacks/symbolize.c: DWARF and
  * frame-pointer walks of a captured stack (10 and 64 frames deep, full and
  * depth-limited), through the pid-0 path and the remote path (the process
  * treated as another one), and symbolization cold vs cached.

@@ -6,7 +6,7 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(LIBUNWIND REQUIRED IMPORTED_TARGET libunwind-generic)
 pkg_check_modules(LIBDW REQUIRED IMPORTED_TARGET libdw)
-# pprof output (runtime/pprof.c): profile.proto compiled by protoc-c, encoded
+# pprof output (runtime/stacks/pprof.c): profile.proto compiled by protoc-c, encoded
 # with libprotobuf-c, gzipped with zlib.
 pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "util.h" /* stb_parse_u64, stb_now_ns, stb_realtime_after_ms (runtime/) */
+#include "util.h" /* stb_parse_u64, stb_now_ns, stb_realtime_after_ms (runtime/common/) */
 
 /*
  * Frame: a 4-byte big-endian length of the whole frame (header included),

@@ -764,7 +764,7 @@ int main(int argc, char **argv)
 			 L.target_gone ? "false" : "true", h->task_capacity, untraceable);
 		rc = stb_report_json(&r, tasks, ntasks, extra);
 	} else if (L.o.format == STB_FMT_PPROF || L.o.format == STB_FMT_FOLDED) {
-		/* runtime/pprof.c, shared with stb_dump. */
+		/* runtime/stacks/pprof.c, shared with stb_dump. */
 		char note[512];
 		snprintf(note, sizeof(note), "stb-bpf-loader snapshot of pid %d (%s): %s%s%s",
 			 (int)L.o.pid, L.tg->comm, stb_loader_mode(&L),

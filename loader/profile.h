@@ -4,7 +4,7 @@
  * duration. On-CPU stacks come from the BPF program in sample mode (every
  * worker, tagged with its current bthread from the shared table); off-CPU
  * stacks of suspended and ready bthreads from periodic snapshots of their
- * saved contexts. Written as pprof, folded stacks or JSON (runtime/pprof.h).
+ * saved contexts. Written as pprof, folded stacks or JSON (runtime/stacks/pprof.h).
  */
 #ifndef STB_LOADER_PROFILE_H
 #define STB_LOADER_PROFILE_H

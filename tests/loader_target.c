@@ -694,7 +694,7 @@ static void ltgt_hold(bthread_t id, unsigned ms)
 {
 	struct stb_abi_task *p = ltgt_entry(id);
 	uint64_t deadline = ltgt_now_ns() + (uint64_t)ms * 1000000ull;
-	uint64_t word = ((deadline >> STB_ABI_LEASE_SHIFT) << 16) | 0xfffeu, zero = 0;
+	uint64_t word = STB_ABI_LEASE_ENCODE(deadline, 0xfffeu), zero = 0;
 	if (p && __atomic_compare_exchange_n(&p->trace, &zero, word, false, __ATOMIC_SEQ_CST,
 					     __ATOMIC_RELAXED)) {
 		ltgt_held = word;

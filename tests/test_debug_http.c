@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of the debug HTTP endpoint (runtime/debug_http.c): bthreads parked in
+ * Tests of the debug HTTP endpoint (runtime/tracer/debug_http.c): bthreads parked in
  * known call chains, then plain-socket HTTP requests for every page, checking
  * status, headers, frames, grouping with counts, JSON shape, error statuses,
  * and start/stop behaviour (double start, stop with an idle client, restart).

@@ -842,7 +842,7 @@ static uint64_t wait_lease(struct lu_target *tg, uint64_t id, struct lu_proc *lo
 
 static uint64_t lease_deadline_ns(uint64_t lease)
 {
-	return (lease >> 16) << STB_ABI_LEASE_SHIFT;
+	return STB_ABI_LEASE_DEADLINE(lease);
 }
 
 /*

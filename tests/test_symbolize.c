@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/symbolize.c: static, exported, libc, vdso and C++ symbols,
+ * Tests of runtime/stacks/symbolize.c: static, exported, libc, vdso and C++ symbols,
  * offsets, return-address lookups, file:line and inline frames, the result
  * cache and unknown addresses.
  */

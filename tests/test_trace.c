@@ -524,7 +524,7 @@ static void test_state_suspending(void **state)
 
 static uint64_t stb_lease(uint64_t deadline_ns)
 {
-	return ((deadline_ns >> STB_ABI_LEASE_SHIFT) << 16) | 0x5eedu;
+	return STB_ABI_LEASE_ENCODE(deadline_ns, 0x5eedu);
 }
 
 static void test_gate_holds_task(void **state)
@@ -649,7 +649,7 @@ static void test_blocked_usleep(void **state)
 
 /*
  * bthread_mutex_lock, bthread_cond_wait and bthread_fd_wait end in a tail
- * call to their timed variant (runtime/mutex.c, fd.c), so the frame above
+ * call to their timed variant (runtime/core/mutex.c, fd.c), so the frame above
  * the caller is the timed variant: both public names are accepted.
  */
 static void test_blocked_mutex_lock(void **state)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/unwind.c: DWARF and frame-pointer walks of a captured
+ * Tests of runtime/stacks/unwind.c: DWARF and frame-pointer walks of a captured
  * context (own process, frame-pointer and -fomit-frame-pointer code, another
  * process), depth/skip/stop semantics, failing reads, switch-frame registers,
  * module lookup and refresh after dlopen.

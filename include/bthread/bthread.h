@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <bthread/errno.h>
+#include <bthread/types.h>
 #include <stb/export.h>
 
 STB_BEGIN_DECLS
@@ -25,52 +27,6 @@ STB_BEGIN_DECLS
  * in the same expression sequence.
  */
 
-/*
- * A bthread id: (version << 32) | slot. The version changes when the bthread
- * finishes, so an id of a finished bthread never names a later one. 0 is never
- * a valid id.
- */
-typedef uint64_t bthread_t;
-#define INVALID_BTHREAD ((bthread_t)0)
-
-typedef unsigned bthread_stacktype_t;
-#define BTHREAD_STACKTYPE_UNKNOWN 0u
-#define BTHREAD_STACKTYPE_PTHREAD 1u /* run on the worker's own stack */
-#define BTHREAD_STACKTYPE_SMALL 2u   /* 32 KiB */
-#define BTHREAD_STACKTYPE_NORMAL 3u  /* 1 MiB */
-#define BTHREAD_STACKTYPE_LARGE 4u   /* 8 MiB */
-
-typedef unsigned bthread_attrflags_t;
-/* Background start: queue the bthread but do not wake an idle worker. */
-#define BTHREAD_NOSIGNAL 32u
-
-/* Longest task name kept (including the terminating NUL). */
-#define BTHREAD_NAME_MAX 40
-
-/*
- * Attributes for starting a bthread. Copy one of the BTHREAD_ATTR_* constants
- * or call bthread_attr_init(). name, when not NULL, is copied at start and
- * shown by the stack tracer.
- */
-typedef struct bthread_attr_t {
-	bthread_stacktype_t stack_type;
-	bthread_attrflags_t flags;
-	void *keytable_pool; /* accepted for bRPC compatibility, unused */
-	int tag;             /* accepted for bRPC compatibility, unused */
-	const char *name;
-} bthread_attr_t;
-
-/* Runs on the worker's stack; blocking calls block the worker pthread. */
-static const bthread_attr_t BTHREAD_ATTR_PTHREAD = {BTHREAD_STACKTYPE_PTHREAD, 0, NULL, -1, NULL};
-static const bthread_attr_t BTHREAD_ATTR_SMALL = {BTHREAD_STACKTYPE_SMALL, 0, NULL, -1, NULL};
-static const bthread_attr_t BTHREAD_ATTR_NORMAL = {BTHREAD_STACKTYPE_NORMAL, 0, NULL, -1, NULL};
-static const bthread_attr_t BTHREAD_ATTR_LARGE = {BTHREAD_STACKTYPE_LARGE, 0, NULL, -1, NULL};
-
-/*
- * Error returned through errno by bthread_usleep() when the sleeping bthread
- * was stopped with bthread_stop(). Same value as bRPC's ESTOP.
- */
-#define ESTOP (-20)
 
 /* Sets *attr to BTHREAD_ATTR_NORMAL. Returns 0, or EINVAL if attr is NULL. */
 STB_EXPORT int bthread_attr_init(bthread_attr_t *attr);
@@ -150,13 +106,6 @@ STB_EXPORT int bthread_stop(bthread_t tid);
 STB_EXPORT int bthread_stopped(bthread_t tid);
 
 /* ---- mutex ---- */
-typedef struct {
-	unsigned *butex;
-	void *reserved;
-} bthread_mutex_t;
-typedef struct {
-	int reserved;
-} bthread_mutexattr_t;
 
 /*
  * A mutex that suspends a contending bthread (or blocks a pthread). Not
@@ -173,13 +122,6 @@ STB_EXPORT int bthread_mutex_timedlock(bthread_mutex_t *m, const struct timespec
 STB_EXPORT int bthread_mutex_unlock(bthread_mutex_t *m);
 
 /* ---- condition variable ---- */
-typedef struct {
-	bthread_mutex_t *m;
-	int *seq;
-} bthread_cond_t;
-typedef struct {
-	int reserved;
-} bthread_condattr_t;
 
 /*
  * Condition variable for bthread_mutex_t. wait/timedwait unlock m, suspend,
@@ -195,19 +137,9 @@ STB_EXPORT int bthread_cond_timedwait(bthread_cond_t *c, bthread_mutex_t *m,
 STB_EXPORT int bthread_cond_signal(bthread_cond_t *c);
 STB_EXPORT int bthread_cond_broadcast(bthread_cond_t *c);
 
-/* ---- fd waits ---- */
-/*
- * Suspends the calling bthread until fd has one of events (EPOLLIN, EPOLLOUT,
- * ...; EPOLLERR and EPOLLHUP are always reported) or, for the timed form, until
- * abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks in
- * poll(2). Returns 0 when an event occurred, -1 with errno: EINVAL (bad fd or
- * events), ETIMEDOUT, EINTR (the bthread was stopped, see bthread_stop),
- * ENOMEM. Only one bthread may wait on a given fd at a time
- * per direction (EPOLLIN / EPOLLOUT).
- */
-STB_EXPORT int bthread_fd_wait(int fd, unsigned events);
-STB_EXPORT int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime);
-
 STB_END_DECLS
+
+/* Calls whose bRPC counterparts live in bthread/unstable.h (fd waits, ...). */
+#include <bthread/unstable.h>
 
 #endif /* STB_BTHREAD_BTHREAD_H */

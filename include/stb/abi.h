@@ -34,7 +34,8 @@
  * STB_TASK_ABOUT_TO_RUN.
  *
  * Trace word (stb_abi_task.trace): 0 when nobody traces the task, otherwise
- * (lease deadline >> STB_ABI_LEASE_SHIFT) << 16 | tracer id (16 bits, never 0).
+ * (lease deadline >> STB_ABI_LEASE_SHIFT) << 16 | tracer id (16 bits, never 0),
+ * built and taken apart by STB_ABI_LEASE_ENCODE / _DEADLINE / _TRACER.
  * The deadline is CLOCK_MONOTONIC nanoseconds.
  *
  * Invariants:
@@ -166,20 +167,29 @@ struct stb_abi_task {
 };
 
 /*
- * The context switch saves, below the published sp, this frame (offsets from
- * the sp it stores in stb_abi_task.sp minus STB_ABI_SWITCH_FRAME):
- *   +0  mxcsr (4 bytes), x87 control word (2 bytes), 2 bytes padding
- *   +8  r15  +16 r14  +24 r13  +32 r12  +40 rbx  +48 rbp  +56 return address
- * The published sp is the value rsp has after the switch function returns,
- * so a reader finds rbx at sp - 24, r12 at sp - 32, ..., r15 at sp - 56.
+ * The frame the context switch pushes: it ends at the published sp, so it
+ * starts at sp - STB_ABI_SWITCH_FRAME. The published sp is the value rsp has
+ * after the switch function returns; ret is the published ip.
  */
+struct stb_abi_switch_frame {
+	__u32 mxcsr;            /* SSE control and status */
+	__u16 x87cw;            /* x87 control word */
+	__u16 pad;
+	__u64 r15;
+	__u64 r14;
+	__u64 r13;
+	__u64 r12;
+	__u64 rbx;
+	__u64 rbp;
+	__u64 ret;              /* return address into the switched-out code */
+};
 #define STB_ABI_SWITCH_FRAME   64
-#define STB_ABI_SAVED_RBP      (-16)
-#define STB_ABI_SAVED_RBX      (-24)
-#define STB_ABI_SAVED_R12      (-32)
-#define STB_ABI_SAVED_R13      (-40)
-#define STB_ABI_SAVED_R14      (-48)
-#define STB_ABI_SAVED_R15      (-56)
+
+/* The lease word of stb_abi_task.trace (see above). */
+#define STB_ABI_LEASE_ENCODE(deadline_ns, tracer)                                          \
+	((((__u64)(deadline_ns) >> STB_ABI_LEASE_SHIFT) << 16) | ((__u64)(tracer) & 0xffffu))
+#define STB_ABI_LEASE_DEADLINE(word) (((__u64)(word) >> 16) << STB_ABI_LEASE_SHIFT)
+#define STB_ABI_LEASE_TRACER(word)   ((__u32)((word) & 0xffffu))
 
 #define STB_ABI_ASSERT_(c, m) _Static_assert(c, m)
 STB_ABI_ASSERT_(sizeof(struct stb_abi_header) == STB_ABI_ENTRY_SIZE, "header is one entry");
@@ -196,6 +206,15 @@ STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, stack_hi) == 56, "task l
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, worker) == 72, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 88, "task layout");
 STB_ABI_ASSERT_(STB_ABI_TASK_BASE * STB_ABI_ENTRY_SIZE % 4096 == 0, "tasks start on a page");
+STB_ABI_ASSERT_(sizeof(struct stb_abi_switch_frame) == STB_ABI_SWITCH_FRAME, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, x87cw) == 4, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, r15) == 8, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, r14) == 16, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, r13) == 24, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, r12) == 32, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, rbx) == 40, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, rbp) == 48, "switch frame");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, ret) == 56, "switch frame");
 
 /* Byte offset of worker w / task slot s from the start of the table. */
 #define STB_ABI_WORKER_OFFSET(w) ((__u64)(STB_ABI_WORKER_BASE + (w)) * STB_ABI_ENTRY_SIZE)

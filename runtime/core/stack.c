@@ -8,9 +8,6 @@
 #include <sys/mman.h>
 
 #include "internal.h"
-#if STB_TRACER
-#include "trace.h"
-#endif
 
 #if defined(STB_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -26,6 +23,8 @@ struct stb_stack_pool {
 } STB_ALIGNED_CL;
 
 static struct stb_stack_pool stb_stack_pools[BTHREAD_STACKTYPE_LARGE + 1];
+
+uint32_t stb_stack_readers;
 
 static size_t stb_stack_size(unsigned type)
 {
@@ -93,7 +92,7 @@ void stb_stack_put(struct stb_stack *s)
 #if STB_TRACER
 	/* A tracer may be copying from a stack it read before the task ended:
 	 * never unmap while one is active (pairs with the tracer's increment). */
-	keep = __atomic_fetch_add(&stb_tracers_active, 0, __ATOMIC_SEQ_CST) != 0;
+	keep = __atomic_fetch_add(&stb_stack_readers, 0, __ATOMIC_SEQ_CST) != 0;
 #endif
 	stb_lock(&pool->lock);
 	if (keep || pool->nfree < STB_STACK_POOL_MAX) {

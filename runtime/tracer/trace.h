@@ -12,12 +12,7 @@
 
 #include "stb/stb.h"
 
-/* Number of tracers copying a stack right now; stacks are not unmapped while > 0. */
-extern uint32_t stb_tracers_active;
-
-/* Reads STB_SIGNAL_TRACE_TIMEOUT_MS and STB_TRACE_SIGNAL (runtime start). */
-void stb_tracer_config_init(void);
-/* Installs the dump-on-signal handler when $STB_DUMP_SIGNAL is set. */
+/* Installs the dump-on-signal handler when $STB_DUMP_SIGNAL is set (attach). */
 void stb_dump_signal_init(void);
 
 /* The caller's frame, as if the calling function had returned (frame pointers). */
@@ -38,7 +33,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f); /* STB_SYM_* flags */
 
 /* The tracer's unwinder and symbolizer of this process (set up on first use;
- * NULL when that failed), for the pprof and folded dumps (runtime/pprof.h). */
+ * NULL when that failed), for the pprof and folded dumps (runtime/stacks/pprof.h). */
 struct stb_unw_proc;
 struct stb_sym;
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym);

@@ -34,7 +34,11 @@ struct stb_ctx {
 _Static_assert(offsetof(struct stb_ctx, sp) == STB_CTX_SP, "asm layout");
 _Static_assert(offsetof(struct stb_ctx, ip) == STB_CTX_IP, "asm layout");
 _Static_assert(offsetof(struct stb_ctx, bp) == STB_CTX_BP, "asm layout");
+/* The assembly pushes exactly struct stb_abi_switch_frame (include/stb/abi.h). */
 _Static_assert(STB_CTX_FRAME == STB_ABI_SWITCH_FRAME, "asm layout");
+_Static_assert(sizeof(struct stb_abi_switch_frame) == STB_CTX_FRAME, "asm layout");
+_Static_assert(offsetof(struct stb_abi_switch_frame, ret) == 56, "asm layout: the return address");
+_Static_assert(offsetof(struct stb_abi_switch_frame, rbp) == 48, "asm layout: rbp pushed first");
 /* The published registers of a task are a struct stb_ctx inside its entry. */
 _Static_assert(offsetof(struct stb_abi_task, ip) - offsetof(struct stb_abi_task, sp) == STB_CTX_IP,
 	       "abi layout");
@@ -44,7 +48,7 @@ _Static_assert(offsetof(struct stb_abi_task, bp) - offsetof(struct stb_abi_task,
 /*
  * Saves the current context into *from and resumes *to. Returns when some
  * other context jumps back to *from. Never called directly except by
- * stb_jump_stack() (runtime/sched.c), the single switching point.
+ * stb_jump_stack() (runtime/core/sched.c), the single switching point.
  */
 void stb_ctx_jump(struct stb_ctx *from, const struct stb_ctx *to);
 

@@ -318,4 +318,20 @@ int stb_timer_cancel(uint64_t id);
 /* ---- fd waits (fd.c) ---- */
 /* Nothing shared. */
 
+/*
+ * ---- the tracer's attach point ----
+ * The runtime knows nothing of the in-process tracer (runtime/tracer/) but
+ * this: when built with tracer support it calls stb_tracer_attach() once at
+ * start-up, after the shared table exists and before the first worker runs,
+ * and it never unmaps a stack while a tracer reads one (stb_stack_readers).
+ */
+#if STB_TRACER
+/* Defined by the tracer: reads its configuration, installs its signals. */
+void stb_tracer_attach(void);
+#endif
+/* Tracers copying a task's stack right now; owned by stack.c. A tracer
+ * increments it (seq_cst) before it reads a stack address from the table and
+ * decrements it when the copy is done. */
+extern uint32_t stb_stack_readers;
+
 #endif /* STB_RUNTIME_INTERNAL_H */

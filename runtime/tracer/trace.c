@@ -60,8 +60,6 @@ static struct stb_unw_proc *stb_self_proc;
 static struct stb_sym *stb_self_sym;
 static int stb_self_err;
 
-uint32_t stb_tracers_active;
-
 static struct {
 	uint64_t traces, signal_captures, signal_timeouts, retries;
 } stb_tstats;
@@ -92,7 +90,8 @@ static int stb_parse_int_env(const char *name, int lo, int hi, int dflt)
 	return (int)v;
 }
 
-void stb_tracer_config_init(void)
+/* The runtime's one call into the tracer (runtime/core/internal.h). */
+void stb_tracer_attach(void)
 {
 	/* Only when set: a value given to stb_set_signal_trace_timeout_ms()
 	 * before the runtime started must not be reset to the default here. */
@@ -102,6 +101,7 @@ void stb_tracer_config_init(void)
 	int sig = stb_parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
+	stb_dump_signal_init();
 }
 
 int stb_set_signal_trace_timeout_ms(int ms)
@@ -376,7 +376,7 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 		return rc;
 	}
 	uint64_t held_at = stb_now_ns();
-	__atomic_fetch_add(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
 
 	for (unsigned spins = 0;; spins++) {
 		rc = spins ? stb_hold_refresh(p, tid, deadline, &lease) : 0;
@@ -453,7 +453,7 @@ static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, str
 	if (rc == 0 && cap->mode == STB_TRACE_CONTEXT)
 		info->held_ns = stb_now_ns() - held_at;
 cleanup:
-	__atomic_fetch_sub(&stb_tracers_active, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
 	/* If the runtime broke our lease, the copy was validated anyway. */
 	if (lease)
 		stb_hold_release(p, lease);

@@ -4,6 +4,7 @@
  * start as an mmapable BPF array map, or as a memfd with the same layout when
  * the process may not create BPF maps. Owns the mapping and its fd.
  */
+#include <fcntl.h>
 #include <linux/bpf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,12 +48,16 @@ static int stb_table_create_map(uint32_t entries)
 	return (int)fd;
 }
 
+/* A memfd of exactly size bytes, sealed against shrinking, growing and
+ * further sealing: a tracer that checks the seals (loader/target.c) may map it
+ * without fearing SIGBUS from a truncate. */
 static int stb_table_create_memfd(size_t size)
 {
-	int fd = memfd_create(STB_ABI_TABLE_NAME, MFD_CLOEXEC);
+	int fd = memfd_create(STB_ABI_TABLE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)size) != 0) {
+	if (ftruncate(fd, (off_t)size) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
 		int err = -errno;
 		close(fd);
 		return err;

@@ -15,16 +15,19 @@ void stb_ctx_make(struct stb_ctx *ctx, void *lo, size_t size, void (*entry)(void
 	/* sp is where rsp points after the first jump "returns" into the
 	 * trampoline; it must be 16-byte aligned for the call it makes. */
 	uint64_t sp = ((uint64_t)(uintptr_t)lo + size - 16) & ~(uint64_t)15;
-	uint64_t *frame = (uint64_t *)(uintptr_t)(sp - STB_CTX_FRAME);
-	frame[0] = STB_CTX_MXCSR_DEFAULT | ((uint64_t)STB_CTX_X87CW_DEFAULT << 32);
-	frame[1] = 0;                               /* r15 */
-	frame[2] = 0;                               /* r14 */
-	frame[3] = (uint64_t)(uintptr_t)arg;        /* r13: entry's argument */
-	frame[4] = (uint64_t)(uintptr_t)entry;      /* r12: entry */
-	frame[5] = 0;                               /* rbx */
-	frame[6] = 0;                               /* rbp: ends the frame chain */
-	frame[7] = (uint64_t)(uintptr_t)stb_ctx_trampoline;
+	struct stb_abi_switch_frame *frame =
+		(struct stb_abi_switch_frame *)(uintptr_t)(sp - STB_CTX_FRAME);
+	frame->mxcsr = STB_CTX_MXCSR_DEFAULT;
+	frame->x87cw = STB_CTX_X87CW_DEFAULT;
+	frame->pad = 0;
+	frame->r15 = 0;
+	frame->r14 = 0;
+	frame->r13 = (uint64_t)(uintptr_t)arg;   /* entry's argument */
+	frame->r12 = (uint64_t)(uintptr_t)entry; /* entry */
+	frame->rbx = 0;
+	frame->rbp = 0;                          /* ends the frame chain */
+	frame->ret = (uint64_t)(uintptr_t)stb_ctx_trampoline;
 	ctx->sp = sp;
-	ctx->ip = frame[7];
+	ctx->ip = frame->ret;
 	ctx->bp = 0;
 }

@@ -241,7 +241,7 @@ void stb_gate_wait(struct stb_task *t)
 		uint64_t tr = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
 		if (tr == 0)
 			break;
-		uint64_t deadline = (tr >> 16) << STB_ABI_LEASE_SHIFT;
+		uint64_t deadline = STB_ABI_LEASE_DEADLINE(tr);
 		now = stb_now_ns();
 		if (now >= deadline) {
 			/* The tracer is late or dead: break its lease and go on. */

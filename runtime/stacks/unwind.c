@@ -1822,27 +1822,24 @@ void stb_unw_proc_free(struct stb_unw_proc *p)
 void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, uint64_t bp,
 			      const struct stb_stack_copy *copy)
 {
-	static const int off[5] = { STB_ABI_SAVED_RBX, STB_ABI_SAVED_R12, STB_ABI_SAVED_R13,
-				    STB_ABI_SAVED_R14, STB_ABI_SAVED_R15 };
-	uint64_t *dst[5];
-
 	memset(regs, 0, sizeof(*regs));
 	regs->ip = ip;
 	regs->sp = sp;
 	regs->bp = bp;
 	regs->flags = STB_UNW_IP_IS_RETURN;
-	dst[0] = &regs->bx;
-	dst[1] = &regs->r12;
-	dst[2] = &regs->r13;
-	dst[3] = &regs->r14;
-	dst[4] = &regs->r15;
-	if (!copy || !copy->bytes)
+	if (!copy || !copy->bytes || sp < STB_ABI_SWITCH_FRAME)
 		return;
-	for (int i = 0; i < 5; i++) {
-		uint64_t a = sp + (uint64_t)(int64_t)off[i];
-		if (a - copy->addr < copy->len && copy->len - (a - copy->addr) >= 8)
-			memcpy(dst[i], (const uint8_t *)copy->bytes + (a - copy->addr), 8);
-	}
+	uint64_t a = sp - STB_ABI_SWITCH_FRAME;
+	if (a < copy->addr || a - copy->addr > copy->len ||
+	    copy->len - (a - copy->addr) < sizeof(struct stb_abi_switch_frame))
+		return;
+	struct stb_abi_switch_frame f;
+	memcpy(&f, (const uint8_t *)copy->bytes + (a - copy->addr), sizeof(f));
+	regs->bx = f.rbx;
+	regs->r12 = f.r12;
+	regs->r13 = f.r13;
+	regs->r14 = f.r14;
+	regs->r15 = f.r15;
 }
 
 /* ------------------------------------------------------------------- walks */

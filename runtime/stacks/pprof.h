@@ -4,7 +4,7 @@
  * stb-bpf-loader (snapshots and --profile): a builder that interns stacks,
  * merges samples with the same stack and labels, symbolizes at the end (inline
  * frames, mappings with build ids) and writes pprof (gzipped profile.proto,
- * runtime/profile.proto), Brendan Gregg's folded stacks, or JSON.
+ * runtime/stacks/profile.proto), Brendan Gregg's folded stacks, or JSON.
  */
 #ifndef STB_RUNTIME_PPROF_H
 #define STB_RUNTIME_PPROF_H

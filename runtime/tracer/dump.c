@@ -178,7 +178,7 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 		goto cleanup;
 	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
 			       .now_ns = stb_now_coarse_ns(), .group = o->group != 0};
-	/* pprof / folded / json: runtime/pprof.c and runtime/report.c, shared with
+	/* pprof / folded / json: runtime/stacks/pprof.c and runtime/stacks/report.c, shared with
 	 * stb-bpf-loader. */
 	if (o->format == STB_DUMP_PPROF || o->format == STB_DUMP_FOLDED) {
 		struct stb_unw_proc *unw;

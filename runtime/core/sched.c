@@ -13,9 +13,6 @@
 #include <string.h>
 
 #include "internal.h"
-#if STB_TRACER
-#include "trace.h"
-#endif
 
 #if defined(STB_ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -682,8 +679,7 @@ static void stb_runtime_init_once(void)
 		fprintf(stderr, "stb: no shared task table (%s); bthreads cannot be traced from "
 				"outside this process\n", strerror(-rc));
 #if STB_TRACER
-	stb_tracer_config_init();
-	stb_dump_signal_init();
+	stb_tracer_attach();
 #endif
 	int n = __atomic_load_n(&stb_concurrency_req, __ATOMIC_ACQUIRE);
 	if (n <= 0)

@@ -19,7 +19,7 @@ uint64_t stb_hold_lease(uint64_t deadline)
 	uint32_t id = __atomic_add_fetch(&ids, 1, __ATOMIC_RELAXED) & 0xffffu;
 	if (id == 0)
 		id = 1;
-	return ((deadline >> STB_ABI_LEASE_SHIFT) << 16) | id;
+	return STB_ABI_LEASE_ENCODE(deadline, id);
 }
 
 int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease)
@@ -47,7 +47,7 @@ int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease)
 {
 	uint64_t cur = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
-	uint64_t ends = (*lease >> 16) << STB_ABI_LEASE_SHIFT;
+	uint64_t ends = STB_ABI_LEASE_DEADLINE(*lease);
 	if (cur == *lease && stb_now_ns() + STB_HOLD_MARGIN_NS < ends)
 		return 0;
 	stb_hold_release(p, *lease);
@@ -69,7 +69,7 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 {
 	/* While our lease holds, the task cannot pass a gate: the fields below
 	 * are consistent and its stack stays mapped (docs/abi.md). */
-	uint64_t ends = (lease >> 16) << STB_ABI_LEASE_SHIFT;
+	uint64_t ends = STB_ABI_LEASE_DEADLINE(lease);
 	if (lease && (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
 		      stb_now_ns() + STB_HOLD_MARGIN_NS >= ends))
 		return -ETIMEDOUT;
