@@ -9,7 +9,7 @@ import time
 
 import gdb
 
-ENTRY_SIZE = 128
+ENTRY_SIZE = 256           # STB_ABI_ENTRY_SIZE (ABI version 2)
 TASK_BASE = 32 + 256          # STB_ABI_TASK_BASE
 MAGIC = 0x314B534154425453    # "STBTASK1"
 READY, SUSPENDED = 3, 7
@@ -35,7 +35,7 @@ try:
         if word & 0xFF not in (READY, SUSPENDED):
             continue
         sp, ip, bp = struct.unpack_from("<QQQ", entry, 24)
-        name = entry[88:128].split(b"\0", 1)[0].decode(errors="replace")
+        name = entry[128:192].split(b"\0", 1)[0].decode(errors="replace")
         gdb.execute("set $rsp = %d" % sp)
         gdb.execute("set $rbp = %d" % bp)
         gdb.execute("set $rip = %d" % ip)

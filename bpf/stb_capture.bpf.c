@@ -77,8 +77,9 @@ struct stb_uapi_regs {
 };
 
 _Static_assert(__builtin_offsetof(struct stb_abi_task, stack_lo) == 6 * 8 &&
-	       __builtin_offsetof(struct stb_abi_task, stack_hi) == 7 * 8,
-	       "stb_read_task reads the first 8 words of a task entry");
+	       __builtin_offsetof(struct stb_abi_task, stack_hi) == 7 * 8 &&
+	       __builtin_offsetof(struct stb_abi_task, tid) == 8 * 8 + 4,
+	       "stb_read_task reads the first 9 words of a task entry");
 
 /* The fields of a task entry the program needs. */
 struct stb_task_view {
@@ -130,8 +131,8 @@ static __always_inline long stb_read_task(__u64 id, struct stb_task_view *t)
 		t->tid = STB_READ_ONCE(e->tid);
 		return 0;
 	} else {
-		/* One read of the first 80 bytes: id, word, ..., stack_hi, since, worker/tid. */
-		__u64 head[10];
+		/* One read of the first 72 bytes: id, word, ..., stack_hi, worker/tid. */
+		__u64 head[9];
 		long err = bpf_probe_read_user(head, sizeof(head),
 					       (const void *)(stb_table_addr + STB_ABI_TASK_OFFSET(slot)));
 
@@ -141,7 +142,7 @@ static __always_inline long stb_read_task(__u64 id, struct stb_task_view *t)
 		t->word = head[1];
 		t->stack_lo = head[6];
 		t->stack_hi = head[7];
-		t->tid = (__u32)(head[9] >> 32);
+		t->tid = (__u32)(head[8] >> 32);
 		return 0;
 	}
 }

@@ -34,7 +34,7 @@ typedef unsigned bthread_attrflags_t;
 #define BTHREAD_NOSIGNAL 32u
 
 /* Longest task name kept (including the terminating NUL). */
-#define BTHREAD_NAME_MAX 40
+#define BTHREAD_NAME_MAX 64
 
 /*
  * Attributes for starting a bthread. Copy one of the BTHREAD_ATTR_* constants

@@ -21,7 +21,7 @@
  *   is entry i of the table.
  *
  *   entry 0                         struct stb_abi_header
- *   entries 1 .. 31                 reserved (zero)
+ *   entries 1 .. 31                 reserved (zero; the header region is 8 KiB)
  *   entry STB_ABI_WORKER_BASE + w   struct stb_abi_worker for worker w
  *   entry STB_ABI_TASK_BASE + s     struct stb_abi_task for task slot s
  *
@@ -61,20 +61,39 @@
  *   DESTROYED.
  * - worker/tid are valid while the state is RUNNING (for a registered pthread:
  *   always).
+ * - The wait block (since_ns, wait_word, wait_object, wait_owner,
+ *   wait_deadline, wait_extra) is written while the task is SUSPENDING, before
+ *   the release store of SUSPENDED, and describes that suspension: it is
+ *   valid while the state is SUSPENDED and seq is unchanged (read word before
+ *   and after, as for a stack copy). A READY task keeps the block of its last
+ *   wait (wait_word's kind says STB_WAIT_YIELD after a yield). wait_owner
+ *   is the owner seen when the task blocked; a tracer re-reads the owner
+ *   (stb_abi_mutex_owner()) before it reports an edge.
+ * - creator_id/creator_ip/creator_tid are written while the state is CREATED.
  * - A worker entry's current is written by that worker before the task it
  *   names enters RUNNING, and reset to 0 after the task left RUNNING.
+ *   run_seq/run_since_ns are written by the runtime's monitor thread only
+ *   (never on the switch path): run_since_ns is when the monitor first saw
+ *   task current with run sequence run_seq on that worker, so a task that
+ *   runs without a switch since then has run at least now - run_since_ns.
+ *   They are at most STB_ABI_MONITOR_PERIOD_NS late, 0 when unknown.
  * - header.magic is written last at creation; a reader that sees the magic
- *   and STB_ABI_VERSION may trust the rest of the header.
+ *   and STB_ABI_VERSION may trust the rest of the header -- but a reader in
+ *   another process trusts nothing: every size, count, state and kind is
+ *   range-checked before use (docs/abi.md, "Reading what the target wrote").
  */
 
 #define STB_ABI_MAGIC          0x314b534154425453ULL /* "STBTASK1" */
-#define STB_ABI_VERSION        1u
-#define STB_ABI_ENTRY_SIZE     128u
-#define STB_ABI_HEADER_ENTRIES 32u   /* the header region is one 4 KiB page */
+#define STB_ABI_VERSION        2u
+#define STB_ABI_ENTRY_SIZE     256u
+#define STB_ABI_HEADER_ENTRIES 32u   /* the header region: 8 KiB */
 #define STB_ABI_MAX_WORKERS    256u
 #define STB_ABI_WORKER_BASE    STB_ABI_HEADER_ENTRIES
 #define STB_ABI_TASK_BASE      (STB_ABI_WORKER_BASE + STB_ABI_MAX_WORKERS)
-#define STB_ABI_NAME_LEN       40u
+#define STB_ABI_NAME_LEN       64u
+/* The monitor refreshes the workers' run_seq/run_since_ns at least this often
+ * while they run tasks. */
+#define STB_ABI_MONITOR_PERIOD_NS 10000000u
 #define STB_ABI_LEASE_SHIFT    10u   /* lease deadline unit: 1024 ns */
 #define STB_ABI_DEFAULT_CAPACITY 65536u
 #define STB_ABI_MAX_CAPACITY   (1u << 22)
@@ -116,6 +135,42 @@ enum stb_worker_state {
 	STB_WORKER_PARKED = 3,     /* asleep waiting for work */
 };
 
+/*
+ * What a task waits on (stb_abi_task.wait_word bits 0..7). Readers must
+ * range-check it against STB_WAIT_NKINDS.
+ */
+enum stb_wait_kind {
+	STB_WAIT_NONE = 0,      /* not waiting, or unknown */
+	STB_WAIT_BUTEX = 1,     /* butex_wait: object = the butex */
+	STB_WAIT_MUTEX = 2,     /* bthread_mutex_lock: object = the bthread_mutex_t */
+	STB_WAIT_COND = 3,      /* bthread_cond_wait: object = the cond, extra = its mutex */
+	STB_WAIT_RWLOCK_RD = 4, /* bthread_rwlock_rdlock: object = the rwlock, owner = a writer */
+	STB_WAIT_RWLOCK_WR = 5, /* bthread_rwlock_wrlock: object = the rwlock, owner = a writer */
+	STB_WAIT_SEM = 6,       /* bthread_sem_wait: object = the semaphore */
+	STB_WAIT_BARRIER = 7,   /* bthread_barrier_wait: object = the barrier */
+	STB_WAIT_ONCE = 8,      /* bthread_once: object = the once control */
+	STB_WAIT_SLEEP = 9,     /* bthread_usleep: deadline = its end */
+	STB_WAIT_FD = 10,       /* bthread_fd_wait: fd and events in wait_word */
+	STB_WAIT_JOIN = 11,     /* bthread_join: owner = the joined bthread */
+	STB_WAIT_ID = 12,       /* bthread_id_lock/join: object = the id's value, owner = its locker */
+	STB_WAIT_TIMER = 13,    /* bthread_timer_del: waiting for a running callback */
+	STB_WAIT_YIELD = 14,    /* ready after bthread_yield (not blocked) */
+	STB_WAIT_COUNTDOWN = 15, /* CountdownEvent::wait: object = the event */
+	STB_WAIT_NKINDS = 16,
+};
+
+/* stb_abi_task.wait_word: kind | flags << 8 | events << 16 | fd << 32 */
+#define STB_ABI_WAIT_F_OWNER_TID 0x1u /* wait_owner is a kernel tid (a pthread that
+                                         is not registered), not a bthread id */
+#define STB_ABI_WAIT_F_TIMED     0x2u /* wait_deadline is set */
+#define STB_ABI_WAIT_WORD(kind, flags, events, fd)                                         \
+	((__u64)((kind) & 0xffu) | (__u64)((flags) & 0xffu) << 8 |                          \
+	 (__u64)((events) & 0xffffu) << 16 | (__u64)(__u32)(fd) << 32)
+#define STB_ABI_WAIT_KIND(w)   ((__u32)((w) & 0xffu))
+#define STB_ABI_WAIT_FLAGS(w)  ((__u32)(((w) >> 8) & 0xffu))
+#define STB_ABI_WAIT_EVENTS(w) ((__u32)(((w) >> 16) & 0xffffu))
+#define STB_ABI_WAIT_FD(w)     ((__s32)((w) >> 32))
+
 /* stb_abi_header.flags */
 #define STB_ABI_F_TRACER 0x1u /* runtime built with tracer support */
 
@@ -139,17 +194,22 @@ struct stb_abi_header {
 	__u64 gate_wait_ns;     /* total time spent waiting at gates */
 	__u64 gate_giveups;     /* leases the runtime broke after their deadline */
 	__u64 created_ns;       /* CLOCK_MONOTONIC at table creation */
-	__u8 reserved[128 - 112];
+	__u64 monitor_ns;       /* CLOCK_MONOTONIC of the monitor's last pass, 0 = none */
+	__u8 reserved[256 - 120];
 };
 
 struct stb_abi_worker {
 	__u64 current;          /* bthread_t running here, 0 when none */
 	__u32 tid;              /* kernel thread id of the worker */
 	__u32 state;            /* enum stb_worker_state */
-	__u8 reserved[128 - 16];
+	__u32 tag;              /* worker pool (bthread_tag_t) */
+	__u32 run_seq;          /* monitor: run sequence of current when first seen */
+	__u64 run_since_ns;     /* monitor: CLOCK_MONOTONIC when first seen, 0 = unknown */
+	__u8 reserved[256 - 32];
 };
 
 struct stb_abi_task {
+	/* Line 0: written on the switch path. */
 	__u64 id;               /* bthread_t of the occupant */
 	__u64 word;             /* seq << 32 | state */
 	__u64 trace;            /* tracer lease word, see above */
@@ -158,12 +218,24 @@ struct stb_abi_task {
 	__u64 bp;               /* saved frame pointer */
 	__u64 stack_lo;         /* lowest usable stack address */
 	__u64 stack_hi;         /* one past the highest stack address */
-	__u64 since_ns;         /* CLOCK_MONOTONIC_COARSE when it last blocked */
+	/* Line 1: where it runs, and why it waits (the wait block). */
 	__u32 worker;           /* worker index while RUNNING */
 	__u32 tid;              /* kernel tid while RUNNING */
+	__u64 since_ns;         /* CLOCK_MONOTONIC_COARSE when it last blocked */
+	__u64 wait_word;        /* STB_ABI_WAIT_WORD(kind, flags, events, fd) */
+	__u64 wait_object;      /* address of what it waits on, 0 = none */
+	__u64 wait_owner;       /* who holds it: bthread id (or tid, see flags), 0 = unknown */
+	__u64 wait_deadline;    /* CLOCK_MONOTONIC ns when the wait times out, 0 = none */
+	__u64 wait_extra;       /* STB_WAIT_COND: the mutex; otherwise 0 */
 	__u32 flags;            /* STB_ABI_TASK_F_* */
-	__u32 reserved;
+	__u32 tag;              /* worker pool it was started in (bthread_tag_t) */
+	/* Lines 2-3: identity, written while CREATED. */
 	char name[STB_ABI_NAME_LEN]; /* NUL-terminated task name */
+	__u64 creator_id;       /* bthread (or registered pthread) that started it, 0 = other */
+	__u64 creator_ip;       /* return address of the bthread_start_* call */
+	__u32 creator_tid;      /* kernel tid of the thread that started it */
+	__u32 reserved0;
+	__u8 reserved[256 - 216];
 };
 
 /*
@@ -195,16 +267,28 @@ struct stb_abi_switch_frame {
 STB_ABI_ASSERT_(sizeof(struct stb_abi_header) == STB_ABI_ENTRY_SIZE, "header is one entry");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_worker) == STB_ABI_ENTRY_SIZE, "worker is one entry");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_task) == STB_ABI_ENTRY_SIZE, "task is one entry");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, task_capacity) == 24, "header layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, table_addr) == 40, "header layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, slot_hwm) == 64, "header layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, created_ns) == 104, "header layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, monitor_ns) == 112, "header layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, run_since_ns) == 24, "worker layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, word) == 8, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, trace) == 16, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, sp) == 24, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, ip) == 32, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, bp) == 40, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, stack_lo) == 48, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, stack_hi) == 56, "task layout");
-STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, worker) == 72, "task layout");
-STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 88, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, worker) == 64, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, tid) == 68, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, since_ns) == 72, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, wait_word) == 80, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, wait_extra) == 112, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, flags) == 120, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 128, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_id) == 192, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_tid) == 208, "task layout");
 STB_ABI_ASSERT_(STB_ABI_TASK_BASE * STB_ABI_ENTRY_SIZE % 4096 == 0, "tasks start on a page");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_switch_frame) == STB_ABI_SWITCH_FRAME, "switch frame");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, x87cw) == 4, "switch frame");

@@ -100,7 +100,7 @@ struct stb_trace_info {
 	int is_pthread;       /* a registered pthread */
 	uint64_t held_ns;     /* how long the task was held (or interrupted) */
 	uint64_t since_ns;    /* CLOCK_MONOTONIC when it last blocked, 0 if unknown */
-	char name[40];
+	char name[64];        /* STB_ABI_NAME_LEN (stb/abi.h) */
 	char error[128];      /* why a trace failed, empty on success */
 };
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stb/abi.h"
 #include "stb/stb.h"
 
 /* One traced task. frames hold at least ip/sp/flags; symbols may be filled
@@ -23,7 +24,7 @@ struct stb_report_task {
 	int is_pthread;
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
 	uint64_t since_ns;       /* CLOCK_MONOTONIC when it blocked, 0 = unknown */
-	char name[40];
+	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
 	char error[128];
 	int truncated;
