@@ -98,6 +98,24 @@ static void stb_butex_timeout(void *arg)
 		stb_butex_ready(t);
 }
 
+#if STB_TRACER
+/* The wait block of the task's entry (abi.h), written before SUSPENDED. */
+static void stb_wait_publish(struct stb_abi_task *p, const struct stb_waiter *w)
+{
+	static const struct stb_wait plain = {.word = STB_ABI_WAIT_WORD(STB_WAIT_BUTEX, 0, 0, 0)};
+	const struct stb_wait *why = w->why ? w->why : &plain;
+	uint64_t word = why->word;
+	if (w->deadline)
+		word |= STB_ABI_WAIT_WORD(0, STB_ABI_WAIT_F_TIMED, 0, 0);
+	p->since_ns = stb_now_coarse_ns();
+	p->wait_word = word;
+	p->wait_object = why->object ? why->object : (uint64_t)(uintptr_t)&w->butex->value;
+	p->wait_owner = why->owner;
+	p->wait_deadline = w->deadline;
+	p->wait_extra = why->extra;
+}
+#endif
+
 /* Post-switch action of a waiting bthread: queue it, or resume it at once. */
 static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void *arg)
 {
@@ -105,7 +123,7 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	struct stb_waiter *w = arg;
 	struct stb_butex *b = w->butex;
 #if STB_TRACER
-	t->pub->since_ns = stb_now_coarse_ns();
+	stb_wait_publish(t->pub, w);
 #endif
 	stb_task_set_state(t, STB_TASK_SUSPENDED);
 	stb_lock(&b->lock);
@@ -175,7 +193,8 @@ static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t de
 	}
 }
 
-int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline)
+int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
+			const struct stb_wait *why)
 {
 	if (__atomic_load_n(&b->value, __ATOMIC_ACQUIRE) != expected)
 		return EWOULDBLOCK;
@@ -190,6 +209,7 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline)
 	w.task = stb_task_self();
 	w.expected = expected;
 	w.deadline = deadline;
+	w.why = why;
 	stb_sched_suspend(stb_butex_post_wait, &w);
 	if (w.timer)
 		stb_timer_cancel(w.timer);
@@ -278,7 +298,8 @@ int butex_wait(void *butex, int expected, const struct timespec *abstime)
 		errno = EINVAL;
 		return -1;
 	}
-	int rc = stb_butex_wait_mono(stb_butex_of(butex), expected, stb_abstime_to_mono(abstime));
+	int rc = stb_butex_wait_mono(stb_butex_of(butex), expected, stb_abstime_to_mono(abstime),
+				     NULL);
 	if (rc) {
 		stb_errno_set(rc); /* may run on another worker now */
 		return -1;
@@ -313,9 +334,10 @@ int bthread_usleep(uint64_t microseconds)
 	uint64_t deadline = stb_now_ns() + microseconds * 1000u;
 	if (deadline == 0)
 		deadline = 1;
+	static const struct stb_wait why = {.word = STB_ABI_WAIT_WORD(STB_WAIT_SLEEP, 0, 0, 0)};
 	for (;;) {
 		int v = __atomic_load_n(&t->sleep->value, __ATOMIC_ACQUIRE);
-		int rc = stb_butex_wait_mono(t->sleep, v, deadline);
+		int rc = stb_butex_wait_mono(t->sleep, v, deadline, &why);
 		if (rc == ETIMEDOUT)
 			return 0;
 		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {

@@ -174,7 +174,9 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 			stb_errno_set(err == EBADF ? EINVAL : err);
 			return -1;
 		}
-		rc = stb_butex_wait_mono(e->butex, expected, deadline);
+		const struct stb_wait why = {
+			.word = STB_ABI_WAIT_WORD(STB_WAIT_FD, 0, events, fd)};
+		rc = stb_butex_wait_mono(e->butex, expected, deadline, &why);
 		if (rc != 0 && rc != EWOULDBLOCK) {
 			stb_errno_set(rc); /* may run on another worker now */
 			return -1;

@@ -287,6 +287,7 @@ struct stb_waiter {
 	bool queued;                    /* in the list (under the butex lock) */
 	uint64_t deadline;              /* CLOCK_MONOTONIC ns, 0 = none */
 	uint64_t timer;                 /* timer id, 0 = none */
+	const struct stb_wait *why;     /* published while suspended, NULL = butex */
 };
 
 struct stb_butex {
@@ -296,10 +297,28 @@ struct stb_butex {
 	struct stb_butex *free_next;
 };
 
+/*
+ * Why a task waits: what a blocking call publishes in the task's wait block
+ * (include/stb/abi.h) when it suspends. word is STB_ABI_WAIT_WORD(kind, flags,
+ * events, fd); object 0 means the butex itself; owner and extra as abi.h says
+ * for the kind. The deadline comes from the wait itself.
+ */
+struct stb_wait {
+	uint64_t word;
+	uint64_t object;
+	uint64_t owner;
+	uint64_t extra;
+};
+
 struct stb_butex *stb_butex_new(void);
 void stb_butex_free(struct stb_butex *b);
-/* butex_wait on an internal butex with a CLOCK_MONOTONIC deadline (0 = none). */
-int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline);
+/*
+ * butex_wait on an internal butex with a CLOCK_MONOTONIC deadline (0 = none).
+ * why (NULL: a plain butex wait) is published in the caller's table entry
+ * while it is suspended.
+ */
+int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
+			const struct stb_wait *why);
 int stb_butex_wake(struct stb_butex *b, bool all);
 /* Interrupts the current or next butex wait of t's occupant `version` (bthread_stop). */
 void stb_butex_interrupt(struct stb_task *t, uint32_t version);

@@ -46,8 +46,10 @@ int bthread_mutex_trylock(bthread_mutex_t *m)
 static int stb_mutex_lock_contended(bthread_mutex_t *m, uint64_t deadline)
 {
 	struct stb_butex *b = stb_butex_from(m->butex);
+	const struct stb_wait why = {.word = STB_ABI_WAIT_WORD(STB_WAIT_MUTEX, 0, 0, 0),
+				     .object = (uint64_t)(uintptr_t)m};
 	while (__atomic_exchange_n(m->butex, 2, __ATOMIC_ACQUIRE) != 0) {
-		int rc = stb_butex_wait_mono(b, 2, deadline);
+		int rc = stb_butex_wait_mono(b, 2, deadline, &why);
 		if (rc == ETIMEDOUT || rc == ENOMEM)
 			return rc;
 	}
@@ -108,7 +110,10 @@ int bthread_cond_timedwait(bthread_cond_t *c, bthread_mutex_t *m, const struct t
 	uint64_t deadline = stb_abstime_to_mono(abstime);
 	int seq = __atomic_load_n(c->seq, __ATOMIC_ACQUIRE);
 	bthread_mutex_unlock(m);
-	int rc = stb_butex_wait_mono(stb_butex_from(c->seq), seq, deadline);
+	const struct stb_wait why = {.word = STB_ABI_WAIT_WORD(STB_WAIT_COND, 0, 0, 0),
+				     .object = (uint64_t)(uintptr_t)c,
+				     .extra = (uint64_t)(uintptr_t)m};
+	int rc = stb_butex_wait_mono(stb_butex_from(c->seq), seq, deadline, &why);
 	/* Other waiters may sleep on the mutex: relock as contended. */
 	stb_mutex_lock_contended(m, 0);
 	return rc == ETIMEDOUT ? ETIMEDOUT : 0;

@@ -812,11 +812,13 @@ int bthread_join(bthread_t id, void **ret)
 		return EINVAL;
 	uint32_t v = (uint32_t)(id >> 32);
 	struct stb_butex *j = t->join;
+	const struct stb_wait why = {.word = STB_ABI_WAIT_WORD(STB_WAIT_JOIN, 0, 0, 0),
+				     .owner = id};
 	for (;;) {
 		int fin = __atomic_load_n(&j->value, __ATOMIC_ACQUIRE);
 		if ((int32_t)((uint32_t)fin - v) >= 0)
 			break;
-		stb_butex_wait_mono(j, fin, 0);
+		stb_butex_wait_mono(j, fin, 0, &why);
 	}
 	stb_lock(&j->lock);
 	uint32_t rv = t->ret_version;
