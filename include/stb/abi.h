@@ -66,9 +66,18 @@
  *   the release store of SUSPENDED, and describes that suspension: it is
  *   valid while the state is SUSPENDED and seq is unchanged (read word before
  *   and after, as for a stack copy). A READY task keeps the block of its last
- *   wait (wait_word's kind says STB_WAIT_YIELD after a yield). wait_owner
- *   is the owner seen when the task blocked; a tracer re-reads the owner
- *   (stb_abi_mutex_owner()) before it reports an edge.
+ *   wait (wait_word's kind says STB_WAIT_YIELD after a yield). A registered
+ *   pthread (STB_ABI_TASK_F_PTHREAD) stays RUNNING while it blocks in a
+ *   bthread call: its wait block is valid while the kind is not
+ *   STB_WAIT_NONE (reset to NONE when the call returns).
+ * - Owners (wait_owner, and the owner words below) are encoded as
+ *   STB_ABI_OWNER_*: 0 none or unknown; a bthread_t (registered pthreads
+ *   have one too); or STB_ABI_OWNER_TID_BIT | kernel tid for a pthread that
+ *   is not registered. For the kinds with an owner (MUTEX, RWLOCK_*, ID)
+ *   wait_extra is the address of the owner word: a u64 in the target that
+ *   holds the current owner (0 = free). wait_owner is the owner seen when
+ *   the task blocked; a tracer re-reads the owner word before it reports a
+ *   wait-for edge (the graph moves).
  * - creator_id/creator_ip/creator_tid are written while the state is CREATED.
  * - A worker entry's current is written by that worker before the task it
  *   names enters RUNNING, and reset to 0 after the task left RUNNING.
@@ -144,8 +153,8 @@ enum stb_wait_kind {
 	STB_WAIT_BUTEX = 1,     /* butex_wait: object = the butex */
 	STB_WAIT_MUTEX = 2,     /* bthread_mutex_lock: object = the bthread_mutex_t */
 	STB_WAIT_COND = 3,      /* bthread_cond_wait: object = the cond, extra = its mutex */
-	STB_WAIT_RWLOCK_RD = 4, /* bthread_rwlock_rdlock: object = the rwlock, owner = a writer */
-	STB_WAIT_RWLOCK_WR = 5, /* bthread_rwlock_wrlock: object = the rwlock, owner = a writer */
+	STB_WAIT_RWLOCK_RD = 4, /* bthread_rwlock_rdlock: object = the rwlock, owner = its writer */
+	STB_WAIT_RWLOCK_WR = 5, /* bthread_rwlock_wrlock: object = the rwlock, owner = its writer */
 	STB_WAIT_SEM = 6,       /* bthread_sem_wait: object = the semaphore */
 	STB_WAIT_BARRIER = 7,   /* bthread_barrier_wait: object = the barrier */
 	STB_WAIT_ONCE = 8,      /* bthread_once: object = the once control */
@@ -160,9 +169,7 @@ enum stb_wait_kind {
 };
 
 /* stb_abi_task.wait_word: kind | flags << 8 | events << 16 | fd << 32 */
-#define STB_ABI_WAIT_F_OWNER_TID 0x1u /* wait_owner is a kernel tid (a pthread that
-                                         is not registered), not a bthread id */
-#define STB_ABI_WAIT_F_TIMED     0x2u /* wait_deadline is set */
+#define STB_ABI_WAIT_F_TIMED     0x1u /* wait_deadline is set */
 #define STB_ABI_WAIT_WORD(kind, flags, events, fd)                                         \
 	((__u64)((kind) & 0xffu) | (__u64)((flags) & 0xffu) << 8 |                          \
 	 (__u64)((events) & 0xffffu) << 16 | (__u64)(__u32)(fd) << 32)
@@ -170,6 +177,12 @@ enum stb_wait_kind {
 #define STB_ABI_WAIT_FLAGS(w)  ((__u32)(((w) >> 8) & 0xffu))
 #define STB_ABI_WAIT_EVENTS(w) ((__u32)(((w) >> 16) & 0xffffu))
 #define STB_ABI_WAIT_FD(w)     ((__s32)((w) >> 32))
+
+/* Owner values (see the invariants). */
+#define STB_ABI_OWNER_TID_BIT    (1ull << 63)
+#define STB_ABI_OWNER_TID(tid)   (STB_ABI_OWNER_TID_BIT | (__u64)(__u32)(tid))
+#define STB_ABI_OWNER_IS_TID(o)  (((o) & STB_ABI_OWNER_TID_BIT) != 0)
+#define STB_ABI_OWNER_TID_OF(o)  ((__u32)((o) & 0xffffffffu))
 
 /* stb_abi_header.flags */
 #define STB_ABI_F_TRACER 0x1u /* runtime built with tracer support */
@@ -224,9 +237,9 @@ struct stb_abi_task {
 	__u64 since_ns;         /* CLOCK_MONOTONIC_COARSE when it last blocked */
 	__u64 wait_word;        /* STB_ABI_WAIT_WORD(kind, flags, events, fd) */
 	__u64 wait_object;      /* address of what it waits on, 0 = none */
-	__u64 wait_owner;       /* who holds it: bthread id (or tid, see flags), 0 = unknown */
+	__u64 wait_owner;       /* who holds it (STB_ABI_OWNER_*), 0 = unknown */
 	__u64 wait_deadline;    /* CLOCK_MONOTONIC ns when the wait times out, 0 = none */
-	__u64 wait_extra;       /* STB_WAIT_COND: the mutex; otherwise 0 */
+	__u64 wait_extra;       /* COND: the mutex; MUTEX, RWLOCK_*, ID: address of the owner word */
 	__u32 flags;            /* STB_ABI_TASK_F_* */
 	__u32 tag;              /* worker pool it was started in (bthread_tag_t) */
 	/* Lines 2-3: identity, written while CREATED. */
