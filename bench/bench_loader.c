@@ -19,7 +19,7 @@
 
 #include <stb/stb.h>
 
-#include "capture.h"
+#include "bpf_prog.h"
 #include "loader_util.h"
 #include "target.h"
 
@@ -301,33 +301,33 @@ static void bench_capture(const struct bench_opts *o)
 		lu_proc_free(&p);
 	}
 
-	/* b) the same capture program through loader/capture.c, kept loaded, with
+	/* b) the same capture program through loader/bpf_prog.c, kept loaded, with
 	 * BPF run-time statistics. */
 	char err[512];
 	struct stb_target *tg = stb_target_open(t.pid, STB_TARGET_MAP_USED, err, sizeof(err));
 	if (!tg)
 		bench_die("%s", err);
-	struct stb_capture_opts co;
-	stb_target_capture_opts(tg, STB_CAPTURE_MODE_CAPTURE, &co);
-	struct stb_capture *cap = stb_capture_open(t.pid, &co);
-	if (!cap || stb_capture_sync_workers(cap) < 1)
+	struct stb_bpf_prog_opts co;
+	stb_target_bpf_prog_opts(tg, STB_RECORD_MODE_REQUEST, &co);
+	struct stb_bpf_prog *cap = stb_bpf_prog_open(t.pid, &co);
+	if (!cap || stb_bpf_prog_sync_workers(cap) < 1)
 		bench_die("BPF capture unavailable: %s", strerror(errno));
-	int stats_rc = stb_capture_stats_enable(cap);
-	struct stb_capture_record *rec = malloc(sizeof(*rec));
+	int stats_rc = stb_bpf_prog_stats_enable(cap);
+	struct stb_record *rec = malloc(sizeof(*rec));
 	double *c_req = calloc(n, sizeof(double)), *c_prog = calloc(n, sizeof(double));
 	double *c_run = calloc(n, sizeof(double));
 	unsigned nc = 0, nrun = 0, misses = 0;
 	struct stb_abi_task *entry = stb_target_task(tg, STB_ABI_SLOT(id));
 	for (unsigned i = 0; i < n; i++) {
-		struct stb_capture_stats s0, s1;
-		struct stb_capture_timing tm;
-		stb_capture_stats_read(cap, &s0);
+		struct stb_bpf_prog_stats s0, s1;
+		struct stb_bpf_prog_timing tm;
+		stb_bpf_prog_stats_read(cap, &s0);
 		unsigned w = __atomic_load_n(&entry->worker, __ATOMIC_RELAXED);
-		if (stb_capture_take(cap, w, id, 2000000, rec, &tm) != 0) {
+		if (stb_bpf_prog_request(cap, w, id, 2000000, rec, &tm) != 0) {
 			misses++;
 			continue;
 		}
-		stb_capture_stats_read(cap, &s1);
+		stb_bpf_prog_stats_read(cap, &s1);
 		c_req[nc] = (double)(tm.seen_ns - tm.arm_ns) / 1e3;
 		c_prog[nc] = (double)rec->prog_ns / 1e3;
 		nc++;
@@ -337,7 +337,7 @@ static void bench_capture(const struct bench_opts *o)
 		lu_sleep_ms(1);
 	}
 	free(rec);
-	stb_capture_close(cap);
+	stb_bpf_prog_close(cap);
 	stb_target_close(tg);
 
 	/* c) the in-process tracer: signal mode. */

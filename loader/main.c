@@ -20,9 +20,9 @@
 
 #include <bpf/libbpf.h>
 
-#include "capture.h"
+#include "bpf_prog.h"
 #include "hold.h"
-#include "offcpu.h"
+#include "insyscall.h"
 #include "record.h"
 #include "pprof.h"
 #include "profile.h"
@@ -65,11 +65,11 @@ struct stb_loader {
 	struct stb_target *tg;
 	struct stb_unw_proc *unw;
 	struct stb_sym *sym;
-	struct stb_capture *cap;      /* NULL: context mode only */
+	struct stb_bpf_prog *cap;      /* NULL: context mode only */
 	char cap_note[256];
 	bool cap_tried;                 /* stb_loader_capture() ran (cap or cap_note set) */
 	uint8_t *buf;
-	struct stb_capture_record *rec;
+	struct stb_record *rec;
 	struct stb_frame *scratch;    /* max_depth frames */
 	bool target_gone;
 	unsigned fault_hold_ms;       /* $STB_LOADER_FAULT_HOLD_MS (tests only) */
@@ -351,7 +351,7 @@ static void stb_fail(struct stb_report_task *t, int err, const char *fmt, ...)
 	t->err = err;
 }
 
-static struct stb_capture *stb_loader_capture(struct stb_loader *L);
+static struct stb_bpf_prog *stb_loader_capture(struct stb_loader *L);
 
 /* Holds, captures and unwinds task `id` in table slot `slot` into t. */
 static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
@@ -379,7 +379,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 		nanosleep(&ts, NULL);
 	}
 	uint64_t held_from = stb_now_ns(), held_ns = 0; /* time the lease was held */
-	struct stb_capture_timing tm = {0};
+	struct stb_bpf_prog_timing tm = {0};
 	if (rc == -ESRCH) {
 		stb_fail(t, rc, "bthread %" PRIu64 " has finished", id);
 		return;
@@ -425,7 +425,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			/* Blocked in a system call on its thread: nothing to sample, and
 			 * no BPF needed (sp/pc from /proc). */
 			long nr = -1;
-			if (stb_offcpu_read(L->tg, (pid_t)t->tid, p->stack_hi, L->buf,
+			if (stb_insyscall_read(L->tg, (pid_t)t->tid, p->stack_hi, L->buf,
 					    STB_LOADER_COPY_MAX, &regs, &copy, &nr) == 0) {
 				t->mode = STB_TRACE_SYSCALL;
 				offcpu = true;
@@ -449,10 +449,10 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			if (t->is_pthread) {
 				/* Not a worker: a perf event on its own thread, for this capture. */
 				worker = STB_ABI_MAX_WORKERS;
-				rc = stb_capture_set_worker(L->cap, worker, (pid_t)t->tid);
+				rc = stb_bpf_prog_set_worker(L->cap, worker, (pid_t)t->tid);
 				if (rc != 0) {
 					stb_fail(t, rc, "cannot open a perf event on pthread %u: %s",
-						 t->tid, stb_capture_strerror(rc));
+						 t->tid, stb_bpf_prog_strerror(rc));
 					break;
 				}
 			}
@@ -462,9 +462,9 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 			unsigned budget = now < deadline ? (unsigned)((deadline - now) / 1000u) : 0;
 			if (budget > STB_LOADER_CAPTURE_SLICE_US)
 				budget = STB_LOADER_CAPTURE_SLICE_US;
-			rc = stb_capture_take(L->cap, worker, id, budget, L->rec, &tm);
+			rc = stb_bpf_prog_request(L->cap, worker, id, budget, L->rec, &tm);
 			if (t->is_pthread)
-				stb_capture_set_worker(L->cap, worker, 0);
+				stb_bpf_prog_set_worker(L->cap, worker, 0);
 			if (rc == 0) {
 				t->mode = STB_TRACE_BPF;
 				t->tid = L->rec->tid;
@@ -475,7 +475,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 					rc = -EAGAIN; /* it moved: read it again */
 				} else {
 					/* Never on a CPU: blocked in a system call on its thread? */
-					rc = stb_offcpu_read(L->tg, (pid_t)t->tid, p->stack_hi, L->buf,
+					rc = stb_insyscall_read(L->tg, (pid_t)t->tid, p->stack_hi, L->buf,
 							     STB_LOADER_COPY_MAX, &regs, &copy, &nr);
 					if (rc == 0) {
 						t->mode = STB_TRACE_SYSCALL;
@@ -496,7 +496,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 							       : "the worker thread is gone");
 				break;
 			} else {
-				stb_fail(t, rc, "BPF capture failed: %s", stb_capture_strerror(rc));
+				stb_fail(t, rc, "BPF capture failed: %s", stb_bpf_prog_strerror(rc));
 				break;
 			}
 		} else if (st == STB_TASK_CREATED || st == STB_TASK_READY_NO_STACK) {
@@ -544,7 +544,7 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	if (bpf) {
 		stb_record_unwind(L->unw, L->rec, sizeof(*L->rec), c.max, stb_frame_collect, &c);
 	} else if (offcpu) {
-		c.n = stb_offcpu_unwind(L->unw, L->tg, &regs, &copy, c.frames, c.max);
+		c.n = stb_insyscall_unwind(L->unw, L->tg, &regs, &copy, c.frames, c.max);
 	} else {
 		stb_unw_walk(L->unw, &regs, &copy, 0, c.max, stb_frame_collect, &c);
 	}
@@ -580,9 +580,9 @@ static void stb_loader_open_capture(struct stb_loader *L)
 {
 	stb_libbpf_quiet = !L->o.verbose;
 	libbpf_set_print(stb_libbpf_print);
-	struct stb_capture_opts co;
-	stb_target_capture_opts(L->tg, STB_CAPTURE_MODE_CAPTURE, &co);
-	L->cap = stb_capture_open(L->tg->pid, &co);
+	struct stb_bpf_prog_opts co;
+	stb_target_bpf_prog_opts(L->tg, STB_RECORD_MODE_REQUEST, &co);
+	L->cap = stb_bpf_prog_open(L->tg->pid, &co);
 	if (!L->cap) {
 		int err = errno;
 		if (err == EPERM || err == EACCES)
@@ -590,15 +590,15 @@ static void stb_loader_open_capture(struct stb_loader *L)
 				 "BPF unavailable: permission denied, needs root or CAP_BPF+CAP_PERFMON");
 		else
 			snprintf(L->cap_note, sizeof(L->cap_note), "BPF unavailable: %s",
-				 stb_capture_strerror(-err));
+				 stb_bpf_prog_strerror(-err));
 		return;
 	}
-	int rc = stb_capture_sync_workers(L->cap);
+	int rc = stb_bpf_prog_sync_workers(L->cap);
 	if (rc < 0) {
 		snprintf(L->cap_note, sizeof(L->cap_note), "perf events unavailable: %s%s",
-			 stb_capture_strerror(rc),
+			 stb_bpf_prog_strerror(rc),
 			 rc == -EPERM || rc == -EACCES ? " (needs root or CAP_PERFMON)" : "");
-		stb_capture_close(L->cap);
+		stb_bpf_prog_close(L->cap);
 		L->cap = NULL;
 	}
 }
@@ -606,7 +606,7 @@ static void stb_loader_open_capture(struct stb_loader *L)
 /* The capture program, loaded when the first running bthread needs it: a
  * snapshot in which every bthread is off-CPU loads no BPF at all. The
  * warning about a missing capability is printed then, once. */
-static struct stb_capture *stb_loader_capture(struct stb_loader *L)
+static struct stb_bpf_prog *stb_loader_capture(struct stb_loader *L)
 {
 	if (!L->cap_tried) {
 		L->cap_tried = true;
@@ -813,7 +813,7 @@ cleanup:
 	free(L.scratch);
 	free(L.rec);
 	free(L.buf);
-	stb_capture_close(L.cap);
+	stb_bpf_prog_close(L.cap);
 	stb_sym_free(L.sym);
 	stb_unw_proc_free(L.unw);
 	stb_target_close(L.tg);

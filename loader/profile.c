@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture.h"
+#include "bpf_prog.h"
 #include "pprof.h"
 #include "symbolize.h"
 #include "target.h"
@@ -57,7 +57,7 @@ struct stb_prof {
 	struct stb_target *tg;
 	struct stb_unw_proc *unw;
 	struct stb_sym *sym;
-	struct stb_capture *cap;
+	struct stb_bpf_prog *cap;
 	struct stb_pprof *pp;
 	uint8_t *buf;
 	uint64_t *ips;
@@ -179,18 +179,18 @@ static int stb_prof_collect(const struct stb_unw_frame *f, void *arg)
 }
 
 
-static int stb_prof_on_record(void *arg, const struct stb_capture_record *rec, size_t size)
+static int stb_prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 {
 	struct stb_prof *P = arg;
-	if (rec->kind != STB_CAPTURE_MODE_SAMPLE)
+	if (rec->kind != STB_RECORD_MODE_SAMPLE)
 		return 0;
 	P->oncpu++;
-	bool task = !(rec->flags & STB_CAPTURE_F_NO_TASK) && rec->id;
+	bool task = !(rec->flags & STB_RECORD_F_NO_TASK) && rec->id;
 	if (task)
 		P->oncpu_tagged++;
 	else
 		P->oncpu_sched++;
-	bool kernel = (rec->flags & STB_CAPTURE_F_KERNEL) != 0;
+	bool kernel = (rec->flags & STB_RECORD_F_KERNEL) != 0;
 	P->oncpu_kernel += kernel;
 	struct stb_prof_collect c = {.ips = P->ips, .max = P->nips};
 	unsigned n = stb_record_unwind(P->unw, rec, size, c.max, stb_prof_collect, &c);
@@ -354,23 +354,23 @@ static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t 
 
 static int stb_prof_open_capture(struct stb_prof *P)
 {
-	struct stb_capture_opts co;
-	stb_target_capture_opts(P->tg, STB_CAPTURE_MODE_SAMPLE, &co);
+	struct stb_bpf_prog_opts co;
+	stb_target_bpf_prog_opts(P->tg, STB_RECORD_MODE_SAMPLE, &co);
 	co.period_ns = P->period_ns;
 	co.ringbuf_bytes = STB_PROF_RINGBUF;
 	co.sample_stack = true;
-	P->cap = stb_capture_open(P->tg->pid, &co);
+	P->cap = stb_bpf_prog_open(P->tg->pid, &co);
 	if (!P->cap) {
 		int err = errno;
 		fprintf(stderr, "stb-bpf-loader: --profile needs the BPF capture program to sample "
 				"on-CPU stacks, and it could not be loaded: %s\n",
-			stb_capture_strerror(-err));
+			stb_bpf_prog_strerror(-err));
 		return -err;
 	}
-	int rc = stb_capture_sync_workers(P->cap);
+	int rc = stb_bpf_prog_sync_workers(P->cap);
 	if (rc < 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot open perf events on the workers of process "
-				"%d: %s%s\n", (int)P->o->pid, stb_capture_strerror(rc),
+				"%d: %s%s\n", (int)P->o->pid, stb_bpf_prog_strerror(rc),
 			rc == -EPERM || rc == -EACCES ? " (run as root or with CAP_PERFMON)" : "");
 		return rc;
 	}
@@ -387,7 +387,7 @@ static void stb_prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64
 }
 
 static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t lost,
-			  const struct stb_capture_stats *cs)
+			  const struct stb_bpf_prog_stats *cs)
 {
 	char line[768];
 	snprintf(line, sizeof(line),
@@ -525,25 +525,25 @@ int stb_profile_run(const struct stb_profile_opts *o)
 	if (o->verbose)
 		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
 				"in %.1f ms; sampling %d workers\n", P.unwinds,
-			(double)(stb_now_ns() - p0) / 1e6, stb_capture_sync_workers(P.cap));
-	int rc = stb_capture_sample_start(P.cap);
+			(double)(stb_now_ns() - p0) / 1e6, stb_bpf_prog_sync_workers(P.cap));
+	int rc = stb_bpf_prog_sample_start(P.cap);
 	if (rc != 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot start sampling: %s\n",
-			stb_capture_strerror(rc));
+			stb_bpf_prog_strerror(rc));
 		goto cleanup;
 	}
 	uint64_t t0 = stb_now_ns(), end = t0 + o->duration_ns;
 	uint64_t tick = P.period_ns, next = t0 + tick;
 	uint64_t next_progress = t0 + STB_PROF_PROGRESS_NS, next_sync = t0 + STB_PROF_SYNC_NS;
 	uint64_t next_alive = t0 + STB_PROF_ALIVE_NS;
-	struct stb_capture_stats cs;
+	struct stb_bpf_prog_stats cs;
 	memset(&cs, 0, sizeof(cs));
 	uint64_t stop_at;
 	for (;;) {
 		uint64_t now = stb_now_ns();
 		bool done = stb_prof_stop || P.target_gone || now >= end;
 		uint64_t limit = now < end ? now : end;
-		if (stb_capture_sample_poll(P.cap, stb_prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
+		if (stb_bpf_prog_sample_poll(P.cap, stb_prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
 			P.target_gone = true;
 		if (next <= limit && !P.target_gone) {
 			/* A late snapshot (the loader was not scheduled in time) stands
@@ -566,11 +566,11 @@ int stb_profile_run(const struct stb_profile_opts *o)
 			next_alive = now + STB_PROF_ALIVE_NS;
 		}
 		if (now >= next_sync) {
-			stb_capture_sync_workers(P.cap);
+			stb_bpf_prog_sync_workers(P.cap);
 			next_sync = now + STB_PROF_SYNC_NS;
 		}
 		if (progress && now >= next_progress) {
-			stb_capture_stats_read(P.cap, &cs);
+			stb_bpf_prog_stats_read(P.cap, &cs);
 			stb_prof_progress(&P, now - t0, (uint64_t)cs.rb_full);
 			next_progress = now + STB_PROF_PROGRESS_NS;
 		}
@@ -580,9 +580,9 @@ int stb_profile_run(const struct stb_profile_opts *o)
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: checked above */
 	}
 	uint64_t elapsed = stop_at - t0;
-	stb_capture_sample_stop(P.cap);
-	stb_capture_sample_poll(P.cap, stb_prof_on_record, &P);
-	stb_capture_stats_read(P.cap, &cs);
+	stb_bpf_prog_sample_stop(P.cap);
+	stb_bpf_prog_sample_poll(P.cap, stb_prof_on_record, &P);
+	stb_bpf_prog_stats_read(P.cap, &cs);
 	uint64_t lost = cs.rb_full;
 	if (progress) {
 		stb_prof_progress(&P, elapsed, lost);
@@ -634,7 +634,7 @@ cleanup:
 		if (!written)
 			unlink(o->output); /* nothing was profiled: leave no empty file */
 	}
-	stb_capture_close(P.cap);
+	stb_bpf_prog_close(P.cap);
 	stb_pprof_free(P.pp);
 	free(P.slots);
 	free(P.buf);

@@ -42,10 +42,10 @@ static int stb_record_frame(const struct stb_unw_frame *f, void *arg)
 }
 
 /* Delivers rec->frames[from ..] as frame-pointer frames. */
-static void stb_record_chain(const struct stb_capture_record *rec, unsigned from, unsigned max,
+static void stb_record_chain(const struct stb_record *rec, unsigned from, unsigned max,
 			     struct stb_record_walk *w)
 {
-	for (unsigned k = from; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
+	for (unsigned k = from; k < rec->nframes && k < STB_RECORD_MAX_FRAMES; k++) {
 		if (w->n >= max || w->stop)
 			return;
 		struct stb_unw_frame f = {.ip = rec->frames[k], .sp = 0, .how = STB_FRAME_FP};
@@ -53,15 +53,15 @@ static void stb_record_chain(const struct stb_capture_record *rec, unsigned from
 	}
 }
 
-unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_capture_record *rec,
+unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *rec,
 			   size_t size, unsigned max, stb_unw_frame_fn fn, void *arg)
 {
 	struct stb_record_walk w = {.fn = fn, .arg = arg};
-	bool have_copy = !(rec->flags & STB_CAPTURE_F_NO_STACK) && rec->stack_size &&
-			 rec->stack_size <= STB_CAPTURE_STACK_MAX &&
-			 STB_CAPTURE_RECORD_HDR_SIZE + rec->stack_size <= size;
+	bool have_copy = !(rec->flags & STB_RECORD_F_NO_STACK) && rec->stack_size &&
+			 rec->stack_size <= STB_RECORD_STACK_MAX &&
+			 STB_RECORD_HDR_SIZE + rec->stack_size <= size;
 	if (have_copy) {
-		unsigned below = rec->red_zone_len <= STB_CAPTURE_RED_ZONE ? rec->red_zone_len : 0;
+		unsigned below = rec->red_zone_len <= STB_RECORD_RED_ZONE ? rec->red_zone_len : 0;
 		struct stb_regs regs = {
 			.ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp,
 			.bx = rec->regs.bx, .r12 = rec->regs.r12, .r13 = rec->regs.r13,
@@ -77,7 +77,7 @@ unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_capture_re
 		stb_record_chain(rec, 0, max, &w);
 		return w.n;
 	}
-	for (unsigned k = 0; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
+	for (unsigned k = 0; k < rec->nframes && k < STB_RECORD_MAX_FRAMES; k++) {
 		if (rec->frames[k] == w.last_ip) {
 			stb_record_chain(rec, k + 1, max, &w);
 			break;

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "capture.h"
+#include "bpf_prog.h"
 #include "stb/stb.h"
 #include "unwind.h"
 
@@ -33,7 +33,7 @@ int stb_frame_collect(const struct stb_unw_frame *f, void *arg);
  * the number of frames delivered. Thread-safe as stb_unw_walk; never blocks
  * on the target (reads only the record).
  */
-unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_capture_record *rec,
+unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *rec,
 			   size_t size, unsigned max, stb_unw_frame_fn fn, void *arg);
 
 #endif /* STB_LOADER_RECORD_H */

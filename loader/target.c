@@ -271,8 +271,8 @@ int stb_target_alive(const struct stb_target *t)
 	return poll(&pfd, 1, 0) == 0;
 }
 
-void stb_target_capture_opts(const struct stb_target *t, unsigned mode,
-			     struct stb_capture_opts *co)
+void stb_target_bpf_prog_opts(const struct stb_target *t, unsigned mode,
+			     struct stb_bpf_prog_opts *co)
 {
 	memset(co, 0, sizeof(*co));
 	co->mode = mode;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "capture.h"
+#include "bpf_prog.h"
 #include "stb/abi.h"
 
 struct stb_target {
@@ -64,8 +64,8 @@ int stb_target_read(void *target, uint64_t addr, void *dst, size_t len);
 int stb_target_alive(const struct stb_target *t);
 
 /* Capture options for target t's table (backing, fd, address) in `mode`
- * (enum stb_capture_mode); everything else zero (defaults). */
-void stb_target_capture_opts(const struct stb_target *t, unsigned mode,
-			     struct stb_capture_opts *co);
+ * (enum stb_record_mode); everything else zero (defaults). */
+void stb_target_bpf_prog_opts(const struct stb_target *t, unsigned mode,
+			     struct stb_bpf_prog_opts *co);
 
 #endif /* STB_LOADER_TARGET_H */

@@ -11,14 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "offcpu.h"
+#include "insyscall.h"
 #include "record.h"
 
-#define STB_OFFCPU_RED_ZONE 128u
-#define STB_OFFCPU_SCAN 16384u /* bytes scanned above the last DWARF frame */
+#define STB_INSYSCALL_RED_ZONE 128u
+#define STB_INSYSCALL_SCAN 16384u /* bytes scanned above the last DWARF frame */
 
 /* Parses /proc/PID/task/TID/syscall: "nr a1 .. a6 sp pc". -EAGAIN if running. */
-static int stb_offcpu_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
+static int stb_insyscall_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
 {
 	char path[96], line[512];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
@@ -41,23 +41,23 @@ static int stb_offcpu_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint
 	return rc;
 }
 
-int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
+int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
 		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr)
 {
 	uint64_t sp, pc, sp2, pc2;
 	long nr2;
-	int rc = stb_offcpu_syscall(tg->pid, tid, nr, &sp, &pc);
+	int rc = stb_insyscall_syscall(tg->pid, tid, nr, &sp, &pc);
 	if (rc != 0)
 		return rc;
-	if (sp <= STB_OFFCPU_RED_ZONE || sp >= stack_hi)
+	if (sp <= STB_INSYSCALL_RED_ZONE || sp >= stack_hi)
 		return -EAGAIN;
-	uint64_t from = sp - STB_OFFCPU_RED_ZONE;
+	uint64_t from = sp - STB_INSYSCALL_RED_ZONE;
 	size_t len = stack_hi - from < cap ? (size_t)(stack_hi - from) : cap;
 	rc = stb_target_read(tg, from, buf, len);
 	if (rc != 0)
 		return rc;
 	/* Still blocked in the same call: the copy is consistent. */
-	rc = stb_offcpu_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
+	rc = stb_insyscall_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
 	if (rc != 0)
 		return rc;
 	if (nr2 != *nr || sp2 != sp || pc2 != pc)
@@ -110,9 +110,9 @@ static int stb_return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint
 
 /* A direct call to code at most this far before the callee's ip is taken as
  * a call to the callee's function. */
-#define STB_OFFCPU_FN_SPAN 65536u
+#define STB_INSYSCALL_FN_SPAN 65536u
 
-unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
+unsigned stb_insyscall_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
 			   struct stb_frame *frames, unsigned max)
 {
@@ -129,7 +129,7 @@ unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 	uint64_t from = w.frames[w.n - 1].sp ? w.frames[w.n - 1].sp : regs->sp;
 	uint64_t hi = copy->addr + copy->len;
 	uint64_t pick = 0, pick_bp = 0, pick_ret = 0;
-	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_OFFCPU_SCAN;
+	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_INSYSCALL_SCAN;
 	     x += 8) {
 		uint64_t saved_bp, ret, target = 0;
 		if (stb_copy_u64(copy, x, &saved_bp) || stb_copy_u64(copy, x + 8, &ret))
@@ -140,7 +140,7 @@ unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 		if (kind == STB_RET_NO)
 			continue;
 		bool calls_callee = kind == STB_RET_DIRECT && target <= callee_ip &&
-				    callee_ip - target < STB_OFFCPU_FN_SPAN;
+				    callee_ip - target < STB_INSYSCALL_FN_SPAN;
 		if (!pick || calls_callee) {
 			pick = x;
 			pick_bp = saved_bp;

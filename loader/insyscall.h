@@ -5,8 +5,8 @@
  * them run, so their user registers come from /proc/PID/task/TID/syscall (no
  * ptrace stop) and the frame pointer is recovered from the stack.
  */
-#ifndef STB_LOADER_OFFCPU_H
-#define STB_LOADER_OFFCPU_H
+#ifndef STB_LOADER_INSYSCALL_H
+#define STB_LOADER_INSYSCALL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +23,7 @@
  * Returns 0 with regs (ip = pc, sp; bp unknown = 0) and copy filled and *nr
  * set; -EAGAIN when the thread is running or moved; -errno otherwise.
  */
-int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
+int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
 		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr);
 
 /*
@@ -34,8 +34,8 @@ int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *b
  * direct call to the last frame's function is preferred). Returns the number
  * of frames.
  */
-unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
+unsigned stb_insyscall_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
 			   struct stb_frame *frames, unsigned max);
 
-#endif /* STB_LOADER_OFFCPU_H */
+#endif /* STB_LOADER_INSYSCALL_H */
