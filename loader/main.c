@@ -40,8 +40,6 @@
 #define STB_LOADER_MAX_IDS 1024u
 #define STB_LOADER_CAPTURE_SLICE_US 5000u
 
-enum stb_format { STB_FMT_TEXT, STB_FMT_JSON, STB_FMT_PPROF, STB_FMT_FOLDED };
-
 struct stb_loader_opts {
 	pid_t pid;
 	uint64_t ids[STB_LOADER_MAX_IDS];
@@ -168,16 +166,16 @@ static int stb_check_profile_args(struct stb_loader_opts *o, bool all, bool dura
 				"--state and --group do not apply to it\n");
 		return STB_EXIT_USAGE;
 	}
-	if (o->profile && o->format_set && o->format == STB_FMT_TEXT) {
+	if (o->profile && o->format_set && o->format == STB_FORMAT_TEXT) {
 		fprintf(stderr, "stb-bpf-loader: --profile writes pprof, folded or json, not text\n");
 		return STB_EXIT_USAGE;
 	}
 	if (!o->format_set && o->output &&
 	    (stb_ends_with(o->output, ".pb.gz") || stb_ends_with(o->output, ".pprof")))
-		o->format = STB_FMT_PPROF;
+		o->format = STB_FORMAT_PPROF;
 	else if (!o->format_set && o->profile)
-		o->format = STB_FMT_FOLDED;
-	if (o->format == STB_FMT_PPROF && !o->output && isatty(STDOUT_FILENO)) {
+		o->format = STB_FORMAT_FOLDED;
+	if (o->format == STB_FORMAT_PPROF && !o->output && isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "stb-bpf-loader: refusing to write binary pprof data to a terminal: "
 				"add -o FILE (e.g. -o stacks.pb.gz) or redirect standard output\n");
 		return STB_EXIT_USAGE;
@@ -262,15 +260,8 @@ static int stb_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 			o->max_depth = (unsigned)v;
 			break;
 		case 'f':
-			if (strcmp(optarg, "text") == 0) {
-				o->format = STB_FMT_TEXT;
-			} else if (strcmp(optarg, "json") == 0) {
-				o->format = STB_FMT_JSON;
-			} else if (strcmp(optarg, "pprof") == 0) {
-				o->format = STB_FMT_PPROF;
-			} else if (strcmp(optarg, "folded") == 0) {
-				o->format = STB_FMT_FOLDED;
-			} else {
+			o->format = stb_format_from_name(optarg);
+			if (o->format < 0) {
 				fprintf(stderr, "stb-bpf-loader: --format: '%s' is not text, json, pprof "
 						"or folded\n", optarg);
 				return STB_EXIT_USAGE;
@@ -558,13 +549,6 @@ static void stb_trace_task(struct stb_loader *L, uint32_t slot, uint64_t id,
 	t->nframes = c.n;
 }
 
-static void stb_loader_sym(void *ctx, struct stb_frame *f, int flags)
-{
-	struct stb_loader *L = ctx;
-	struct stb_sym_info si;
-	stb_sym_fill_frame(L->sym, flags, f, &si);
-}
-
 /* ---- setup ---- */
 
 /* libbpf's own messages: only with -v (a missing privilege is explained once). */
@@ -636,8 +620,7 @@ int main(int argc, char **argv)
 	if (L.o.profile) {
 		struct stb_profile_opts po = {
 			.pid = L.o.pid, .duration_ns = L.o.duration_ns, .freq = L.o.freq,
-			.format = L.o.format == STB_FMT_PPROF ? STB_PROFILE_PPROF
-				  : L.o.format == STB_FMT_JSON ? STB_PROFILE_JSON : STB_PROFILE_FOLDED,
+			.format = L.o.format,
 			.output = L.o.output, .max_depth = L.o.max_depth, .verbose = L.o.verbose,
 		};
 		return stb_profile_run(&po);
@@ -749,41 +732,32 @@ int main(int argc, char **argv)
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	char note_bpf[320], note_untraceable[192];
+	struct stb_report_meta meta = {
+		.producer = "stb-bpf-loader snapshot", .pid = (int)L.o.pid, .comm = L.tg->comm,
+		.table = true, .abi_version = h->abi_version, .table_capacity = h->task_capacity,
+		.untraceable = __atomic_load_n(&h->untraceable, __ATOMIC_RELAXED),
+		.capture = stb_loader_mode(&L), .run = true, .complete = !L.target_gone,
+		.partial = L.target_gone ? "the target exited during the trace" : NULL,
+		.failed = L.failed,
+	};
+	if (L.cap_tried && !L.cap) {
+		snprintf(note_bpf, sizeof(note_bpf), "%s; running bthreads are not captured "
+			 "(context mode only)", L.cap_note);
+		stb_report_meta_note(&meta, note_bpf);
+	}
+	if (meta.untraceable) {
+		snprintf(note_untraceable, sizeof(note_untraceable),
+			 "%" PRIu64 " bthreads were created beyond the table capacity (%u) and are "
+			 "untraceable from outside (raise STB_TABLE_CAPACITY)", meta.untraceable,
+			 h->task_capacity);
+		stb_report_meta_note(&meta, note_untraceable);
+	}
 	struct stb_report r = {
-		.out = out, .sym = stb_loader_sym, .sym_ctx = &L, .group = L.o.group,
+		.out = out, .sym = L.sym, .unw = L.unw, .group = L.o.group, .meta = &meta,
 		.now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
 	};
-	uint64_t untraceable = __atomic_load_n(&h->untraceable, __ATOMIC_RELAXED);
-	if (L.o.format == STB_FMT_JSON) {
-		char extra[512];
-		snprintf(extra, sizeof(extra),
-			 ",\n  \"pid\": %d, \"comm\": \"%s\", \"abi_version\": %u,"
-			 " \"capture\": \"%s\", \"complete\": %s, \"table_capacity\": %u,"
-			 " \"untraceable\": %" PRIu64,
-			 (int)L.o.pid, L.tg->comm, h->abi_version, stb_loader_mode(&L),
-			 L.target_gone ? "false" : "true", h->task_capacity, untraceable);
-		rc = stb_report_json(&r, tasks, ntasks, extra);
-	} else if (L.o.format == STB_FMT_PPROF || L.o.format == STB_FMT_FOLDED) {
-		/* runtime/stacks/pprof.c, shared with stb_dump. */
-		char note[512];
-		snprintf(note, sizeof(note), "stb-bpf-loader snapshot of pid %d (%s): %s%s%s",
-			 (int)L.o.pid, L.tg->comm, stb_loader_mode(&L),
-			 L.cap_tried && !L.cap ? ": " : "", L.cap_tried && !L.cap ? L.cap_note : "");
-		rc = stb_report_pprof(&r, L.sym, L.unw, tasks, ntasks,
-				      L.o.format == STB_FMT_PPROF ? STB_REPORT_PPROF : STB_REPORT_FOLDED,
-				      L.target_gone ? "the target exited during the trace: partial" : note);
-	} else {
-		if (L.cap_tried && !L.cap)
-			fprintf(out, "# note: %s; running bthreads are not captured (context mode "
-				     "only)\n\n", L.cap_note);
-		if (untraceable)
-			fprintf(out, "# note: %" PRIu64 " bthreads were created beyond the table capacity "
-				     "(%u) and are untraceable from outside (raise STB_TABLE_CAPACITY)\n\n",
-				untraceable, h->task_capacity);
-		rc = stb_report_text(&r, tasks, ntasks);
-		if (L.target_gone)
-			fprintf(out, "# the target exited during the trace: the output is partial\n");
-	}
+	rc = stb_report_write(&r, tasks, ntasks, L.o.format);
 	if (rc != 0 || fflush(out) != 0) {
 		fprintf(stderr, "stb-bpf-loader: writing the output failed\n");
 		goto cleanup;

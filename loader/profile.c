@@ -429,22 +429,23 @@ static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint6
 	}
 	if (rc != 0)
 		return rc;
-	if (P->o->format == STB_PROFILE_PPROF)
+	if (P->o->format == STB_FORMAT_PPROF)
 		return stb_pprof_write(P->pp, out);
-	if (P->o->format == STB_PROFILE_FOLDED)
+	if (P->o->format == STB_FORMAT_FOLDED)
 		return stb_pprof_write_folded(P->pp, out, "state", STB_PV_SAMPLES);
-	char extra[512];
-	snprintf(extra, sizeof(extra),
-		 ",\n  \"pid\": %d, \"comm\": \"%s\", \"freq_hz\": %u, \"complete\": %s,\n"
-		 "  \"stats\": {\"oncpu_samples\": %" PRIu64 ", \"oncpu_tagged\": %" PRIu64
-		 ", \"oncpu_scheduler\": %" PRIu64 ", \"lost_samples\": %" PRIu64
-		 ", \"ticks\": %" PRIu64 ", \"missed_ticks\": %" PRIu64
-		 ", \"offcpu_snapshots\": %" PRIu64 ", \"unwinds\": %" PRIu64
-		 ", \"reused\": %" PRIu64 ", \"over_budget\": %" PRIu64 "}",
-		 (int)P->o->pid, P->tg->comm, P->o->freq, P->target_gone ? "false" : "true",
-		 P->oncpu, P->oncpu_tagged, P->oncpu_sched, lost, P->ticks, P->missed_ticks,
-		 P->offcpu, P->unwinds, P->reused, P->over_budget);
-	return stb_pprof_write_json(P->pp, out, extra);
+	const struct stb_report_stat stats[] = {
+		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
+		{"oncpu_scheduler", P->oncpu_sched}, {"lost_samples", lost}, {"ticks", P->ticks},
+		{"missed_ticks", P->missed_ticks}, {"offcpu_snapshots", P->offcpu},
+		{"unwinds", P->unwinds}, {"reused", P->reused}, {"over_budget", P->over_budget},
+	};
+	struct stb_report_meta meta = {
+		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
+		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone,
+		.partial = P->target_gone ? "the target exited during the profile" : NULL,
+		.stats = stats, .nstats = sizeof(stats) / sizeof(stats[0]),
+	};
+	return stb_pprof_write_json(P->pp, out, &meta);
 }
 
 int stb_profile_run(const struct stb_profile_opts *o)

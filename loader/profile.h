@@ -15,17 +15,11 @@
 #define STB_PROFILE_FREQ_MAX 1000u
 #define STB_PROFILE_DURATION_MAX_NS (24ull * 3600u * 1000000000u)
 
-enum stb_profile_format {
-	STB_PROFILE_PPROF = 1,
-	STB_PROFILE_FOLDED = 2,
-	STB_PROFILE_JSON = 3,
-};
-
 struct stb_profile_opts {
 	pid_t pid;
 	uint64_t duration_ns;   /* 1 ms .. STB_PROFILE_DURATION_MAX_NS */
 	unsigned freq;          /* samples and snapshots per second, 1..STB_PROFILE_FREQ_MAX */
-	int format;             /* enum stb_profile_format */
+	int format;             /* enum stb_format (stb/stb.h): pprof, folded or json */
 	const char *output;     /* NULL: standard output */
 	unsigned max_depth;     /* frames per stack, 1..1024 */
 	int verbose;

@@ -286,7 +286,7 @@ static void test_dump_folded(void **state)
 	(void)state;
 	char ref[2048], line[2100], path[256];
 	STB_TEST_BEGIN(60);
-	dump_to_file(STB_DUMP_FOLDED, 0, "dump.folded", path, sizeof(path));
+	dump_to_file(STB_FORMAT_FOLDED, 0, "dump.folded", path, sizeof(path));
 	char *text = read_file(path, NULL);
 	assert_non_null(text);
 	assert_folded_shape(text);
@@ -301,7 +301,7 @@ static void test_dump_folded(void **state)
 	assert_has_line(text, line);
 	/* group changes nothing for folded output. */
 	char path2[256];
-	dump_to_file(STB_DUMP_FOLDED, 1, "dump-g.folded", path2, sizeof(path2));
+	dump_to_file(STB_FORMAT_FOLDED, 1, "dump-g.folded", path2, sizeof(path2));
 	char *text2 = read_file(path2, NULL);
 	assert_non_null(text2);
 	assert_has_line(text2, line);
@@ -316,7 +316,7 @@ static void test_dump_pprof(void **state)
 	char path[256];
 	struct pu_prof p;
 	STB_TEST_BEGIN(180);
-	dump_to_file(STB_DUMP_PPROF, 0, "dump.pb.gz", path, sizeof(path));
+	dump_to_file(STB_FORMAT_PPROF, 0, "dump.pb.gz", path, sizeof(path));
 	size_t len;
 	char *raw = read_file(path, &len);
 	assert_non_null(raw);
@@ -344,7 +344,7 @@ static void test_dump_pprof_grouped(void **state)
 	char path[256];
 	struct pu_prof p;
 	STB_TEST_BEGIN(180);
-	dump_to_file(STB_DUMP_PPROF, 1, "dump-g.pb.gz", path, sizeof(path));
+	dump_to_file(STB_FORMAT_PPROF, 1, "dump-g.pb.gz", path, sizeof(path));
 	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 	check_grouped(&p, ida, NA, SUFFIX_A);
@@ -358,7 +358,7 @@ static void test_dump_json(void **state)
 	(void)state;
 	char path[256], path2[256], want[64];
 	STB_TEST_BEGIN(60);
-	dump_to_file(STB_DUMP_JSON, 0, "dump.json", path, sizeof(path));
+	dump_to_file(STB_FORMAT_JSON, 0, "dump.json", path, sizeof(path));
 	check_json(path, "");
 	char *text = read_file(path, NULL);
 	assert_non_null(text);
@@ -366,7 +366,7 @@ static void test_dump_json(void **state)
 	assert_non_null(strstr(text, want));
 	assert_non_null(strstr(text, "\"function\": \"fmt_a3\""));
 	free(text);
-	dump_to_file(STB_DUMP_JSON, 1, "dump-g.json", path2, sizeof(path2));
+	dump_to_file(STB_FORMAT_JSON, 1, "dump-g.json", path2, sizeof(path2));
 	check_json(path2, "--grouped");
 	STB_TEST_END();
 }

@@ -13,6 +13,8 @@
 
 #include <zlib.h>
 
+#include "escape.h"
+#include "json.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
 #include "stb/abi.h"
@@ -951,19 +953,21 @@ static void stb_pp_buf_put(struct stb_pp_buf *b, const char *s, size_t n)
 	b->s[b->len] = '\0';
 }
 
-/* Appends a frame name: ';' becomes ':', control characters '?'. */
+/* Appends a frame name, escaped as in text output (no control byte can
+ * break a line); ';', the frame separator, becomes ':'. */
 static void stb_pp_buf_name(struct stb_pp_buf *b, const char *s)
 {
-	size_t start = b->len;
-	stb_pp_buf_put(b, s, strlen(s));
-	if (b->oom)
+	size_t n = strlen(s);
+	size_t need = stb_text_escape(NULL, 0, s, n);
+	if (b->oom || stb_pp_grow(&b->s, &b->cap, b->len + need + 1, 1) != 0) {
+		b->oom = true;
 		return;
-	for (size_t i = start; i < b->len; i++) {
+	}
+	stb_text_escape(b->s + b->len, need + 1, s, n);
+	for (size_t i = b->len; i < b->len + need; i++)
 		if (b->s[i] == ';')
 			b->s[i] = ':';
-		else if ((unsigned char)b->s[i] < 0x20)
-			b->s[i] = '?';
-	}
+	b->len += need;
 }
 
 /* Appends the logical frames of location id (1-based), the outermost first. */
@@ -1092,11 +1096,11 @@ cleanup:
 
 /* ---- JSON ---- */
 
-static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_pp_sample *s)
+static void pp_json_labels(struct stb_pprof *p, struct stb_json *j, const struct stb_pp_sample *s)
 {
 	const struct stb_pp_label *ls = p->labels + s->label0;
-	fprintf(out, "\"labels\": {");
-	bool first = true;
+	stb_json_key(j, "labels");
+	stb_json_object(j);
 	for (uint32_t i = 0; i < s->nlabels; i++) {
 		bool seen = false, repeated = false;
 		for (uint32_t k = 0; k < s->nlabels; k++) {
@@ -1106,107 +1110,109 @@ static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_
 			}
 		}
 		if (seen)
-			continue; /* printed with its first occurrence */
-		fprintf(out, "%s", first ? "" : ", ");
-		first = false;
-		stb_report_json_str(out, p->strs[ls[i].key]);
-		fprintf(out, ": %s", repeated ? "[" : "");
-		for (uint32_t k = i, n = 0; k < s->nlabels; k++) {
+			continue; /* written with its first occurrence */
+		stb_json_key(j, p->strs[ls[i].key]);
+		if (repeated)
+			stb_json_array(j);
+		for (uint32_t k = i; k < s->nlabels; k++) {
 			if (ls[k].key != ls[i].key)
 				continue;
-			fprintf(out, "%s", n++ ? ", " : "");
 			if (ls[k].str)
-				stb_report_json_str(out, p->strs[ls[k].str]);
+				stb_json_string(j, p->strs[ls[k].str]);
 			else
-				fprintf(out, "%" PRId64, ls[k].num);
+				stb_json_i64(j, ls[k].num);
 		}
-		fprintf(out, "%s", repeated ? "]" : "");
+		if (repeated)
+			stb_json_end(j);
 	}
-	fprintf(out, "}");
+	stb_json_end(j);
 }
 
-static void stb_pp_json_frames(struct stb_pprof *p, FILE *out, const struct stb_pp_stack *st)
+static void pp_json_frames(struct stb_pprof *p, struct stb_json *j, const struct stb_pp_stack *st)
 {
-	fprintf(out, "\"frames\": [");
-	bool first = true;
+	stb_json_key(j, "frames");
+	stb_json_array(j);
 	for (uint32_t k = 0; k < st->n; k++) {
 		const struct stb_pp_loc *l = &p->locs[p->stack_locs[st->off + k] - 1];
 		const struct stb_pp_map *m = l->mapping ? &p->maps[l->mapping - 1] : NULL;
-		for (uint32_t j = 0; j < (l->nlines ? l->nlines : 1); j++) {
-			fprintf(out, "%s\n        {", first ? "" : ",");
-			first = false;
+		for (uint32_t i = 0; i < (l->nlines ? l->nlines : 1); i++) {
+			stb_json_object(j);
 			if (l->note) {
-				fprintf(out, "\"function\": ");
-				stb_report_json_str(out, p->strs[l->note]);
-				fprintf(out, ", \"synthetic\": true}");
+				stb_json_kv_string(j, "function", p->strs[l->note]);
+				stb_json_kv_bool(j, "synthetic", true);
+				stb_json_end(j);
 				continue;
 			}
-			fprintf(out, "\"ip\": \"0x%" PRIx64 "\"", l->ip);
+			stb_json_kv_hex(j, "ip", l->ip);
 			if (l->nlines) {
-				const struct stb_pp_line *ln = &p->lines[l->line0 + j];
+				const struct stb_pp_line *ln = &p->lines[l->line0 + i];
 				const struct stb_pp_func *fn = &p->funcs[ln->func - 1];
-				fprintf(out, ", \"function\": ");
-				stb_report_json_str(out, p->strs[fn->name]);
+				stb_json_kv_string(j, "function", p->strs[fn->name]);
 				if (fn->file) {
-					fprintf(out, ", \"file\": ");
-					stb_report_json_str(out, p->strs[fn->file]);
-					fprintf(out, ", \"line\": %" PRId64, ln->line);
+					stb_json_kv_string(j, "file", p->strs[fn->file]);
+					stb_json_kv_i64(j, "line", ln->line);
 				}
 			}
 			if (m) {
-				fprintf(out, ", \"module\": ");
-				stb_report_json_str(out, p->strs[m->file]);
-				fprintf(out, ", \"module_offset\": \"0x%" PRIx64 "\"", l->module_offset);
-				if (m->build_id) {
-					fprintf(out, ", \"build_id\": ");
-					stb_report_json_str(out, p->strs[m->build_id]);
-				}
+				stb_json_kv_string(j, "module", p->strs[m->file]);
+				stb_json_kv_hex(j, "module_offset", l->module_offset);
+				if (m->build_id)
+					stb_json_kv_string(j, "build_id", p->strs[m->build_id]);
 			}
-			fprintf(out, ", \"inlined\": %s}",
-				l->nlines && j + 1 < l->nlines ? "true" : "false");
+			stb_json_kv_bool(j, "inlined", l->nlines && i + 1 < l->nlines);
+			stb_json_end(j);
 		}
 	}
-	fprintf(out, "%s]", first ? "" : "\n      ");
+	stb_json_end(j);
 }
 
-int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra)
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta)
 {
 	if (!p || !out)
 		return -EINVAL;
 	if (stb_pp_resolve(p) != 0)
 		return -ENOMEM;
-	fprintf(out, "{\n  \"schema\": \"stb-profile/1\"%s,\n  \"sample_types\": [", extra ? extra : "");
+	struct stb_json j;
+	stb_json_init(&j, out);
+	stb_json_object(&j);
+	stb_json_kv_string(&j, "schema", "stb-profile/1");
+	stb_report_meta_json(&j, meta);
+	stb_json_key(&j, "sample_types");
+	stb_json_array(&j);
 	for (unsigned i = 0; i < p->o.nvalues; i++) {
-		fprintf(out, "%s{\"type\": ", i ? ", " : "");
-		stb_report_json_str(out, p->strs[p->type_str[i][0]]);
-		fprintf(out, ", \"unit\": ");
-		stb_report_json_str(out, p->strs[p->type_str[i][1]]);
-		fprintf(out, "}");
+		stb_json_object(&j);
+		stb_json_kv_string(&j, "type", p->strs[p->type_str[i][0]]);
+		stb_json_kv_string(&j, "unit", p->strs[p->type_str[i][1]]);
+		stb_json_end(&j);
 	}
-	fprintf(out, "],\n  \"default_sample_type\": ");
-	stb_report_json_str(out, p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]]
-						    : "");
-	fprintf(out, ",\n  \"period\": %" PRId64 ", \"time_ns\": %" PRId64
-		     ", \"duration_ns\": %" PRId64 ",\n  \"comments\": [",
-		p->o.period, p->o.time_ns, p->o.duration_ns);
-	for (size_t i = 0; i < p->ncomments; i++) {
-		fprintf(out, "%s\n    ", i ? "," : "");
-		stb_report_json_str(out, p->strs[p->comments[i]]);
-	}
-	fprintf(out, "%s],\n  \"samples\": [", p->ncomments ? "\n  " : "");
+	stb_json_end(&j);
+	stb_json_kv_string(&j, "default_sample_type",
+			   p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]] : "");
+	stb_json_kv_i64(&j, "period", p->o.period);
+	stb_json_kv_i64(&j, "time_ns", p->o.time_ns);
+	stb_json_kv_i64(&j, "duration_ns", p->o.duration_ns);
+	stb_json_key(&j, "comments");
+	stb_json_array(&j);
+	for (size_t i = 0; i < p->ncomments; i++)
+		stb_json_string(&j, p->strs[p->comments[i]]);
+	stb_json_end(&j);
+	stb_json_key(&j, "samples");
+	stb_json_array(&j);
 	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct stb_pp_sample *s = &p->samples[i];
-		fprintf(out, "%s\n    {\"values\": [", i ? "," : "");
+		stb_json_object(&j);
+		stb_json_key(&j, "values");
+		stb_json_array(&j);
 		for (unsigned k = 0; k < p->o.nvalues; k++)
-			fprintf(out, "%s%" PRId64, k ? ", " : "", s->v[k]);
-		fprintf(out, "], ");
-		stb_pp_json_labels(p, out, s);
-		fprintf(out, ",\n      ");
-		stb_pp_json_frames(p, out, &p->stacks[s->stack]);
-		fprintf(out, "}");
+			stb_json_i64(&j, s->v[k]);
+		stb_json_end(&j);
+		pp_json_labels(p, &j, s);
+		pp_json_frames(p, &j, &p->stacks[s->stack]);
+		stb_json_end(&j);
 	}
-	fprintf(out, "%s]\n}\n", p->nsamples ? "\n  " : "");
-	return ferror(out) ? -EIO : 0;
+	stb_json_end(&j);
+	stb_json_end(&j);
+	return stb_json_finish(&j);
 }
 
 /* ---- snapshots of traced tasks ---- */
@@ -1224,7 +1230,7 @@ static int64_t stb_pp_task_stack(struct stb_pprof *p, const struct stb_report_ta
 			ips[n++] = t->frames[i].ip; /* inline frames are found again */
 	struct stb_pprof_stack s = {
 		.ips = ips, .n = n,
-		.first_exact = t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF,
+		.first_exact = stb_trace_mode_exact(t->mode),
 		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
 		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
@@ -1290,27 +1296,32 @@ cleanup:
 	return rc;
 }
 
-int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb_unw_proc *unw,
-		     struct stb_report_task *tasks, size_t n, enum stb_report_format format,
-		     const char *comment)
+static int pp_comment(void *arg, const char *line)
+{
+	return stb_pprof_comment(arg, line);
+}
+
+int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format)
 {
 	if (!r || !r->out || (n && !tasks) ||
-	    (format != STB_REPORT_PPROF && format != STB_REPORT_FOLDED))
+	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED))
 		return -EINVAL;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	struct stb_pprof_opts o = {
 		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
-		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = sym, .unw = unw,
+		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = r->sym,
+		.unw = r->unw,
 	};
 	struct stb_report_task **leaders = NULL;
 	struct stb_pprof *p = stb_pprof_new(&o);
 	int rc = -ENOMEM;
 	if (!p)
 		goto cleanup;
-	if (comment && (rc = stb_pprof_comment(p, comment)) != 0)
+	if ((rc = stb_report_meta_lines(r->meta, pp_comment, p)) != 0)
 		goto cleanup;
-	if (r->group && format == STB_REPORT_PPROF) {
+	if (r->group && format == STB_FORMAT_PPROF) {
 		size_t ng;
 		leaders = stb_report_group(tasks, n, &ng);
 		if (!leaders) {
@@ -1325,7 +1336,7 @@ int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb
 			if ((rc = stb_pp_add_task(p, r, &tasks[i])) != 0)
 				goto cleanup;
 	}
-	rc = format == STB_REPORT_PPROF ? stb_pprof_write(p, r->out)
+	rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
 					: stb_pprof_write_folded(p, r->out, "state", 0);
 cleanup:
 	free(leaders);

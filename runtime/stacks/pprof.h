@@ -111,19 +111,14 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out);
 int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value);
 
 /*
- * Writes the JSON document "stb-profile/1" of docs/json.md; extra is printed
- * as additional top-level members ("" or starting with ",\n"). 0 or -errno.
+ * Writes the JSON document "stb-profile/1" of docs/json.md, with the members
+ * of meta (may be NULL) at the top. 0 or -errno.
  */
-int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra);
-
-/* Output formats of a snapshot of tasks. */
-enum stb_report_format {
-	STB_REPORT_PPROF = 1,  /* gzipped profile.proto */
-	STB_REPORT_FOLDED = 2, /* folded stacks */
-};
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta);
 
 /*
- * A snapshot of tasks as pprof or folded stacks. pprof: sample type
+ * A snapshot of tasks as pprof or folded stacks (format STB_FORMAT_PPROF or
+ * STB_FORMAT_FOLDED). pprof: sample type
  * bthreads/count; one sample per task with labels bthread_id, state,
  * worker_tid (running tasks), name, kind ("pthread" for registered pthreads),
  * blocked (nanoseconds, suspended tasks), error (failed traces) -- or, with
@@ -131,12 +126,10 @@ enum stb_report_format {
  * labelled with its state and every member's bthread_id. Folded: "state;
  * frames... count", counts of identical lines summed. Tasks without a stack,
  * failed traces and truncated stacks get the synthetic frames
- * STB_PPROF_NOTE_*. Symbols come from sym/unw (see stb_pprof_opts), not from
- * r->sym; comment (may be NULL) goes into the pprof comments. Writes to
- * r->out. Returns 0 or -errno.
+ * STB_PPROF_NOTE_*. Symbols and mappings come from r->sym and r->unw; r->meta
+ * goes into the pprof comments. Writes to r->out. Returns 0 or -errno.
  */
-int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb_unw_proc *unw,
-		     struct stb_report_task *tasks, size_t n, enum stb_report_format format,
-		     const char *comment);
+int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format);
 
 #endif /* STB_RUNTIME_PPROF_H */

@@ -229,16 +229,14 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		stb_dh_error(res, 500, "out of memory");
 		goto cleanup;
 	}
-	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
-			       .now_ns = stb_now_coarse_ns(), .group = all};
-	char extra[64];
-	snprintf(extra, sizeof(extra), ",\n  \"pid\": %d", (int)getpid());
-	if (stacks && q->json)
-		rc = stb_report_json(&r, set.tasks, set.n, extra);
-	else if (stacks)
-		rc = stb_report_text(&r, set.tasks, set.n);
+	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
+	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
+			       .meta = &meta};
+	stb_trace_self_tools(&r.unw, &r.sym);
+	if (stacks)
+		rc = stb_report_write(&r, set.tasks, set.n, q->json ? STB_FORMAT_JSON : STB_FORMAT_TEXT);
 	else
-		rc = stb_report_list(&r, set.tasks, set.n, q->json, extra);
+		rc = stb_report_list(&r, set.tasks, set.n, q->json);
 	if (list && !q->json)
 		fprintf(out, "%zu tasks\n", set.n);
 	if (fclose(out) != 0 || rc != 0) {

@@ -32,12 +32,6 @@ static int stb_collect_frame(const struct stb_frame *f, void *arg)
 	return 0;
 }
 
-void stb_report_sym_self(void *ctx, struct stb_frame *f, int flags)
-{
-	(void)ctx;
-	stb_trace_symbolize(f->ip, flags, f);
-}
-
 /* Fills d from the table entry of t without tracing it. */
 static void stb_collect_entry(struct stb_task *t, bthread_t id, unsigned st,
 			      struct stb_report_task *d)
@@ -169,33 +163,19 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	uint64_t self_ip, self_sp, self_bp;
 	STB_CALLER_FRAME(self_ip, self_sp, self_bp);
 	const struct stb_dump_opts *o = opts ? opts : &dflt;
-	if (!out || o->format < STB_DUMP_TEXT || o->format > STB_DUMP_JSON)
+	if (!out || !stb_format_name(o->format))
 		return -EINVAL;
 	struct stb_task_set set;
 	int rc = stb_collect_tasks(0, o->max_depth, o->state_mask, true, self_ip, self_sp, self_bp,
 				   &set);
 	if (rc < 0)
 		goto cleanup;
-	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
-			       .now_ns = stb_now_coarse_ns(), .group = o->group != 0};
-	/* pprof / folded / json: runtime/stacks/pprof.c and runtime/stacks/report.c, shared with
-	 * stb-bpf-loader. */
-	if (o->format == STB_DUMP_PPROF || o->format == STB_DUMP_FOLDED) {
-		struct stb_unw_proc *unw;
-		struct stb_sym *sym;
-		stb_trace_self_tools(&unw, &sym);
-		char note[64];
-		snprintf(note, sizeof(note), "stb_dump of pid %d", (int)getpid());
-		rc = stb_report_pprof(&r, sym, unw, set.tasks, set.n,
-				      o->format == STB_DUMP_PPROF ? STB_REPORT_PPROF : STB_REPORT_FOLDED,
-				      note);
-	} else if (o->format == STB_DUMP_JSON) {
-		char extra[64];
-		snprintf(extra, sizeof(extra), ",\n  \"pid\": %d", (int)getpid());
-		rc = stb_report_json(&r, set.tasks, set.n, extra);
-	} else {
-		rc = stb_report_text(&r, set.tasks, set.n);
-	}
+	struct stb_report_meta meta = {.producer = "stb_dump", .pid = (int)getpid()};
+	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = o->group != 0,
+			       .meta = &meta};
+	/* Every format: runtime/stacks/report.c and pprof.c, shared with stb-bpf-loader. */
+	stb_trace_self_tools(&r.unw, &r.sym);
+	rc = stb_report_write(&r, set.tasks, set.n, o->format);
 	fflush(out);
 	if (rc == 0)
 		rc = (int)set.n;
