@@ -304,7 +304,7 @@ static void bench_capture(const struct bench_opts *o)
 	/* b) the same capture program through loader/bpf_prog.c, kept loaded, with
 	 * BPF run-time statistics. */
 	char err[512];
-	struct stb_target *tg = stb_target_open(t.pid, STB_TARGET_MAP_USED, err, sizeof(err));
+	struct stb_target *tg = stb_target_open(t.pid, err, sizeof(err));
 	if (!tg)
 		bench_die("%s", err);
 	struct stb_bpf_prog_opts co;

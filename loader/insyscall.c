@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Running-but-blocked tasks (see offcpu.h): /proc/PID/task/TID/syscall gives
+ * Running-but-blocked tasks (see insyscall.h): /proc/PID/task/TID/syscall gives
  * the user sp and pc at the system call; the stack is stable while the call
  * blocks. rbp is not published there, so the frame-pointer chain is found by
  * scanning for a saved rbp whose neighbour is a return address after a call.
@@ -12,13 +12,12 @@
 #include <string.h>
 
 #include "insyscall.h"
-#include "record.h"
 
 #define STB_INSYSCALL_RED_ZONE 128u
 #define STB_INSYSCALL_SCAN 16384u /* bytes scanned above the last DWARF frame */
 
 /* Parses /proc/PID/task/TID/syscall: "nr a1 .. a6 sp pc". -EAGAIN if running. */
-static int stb_insyscall_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
+static int read_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
 {
 	char path[96], line[512];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
@@ -46,18 +45,18 @@ int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void
 {
 	uint64_t sp, pc, sp2, pc2;
 	long nr2;
-	int rc = stb_insyscall_syscall(tg->pid, tid, nr, &sp, &pc);
+	int rc = read_syscall(tg->pid, tid, nr, &sp, &pc);
 	if (rc != 0)
 		return rc;
 	if (sp <= STB_INSYSCALL_RED_ZONE || sp >= stack_hi)
-		return -EAGAIN;
+		return -EAGAIN; /* not on its stack (a signal stack?): not this way */
 	uint64_t from = sp - STB_INSYSCALL_RED_ZONE;
 	size_t len = stack_hi - from < cap ? (size_t)(stack_hi - from) : cap;
 	rc = stb_target_read(tg, from, buf, len);
 	if (rc != 0)
 		return rc;
 	/* Still blocked in the same call: the copy is consistent. */
-	rc = stb_insyscall_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
+	rc = read_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
 	if (rc != 0)
 		return rc;
 	if (nr2 != *nr || sp2 != sp || pc2 != pc)
@@ -72,9 +71,9 @@ int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void
 	return 0;
 }
 
-static int stb_copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t *v)
+static int copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t *v)
 {
-	if (addr < c->addr || addr + 8 > c->addr + c->len)
+	if (addr < c->addr || addr - c->addr > c->len || c->len - (addr - c->addr) < 8)
 		return -EFAULT;
 	memcpy(v, (const char *)c->bytes + (addr - c->addr), 8);
 	return 0;
@@ -84,7 +83,7 @@ enum { STB_RET_NO = 0, STB_RET_INDIRECT = 1, STB_RET_DIRECT = 2 };
 
 /* Is ret a return address: inside a module, right after a call instruction?
  * For a direct call (rel32), *target is the function it called. */
-static int stb_return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret,
+static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret,
 			   uint64_t *target)
 {
 	struct stb_unw_module_info mi;
@@ -112,31 +111,53 @@ static int stb_return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint
  * a call to the callee's function. */
 #define STB_INSYSCALL_FN_SPAN 65536u
 
-unsigned stb_insyscall_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
-			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
-			   struct stb_frame *frames, unsigned max)
+/* Forwards the DWARF walk's frames, remembering the last one. */
+struct fwd {
+	stb_unw_frame_fn fn;
+	void *arg;
+	unsigned n;
+	struct stb_unw_frame last;
+	bool stop;
+};
+
+static int fwd_frame(const struct stb_unw_frame *f, void *arg)
 {
-	struct stb_frame_collect w = {.frames = frames, .max = max};
-	stb_unw_walk(unw, regs, copy, 0, max, stb_frame_collect, &w);
-	if (w.n == 0 || w.n >= max)
-		return w.n;
+	struct fwd *w = arg;
+	w->n++;
+	w->last = *f;
+	w->stop = w->fn(f, w->arg) != 0;
+	return w->stop;
+}
+
+int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+			 unsigned max, stb_unw_frame_fn fn, void *arg)
+{
+	struct stb_target *tg = tg_ctx;
+	const struct stb_regs *regs = &s->regs;
+	const struct stb_stack_copy *copy = &s->copy;
+	struct fwd w = {.fn = fn, .arg = arg};
+	int rc = stb_unw_walk(unw, regs, copy, 0, max, fwd_frame, &w);
+	if (rc < 0)
+		return rc;
+	if (w.n == 0 || w.n >= max || w.stop)
+		return (int)w.n;
 	/* The walk stopped where rbp was needed: find the frame record of the
 	 * last frame above its stack pointer and follow the chain from there.
 	 * A record whose return address follows a direct call to the last
 	 * frame's function is taken first; otherwise the lowest plausible one
 	 * (stale records of earlier calls can look plausible, not like that). */
-	uint64_t callee_ip = w.frames[w.n - 1].ip;
-	uint64_t from = w.frames[w.n - 1].sp ? w.frames[w.n - 1].sp : regs->sp;
+	uint64_t callee_ip = w.last.ip;
+	uint64_t from = w.last.sp ? w.last.sp : regs->sp;
 	uint64_t hi = copy->addr + copy->len;
 	uint64_t pick = 0, pick_bp = 0, pick_ret = 0;
 	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_INSYSCALL_SCAN;
 	     x += 8) {
 		uint64_t saved_bp, ret, target = 0;
-		if (stb_copy_u64(copy, x, &saved_bp) || stb_copy_u64(copy, x + 8, &ret))
+		if (copy_u64(copy, x, &saved_bp) || copy_u64(copy, x + 8, &ret))
 			break;
 		if (saved_bp != 0 && (saved_bp <= x || saved_bp >= hi))
 			continue;
-		int kind = stb_return_kind(unw, tg, ret, &target);
+		int kind = return_kind(unw, tg, ret, &target);
 		if (kind == STB_RET_NO)
 			continue;
 		bool calls_callee = kind == STB_RET_DIRECT && target <= callee_ip &&
@@ -152,11 +173,10 @@ unsigned stb_insyscall_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
 	if (pick) {
 		struct stb_regs fp = {.ip = pick_ret, .sp = pick + 16, .bp = pick_bp,
 				      .flags = STB_UNW_IP_IS_RETURN | STB_UNW_COPY_ONLY};
-		struct stb_frame_collect rest = {.frames = w.frames + w.n, .max = max - w.n};
-		stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, stb_frame_collect, &rest);
-		for (unsigned i = 0; i < rest.n; i++)
-			rest.frames[i].flags |= STB_FRAME_F_FP;
-		w.n += rest.n;
+		/* Frame-pointer frames: the walk gives them how = STB_FRAME_FP. */
+		rc = stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, fn, arg);
+		if (rc > 0)
+			w.n += (unsigned)rc;
 	}
-	return w.n;
+	return (int)w.n;
 }

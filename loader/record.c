@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Stacks in the loader (record.h): the frame collector, and the registers and
- * stack copy of a BPF record for the DWARF walk, then the recorded
- * frame-pointer chain beyond it.
+ * Unwinding a BPF record (record.h): the registers and stack copy of the
+ * record for the DWARF walk, then the recorded frame-pointer chain beyond it.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,19 +9,6 @@
 #include <string.h>
 
 #include "record.h"
-
-int stb_frame_collect(const struct stb_unw_frame *f, void *arg)
-{
-	struct stb_frame_collect *c = arg;
-	if (c->n < c->max) {
-		struct stb_frame *fr = &c->frames[c->n++];
-		memset(fr, 0, sizeof(*fr));
-		fr->ip = f->ip;
-		fr->sp = f->sp;
-		fr->flags = f->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
-	}
-	return c->n >= c->max;
-}
 
 struct stb_record_walk {
 	stb_unw_frame_fn fn;

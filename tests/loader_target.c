@@ -571,8 +571,9 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 static int ltgt_fake_abi(int version)
 {
 	size_t size = STB_ABI_TABLE_SIZE(64);
-	int fd = memfd_create(STB_ABI_TABLE_NAME, MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+	int fd = memfd_create(STB_ABI_TABLE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
 		perror("loader_target: memfd");
 		return 1;
 	}

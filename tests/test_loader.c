@@ -35,6 +35,7 @@
 #define CAPTURE_TIMEOUT "5000"  /* --timeout for runs that capture running tasks */
 
 static char loader_path[PATH_MAX];
+static char loader_test_path[PATH_MAX]; /* the build with the test hooks */
 static char target_path[PATH_MAX];
 static char target_nofp_path[PATH_MAX];
 
@@ -942,8 +943,9 @@ static void test_loader_killed(void **state)
 	uint64_t giveups0 = stat_of(&tg, "gate_giveups");
 	char id[32];
 	snprintf(id, sizeof(id), "%" PRIu64, blocker);
-	char *argv[] = {loader_path, "--pid", (char *)pid_arg(&tg), "--bthread", id, "--timeout",
-			"3000", NULL};
+	/* The fault injection exists only in the test build of the loader. */
+	char *argv[] = {loader_test_path, "--pid", (char *)pid_arg(&tg), "--bthread", id,
+			"--timeout", "3000", NULL};
 	char *env[] = {"STB_LOADER_FAULT_HOLD_MS=20000", NULL};
 	struct lu_proc lp;
 	uint64_t started = lu_now_ns();
@@ -1143,6 +1145,41 @@ static void test_usage_errors(void **state)
 	run_free(&r);
 }
 
+/* Does file path contain the bytes of s? */
+static bool file_contains(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	size_t n = strlen(s), len = 0, cap = 0;
+	char *buf = NULL;
+	for (;;) {
+		if (len + 65536 > cap) {
+			cap = cap ? cap * 2 : 1 << 20;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		size_t k = fread(buf + len, 1, 65536, f);
+		if (k == 0)
+			break;
+		len += k;
+	}
+	fclose(f);
+	bool found = false;
+	for (size_t i = 0; i + n <= len && !found; i++)
+		found = memcmp(buf + i, s, n) == 0;
+	free(buf);
+	return found;
+}
+
+/* The fault injection of the tests is compiled into the test build only: the
+ * installed root tool does not even know its name. */
+static void test_fault_knob_test_only(void **state)
+{
+	(void)state;
+	assert_true(file_contains(loader_test_path, "STB_LOADER_FAULT_HOLD_MS"));
+	assert_false(file_contains(loader_path, "STB_LOADER_FAULT_HOLD_MS"));
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -1185,7 +1222,7 @@ static void test_abi_mismatch(void **state)
 	struct run r;
 	run_loader(&r, "--pid", pid_arg(&tg), NULL);
 	char want[64];
-	snprintf(want, sizeof(want), "understands version %u", STB_ABI_VERSION);
+	snprintf(want, sizeof(want), "understands ABI version %u", STB_ABI_VERSION);
 	expect_exit(&r, 1, "ABI version 7");
 	expect_exit(&r, 1, want);
 	run_free(&r);
@@ -1282,8 +1319,9 @@ static uint64_t child_caps(lu_pre_exec_fn pre)
 }
 
 /* Without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN but with CAP_SYS_PTRACE: context
- * mode only, with a warning and a note; suspended stacks still complete;
- * exit 0. For both table backings (BPF map and memfd). */
+ * mode only, with a warning and a note; suspended stacks still complete; the
+ * running bthreads on a CPU fail, so exit 1. For both table backings (BPF map
+ * and memfd). */
 static void test_no_bpf_caps(void **state)
 {
 	(void)state;
@@ -1300,8 +1338,9 @@ static void test_no_bpf_caps(void **state)
 		target_start(&tg, target_path, NULL, envs[b]);
 		struct run r;
 		run_loader_pre(&r, drop_bpf_caps, NULL, "--pid", pid_arg(&tg), NULL);
-		expect_exit(&r, 0, "warning: BPF unavailable");
-		expect_exit(&r, 0, "context mode only");
+		expect_exit(&r, 1, "warning: BPF unavailable");
+		expect_exit(&r, 1, "context mode only");
+		expect_exit(&r, 1, "could not be traced");
 		assert_true(strncmp(r.out, "# note: ", 8) == 0);
 		struct tout *o = malloc(sizeof(*o));
 		assert_non_null(o);
@@ -1356,14 +1395,15 @@ static int block_syscall(void *arg)
 	return 0;
 }
 
-/* bpf(2) or perf_event_open(2) refused: context mode only, exit 0. */
+/* bpf(2) or perf_event_open(2) refused: context mode only; the running
+ * bthreads on a CPU fail, so exit 1. */
 static void run_blocked_syscall(long nr, const char *warning)
 {
 	struct lu_target tg;
 	target_start(&tg, target_path, NULL, NULL);
 	struct run r;
 	run_loader_pre(&r, block_syscall, &nr, "--pid", pid_arg(&tg), "--format", "json", NULL);
-	expect_exit(&r, 0, warning);
+	expect_exit(&r, 1, warning);
 	struct lu_json *doc = parse_json(r.out);
 	assert_string_equal(lu_json_str(doc, "capture"), "context-only");
 	for (unsigned k = 0; k < 4; k++)
@@ -1441,6 +1481,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_usage_errors, teardown),
+		cmocka_unit_test_teardown(test_fault_knob_test_only, teardown),
 		cmocka_unit_test_teardown(test_no_such_process, teardown),
 		cmocka_unit_test_teardown(test_not_stb_runtime, teardown),
 		cmocka_unit_test_teardown(test_abi_mismatch, teardown),
@@ -1464,6 +1505,7 @@ int main(void)
 	const char *req = getenv("STB_REQUIRE_BPF");
 	bool require = req && strcmp(req, "1") == 0;
 	path_from_env(loader_path, "STB_LOADER", "../loader/stb-bpf-loader");
+	path_from_env(loader_test_path, "STB_LOADER_TEST", "../loader/stb-bpf-loader-test");
 	path_from_env(target_path, "STB_LOADER_TARGET", "loader_target");
 	path_from_env(target_nofp_path, "STB_LOADER_TARGET_NOFP", "loader_target_nofp");
 	if (!privileged()) {

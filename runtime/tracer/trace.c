@@ -15,7 +15,7 @@
 
 #include "internal.h"
 #include "stb/stb.h"
-#include "hold.h"
+#include "driver.h"
 #include "report.h"
 #include "symbolize.h"
 #include "trace.h"
@@ -136,7 +136,7 @@ static struct stb_task *stb_thread_task(void)
 	return t ? t : stb_tls_pthread_task;
 }
 
-static void stb_capture_handler(int sig, siginfo_t *si, void *uctx)
+static void signal_handler(int sig, siginfo_t *si, void *uctx)
 {
 	(void)sig;
 	int saved_errno = errno;
@@ -190,7 +190,7 @@ static void stb_install_handler_once(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = stb_capture_handler;
+	sa.sa_sigaction = signal_handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
 	if (sigaction(stb_signo(), &sa, NULL) != 0)
@@ -236,13 +236,12 @@ static void stb_slot_put(struct stb_slot *s)
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
+static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(info->error, sizeof(info->error), fmt, ap);
+	vsnprintf(err, len, fmt, ap);
 	va_end(ap);
 }
 
@@ -266,37 +265,29 @@ static bool stb_signal_blocked(pid_t tid, int signo)
 	return blocked;
 }
 
-/* The capture a trace unwinds. */
-struct stb_capture {
-	struct stb_regs regs;
-	struct stb_stack_copy copy;
-	unsigned mode;
-	unsigned state;
-};
-
 /*
  * Signal mode: asks the handler on the task's thread to copy its registers
  * and stack into slot s. 0 = captured, -EAGAIN = the task was not running
  * there any more (retry), other -errno = failure.
  */
-static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot *s,
-			      uint64_t deadline, struct stb_trace_info *info)
+static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
+			  uint64_t deadline, struct stb_snapshot *snap, char *err, size_t errlen)
 {
 	int signo = stb_signo();
 	pthread_once(&stb_handler_once, stb_install_handler_once);
 	if (stb_handler_err) {
-		stb_errmsg(info, "cannot install the handler of signal %d: %s", signo,
+		say(err, errlen, "cannot install the handler of signal %d: %s", signo,
 			   strerror(stb_handler_err));
 		return -stb_handler_err;
 	}
 	struct sigaction cur;
 	if (sigaction(signo, NULL, &cur) == 0 &&
-	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != stb_capture_handler)) {
-		stb_errmsg(info, "the handler of trace signal %d was replaced by the application "
+	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != signal_handler)) {
+		say(err, errlen, "the handler of trace signal %d was replaced by the application "
 				 "(choose another with STB_TRACE_SIGNAL)", signo);
 		return -EPERM;
 	}
-	pid_t ktid = (pid_t)__atomic_load_n(&t->pub->tid, __ATOMIC_ACQUIRE);
+	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
 	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
 	s->want = tid;
 	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
@@ -308,12 +299,12 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 	si.si_uid = getuid();
 	si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
 	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
-		int err = errno;
+		int e = errno;
 		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
-		if (err == ESRCH)
+		if (e == ESRCH)
 			return -EAGAIN; /* the thread is gone: re-read the task */
-		stb_errmsg(info, "cannot signal thread %d: %s", (int)ktid, strerror(err));
-		return -err;
+		say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
+		return -e;
 	}
 	uint64_t st = 0;
 	for (unsigned spins = 0;; spins++) {
@@ -326,10 +317,10 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 				stb_count(&stb_tstats.signal_timeouts);
 				if (stb_signal_blocked(ktid, signo))
-					stb_errmsg(info, "signal %d is blocked on thread %d", signo,
+					say(err, errlen, "signal %d is blocked on thread %d", signo,
 						   (int)ktid);
 				else
-					stb_errmsg(info, "no capture from thread %d within the timeout "
+					say(err, errlen, "no capture from thread %d within the timeout "
 							 "(signal %d blocked or ignored?)",
 						   (int)ktid, signo);
 				return -ETIMEDOUT;
@@ -344,121 +335,41 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 	if ((st & 0xff) == STB_SLOT_DECLINED)
 		return -EAGAIN;
 	stb_count(&stb_tstats.signal_captures);
-	info->held_ns = s->handler_ns;
-	info->tid = (uint32_t)ktid;
+	snap->held_ns = s->handler_ns;
+	snap->tid = (uint32_t)ktid;
 	return 0;
 }
 
-/* Reads this process's memory for stb_hold_copy_context (the range is mapped). */
-static int stb_read_self(void *ctx, uint64_t addr, void *dst, size_t len)
+/* The capture backend of the in-process tracer (driver.h): signal mode. */
+static int signal_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+			  uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+			  char *err, size_t errlen)
+{
+	struct stb_slot *s = ctx;
+	(void)w1;
+	(void)buf;
+	(void)cap;
+	int rc = signal_request(p, id, s, deadline, snap, err, errlen);
+	if (rc != 0)
+		return rc;
+	snap->regs = s->regs;
+	snap->copy.addr = s->addr;
+	snap->copy.bytes = s->buf;
+	snap->copy.len = s->len;
+	snap->mode = STB_TRACE_SIGNAL;
+	return 0;
+}
+
+/* Reads this process's memory (the memory backend: the range is mapped while
+ * the lease holds the task). */
+static int read_self(void *ctx, uint64_t addr, void *dst, size_t len)
 {
 	(void)ctx;
 	stb_unw_copy_raw(dst, (const void *)(uintptr_t)addr, len);
 	return 0;
 }
 
-/*
- * Holds task tid, captures its stack into s and releases it. Returns 0 with
- * cap filled (cap->mode NO_STACK when there is nothing to read) or -errno.
- */
-static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, struct stb_slot *s,
-		       struct stb_capture *cap, struct stb_trace_info *info)
-{
-	struct stb_abi_task *p = t->pub;
-	uint64_t lease;
-	int rc = stb_hold_acquire(p, tid, deadline, &lease);
-	if (rc == -ESRCH) {
-		stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-		return rc;
-	}
-	if (rc != 0) {
-		stb_errmsg(info, "another tracer held the task for the whole timeout");
-		return rc;
-	}
-	uint64_t held_at = stb_now_ns();
-	__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-
-	for (unsigned spins = 0;; spins++) {
-		rc = spins ? stb_hold_refresh(p, tid, deadline, &lease) : 0;
-		if (rc == -EBUSY) {
-			stb_errmsg(info, "another tracer held the task for the whole timeout");
-			goto cleanup;
-		}
-		if (rc != 0 || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
-			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-			rc = -ESRCH;
-			goto cleanup;
-		}
-		uint64_t w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-		unsigned st = STB_ABI_STATE(w1);
-		info->state = st;
-		switch (st) {
-		case STB_TASK_READY:
-		case STB_TASK_SUSPENDED:
-			rc = stb_hold_copy_context(p, tid, w1, lease, stb_read_self, NULL,
-						   s->buf, STB_COPY_MAX, &cap->regs, &cap->copy);
-			cap->mode = STB_TRACE_CONTEXT;
-			cap->state = st;
-			break;
-		case STB_TASK_RUNNING:
-			/* The handler copies the stack on the task's own thread while
-			 * it is interrupted: one consistent snapshot, as the loader's
-			 * BPF record is. Holding the task meanwhile would only stop it
-			 * at its gate (in stb_gate_wait) if it tried to switch before
-			 * the signal arrived, and the capture would show that wait.
-			 * The next attempt, if any, takes the lease again. */
-			stb_hold_release(p, lease);
-			lease = 0;
-			rc = stb_capture_signal(t, tid, s, deadline, info);
-			if (rc == 0) {
-				cap->regs = s->regs;
-				cap->copy.addr = s->addr;
-				cap->copy.bytes = s->buf;
-				cap->copy.len = s->len;
-				cap->mode = STB_TRACE_SIGNAL;
-				cap->state = st;
-			}
-			break;
-		case STB_TASK_CREATED:
-		case STB_TASK_READY_NO_STACK:
-			cap->mode = STB_TRACE_NO_STACK;
-			cap->state = st;
-			rc = 0;
-			break;
-		case STB_TASK_DESTROYED:
-		case STB_TASK_UNUSED:
-			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-			rc = -ESRCH;
-			goto cleanup;
-		default: /* ABOUT_TO_RUN, SUSPENDING: a switch is in progress */
-			rc = -EAGAIN;
-			break;
-		}
-		if (rc != -EAGAIN && rc != -ETIMEDOUT)
-			break;
-		if (rc == -ETIMEDOUT && st == STB_TASK_RUNNING)
-			break; /* the signal capture timed out: message already set */
-		stb_count(&stb_tstats.retries);
-		if (stb_now_ns() >= deadline) {
-			stb_errmsg(info, "the task did not settle within the timeout (state %s)",
-				   stb_state_name(st));
-			rc = -ETIMEDOUT;
-			break;
-		}
-		if (spins < 100)
-			stb_cpu_relax();
-		else
-			sched_yield();
-	}
-	if (rc == 0 && cap->mode == STB_TRACE_CONTEXT)
-		info->held_ns = stb_now_ns() - held_at;
-cleanup:
-	__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-	/* If the runtime broke our lease, the copy was validated anyway. */
-	if (lease)
-		stb_hold_release(p, lease);
-	return rc;
-}
+static const struct stb_mem stb_self_mem = {.read = read_self, .flags = STB_MEM_F_FAULTS};
 
 /* ---- unwinding and symbols ---- */
 
@@ -489,81 +400,6 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
 	*sym = stb_self_sym;
 }
 
-struct stb_walk {
-	const struct stb_trace_opts *opts;
-	struct stb_frame *frames;
-	size_t nframes;
-	unsigned n;          /* frames delivered (including inline ones) */
-	unsigned abs;        /* physical frames seen, counting the skipped ones */
-	bool first_is_return;
-	bool stopped;
-};
-
-static int stb_walk_emit(struct stb_walk *wk, const struct stb_frame *f)
-{
-	if (wk->frames && wk->n < wk->nframes)
-		wk->frames[wk->n] = *f;
-	wk->n++;
-	if (wk->opts->on_frame && wk->opts->on_frame(f, wk->opts->arg)) {
-		wk->stopped = true;
-		return 1;
-	}
-	return 0;
-}
-
-static int stb_walk_frame(const struct stb_unw_frame *uf, void *arg)
-{
-	struct stb_walk *wk = arg;
-	const struct stb_trace_opts *o = wk->opts;
-	unsigned idx = o->skip + wk->abs++;
-	struct stb_frame f;
-	memset(&f, 0, sizeof(f));
-	f.ip = uf->ip;
-	f.sp = uf->sp;
-	f.flags = uf->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
-	struct stb_sym_info si;
-	int flags = (idx > 0 || wk->first_is_return ? STB_SYM_RETURN : 0) |
-		    (o->no_source ? STB_SYM_NO_SOURCE : 0);
-	if (!o->no_symbols && stb_sym_fill_frame(stb_self_sym, flags, &f, &si) &&
-	    o->inline_frames) {
-		for (unsigned i = 0; i < si.ninline; i++) {
-			struct stb_frame in = f;
-			in.symbol = si.inlines[i].function;
-			in.file = si.inlines[i].file;
-			in.line = si.inlines[i].line;
-			in.offset = 0;
-			in.flags |= STB_FRAME_F_INLINED;
-			if (stb_walk_emit(wk, &in))
-				return 1;
-		}
-	}
-	return stb_walk_emit(wk, &f);
-}
-
-/* Unwinds a capture into frames/callback. Returns frames delivered or -errno. */
-static int stb_trace_unwind(const struct stb_capture *cap, const struct stb_trace_opts *o,
-			    struct stb_frame *frames, size_t nframes, struct stb_trace_info *info)
-{
-	struct stb_walk wk = {
-		.opts = o, .frames = frames, .nframes = nframes,
-		.first_is_return = (cap->regs.flags & STB_UNW_IP_IS_RETURN) != 0,
-	};
-	unsigned depth = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
-	/* Only the copy: the live stack has moved on since (a deeper stack than
-	 * the copy ends the trace rather than mixing in newer frames). */
-	struct stb_regs regs = cap->regs;
-	regs.flags |= STB_UNW_COPY_ONLY;
-	int rc = stb_unw_walk(stb_self_proc, &regs, &cap->copy, o->skip, depth,
-			      stb_walk_frame, &wk);
-	if (rc < 0) {
-		stb_errmsg(info, "unwinding failed: %s", strerror(-rc));
-		return rc;
-	}
-	info->nframes = wk.n;
-	info->truncated = wk.stopped || (unsigned)rc >= depth;
-	return (int)wk.n;
-}
-
 /*
  * The trace itself. self_ip/sp/bp: the frame of the public function's caller,
  * used when a task traces itself.
@@ -584,12 +420,13 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 	uint64_t deadline = stb_now_ns() + (uint64_t)ms * 1000000u;
 	struct stb_task *t = stb_task_lookup(tid);
 	if (!t || __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE) != tid) {
-		stb_errmsg(info, "no live bthread %llu", (unsigned long long)tid);
+		say(info->error, sizeof(info->error), "no live bthread %llu", (unsigned long long)tid);
 		return -ESRCH;
 	}
 	pthread_once(&stb_self_once, stb_self_init);
 	if (stb_self_err) {
-		stb_errmsg(info, "cannot set up unwinding: %s", strerror(stb_self_err));
+		say(info->error, sizeof(info->error), "cannot set up unwinding: %s",
+		    strerror(stb_self_err));
 		return -stb_self_err;
 	}
 	memcpy(info->name, t->pub->name, sizeof(info->name));
@@ -597,13 +434,12 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
 	info->since_ns = t->pub->since_ns;
 
-	struct stb_capture cap;
-	memset(&cap, 0, sizeof(cap));
 	struct stb_slot *s = stb_slot_get(deadline);
 	if (!s) {
-		stb_errmsg(info, "no capture buffer available");
+		say(info->error, sizeof(info->error), "no capture buffer available");
 		return -ENOMEM;
 	}
+	struct stb_snapshot snap;
 	int rc;
 	if (t == stb_thread_task()) {
 		/* Tracing ourselves: our own stack is stable while we read it. */
@@ -612,27 +448,52 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		if (len > STB_COPY_MAX)
 			len = STB_COPY_MAX;
 		stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)self_sp, len);
-		cap.copy.addr = self_sp;
-		cap.copy.bytes = s->buf;
-		cap.copy.len = len;
-		memset(&cap.regs, 0, sizeof(cap.regs));
-		cap.regs.ip = self_ip;
-		cap.regs.sp = self_sp;
-		cap.regs.bp = self_bp;
-		cap.regs.flags = STB_UNW_IP_IS_RETURN;
-		cap.mode = STB_TRACE_SELF;
-		cap.state = STB_TASK_RUNNING;
-		info->state = STB_TASK_RUNNING;
-		info->tid = (uint32_t)stb_gettid();
+		memset(&snap, 0, sizeof(snap));
+		snap.copy.addr = self_sp;
+		snap.copy.bytes = s->buf;
+		snap.copy.len = len;
+		snap.regs.ip = self_ip;
+		snap.regs.sp = self_sp;
+		snap.regs.bp = self_bp;
+		snap.regs.flags = STB_UNW_IP_IS_RETURN;
+		snap.mode = STB_TRACE_SELF;
+		snap.state = STB_TASK_RUNNING;
+		snap.tid = (uint32_t)stb_gettid();
 		rc = 0;
 	} else {
-		rc = stb_capture(t, tid, deadline, s, &cap, info);
+		const struct stb_capture_ops cops = {.capture = signal_capture, .ctx = s};
+		const struct stb_driver d = {
+			.mem = &stb_self_mem, .capture = &cops, .flags = STB_DRIVER_F_LEASE,
+			.buf = s->buf, .cap = STB_COPY_MAX,
+		};
+		/* Stacks are not unmapped while a tracer copies one (abi.h). */
+		__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
+		rc = stb_driver_trace(&d, t->pub, tid, deadline, &snap, info->error,
+				      sizeof(info->error));
+		__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
+		if (snap.retries)
+			__atomic_fetch_add(&stb_tstats.retries, snap.retries, __ATOMIC_RELAXED);
 	}
-	info->mode = cap.mode;
-	if (rc == 0 && cap.mode != STB_TRACE_NO_STACK) {
-		rc = stb_trace_unwind(&cap, o, frames, nframes, info);
-		if (rc >= 0)
+	info->state = snap.state;
+	info->mode = snap.mode;
+	info->held_ns = snap.held_ns;
+	if (snap.tid)
+		info->tid = snap.tid;
+	if (rc == 0 && snap.mode != STB_TRACE_NO_STACK) {
+		struct stb_frame_sink sink = {
+			.frames = frames, .nframes = nframes, .max = o->max_depth, .skip = o->skip,
+			.on_frame = o->on_frame, .arg = o->arg,
+			.sym = o->no_symbols ? NULL : stb_self_sym, .no_source = o->no_source != 0,
+			.inline_frames = o->inline_frames != 0,
+		};
+		rc = stb_snapshot_unwind(stb_self_proc, &snap, &sink);
+		if (rc < 0) {
+			say(info->error, sizeof(info->error), "unwinding failed: %s", strerror(-rc));
+		} else {
+			info->nframes = sink.n;
+			info->truncated = sink.truncated || sink.stopped;
 			stb_count(&stb_tstats.traces);
+		}
 	}
 	stb_slot_put(s);
 	return rc;
