@@ -501,6 +501,16 @@ static void test_errors(void **state)
 	assert_int_equal(r.status, 400);
 	dh_free(&r);
 
+	/* A NUL byte in the head: 400 at once, not 408 after the I/O timeout. */
+	static const char nul[] = "GET /bthreads\0x HTTP/1.1\r\n\r\n";
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dh_request(nul, sizeof(nul) - 1, &r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(r.status, 400);
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
+	dh_free(&r);
+
 	/* A request head over 8 KiB. */
 	size_t big = 16384;
 	char *req = malloc(big);

@@ -326,7 +326,8 @@ static int stb_dh_write_all(int fd, const char *buf, size_t len, const struct ti
 
 /*
  * Reads the request head into buf (size STB_DH_HEAD_MAX + 1, NUL-terminated).
- * Returns 0, or an HTTP status to answer with (400, 408, 431), or -1 to close
+ * Returns 0, or an HTTP status to answer with (400: incomplete, or a NUL byte;
+ * 408, 431), or -1 to close
  * without answering (peer closed, error, endpoint stopping).
  */
 static int stb_dh_read_head(int fd, char *buf, const struct timespec *until)
@@ -335,6 +336,10 @@ static int stb_dh_read_head(int fd, char *buf, const struct timespec *until)
 	for (;;) {
 		ssize_t n = recv(fd, buf + len, STB_DH_HEAD_MAX - len, 0);
 		if (n > 0) {
+			/* A NUL byte is no part of an HTTP head (and would hide its end
+			 * from the string functions below). */
+			if (memchr(buf + len, '\0', (size_t)n))
+				return 400;
 			len += (size_t)n;
 			buf[len] = '\0';
 			if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
