@@ -41,6 +41,13 @@
 #define STB_PROF_BUDGET_PCT 50u
 
 #define STB_PROF_NOTE_BUDGET "[not unwound: over the per-tick budget]"
+#define STB_PROF_NOTE_TOO_MANY "[dropped: too many distinct stacks]"
+/* Memory of a profile is bounded whatever the target does (ids that change
+ * every tick, stacks rewritten under the copy): beyond these, samples lose
+ * their per-task labels (bthread_id, worker_tid, name) and new stacks become
+ * STB_PROF_NOTE_TOO_MANY. */
+#define STB_PROF_MAX_SAMPLES 100000u
+#define STB_PROF_MAX_STACKS 50000u
 #define STB_PROF_NOTE_LOST "[lost: ring buffer full]"
 
 /* Value indices: samples/count, cpu/nanoseconds, wall/nanoseconds. */
@@ -82,6 +89,8 @@ struct stb_prof {
 	int64_t nostack;        /* stack id of STB_PPROF_NOTE_NO_STACK */
 	int64_t overbudget;     /* stack id of STB_PROF_NOTE_BUDGET */
 	int64_t failed;         /* stack id of STB_PPROF_NOTE_FAILED */
+	int64_t too_many;       /* stack id of STB_PROF_NOTE_TOO_MANY */
+	uint64_t unlabelled, dropped_stacks; /* samples past the memory bounds */
 	int err;                /* first builder error */
 	bool target_gone;
 	/* counters */
@@ -145,6 +154,19 @@ static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, u
 	char ids[24], name[STB_ABI_NAME_LEN];
 	struct stb_pprof_label l[4];
 	unsigned n = 0;
+	if (stb_pprof_nsamples(P->pp) >= STB_PROF_MAX_SAMPLES) {
+		/* Bounded memory: the state is kept, the task is not. */
+		P->unlabelled++;
+		tid = 0;
+		if (id)
+			state = state < STB_TASK_NSTATES ? state : STB_TASK_UNUSED;
+		l[n++] = (struct stb_pprof_label){.key = "state",
+						  .str = id ? stb_state_name(state) : "scheduler"};
+		int64_t rc = stb_pprof_sample(P->pp, (uint32_t)stack, l, n, values);
+		if (rc < 0 && !P->err)
+			P->err = (int)rc;
+		return rc;
+	}
 	if (id) {
 		snprintf(ids, sizeof(ids), "%" PRIu64, id);
 		l[n++] = (struct stb_pprof_label){.key = "bthread_id", .str = ids};
@@ -172,6 +194,10 @@ static int64_t stb_prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned 
 		.root = n >= P->o->max_depth ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
 	int64_t rc = stb_pprof_stack(P->pp, &s);
+	if (rc == -ENOSPC) {
+		P->dropped_stacks++;
+		return P->too_many;
+	}
 	if (rc < 0 && !P->err)
 		P->err = (int)rc;
 	return rc;
@@ -458,12 +484,20 @@ static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint6
 		 " oncpu_kernel=%" PRIu64 " lost_samples=%" PRIu64 " read_errors=%" PRIu64
 		 " ticks=%" PRIu64 " missed_ticks=%" PRIu64 " offcpu_snapshots=%" PRIu64
 		 " unwinds=%" PRIu64 " reused=%" PRIu64 " over_budget=%" PRIu64
-		 " copy_failed=%" PRIu64,
+		 " copy_failed=%" PRIu64 " unlabelled=%" PRIu64 " dropped_stacks=%" PRIu64,
 		 P->oncpu, P->oncpu_tagged, P->oncpu_sched, P->oncpu_kernel, lost, (uint64_t)cs->read_err,
 		 P->ticks, P->missed_ticks, P->offcpu, P->unwinds, P->reused, P->over_budget,
-		 P->copy_failed);
+		 P->copy_failed, P->unlabelled, P->dropped_stacks);
 	if (rc == 0)
 		rc = stb_pprof_comment(P->pp, line);
+	if (rc == 0 && (P->unlabelled || P->dropped_stacks)) {
+		snprintf(line, sizeof(line),
+			 "the profile reached its memory bounds (%u distinct samples, %u distinct "
+			 "stacks): %" PRIu64 " samples lost their task labels, %" PRIu64 " stacks are "
+			 "under " STB_PROF_NOTE_TOO_MANY, STB_PROF_MAX_SAMPLES, STB_PROF_MAX_STACKS,
+			 P->unlabelled, P->dropped_stacks);
+		rc = stb_pprof_comment(P->pp, line);
+	}
 	if (rc == 0 && lost) {
 		snprintf(line, sizeof(line),
 			 "%" PRIu64 " on-CPU samples were lost (ring buffer full); they are counted "
@@ -488,6 +522,7 @@ static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint6
 		{"oncpu_scheduler", P->oncpu_sched}, {"lost_samples", lost}, {"ticks", P->ticks},
 		{"missed_ticks", P->missed_ticks}, {"offcpu_snapshots", P->offcpu},
 		{"unwinds", P->unwinds}, {"reused", P->reused}, {"over_budget", P->over_budget},
+		{"unlabelled", P->unlabelled}, {"dropped_stacks", P->dropped_stacks},
 	};
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
@@ -552,15 +587,17 @@ int stb_profile_run(const struct stb_loader_opts *o)
 		.period_type = {"wall", "nanoseconds"},
 		.period = (int64_t)P.period_ns,
 		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
-		.sym = P.sym, .unw = P.unw,
+		.sym = P.sym, .unw = P.unw, .max_stacks = STB_PROF_MAX_STACKS,
 	};
 	P.pp = stb_pprof_new(&po);
 	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};
 	struct stb_pprof_stack budget = {.leaf = STB_PROF_NOTE_BUDGET};
 	struct stb_pprof_stack failed = {.leaf = STB_PPROF_NOTE_FAILED};
+	struct stb_pprof_stack too_many = {.leaf = STB_PROF_NOTE_TOO_MANY};
 	if (!P.pp || (P.nostack = stb_pprof_stack(P.pp, &nostack)) < 0 ||
 	    (P.overbudget = stb_pprof_stack(P.pp, &budget)) < 0 ||
-	    (P.failed = stb_pprof_stack(P.pp, &failed)) < 0) {
+	    (P.failed = stb_pprof_stack(P.pp, &failed)) < 0 ||
+	    (P.too_many = stb_pprof_stack(P.pp, &too_many)) < 0) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto cleanup;
 	}

@@ -151,8 +151,22 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 		return -EPROTO;
 	}
 	/* Blocked in a system call on its thread: nothing to sample. */
-	if (in_syscall(r, tid, stack_hi, buf, cap, snap) == 0)
+	int rc = in_syscall(r, tid, stack_hi, buf, cap, snap);
+	if (rc == 0)
 		return 0;
+	if (rc == -ESRCH) {
+		/* No such thread in the target: gone meanwhile, or the entry lies. */
+		if (!stb_target_alive(r->tg)) {
+			snap->target_gone = true;
+			say(err, errlen, "the target exited");
+			return -ESRCH;
+		}
+		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+			return -EAGAIN;
+		say(err, errlen, "its table entry names thread %u, which is not a thread of the "
+			"target", tid);
+		return -EPROTO;
+	}
 	struct stb_bpf_prog *bp = prog(r);
 	if (!bp) {
 		say(err, errlen, "running: not captured (%s)", r->note);
@@ -161,7 +175,7 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 	if (pthread) {
 		/* Not a worker: a perf event on its own thread, for this capture. */
 		worker = STB_ABI_MAX_WORKERS;
-		int rc = stb_bpf_prog_set_worker(bp, worker, (pid_t)tid);
+		rc = stb_bpf_prog_set_worker(bp, worker, (pid_t)tid);
 		if (rc != 0) {
 			say(err, errlen, "cannot open a perf event on pthread %u: %s", tid,
 			    stb_bpf_prog_strerror(rc));
@@ -173,7 +187,7 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 	if (budget > STB_RUNNING_SLICE_US)
 		budget = STB_RUNNING_SLICE_US;
 	struct stb_bpf_prog_timing tm = {0};
-	int rc = stb_bpf_prog_request(bp, worker, id, (unsigned)budget, r->rec, &tm);
+	rc = stb_bpf_prog_request(bp, worker, id, (unsigned)budget, r->rec, &tm);
 	if (pthread)
 		stb_bpf_prog_set_worker(bp, worker, 0);
 	if (rc == 0) {

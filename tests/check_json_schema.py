@@ -232,7 +232,8 @@ def check_profile(doc, loader):
     if loader:
         need(doc, "freq_hz", lambda v: is_int(v) and v > 0, "a positive integer", "document")
         stats = ["oncpu_samples", "oncpu_tagged", "oncpu_scheduler", "lost_samples", "ticks",
-                 "missed_ticks", "offcpu_snapshots", "unwinds", "reused", "over_budget"]
+                 "missed_ticks", "offcpu_snapshots", "unwinds", "reused", "over_budget",
+                 "unlabelled", "dropped_stacks"]
         need(doc, "stats", lambda v: isinstance(v, dict), "an object", "document")
         for k in stats:
             need(doc["stats"], k, lambda v: is_int(v) and v >= 0, "a non-negative integer",

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,6 +150,8 @@ static void *ht_rewrite(void *arg)
 	while (!t->stop) {
 		for (uint32_t s = 0; s < n && !t->stop; s++) {
 			struct stb_abi_task *p = ht_task(t, s);
+			if ((s & 255) == 0)
+				sched_yield(); /* two CPUs: leave some to the others */
 			if (strcmp(t->mode, "changing-ids") == 0) {
 				__atomic_store_n(&p->id, (ht_rand(&r) & 0xffff) << 32 | s, __ATOMIC_RELEASE);
 				__atomic_fetch_add(&p->word, 1ull << 32, __ATOMIC_RELEASE);
@@ -165,8 +168,10 @@ static void *ht_rewrite(void *arg)
 				uint64_t *w = (uint64_t *)p;
 				w[ht_rand(&r) % (STB_ABI_ENTRY_SIZE / 8)] = ht_rand(&r);
 				if ((ht_rand(&r) & 1023) == 0) {
+					/* The header's counters (slot_hwm .. monitor_ns): what a
+					 * reader re-reads after its check. */
 					uint64_t *hw = (uint64_t *)t->h;
-					hw[2 + ht_rand(&r) % 30] = ht_rand(&r); /* the header after its magic */
+					hw[8 + ht_rand(&r) % 8] = ht_rand(&r);
 				}
 			}
 		}
@@ -174,9 +179,11 @@ static void *ht_rewrite(void *arg)
 	return NULL;
 }
 
-static int ht_threads(struct ht *t)
+static int ht_threads(struct ht *t, bool spin)
 {
-	if (pthread_create(&t->worker, NULL, ht_spin, t) != 0)
+	if (!spin)
+		t->worker_tid = (uint32_t)syscall(SYS_gettid); /* main: blocked reading stdin */
+	else if (pthread_create(&t->worker, NULL, ht_spin, t) != 0)
 		return -1;
 	while (!__atomic_load_n(&t->worker_tid, __ATOMIC_ACQUIRE))
 		usleep(100);
@@ -188,8 +195,17 @@ static int ht_threads(struct ht *t)
 	return 0;
 }
 
-/* A module dlopen'ed from a memfd, then truncated under its mapping. Returns
- * the address of its function hostile_lib_fn, or 0. */
+static const char *ht_mode;
+
+static void ht_unlink_lib(void)
+{
+	char file[64];
+	snprintf(file, sizeof(file), "/tmp/stb-hostile-lib-%d.so", (int)getpid());
+	unlink(file);
+}
+
+/* A module dlopen'ed from a memfd or a file, then truncated under its
+ * mapping. Returns the address of its function hostile_lib_fn, or 0. */
 static uint64_t ht_truncated_lib(const char *path)
 {
 	int src = open(path, O_RDONLY | O_CLOEXEC);
@@ -198,7 +214,15 @@ static uint64_t ht_truncated_lib(const char *path)
 		perror("hostile_target: the library");
 		return 0;
 	}
-	int fd = memfd_create("hostile_lib.so", MFD_CLOEXEC);
+	/* truncated-elf: a memfd; truncated-file: a file of its own, which a
+	 * reader can open by the path in /proc/PID/maps. */
+	char file[64];
+	snprintf(file, sizeof(file), "/tmp/stb-hostile-lib-%d.so", (int)getpid());
+	int fd = strcmp(ht_mode, "truncated-file") == 0
+			 ? open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+			 : memfd_create("hostile_lib.so", MFD_CLOEXEC);
+	if (fd < 0)
+		return 0;
 	char buf[65536];
 	ssize_t n;
 	while ((n = read(src, buf, sizeof(buf))) > 0)
@@ -207,7 +231,8 @@ static uint64_t ht_truncated_lib(const char *path)
 	close(src);
 	char self[64];
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	void *lib = dlopen(self, RTLD_NOW | RTLD_LOCAL);
+	void *lib = dlopen(strcmp(ht_mode, "truncated-file") == 0 ? file : self,
+			   RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		fprintf(stderr, "hostile_target: dlopen: %s\n", dlerror());
 		return 0;
@@ -217,6 +242,8 @@ static uint64_t ht_truncated_lib(const char *path)
 	 * parses it in place faults there. This process never runs it again. */
 	if (!fn || ftruncate(fd, 4096) != 0)
 		return 0;
+	if (strcmp(ht_mode, "truncated-file") == 0)
+		atexit(ht_unlink_lib);
 	return (uint64_t)(uintptr_t)fn;
 }
 
@@ -299,13 +326,16 @@ static int ht_build(struct ht *t, const char *lib)
 		   strcmp(m, "bad-wait-kinds") != 0 && strcmp(m, "bad-workers") != 0 &&
 		   strcmp(m, "wild-stacks") != 0 && strcmp(m, "names") != 0 &&
 		   strcmp(m, "running") != 0 && strcmp(m, "cfi-loop") != 0 &&
-		   strcmp(m, "truncated-elf") != 0) {
+		   strcmp(m, "truncated-elf") != 0 && strcmp(m, "truncated-file") != 0) {
 		return -1;
 	}
-	if (threads && ht_threads(t) != 0)
+	/* A thread on a CPU only where running tasks need one. */
+	bool spin = strcmp(m, "running") == 0 || strcmp(m, "nworkers-beyond") == 0;
+	if (threads && ht_threads(t, spin) != 0)
 		return -1;
-	uint64_t lib_fn = strcmp(m, "truncated-elf") == 0 ? ht_truncated_lib(lib) : 0;
-	if (strcmp(m, "truncated-elf") == 0 && !lib_fn)
+	bool truncated = strcmp(m, "truncated-elf") == 0 || strcmp(m, "truncated-file") == 0;
+	uint64_t lib_fn = truncated ? ht_truncated_lib(lib) : 0;
+	if (truncated && !lib_fn)
 		return -1;
 	static const char *const names[] = {
 		"\x1b[2J\x1b[31mred\x07", "line\nbreak\r\n", "quote\"back\\slash",
@@ -348,7 +378,7 @@ static int ht_build(struct ht *t, const char *lib)
 		}
 		if (strcmp(m, "cfi-loop") == 0)
 			p->ip = (uint64_t)(uintptr_t)&hostile_cfi_loop + 3;
-		if (strcmp(m, "truncated-elf") == 0)
+		if (truncated)
 			p->ip = lib_fn + 8;
 		if (strcmp(m, "switching") == 0)
 			p->word = (uint64_t)1 << 32 | (s % 2 ? STB_TASK_ABOUT_TO_RUN : STB_TASK_SUSPENDING);
@@ -373,7 +403,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: hostile_target MODE [LIB]\n");
 		return 64;
 	}
-	t.mode = argv[1];
+	t.mode = ht_mode = argv[1];
 	t.fd = -1;
 	t.stack = malloc(HT_STACK);
 	uint64_t r = 0x243f6a8885a308d3ull;

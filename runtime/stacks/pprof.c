@@ -107,6 +107,7 @@ struct stb_pprof {
 	size_t nstack_locs, cstack_locs;
 	struct stb_pp_stack *stacks;
 	size_t nstacks, cstacks;
+	bool full;              /* the last stack met opts.max_stacks */
 	struct stb_pp_set stack_set;
 
 	struct stb_pp_label *labels;
@@ -344,6 +345,10 @@ static uint32_t stb_pp_loc(struct stb_pprof *p, uint64_t ip, bool exact, const c
 	uint32_t *slot = stb_pp_set_find(&p->loc_set, h, p, stb_pp_loc_eq, &k);
 	if (*slot)
 		return *slot;
+	if (p->o.max_stacks && !note && p->nlocs >= 4 * (size_t)p->o.max_stacks) {
+		p->full = true; /* bounded memory: no new address */
+		return 0;
+	}
 	if (stb_pp_grow(&p->locs, &p->clocs, p->nlocs + 1, sizeof(*p->locs)) != 0)
 		return 0;
 	struct stb_pp_loc *l = &p->locs[p->nlocs];
@@ -395,6 +400,7 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 	if (!locs)
 		return -ENOMEM;
 	uint32_t k = 0;
+	p->full = false;
 	if (s->leaf && !(locs[k++] = stb_pp_loc(p, 0, false, s->leaf)))
 		goto cleanup;
 	for (unsigned i = 0; i < s->n; i++)
@@ -411,6 +417,10 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 		rc = *slot - 1;
 		goto cleanup;
 	}
+	if (p->o.max_stacks && p->nstacks >= p->o.max_stacks) {
+		rc = -ENOSPC;
+		goto cleanup;
+	}
 	if (stb_pp_grow(&p->stack_locs, &p->cstack_locs, p->nstack_locs + n,
 			sizeof(*p->stack_locs)) != 0 ||
 	    stb_pp_grow(&p->stacks, &p->cstacks, p->nstacks + 1, sizeof(*p->stacks)) != 0)
@@ -422,6 +432,8 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 	p->stack_set.n++;
 	rc = (int64_t)p->nstacks - 1;
 cleanup:
+	if (rc == -ENOMEM && p->full)
+		rc = -ENOSPC;
 	if (locs != stackbuf)
 		free(locs);
 	return rc;
@@ -519,6 +531,11 @@ int stb_pprof_sample_add(struct stb_pprof *p, uint32_t idx, const int64_t *value
 size_t stb_pprof_nsamples(const struct stb_pprof *p)
 {
 	return p ? p->nsamples : 0;
+}
+
+size_t stb_pprof_nstacks(const struct stb_pprof *p)
+{
+	return p ? p->nstacks : 0;
 }
 
 void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns)

@@ -46,6 +46,9 @@ struct stb_pprof_opts {
 	 * the symbolizer's module and offset. Borrowed; must outlive the writes. */
 	struct stb_sym *sym;
 	struct stb_unw_proc *unw;
+	/* Bounded memory: at most this many distinct stacks (and four times as
+	 * many distinct addresses); 0 = no bound. */
+	unsigned max_stacks;
 };
 
 /* A label of a sample: a string (str != NULL) or a number. */
@@ -74,7 +77,8 @@ struct stb_pprof *stb_pprof_new(const struct stb_pprof_opts *opts);
 /* Frees p; accepts NULL. */
 void stb_pprof_free(struct stb_pprof *p);
 
-/* Interns a stack. Returns its id (>= 0) or -ENOMEM / -EINVAL. */
+/* Interns a stack. Returns its id (>= 0), -ENOSPC when it is new and
+ * opts.max_stacks is reached, or -ENOMEM / -EINVAL. */
 int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s);
 
 /*
@@ -88,8 +92,9 @@ int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_p
 /* Adds values to sample idx (from stb_pprof_sample). Returns 0 or -EINVAL. */
 int stb_pprof_sample_add(struct stb_pprof *p, uint32_t idx, const int64_t *values);
 
-/* Number of samples so far. */
+/* Number of samples / of distinct stacks so far. */
 size_t stb_pprof_nsamples(const struct stb_pprof *p);
+size_t stb_pprof_nstacks(const struct stb_pprof *p);
 
 /* Sets Profile.duration_nanos (known only at the end of a profile). */
 void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns);
