@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Target of test_loader and bench_loader: bthreads parked in known call
+ * Target of test_loader_* and bench_loader: bthreads parked in known call
  * chains (butex, sleep, mutex, fd, yield, spin, blocking read), a registered
  * pthread, a heartbeat and a counter of every signal received; ids on stdout,
  * line commands on stdin (ltgt_usage). Built with and without frame pointers.
