@@ -48,11 +48,18 @@ static inline uint64_t stb_loader_deadline(const struct stb_loader_opts *o)
 }
 
 /* Time kept at the end of the run for writing the output: tracing stops
- * this long before the deadline (a fifth of it, at most 5 s). */
+ * this long before the deadline (a quarter of it, at most 5 s). Symbols are
+ * looked up until a fifth of it is left; then frames keep their addresses
+ * only, and the rest is plain writing. */
 static inline uint64_t stb_loader_reserve_ns(const struct stb_loader_opts *o)
 {
-	uint64_t r = o->deadline_ns / 5;
+	uint64_t r = o->deadline_ns / 4;
 	return r < 5000000000ull ? r : 5000000000ull;
+}
+
+static inline uint64_t stb_loader_sym_deadline(const struct stb_loader_opts *o)
+{
+	return stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 5;
 }
 
 /*

@@ -100,7 +100,7 @@ struct stb_prof {
 
 static volatile sig_atomic_t stb_prof_stop;
 
-static void stb_prof_on_signal(int sig)
+static void prof_on_signal(int sig)
 {
 	(void)sig;
 	stb_prof_stop = 1;
@@ -135,7 +135,7 @@ int stb_profile_parse_duration(const char *s, uint64_t *ns)
 
 /* ---- labels and samples ---- */
 
-static void stb_prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t size)
+static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t size)
 {
 	const struct stb_abi_task *p = stb_target_task(P->tg, STB_ABI_SLOT(id));
 	name[0] = '\0';
@@ -148,7 +148,7 @@ static void stb_prof_task_name(struct stb_prof *P, uint64_t id, char *name, size
 }
 
 /* Adds values to (stack, labels of the task). Returns the sample or -errno. */
-static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, unsigned state,
+static int64_t prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, unsigned state,
 			       uint32_t tid, const int64_t *values)
 {
 	char ids[24], name[STB_ABI_NAME_LEN];
@@ -176,7 +176,7 @@ static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, u
 	if (tid)
 		l[n++] = (struct stb_pprof_label){.key = "worker_tid", .num = tid};
 	if (id) {
-		stb_prof_task_name(P, id, name, sizeof(name));
+		prof_task_name(P, id, name, sizeof(name));
 		if (name[0])
 			l[n++] = (struct stb_pprof_label){.key = "name", .str = name};
 	}
@@ -186,7 +186,7 @@ static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, u
 	return rc;
 }
 
-static int64_t stb_prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned n, bool exact,
+static int64_t prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned n, bool exact,
 			      const char *leaf)
 {
 	struct stb_pprof_stack s = {
@@ -206,14 +206,14 @@ static int64_t stb_prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned 
 /* ---- on-CPU samples ---- */
 
 /* The ips of the frames an unwind delivered into P->frames. */
-static unsigned stb_prof_ips(struct stb_prof *P, unsigned n)
+static unsigned prof_ips(struct stb_prof *P, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
 		P->ips[i] = P->frames[i].ip;
 	return n;
 }
 
-static int stb_prof_on_record(void *arg, const struct stb_record *rec, size_t size)
+static int prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 {
 	struct stb_prof *P = arg;
 	if (rec->kind != STB_RECORD_MODE_SAMPLE)
@@ -229,13 +229,13 @@ static int stb_prof_on_record(void *arg, const struct stb_record *rec, size_t si
 	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
 				      .deadline = P->unwind_end};
 	stb_record_unwind(P->unw, rec, size, stb_frame_sink_depth(&sink), stb_frame_sink_add, &sink);
-	unsigned n = stb_prof_ips(P, sink.n);
-	int64_t st = stb_prof_stack(P, P->ips, n, true, kernel ? STB_PPROF_NOTE_KERNEL
+	unsigned n = prof_ips(P, sink.n);
+	int64_t st = prof_stack(P, P->ips, n, true, kernel ? STB_PPROF_NOTE_KERNEL
 							       : n ? NULL : STB_PPROF_NOTE_NO_STACK);
 	if (st < 0)
 		return 0;
 	int64_t v[STB_PV_N] = {1, (int64_t)P->period_ns, (int64_t)P->period_ns};
-	stb_prof_sample(P, st, task ? rec->id : 0, STB_ABI_STATE(rec->word) < STB_TASK_NSTATES
+	prof_sample(P, st, task ? rec->id : 0, STB_ABI_STATE(rec->word) < STB_TASK_NSTATES
 			? STB_ABI_STATE(rec->word) : STB_TASK_RUNNING, rec->tid, v);
 	return 0;
 }
@@ -253,7 +253,7 @@ static int stb_prof_on_record(void *arg, const struct stb_record *rec, size_t si
  * switching (not off-CPU now), -ESRCH when gone, or another -errno. *seq and
  * *state: the run sequence and state of the copy.
  */
-static int64_t stb_prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
+static int64_t prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
 				    uint32_t *seq, unsigned *state)
 {
 	struct stb_snapshot snap;
@@ -269,12 +269,12 @@ static int64_t stb_prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, 
 	P->unwinds++;
 	*seq = snap.seq;
 	*state = snap.state;
-	unsigned n = stb_prof_ips(P, sink.n);
-	return stb_prof_stack(P, P->ips, n, false, n ? NULL : STB_PPROF_NOTE_NO_STACK);
+	unsigned n = prof_ips(P, sink.n);
+	return prof_stack(P, P->ips, n, false, n ? NULL : STB_PPROF_NOTE_NO_STACK);
 }
 
 /* The cache entry of slot (created when missing); NULL without memory. */
-static struct stb_prof_slot *stb_prof_slot_get(struct stb_prof *P, uint32_t slot)
+static struct stb_prof_slot *prof_slot_get(struct stb_prof *P, uint32_t slot)
 {
 	if (P->used * 2 >= P->nslots) {
 		size_t n = P->nslots ? P->nslots * 2 : 1024;
@@ -305,7 +305,7 @@ static struct stb_prof_slot *stb_prof_slot_get(struct stb_prof *P, uint32_t slot
 }
 
 /* One task of a snapshot (the scan's callback). */
-static int stb_prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
+static int prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 			      const struct stb_tview_task *t)
 {
 	struct stb_prof *P = arg;
@@ -316,7 +316,7 @@ static int stb_prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 		return 0; /* registered pthreads are always "running" */
 	if (P->target_gone)
 		return 1;
-	struct stb_prof_slot *c = stb_prof_slot_get(P, slot);
+	struct stb_prof_slot *c = prof_slot_get(P, slot);
 	if (!c) {
 		P->err = -ENOMEM;
 		return 1;
@@ -331,7 +331,7 @@ static int stb_prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 		if (c->state == st && c->sample >= 0) {
 			stb_pprof_sample_add(P->pp, (uint32_t)c->sample, v);
 		} else {
-			c->sample = stb_prof_sample(P, c->stack, id, st, 0, v);
+			c->sample = prof_sample(P, c->stack, id, st, 0, v);
 			c->state = st;
 		}
 		P->reused++;
@@ -349,10 +349,10 @@ static int stb_prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 		P->over_budget++;
 		P->offcpu += weight;
 		c->id = 0;
-		stb_prof_sample(P, P->overbudget, id, st, 0, v);
+		prof_sample(P, P->overbudget, id, st, 0, v);
 		return 0;
 	} else {
-		stack = stb_prof_unwind_task(P, p, id, &seq, &cst);
+		stack = prof_unwind_task(P, p, id, &seq, &cst);
 		if (stack == -EAGAIN || stack == -ESRCH || stack == -ENXIO) {
 			c->id = 0;
 			if (stack == -ENXIO || (stack == -ESRCH && !stb_target_alive(P->tg)))
@@ -367,7 +367,7 @@ static int stb_prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 	int64_t smp = -1;
 	if (P->snap_count) {
 		P->offcpu += weight;
-		smp = stb_prof_sample(P, stack, id, cst, 0, v);
+		smp = prof_sample(P, stack, id, cst, 0, v);
 	}
 	*c = (struct stb_prof_slot){.key = c->key, .id = id, .seq = seq, .state = cst,
 				    .stack = stack, .sample = smp};
@@ -382,7 +382,7 @@ struct stb_prof_from {
 	uint32_t first;
 };
 
-static struct stb_abi_task *stb_prof_from_entry(void *ctx, uint32_t slot, uint32_t *next)
+static struct stb_abi_task *prof_from_entry(void *ctx, uint32_t slot, uint32_t *next)
 {
 	struct stb_prof_from *f = ctx;
 	if (slot < f->first) {
@@ -397,7 +397,7 @@ static struct stb_abi_task *stb_prof_from_entry(void *ctx, uint32_t slot, uint32
  * count false: only fill the cache (the priming pass before the clock starts,
  * so that the first tick does not pay for every unwind and symbol table).
  * Starts at the rotor (where the previous tick ran out of budget). */
-static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
+static void prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
 {
 	const unsigned mask = 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_READY |
 			      1u << STB_TASK_CREATED | 1u << STB_TASK_READY_NO_STACK;
@@ -413,14 +413,14 @@ static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t 
 	P->snap_v[STB_PV_WALL] = (int64_t)(weight * P->period_ns);
 	uint32_t start = P->rotor < src.nslots ? P->rotor : 0;
 	struct stb_prof_from from = {.src = src, .first = start};
-	struct stb_tview_src tail = {.entry = stb_prof_from_entry, .ctx = &from,
+	struct stb_tview_src tail = {.entry = prof_from_entry, .ctx = &from,
 				     .nslots = src.nslots};
 	struct stb_tview_scan_result r;
-	stb_tview_scan(&tail, mask, 0, stb_prof_snap_task, P, &r);
+	stb_tview_scan(&tail, mask, 0, prof_snap_task, P, &r);
 	if (start && !r.stopped) {
 		struct stb_tview_src head = src;
 		head.nslots = start;
-		stb_tview_scan(&head, mask, 0, stb_prof_snap_task, P, &r);
+		stb_tview_scan(&head, mask, 0, prof_snap_task, P, &r);
 	}
 	if (!P->snap_over)
 		P->rotor = 0;
@@ -428,7 +428,7 @@ static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t 
 
 /* ---- setup, loop, output ---- */
 
-static int stb_prof_open_capture(struct stb_prof *P)
+static int prof_open_capture(struct stb_prof *P)
 {
 	struct stb_bpf_prog_opts co;
 	stb_target_bpf_prog_opts(P->tg, STB_RECORD_MODE_SAMPLE, &co);
@@ -453,7 +453,7 @@ static int stb_prof_open_capture(struct stb_prof *P)
 	return 0;
 }
 
-static void stb_prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64_t lost)
+static void prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64_t lost)
 {
 	fprintf(stderr, "\rstb-bpf-loader: profiling pid %d: %.1f / %.1f s, %" PRIu64
 			" on-CPU samples, %" PRIu64 " off-CPU snapshots, %" PRIu64 " lost   ",
@@ -462,7 +462,7 @@ static void stb_prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64
 	fflush(stderr);
 }
 
-static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t lost,
+static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t lost,
 			  const struct stb_bpf_prog_stats *cs)
 {
 	char line[768];
@@ -588,6 +588,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 		.period = (int64_t)P.period_ns,
 		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
 		.sym = P.sym, .unw = P.unw, .max_stacks = STB_PROF_MAX_STACKS,
+		.sym_deadline = stb_loader_sym_deadline(o),
 	};
 	P.pp = stb_pprof_new(&po);
 	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};
@@ -601,12 +602,12 @@ int stb_profile_run(const struct stb_loader_opts *o)
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto cleanup;
 	}
-	if (stb_prof_open_capture(&P) != 0)
+	if (prof_open_capture(&P) != 0)
 		goto cleanup;
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = stb_prof_on_signal;
+	sa.sa_handler = prof_on_signal;
 	sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills */
 	sigemptyset(&sa.sa_mask);
 	stb_prof_stop = 0;
@@ -619,7 +620,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 	uint64_t p0 = stb_now_ns();
 	uint64_t prime = o->deadline_ns / 10 < 2000000000ull ? o->deadline_ns / 10 : 2000000000ull;
 	stb_watchdog_phase("priming the off-CPU cache");
-	stb_prof_snapshot(&P, p0 + prime, 0, false);
+	prof_snapshot(&P, p0 + prime, 0, false);
 	if (o->verbose)
 		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
 				"in %.1f ms; sampling %d workers\n", P.unwinds,
@@ -645,14 +646,14 @@ int stb_profile_run(const struct stb_loader_opts *o)
 		uint64_t now = stb_now_ns();
 		bool done = stb_prof_stop || P.target_gone || now >= end;
 		uint64_t limit = now < end ? now : end;
-		if (stb_bpf_prog_sample_poll(P.cap, stb_prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
+		if (stb_bpf_prog_sample_poll(P.cap, prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
 			P.target_gone = true;
 		if (next <= limit && !P.target_gone) {
 			/* A late snapshot (the loader was not scheduled in time) stands
 			 * for the ticks it missed as well, so that every tick of the
 			 * profile is counted exactly once, the last ones included. */
 			uint64_t weight = 1 + (limit - next) / tick;
-			stb_prof_snapshot(&P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
+			prof_snapshot(&P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
 			P.ticks++;
 			P.missed_ticks += weight - 1;
 			next += weight * tick;
@@ -673,7 +674,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 		}
 		if (progress && now >= next_progress) {
 			stb_bpf_prog_stats_read(P.cap, &cs);
-			stb_prof_progress(&P, now - t0, (uint64_t)cs.rb_full);
+			prof_progress(&P, now - t0, (uint64_t)cs.rb_full);
 			next_progress = now + STB_PROF_PROGRESS_NS;
 		}
 		uint64_t wake = next < end ? next : end;
@@ -685,18 +686,18 @@ int stb_profile_run(const struct stb_loader_opts *o)
 	P.unwind_end = trace_end; /* the last samples */
 	stb_watchdog_phase("writing the profile");
 	stb_bpf_prog_sample_stop(P.cap);
-	stb_bpf_prog_sample_poll(P.cap, stb_prof_on_record, &P);
+	stb_bpf_prog_sample_poll(P.cap, prof_on_record, &P);
 	stb_bpf_prog_stats_read(P.cap, &cs);
 	uint64_t lost = cs.rb_full;
 	if (progress) {
-		stb_prof_progress(&P, elapsed, lost);
+		prof_progress(&P, elapsed, lost);
 		fputc('\n', stderr);
 	}
 	if (P.err) {
 		fprintf(stderr, "stb-bpf-loader: building the profile failed: %s\n", strerror(-P.err));
 		goto cleanup;
 	}
-	rc = stb_prof_write(&P, out, elapsed, lost, &cs);
+	rc = prof_write(&P, out, elapsed, lost, &cs);
 	written = true;
 	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "stb-bpf-loader: writing the profile failed: %s\n",

@@ -18,7 +18,7 @@ struct stb_record_walk {
 	bool stop;
 };
 
-static int stb_record_frame(const struct stb_unw_frame *f, void *arg)
+static int record_frame(const struct stb_unw_frame *f, void *arg)
 {
 	struct stb_record_walk *w = arg;
 	w->n++;
@@ -28,14 +28,14 @@ static int stb_record_frame(const struct stb_unw_frame *f, void *arg)
 }
 
 /* Delivers rec->frames[from ..] as frame-pointer frames. */
-static void stb_record_chain(const struct stb_record *rec, unsigned from, unsigned max,
+static void record_chain(const struct stb_record *rec, unsigned from, unsigned max,
 			     struct stb_record_walk *w)
 {
 	for (unsigned k = from; k < rec->nframes && k < STB_RECORD_MAX_FRAMES; k++) {
 		if (w->n >= max || w->stop)
 			return;
 		struct stb_unw_frame f = {.ip = rec->frames[k], .sp = 0, .how = STB_FRAME_FP};
-		stb_record_frame(&f, w);
+		record_frame(&f, w);
 	}
 }
 
@@ -57,15 +57,15 @@ unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *re
 		struct stb_stack_copy copy = {.addr = rec->regs.sp - below,
 					      .bytes = rec->stack - below,
 					      .len = rec->stack_size + below};
-		stb_unw_walk(unw, &regs, &copy, 0, max, stb_record_frame, &w);
+		stb_unw_walk(unw, &regs, &copy, 0, max, record_frame, &w);
 	}
 	if (w.n == 0) {
-		stb_record_chain(rec, 0, max, &w);
+		record_chain(rec, 0, max, &w);
 		return w.n;
 	}
 	for (unsigned k = 0; k < rec->nframes && k < STB_RECORD_MAX_FRAMES; k++) {
 		if (rec->frames[k] == w.last_ip) {
-			stb_record_chain(rec, k + 1, max, &w);
+			record_chain(rec, k + 1, max, &w);
 			break;
 		}
 	}

@@ -316,6 +316,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	struct stb_report r = {
 		.out = out, .sym = S.sym, .unw = S.unw, .group = o->group, .meta = &meta,
 		.now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+		.sym_deadline = stb_loader_sym_deadline(o),
 	};
 	stb_watchdog_phase("writing the output");
 	int rc = stb_report_write(&r, S.tasks, S.n, o->format);
@@ -325,6 +326,9 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			strerror(rc ? -rc : errno ? errno : EIO));
 		goto cleanup;
 	}
+	if (stb_now_ns() >= r.sym_deadline)
+		fprintf(stderr, "stb-bpf-loader: warning: the deadline came close while the output "
+				"was written: some frames have no symbols\n");
 	if (o->verbose)
 		print_summary(&S, t0, t1);
 	if (S.target_gone)

@@ -400,7 +400,7 @@ static void test_all_grouped(void **state)
 		fail_msg("no group '%s' in:\n%s", one, r.body);
 	assert_non_null(strstr(o, " dh_other_f2+0x"));
 	/* The serving bthread traced itself: a running group with the endpoint's frames. */
-	assert_non_null(strstr(r.body, "stb_dh_conn_main"));
+	assert_non_null(strstr(r.body, "dh_conn_main"));
 	dh_free(&r);
 	STB_TEST_END();
 }

@@ -60,6 +60,15 @@ size_t stb_text_escape(char *dst, size_t size, const char *src, size_t len)
 	const unsigned char *s = (const unsigned char *)src;
 	size_t pos = 0;
 	for (size_t i = 0; i < len;) {
+		/* The common case: a run of plain printable ASCII, copied at once. */
+		size_t j = i;
+		while (j < len && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '\\' && s[j] != '"')
+			j++;
+		if (j > i) {
+			put(dst, size, &pos, (const char *)s + i, j - i);
+			i = j;
+			continue;
+		}
 		unsigned char c = s[i];
 		uint32_t cp;
 		size_t k = c >= 0x80 ? stb_utf8_decode(s + i, len - i, &cp) : 1;

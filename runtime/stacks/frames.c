@@ -35,7 +35,9 @@ static int emit(struct stb_frame_sink *s, const struct stb_frame *f)
 int stb_frame_sink_add(const struct stb_unw_frame *uf, void *arg)
 {
 	struct stb_frame_sink *s = arg;
-	if (s->deadline && stb_now_ns() >= s->deadline) {
+	/* The clock every 16 frames: a walk of 1,024 frames is still stopped
+	 * within microseconds of the deadline. */
+	if (s->deadline && (s->phys & 15) == 0 && stb_now_ns() >= s->deadline) {
 		s->timed_out = true;
 		return 1;
 	}

@@ -29,7 +29,8 @@ struct stb_frame_sink {
 	bool no_source;            /* symbols without file:line */
 	bool inline_frames;        /* add STB_FRAME_F_INLINED frames (needs sym) */
 	bool first_exact;          /* frame 0 is the interrupted instruction */
-	uint64_t deadline;         /* CLOCK_MONOTONIC ns; the walk ends there; 0: none */
+	uint64_t deadline;         /* CLOCK_MONOTONIC ns; the walk ends there (checked every
+	                              16 frames); 0: none */
 	/* Results. */
 	unsigned n;                /* logical frames delivered (<= max) */
 	unsigned phys;             /* physical frames seen */

@@ -49,6 +49,9 @@ struct stb_pprof_opts {
 	/* Bounded memory: at most this many distinct stacks (and four times as
 	 * many distinct addresses); 0 = no bound. */
 	unsigned max_stacks;
+	/* CLOCK_MONOTONIC ns after which no symbol is looked up (addresses and
+	 * mappings only); 0 = none. */
+	uint64_t sym_deadline;
 };
 
 /* A label of a sample: a string (str != NULL) or a number. */

@@ -16,6 +16,7 @@
 #include "report.h"
 #include "stb/abi.h"
 #include "symbolize.h"
+#include "util.h"
 
 static const char *const state_names[STB_TASK_NSTATES] = {
 	"unused", "created", "ready-without-stack", "ready", "about-to-run",
@@ -80,7 +81,7 @@ size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_f
 
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
 {
-	if (!r->sym)
+	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
 		return;
 	bool exact = stb_trace_mode_exact(t->mode);
 	for (unsigned i = 0; i < t->nframes; i++) {

@@ -89,6 +89,8 @@ struct stb_report {
 	uint64_t now_ns;         /* CLOCK_MONOTONIC_COARSE now, for "blocked for" */
 	bool group;              /* each distinct stack once, with its count and ids */
 	const struct stb_report_meta *meta; /* may be NULL */
+	uint64_t sym_deadline;   /* CLOCK_MONOTONIC ns: no symbol lookups after it
+	                            (frames keep their addresses); 0 = none */
 };
 
 /* Is frame 0 of a task traced in this mode the interrupted instruction (not

@@ -213,7 +213,7 @@ cleanup:
 
 static int stb_dump_pipe[2] = {-1, -1};
 
-static void stb_dump_on_signal(int sig)
+static void dump_on_signal(int sig)
 {
 	(void)sig;
 	int saved = errno;
@@ -223,7 +223,7 @@ static void stb_dump_on_signal(int sig)
 	errno = saved;
 }
 
-static void *stb_dump_thread(void *arg)
+static void *dump_thread(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_dump");
@@ -243,7 +243,7 @@ static void *stb_dump_thread(void *arg)
 }
 
 /* Parses "SIGQUIT", "QUIT", "quit" or a number; 1 means the default SIGQUIT. */
-static int stb_parse_signal(const char *s)
+static int parse_signal(const char *s)
 {
 	static const struct { const char *name; int sig; } names[] = {
 		{"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
@@ -268,7 +268,7 @@ void stb_dump_signal_init(void)
 	const char *env = getenv("STB_DUMP_SIGNAL");
 	if (!env || !*env || strcmp(env, "0") == 0)
 		return;
-	int sig = stb_parse_signal(env);
+	int sig = parse_signal(env);
 	if (sig < 0) {
 		fprintf(stderr, "stb: ignoring STB_DUMP_SIGNAL=%s (want QUIT, USR1, USR2, ... or a "
 				"number)\n", env);
@@ -277,12 +277,12 @@ void stb_dump_signal_init(void)
 	if (pipe2(stb_dump_pipe, O_CLOEXEC) != 0)
 		goto fail;
 	pthread_t th;
-	if (pthread_create(&th, NULL, stb_dump_thread, NULL) != 0)
+	if (pthread_create(&th, NULL, dump_thread, NULL) != 0)
 		goto fail;
 	pthread_detach(th);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = stb_dump_on_signal;
+	sa.sa_handler = dump_on_signal;
 	sa.sa_flags = SA_RESTART;
 	if (sigaction(sig, &sa, NULL) != 0)
 		goto fail;

@@ -68,14 +68,14 @@ static __thread struct stb_task *stb_tls_pthread_task __attribute__((tls_model("
 static pthread_key_t stb_pthread_key;
 static pthread_once_t stb_pthread_once = PTHREAD_ONCE_INIT;
 
-static void stb_count(uint64_t *c)
+static void count(uint64_t *c)
 {
 	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- configuration ---- */
 
-static int stb_parse_int_env(const char *name, int lo, int hi, int dflt)
+static int parse_int_env(const char *name, int lo, int hi, int dflt)
 {
 	const char *s = getenv(name);
 	if (!s || !*s)
@@ -95,10 +95,10 @@ void stb_tracer_attach(void)
 {
 	/* Only when set: a value given to stb_set_signal_trace_timeout_ms()
 	 * before the runtime started must not be reset to the default here. */
-	int ms = stb_parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
+	int ms = parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
 	if (ms)
 		__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
-	int sig = stb_parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
+	int sig = parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
 	stb_dump_signal_init();
@@ -122,7 +122,7 @@ int stb_set_trace_signal(int signo)
 	return 0;
 }
 
-static int stb_signo(void)
+static int trace_signo(void)
 {
 	int s = __atomic_load_n(&stb_trace_signo, __ATOMIC_ACQUIRE);
 	return s ? s : SIGRTMAX - 3;
@@ -130,7 +130,7 @@ static int stb_signo(void)
 
 /* ---- the signal handler (async-signal-safe: no locks, no allocation) ---- */
 
-static struct stb_task *stb_thread_task(void)
+static struct stb_task *thread_task(void)
 {
 	struct stb_task *t = stb_task_self();
 	return t ? t : stb_tls_pthread_task;
@@ -152,7 +152,7 @@ static void signal_handler(int sig, siginfo_t *si, void *uctx)
 	if (!__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_WRITING, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		goto out; /* stale request: its buffer may belong to someone else now */
-	struct stb_task *t = stb_thread_task();
+	struct stb_task *t = thread_task();
 	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
 	uint64_t sp = (uint64_t)g[REG_RSP];
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
@@ -186,14 +186,14 @@ out:
 	errno = saved_errno;
 }
 
-static void stb_install_handler_once(void)
+static void install_handler_once(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = signal_handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
-	if (sigaction(stb_signo(), &sa, NULL) != 0)
+	if (sigaction(trace_signo(), &sa, NULL) != 0)
 		stb_handler_err = errno;
 	else
 		__atomic_store_n(&stb_handler_installed, true, __ATOMIC_RELEASE);
@@ -201,7 +201,7 @@ static void stb_install_handler_once(void)
 
 /* ---- slots, leases ---- */
 
-static struct stb_slot *stb_slot_get(uint64_t deadline)
+static struct stb_slot *slot_get(uint64_t deadline)
 {
 	for (unsigned round = 0;; round++) {
 		for (unsigned i = 0; i < STB_SLOTS; i++) {
@@ -231,7 +231,7 @@ static struct stb_slot *stb_slot_get(uint64_t deadline)
 	}
 }
 
-static void stb_slot_put(struct stb_slot *s)
+static void slot_put(struct stb_slot *s)
 {
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
@@ -246,7 +246,7 @@ static void say(char *err, size_t len, const char *fmt, ...)
 }
 
 /* Is signal signo blocked on thread tid of this process? (/proc status) */
-static bool stb_signal_blocked(pid_t tid, int signo)
+static bool signal_blocked(pid_t tid, int signo)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
@@ -273,8 +273,8 @@ static bool stb_signal_blocked(pid_t tid, int signo)
 static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
 			  uint64_t deadline, struct stb_snapshot *snap, char *err, size_t errlen)
 {
-	int signo = stb_signo();
-	pthread_once(&stb_handler_once, stb_install_handler_once);
+	int signo = trace_signo();
+	pthread_once(&stb_handler_once, install_handler_once);
 	if (stb_handler_err) {
 		say(err, errlen, "cannot install the handler of signal %d: %s", signo,
 			   strerror(stb_handler_err));
@@ -315,8 +315,8 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 			uint64_t armed = tag << 8 | STB_SLOT_ARMED;
 			if (__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_ABANDONED,
 							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-				stb_count(&stb_tstats.signal_timeouts);
-				if (stb_signal_blocked(ktid, signo))
+				count(&stb_tstats.signal_timeouts);
+				if (signal_blocked(ktid, signo))
 					say(err, errlen, "signal %d is blocked on thread %d", signo,
 						   (int)ktid);
 				else
@@ -334,7 +334,7 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 	}
 	if ((st & 0xff) == STB_SLOT_DECLINED)
 		return -EAGAIN;
-	stb_count(&stb_tstats.signal_captures);
+	count(&stb_tstats.signal_captures);
 	snap->held_ns = s->handler_ns;
 	snap->tid = (uint32_t)ktid;
 	return 0;
@@ -373,7 +373,7 @@ static const struct stb_mem stb_self_mem = {.read = read_self, .flags = STB_MEM_
 
 /* ---- unwinding and symbols ---- */
 
-static void stb_self_init(void)
+static void self_init(void)
 {
 	stb_self_proc = stb_unw_proc_new(0);
 	if (!stb_self_proc) {
@@ -388,14 +388,14 @@ static void stb_self_init(void)
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f)
 {
 	struct stb_sym_info si;
-	pthread_once(&stb_self_once, stb_self_init);
+	pthread_once(&stb_self_once, self_init);
 	f->ip = ip;
 	stb_sym_fill_frame(stb_self_sym, flags, f, &si);
 }
 
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
 {
-	pthread_once(&stb_self_once, stb_self_init);
+	pthread_once(&stb_self_once, self_init);
 	*unw = stb_self_proc;
 	*sym = stb_self_sym;
 }
@@ -423,7 +423,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		say(info->error, sizeof(info->error), "no live bthread %llu", (unsigned long long)tid);
 		return -ESRCH;
 	}
-	pthread_once(&stb_self_once, stb_self_init);
+	pthread_once(&stb_self_once, self_init);
 	if (stb_self_err) {
 		say(info->error, sizeof(info->error), "cannot set up unwinding: %s",
 		    strerror(stb_self_err));
@@ -434,14 +434,14 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
 	info->since_ns = t->pub->since_ns;
 
-	struct stb_slot *s = stb_slot_get(deadline);
+	struct stb_slot *s = slot_get(deadline);
 	if (!s) {
 		say(info->error, sizeof(info->error), "no capture buffer available");
 		return -ENOMEM;
 	}
 	struct stb_snapshot snap;
 	int rc;
-	if (t == stb_thread_task()) {
+	if (t == thread_task()) {
 		/* Tracing ourselves: our own stack is stable while we read it. */
 		uint64_t hi = t->pub->stack_hi;
 		size_t len = hi > self_sp ? (size_t)(hi - self_sp) : 0;
@@ -492,10 +492,10 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		} else {
 			info->nframes = sink.n;
 			info->truncated = sink.truncated || sink.stopped;
-			stb_count(&stb_tstats.traces);
+			count(&stb_tstats.traces);
 		}
 	}
-	stb_slot_put(s);
+	slot_put(s);
 	return rc;
 }
 
@@ -514,7 +514,7 @@ struct stb_text {
 	unsigned idx;
 };
 
-static int stb_text_frame(const struct stb_frame *f, void *arg)
+static int text_frame(const struct stb_frame *f, void *arg)
 {
 	struct stb_text *tx = arg;
 	size_t room = tx->len < tx->size ? tx->size - tx->len : 0;
@@ -531,7 +531,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 	if (size)
 		buf[0] = '\0';
 	struct stb_text tx = {.buf = buf, .size = size};
-	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_text_frame, .arg = &tx};
+	struct stb_trace_opts o = {.no_source = 1, .on_frame = text_frame, .arg = &tx};
 	struct stb_trace_info info;
 	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)
@@ -545,7 +545,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 
 /* ---- registered pthreads ---- */
 
-static void stb_pthread_unregister(void *arg)
+static void pthread_unregister(void *arg)
 {
 	struct stb_task *t = arg;
 	stb_tls_pthread_task = NULL;
@@ -561,9 +561,9 @@ static void stb_pthread_unregister(void *arg)
 	stb_task_release(t);
 }
 
-static void stb_pthread_key_init(void)
+static void pthread_key_init(void)
 {
-	pthread_key_create(&stb_pthread_key, stb_pthread_unregister);
+	pthread_key_create(&stb_pthread_key, pthread_unregister);
 }
 
 bthread_t bthread_init_for_pthread_stack_trace(void)
@@ -580,7 +580,7 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 		errno = rc;
 		return 0;
 	}
-	pthread_once(&stb_pthread_once, stb_pthread_key_init);
+	pthread_once(&stb_pthread_once, pthread_key_init);
 	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 	char name[16] = "";
 	pthread_getname_np(pthread_self(), name, sizeof(name));
