@@ -429,19 +429,20 @@ int stb_bpf_prog_sync_workers(struct stb_bpf_prog *c)
 	err = table_read(c, 0, &h, sizeof(h));
 	if (err)
 		return err;
-	if (!header_ok(&h) || h.nworkers > STB_ABI_MAX_WORKERS)
+	if (!header_ok(&h))
 		return -EPROTO;
-	if (h.nworkers) {
-		ws = calloc(h.nworkers, sizeof(*ws));
+	/* The target's count, clamped: its worker entries are read, never more. */
+	__u32 nworkers = h.nworkers < STB_ABI_MAX_WORKERS ? h.nworkers : STB_ABI_MAX_WORKERS;
+	if (nworkers) {
+		ws = calloc(nworkers, sizeof(*ws));
 		if (!ws)
 			return -ENOMEM;
-		err = table_read(c, STB_ABI_WORKER_OFFSET(0), ws,
-					     (size_t)h.nworkers * sizeof(*ws));
+		err = table_read(c, STB_ABI_WORKER_OFFSET(0), ws, (size_t)nworkers * sizeof(*ws));
 		if (err)
 			goto cleanup;
 	}
 	for (unsigned int w = 0; w < STB_ABI_MAX_WORKERS; w++) {
-		pid_t tid = w < h.nworkers ? (pid_t)ws[w].tid : 0;
+		pid_t tid = w < nworkers && ws[w].tid <= INT32_MAX ? (pid_t)ws[w].tid : 0;
 
 		err = stb_bpf_prog_set_worker(c, w, tid);
 		if (err == -ESRCH)

@@ -20,7 +20,7 @@ static void test_usage_errors(void **state)
 {
 	(void)state;
 	static const struct {
-		const char *args[6];
+		const char *args[8];
 		const char *msg;
 	} cases[] = {
 		{{NULL}, "--pid is required"},
@@ -43,9 +43,14 @@ static void test_usage_errors(void **state)
 		{{"--pid", "1", "--format", NULL}, "needs a value"},
 		{{"--pid", "1", "extra", NULL}, "unexpected argument 'extra'"},
 		{{"--pid", "1", "--all", "--bthread", "4294967296", NULL}, "exclude each other"},
+		{{"--pid", "1", "--deadline", "0", NULL}, "--deadline: '0'"},
+		{{"--pid", "1", "--deadline", "1.5s", NULL}, "--deadline: '1.5s'"},
+		{{"--pid", "1", "--deadline", "25h", NULL}, "--deadline: '25h'"},
+		{{"--pid", "1", "--profile", "--duration", "10s", "--deadline", "5s", NULL},
+		 "--deadline must be longer than --duration"},
 	};
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[8];
+		char *argv[10];
 		int n = 0;
 		argv[n++] = loader_path;
 		for (int k = 0; cases[i].args[k]; k++)
@@ -66,7 +71,26 @@ static void test_usage_errors(void **state)
 	run_loader(&r, "--help", NULL);
 	expect_exit(&r, 0, NULL);
 	assert_non_null(strstr(r.out, "Usage: stb-bpf-loader --pid PID"));
+	assert_non_null(strstr(r.out, "--deadline"));
 	run_free(&r);
+}
+
+/* -o is opened before anything is traced: an output that cannot be written
+ * fails at once, without touching the target's tasks. */
+static void test_output_first(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	uint64_t t0 = ts_now_ns();
+	run_loader(&r, "--pid", pid_arg(&tg), "-v", "-o", "/nonexistent-dir/stacks.txt", NULL);
+	expect_exit(&r, 1, "cannot write /nonexistent-dir/stacks.txt");
+	assert_null(strstr(r.err, "tasks traced"));
+	assert_true(ts_now_ns() - t0 < 5000000000ull);
+	assert_int_equal(r.p.out.len, 0);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
 }
 
 static void test_no_such_process(void **state)
@@ -255,6 +279,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_usage_errors, teardown),
+		cmocka_unit_test_teardown(test_output_first, teardown),
 		cmocka_unit_test_teardown(test_no_such_process, teardown),
 		cmocka_unit_test_teardown(test_not_stb_runtime, teardown),
 		cmocka_unit_test_teardown(test_abi_mismatch, teardown),
