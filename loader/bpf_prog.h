@@ -107,10 +107,9 @@ void stb_bpf_prog_close(struct stb_bpf_prog *c);
 int stb_bpf_prog_set_worker(struct stb_bpf_prog *c, unsigned int worker, pid_t tid);
 
 /*
- * Reads header.nworkers (clamped to STB_ABI_MAX_WORKERS) and each worker's tid
- * from the target's table and
- * calls stb_bpf_prog_set_worker for every worker whose tid changed (workers
- * whose thread is gone are removed). Call it when the target may have started
+ * Reads header.nworkers (clamped to STB_ABI_MAX_WORKERS) and each worker's
+ * tid from the target's table and calls stb_bpf_prog_set_worker for every
+ * worker whose tid changed (workers whose thread is gone are removed). Call it when the target may have started
  * workers. Not thread-safe. Returns the number of workers with an event, or
  * -errno (-EPROTO: header invalid).
  */
