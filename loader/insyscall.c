@@ -81,8 +81,31 @@ static int copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t *v)
 
 enum { STB_RET_NO = 0, STB_RET_INDIRECT = 1, STB_RET_DIRECT = 2 };
 
+/* A call to a PLT stub goes where its GOT slot points (the call being
+ * blocked has run through it: the slot is bound). Returns that, or addr. */
+static uint64_t plt_target(struct stb_target *tg, uint64_t addr)
+{
+	uint8_t c[11];
+	if (stb_target_read(tg, addr, c, sizeof(c)) != 0)
+		return addr;
+	unsigned at = 0;
+	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+		at = 4; /* endbr64 */
+	if (c[at] == 0xf2)
+		at++; /* bnd */
+	if (at + 6 > sizeof(c) || c[at] != 0xff || c[at + 1] != 0x25)
+		return addr; /* not jmp *rel32(%rip) */
+	int32_t rel;
+	memcpy(&rel, c + at + 2, sizeof(rel));
+	uint64_t slot = addr + at + 6 + (uint64_t)(int64_t)rel, fn;
+	if (stb_target_read(tg, slot, &fn, sizeof(fn)) != 0 || fn == 0)
+		return addr;
+	return fn;
+}
+
 /* Is ret a return address: inside a module, right after a call instruction?
- * For a direct call (rel32), *target is the function it called. */
+ * For a direct call (rel32), *target is the function it called (through its
+ * PLT stub). */
 static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret,
 			   uint64_t *target)
 {
@@ -96,6 +119,7 @@ static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t
 		int32_t rel;
 		memcpy(&rel, code + 3, sizeof(rel));
 		*target = ret + (uint64_t)(int64_t)rel;
+		*target = plt_target(tg, *target);
 		return STB_RET_DIRECT;
 	}
 	if (code[5] == 0xff && (code[6] & 0x38) == 0x10) /* call *%reg */
@@ -144,12 +168,14 @@ int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct st
 	/* The walk stopped where rbp was needed: find the frame record of the
 	 * last frame above its stack pointer and follow the chain from there.
 	 * A record whose return address follows a direct call to the last
-	 * frame's function is taken first; otherwise the lowest plausible one
-	 * (stale records of earlier calls can look plausible, not like that). */
+	 * frame's function (its PLT stub resolved) is taken first; otherwise the
+	 * lowest plausible one (stale records of earlier calls can look
+	 * plausible, not like that). */
 	uint64_t callee_ip = w.last.ip;
 	uint64_t from = w.last.sp ? w.last.sp : regs->sp;
 	uint64_t hi = copy->addr + copy->len;
 	uint64_t pick = 0, pick_bp = 0, pick_ret = 0;
+	unsigned pick_fit = 0;
 	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_INSYSCALL_SCAN;
 	     x += 8) {
 		uint64_t saved_bp, ret, target = 0;
@@ -160,14 +186,19 @@ int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct st
 		int kind = return_kind(unw, tg, ret, &target);
 		if (kind == STB_RET_NO)
 			continue;
-		bool calls_callee = kind == STB_RET_DIRECT && target <= callee_ip &&
-				    callee_ip - target < STB_INSYSCALL_FN_SPAN;
-		if (!pick || calls_callee) {
+		/* A call to the last frame's function (through its PLT stub or
+		 * not) is taken at once; otherwise the lowest plausible record. */
+		unsigned fit = kind == STB_RET_DIRECT && target <= callee_ip &&
+					       callee_ip - target < STB_INSYSCALL_FN_SPAN
+				       ? 3
+				       : 1;
+		if (fit > pick_fit) {
 			pick = x;
 			pick_bp = saved_bp;
 			pick_ret = ret;
+			pick_fit = fit;
 		}
-		if (calls_callee)
+		if (fit == 3)
 			break;
 	}
 	if (pick) {
