@@ -6,7 +6,8 @@
  * with ELF_C_READ (pread on demand), separate debug files are copied into a
  * sealed memfd first. A per-(ip, flag) cache of results, an arena that owns
  * every string and array handed out, string interning, C++ demangling
- * through __cxa_demangle found at run time.
+ * through __cxa_demangle found at run time, and inline frames walked through
+ * the concrete inlined scopes (dwarf_getscopes_die), innermost first.
  */
 #include "symbolize.h"
 #include "modules.h"
@@ -632,6 +633,16 @@ static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr
 	if (!cu)
 		return;
 	n = dwarf_getscopes(cu, addr - dbias, &scopes);
+	if (n <= 0)
+		goto cleanup;
+	/* Past the innermost inlined instance, dwarf_getscopes continues with
+	 * the scopes of its abstract definition, not with the inlined instances
+	 * that contain it: a call inlined into an inlined call loses a level.
+	 * The concrete chain is the one containing the innermost scope's DIE. */
+	Dwarf_Die inner = scopes[0];
+	free(scopes);
+	scopes = NULL;
+	n = dwarf_getscopes_die(&inner, &scopes);
 	if (n <= 0)
 		goto cleanup;
 	for (int i = 0; i < n; i++)
