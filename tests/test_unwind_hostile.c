@@ -4,7 +4,8 @@
  * do: shrink an ELF file it has mapped (a shared object dlopen'ed from a
  * memfd, then truncated), carry CFI that loops or overflows, make a walk
  * meet a return address in no module right after a frame in one (the
- * module table is rebuilt mid-walk), and exhaust the walk's budgets.
+ * module table is rebuilt mid-walk), and exhaust the walk's budgets; and
+ * callbacks that symbolize and rebuild the registry while a walk runs.
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -317,6 +318,57 @@ static void test_refresh_mid_walk(void **state)
 	free(copy);
 }
 
+/* ------------------------------------------------- callbacks */
+
+struct sym_cb {
+	struct stb_unw_proc *p;
+	struct stb_sym *s;
+	unsigned n;
+	const char *names[8];
+};
+
+static int sym_collect(const struct stb_unw_frame *f, void *arg)
+{
+	struct sym_cb *c = arg;
+	struct stb_sym_info si;
+
+	/* A forced rebuild of the registry the walk is using, then a lookup
+	 * through the symbolizer that shares it. */
+	assert_int_equal(stb_unw_proc_refresh(c->p), 0);
+	stb_sym_lookup(c->s, f->ip, c->n ? STB_SYM_RETURN : 0, &si);
+	if (c->n < 8)
+		c->names[c->n] = si.function;
+	c->n++;
+	return 0;
+}
+
+/* The walk holds no lock while it calls back: a callback can symbolize
+ * (the trace driver's frame sink does) and even rebuild the registry. */
+static void test_callback_symbolizes(void **state)
+{
+	struct stb_regs r;
+	uint8_t *copy;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(unw_hostile_mid(&r, &copy, &len), 2);
+	for (int remote = 0; remote < 2; remote++) {
+		struct sym_cb c = { .n = 0 };
+		c.p = stb_unw_proc_new(remote ? getpid() : 0);
+		assert_non_null(c.p);
+		c.s = stb_sym_new_mods(stb_unw_proc_mods(c.p));
+		assert_non_null(c.s);
+		struct stb_stack_copy sc = { .addr = r.sp, .bytes = copy, .len = len };
+		assert_int_equal(stb_unw_walk(c.p, &r, &sc, 0, 3, sym_collect, &c), 3);
+		assert_string_equal(c.names[0], "unw_hostile_leaf");
+		assert_string_equal(c.names[1], "unw_hostile_mid");
+		assert_string_equal(c.names[2], "test_callback_symbolizes");
+		stb_sym_free(c.s);
+		stb_unw_proc_free(c.p);
+	}
+	free(copy);
+}
+
 /* ------------------------------------------------------------- budgets */
 
 static void test_budgets(void **state)
@@ -447,6 +499,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_target_shrinks_mapped_file),
 		cmocka_unit_test(test_cfi_expression_loop),
 		cmocka_unit_test(test_refresh_mid_walk),
+		cmocka_unit_test(test_callback_symbolizes),
 		cmocka_unit_test(test_budgets),
 		cmocka_unit_test(test_elf_reader_truncated),
 	};

@@ -37,7 +37,7 @@
 #define FUSE_SUPER_MAGIC 0x65735546
 
 struct stb_mod_image {
-	int refs; /* changed under the registry's refresh_lock only */
+	_Atomic int refs; /* tables using it */
 	struct stb_elf_mod em;
 	uint8_t *vdso;
 	size_t vdso_len;
@@ -46,7 +46,7 @@ struct stb_mod_image {
 struct stb_mods {
 	pid_t pid, read_pid;
 	_Atomic int refs;
-	pthread_rwlock_t lock;        /* tab: readers walk, a rebuild swaps */
+	pthread_rwlock_t lock;        /* tab: taking a reference vs swapping it */
 	pthread_mutex_t refresh_lock; /* one rebuild at a time */
 	struct stb_modtab *tab;
 	_Atomic uint64_t gen;
@@ -60,7 +60,7 @@ struct stb_mods {
 
 static void image_unref(struct stb_mod_image *im)
 {
-	if (!im || --im->refs > 0)
+	if (!im || atomic_fetch_sub_explicit(&im->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	stb_elf_mod_free(&im->em);
 	free(im->vdso);
@@ -179,7 +179,7 @@ static int mod_use_image(struct stb_modtab *t, struct stb_mod *m, struct stb_mod
 	int ret = 0;
 
 	m->img = im;
-	im->refs++;
+	atomic_fetch_add_explicit(&im->refs, 1, memory_order_relaxed);
 	if (im->vdso) {
 		m->image = im->vdso;
 		m->image_len = im->vdso_len;
@@ -572,7 +572,7 @@ static int add_vdso(struct stb_mods *r, struct stb_modtab *t, const struct mapli
 	/* Tables from the pieces copied out of the image; the image itself is
 	 * the one segment (code included) and what libdwfl reads. */
 	m->img = im;
-	im->refs = 1;
+	atomic_init(&im->refs, 1);
 	m->image = im->vdso;
 	m->image_len = len;
 	if (im->em.has_table) {
@@ -785,6 +785,7 @@ struct stb_mods *stb_mods_new(pid_t pid)
 	if (ret < 0)
 		goto cleanup;
 	r->tab->gen = r->next_gen = 1;
+	atomic_init(&r->tab->refs, 1);
 	atomic_store_explicit(&r->gen, 1, memory_order_release);
 	r->dl_adds = counts[0];
 	r->dl_subs = counts[1];
@@ -814,7 +815,7 @@ void stb_mods_unref(struct stb_mods *r)
 {
 	if (!r || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
-	modtab_free(r->tab);
+	stb_mods_release(r->tab);
 	pthread_rwlock_destroy(&r->lock);
 	pthread_mutex_destroy(&r->refresh_lock);
 	free(r);
@@ -830,15 +831,23 @@ pid_t stb_mods_read_pid(const struct stb_mods *r)
 	return r->read_pid;
 }
 
-const struct stb_modtab *stb_mods_lock(struct stb_mods *r)
+const struct stb_modtab *stb_mods_acquire(struct stb_mods *r)
 {
+	struct stb_modtab *t;
+
 	pthread_rwlock_rdlock(&r->lock);
-	return r->tab;
+	t = r->tab;
+	atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+	pthread_rwlock_unlock(&r->lock);
+	return t;
 }
 
-void stb_mods_unlock(struct stb_mods *r)
+void stb_mods_release(const struct stb_modtab *t)
 {
-	pthread_rwlock_unlock(&r->lock);
+	struct stb_modtab *m = (struct stb_modtab *)(uintptr_t)t;
+
+	if (m && atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1)
+		modtab_free(m);
 }
 
 uint64_t stb_mods_gen(struct stb_mods *r)
@@ -877,11 +886,12 @@ int stb_mods_refresh(struct stb_mods *r, bool forced, uint64_t deadline_ns)
 	if (ret < 0)
 		goto cleanup;
 	t->gen = ++r->next_gen;
+	atomic_init(&t->refs, 1); /* the registry's */
 	pthread_rwlock_wrlock(&r->lock);
 	r->tab = t;
 	atomic_store_explicit(&r->gen, t->gen, memory_order_release);
 	pthread_rwlock_unlock(&r->lock);
-	modtab_free(old); /* no reader sees it any more; shared images stay */
+	stb_mods_release(old); /* freed when the last walk using it ends */
 	r->dl_adds = counts[0];
 	r->dl_subs = counts[1];
 	atomic_fetch_add_explicit(&r->refreshes, 1, memory_order_relaxed);

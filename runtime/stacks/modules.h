@@ -5,8 +5,10 @@
  * owned copies of its unwind tables (elf_image.h), rebuilt from
  * /proc/PID/maps on demand. One registry feeds both the unwinder (unwind.c)
  * and the symbolizer's libdwfl session (symbolize.c): the target's
- * mappings are scanned once. Reference-counted; tables are immutable once
- * published and read under a read lock.
+ * mappings are scanned once. Reference-counted, and so are its tables:
+ * immutable once published, each kept alive by the walks using it, so that
+ * no lock is held while a walk calls back (a callback may symbolize, and
+ * the symbolizer may refresh the registry).
  */
 #ifndef STB_RUNTIME_STACKS_MODULES_H
 #define STB_RUNTIME_STACKS_MODULES_H
@@ -62,6 +64,7 @@ struct stb_modtab {
 	uint64_t gen;         /* distinct for every table of a registry, never 0 */
 	uint64_t bytes;       /* owned bytes of the images */
 	unsigned files;       /* modules read from files */
+	_Atomic long refs;    /* the registry's (while current) + stb_mods_acquire's */
 };
 
 /* Builds the registry of pid (0 = this process) now. Returns NULL and sets
@@ -80,10 +83,12 @@ void stb_mods_unref(struct stb_mods *r);
 pid_t stb_mods_pid(const struct stb_mods *r);
 pid_t stb_mods_read_pid(const struct stb_mods *r);
 
-/* Read-locks r and returns its current table, valid until stb_mods_unlock.
- * Several threads may hold it; stb_mods_refresh waits for them. */
-const struct stb_modtab *stb_mods_lock(struct stb_mods *r);
-void stb_mods_unlock(struct stb_mods *r);
+/* r's current table, with a reference: valid (unchanged) until
+ * stb_mods_release, whatever refreshes happen meanwhile. Thread-safe,
+ * never blocks for long (a short lock against a swap). */
+const struct stb_modtab *stb_mods_acquire(struct stb_mods *r);
+/* Drops a reference of stb_mods_acquire; accepts NULL. */
+void stb_mods_release(const struct stb_modtab *t);
 
 /* Generation of the current table (changes with every rebuild). Lock-free. */
 uint64_t stb_mods_gen(struct stb_mods *r);
@@ -92,7 +97,7 @@ uint64_t stb_mods_gen(struct stb_mods *r);
  * the last rebuild has passed (100 ms remote, 1 ms for pid 0) and, for pid
  * 0, the dynamic linker's counters changed; and never while another thread
  * rebuilds. deadline_ns (stb_now_ns clock, 0 = none): a rebuild not done by
- * then is abandoned (the old table stays). The caller must not hold r's lock.
+ * then is abandoned (the old table stays). Tables acquired before stay valid.
  * Returns 1 when a new table was published, 0 when none was needed, or
  * -errno (-ETIMEDOUT, -ESRCH, -ENOMEM...). */
 int stb_mods_refresh(struct stb_mods *r, bool forced, uint64_t deadline_ns);

@@ -409,7 +409,7 @@ static int stb_sym_report(struct stb_sym *s)
 	int ret = 0;
 	bool stale = false;
 
-	t = stb_mods_lock(s->mods);
+	t = stb_mods_acquire(s->mods);
 	dwfl_report_begin(s->dwfl);
 	for (size_t i = 0; i < t->nmods && ret == 0; i++) {
 		const struct stb_mod *m = &t->mods[i];
@@ -469,7 +469,7 @@ static int stb_sym_report(struct stb_sym *s)
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && ret == 0)
 		ret = -ENOMEM;
 	s->reported_gen = t->gen;
-	stb_mods_unlock(s->mods);
+	stb_mods_release(t);
 	if (ret == 0 && stale) {
 		/* Same name and range, another file: start a new session. */
 		Dwfl *n = dwfl_begin(&s->cb);

@@ -154,10 +154,10 @@ const struct stb_mod *stb_unw_ctx_mod(struct stb_unw_ctx *w, uint64_t ip)
 	m = stb_modtab_find(w->tab, ip);
 	if (!m && !w->refresh_tried) {
 		w->refresh_tried = true;
-		if (!stb_unw_ctx_late(w)) {
-			stb_mods_unlock(w->mods);
-			(void)stb_mods_refresh(w->mods, false, w->deadline_ns);
-			w->tab = stb_mods_lock(w->mods);
+		if (!stb_unw_ctx_late(w) && stb_mods_refresh(w->mods, false, w->deadline_ns) > 0) {
+			const struct stb_modtab *old = w->tab;
+			w->tab = stb_mods_acquire(w->mods);
+			stb_mods_release(old);
 			/* Whatever pointed into the old table is gone. */
 			w->last_seg = NULL;
 			w->last_mod = NULL;
@@ -458,7 +458,7 @@ int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_modu
 
 	if (!p || !out)
 		return -EINVAL;
-	t = stb_mods_lock(p->mods);
+	t = stb_mods_acquire(p->mods);
 	m = stb_modtab_find(t, ip);
 	if (m) {
 		memset(out, 0, sizeof(*out));
@@ -471,7 +471,7 @@ int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_modu
 		snprintf(out->path, sizeof(out->path), "%s", m->path ? m->path : "");
 		ret = 0;
 	}
-	stb_mods_unlock(p->mods);
+	stb_mods_release(t);
 	return ret;
 }
 
@@ -549,14 +549,14 @@ static void walk_begin(struct stb_unw_ctx *w, struct stb_unw_proc *p, const stru
 	w->deadline_ns = b && b->deadline_ns ? b->deadline_ns : 0;
 	w->bytes_left = b && b->max_target_bytes ? b->max_target_bytes : STB_UNW_DEFAULT_TARGET_BYTES;
 	w->expr_ops = b && b->max_expr_ops ? b->max_expr_ops : STB_DWEXPR_DEFAULT_OPS;
-	w->tab = stb_mods_lock(p->mods);
+	w->tab = stb_mods_acquire(p->mods);
 }
 
 static void walk_end(struct stb_unw_ctx *w, uint64_t steps, uint64_t frames)
 {
 	struct stb_unw_proc *p = w->p;
 
-	stb_mods_unlock(w->mods);
+	stb_mods_release(w->tab);
 	free(w->pc);
 	atomic_fetch_add_explicit(&p->st_walks, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->st_steps, steps, memory_order_relaxed);

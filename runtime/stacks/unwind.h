@@ -61,8 +61,8 @@ struct stb_unw_frame {
 };
 
 /* Return non-zero to stop the walk right there (the frame counts as
- * delivered). Called with the proc's module lock held for reading: it must
- * not call stb_unw_proc_refresh or stb_unw_proc_free on the same proc. */
+ * delivered). Called with no lock held: it may symbolize (stb_sym_*, also on
+ * the same registry) and refresh; it must not free the proc. */
 typedef int (*stb_unw_frame_fn)(const struct stb_unw_frame *f, void *arg);
 
 #define STB_UNW_DEFAULT_DEPTH 64u

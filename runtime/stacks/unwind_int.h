@@ -30,7 +30,7 @@ struct stb_unw_pcache {
 struct stb_unw_ctx {
 	struct stb_unw_proc *p;
 	struct stb_mods *mods;
-	const struct stb_modtab *tab; /* read-locked for the whole walk */
+	const struct stb_modtab *tab; /* acquired for the whole walk */
 	uint64_t copy_lo;
 	const uint8_t *copy;
 	size_t copy_len;
@@ -61,8 +61,8 @@ bool stb_unw_ctx_late(struct stb_unw_ctx *w);
 int stb_unw_ctx_read(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len);
 
 /* The module holding ip; on a miss, one rate-limited registry refresh per
- * walk (the table may change: every pointer into the old one is invalid,
- * last_seg/last_mod are reset). */
+ * walk (when the table changes, every pointer into the old one is invalid:
+ * last_seg/last_mod are reset, the old table is released). */
 const struct stb_mod *stb_unw_ctx_mod(struct stb_unw_ctx *w, uint64_t ip);
 
 /* libunwind fallback (unwind_lu.c). */
