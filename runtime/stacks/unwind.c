@@ -109,15 +109,11 @@ static int read_target(struct stb_unw_ctx *w, uint64_t addr, uint8_t *dst, size_
 	return 0;
 }
 
-int stb_unw_ctx_read(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len)
+/* Everything but the stack copy: module images, then the target. */
+static int read_slow(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len)
 {
 	const struct stb_seg *s;
 
-	if (addr - w->copy_lo < w->copy_len && w->copy_len - (addr - w->copy_lo) >= len) {
-		memcpy(dst, w->copy + (addr - w->copy_lo), len);
-		w->n_copy++;
-		return 0;
-	}
 	s = w->last_seg;
 	if (!s || addr < s->lo || addr >= s->hi) {
 		s = stb_modtab_find_seg(w->tab, addr);
@@ -140,9 +136,32 @@ int stb_unw_ctx_read(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len
 	return read_target(w, addr, dst, len);
 }
 
+/* 8 bytes, the stack copy inline (the hot path of every step). */
+static inline int read8(struct stb_unw_ctx *w, uint64_t addr, uint64_t *val)
+{
+	if (addr - w->copy_lo < w->copy_len && w->copy_len - (addr - w->copy_lo) >= 8) {
+		memcpy(val, w->copy + (addr - w->copy_lo), 8);
+		w->n_copy++;
+		return 0;
+	}
+	return read_slow(w, addr, val, 8);
+}
+
+int stb_unw_ctx_read(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len)
+{
+	if (len == 8)
+		return read8(w, addr, dst);
+	if (addr - w->copy_lo < w->copy_len && w->copy_len - (addr - w->copy_lo) >= len) {
+		memcpy(dst, w->copy + (addr - w->copy_lo), len);
+		w->n_copy++;
+		return 0;
+	}
+	return read_slow(w, addr, dst, len);
+}
+
 static int ctx_read8(void *arg, uint64_t addr, uint64_t *val)
 {
-	return stb_unw_ctx_read(arg, addr, val, sizeof(*val));
+	return read8(arg, addr, val);
 }
 
 const struct stb_mod *stb_unw_ctx_mod(struct stb_unw_ctx *w, uint64_t ip)
@@ -346,10 +365,10 @@ static int rule_apply(struct stb_unw_ctx *w, const struct rule *r, struct stb_cf
 
 	if (!(regs->known & (1u << (r->cfa_rbp ? STB_CFI_RBP : STB_CFI_RSP))))
 		return -1;
-	if (stb_unw_ctx_read(w, cfa + (uint64_t)(int64_t)r->ra_off, &ra, 8) < 0)
+	if (read8(w, cfa + (uint64_t)(int64_t)r->ra_off, &ra) < 0)
 		return -1;
 	for (int i = 0; i < 6; i++) {
-		if (r->off[i] != RULE_SAME && stb_unw_ctx_read(w, cfa + (uint64_t)(int64_t)r->off[i], &v[i], 8) < 0)
+		if (r->off[i] != RULE_SAME && read8(w, cfa + (uint64_t)(int64_t)r->off[i], &v[i]) < 0)
 			return -1;
 	}
 	for (int i = 0; i < 6; i++) {
@@ -701,7 +720,7 @@ static unsigned walk_fp(struct stb_unw_ctx *w, const struct stb_regs *regs, unsi
 		/* bp must point into the stack above the current frame. */
 		if ((bp & 7) || bp < sp || bp > UINT64_MAX - 16)
 			return STB_UNW_END_BAD_FRAME;
-		if (stb_unw_ctx_read(w, bp, fr, sizeof(fr)) < 0)
+		if (read8(w, bp, &fr[0]) < 0 || read8(w, bp + 8, &fr[1]) < 0)
 			return end_or(w, STB_UNW_END_UNREADABLE);
 		if (fr[1] == 0)
 			return STB_UNW_END_BOTTOM;
