@@ -57,7 +57,8 @@ static void sleb(struct buf *o, int64_t v)
 
 static void bytes(struct buf *o, const void *p, size_t n)
 {
-	memcpy(o->b + o->n, p, n);
+	if (n)
+		memcpy(o->b + o->n, p, n);
 	o->n += n;
 }
 

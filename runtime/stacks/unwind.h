@@ -68,8 +68,10 @@ typedef int (*stb_unw_frame_fn)(const struct stb_unw_frame *f, void *arg);
 #define STB_UNW_DEFAULT_DEPTH 64u
 /* Bytes a walk may read from the target with process_vm_readv by default. */
 #define STB_UNW_DEFAULT_TARGET_BYTES (1024u * 1024)
-/* Time a walk may take by default (from its first slow operation). */
-#define STB_UNW_DEFAULT_TIME_NS (100ull * 1000 * 1000)
+/* Time a walk may take by default (from its first slow operation): a walk is
+ * bounded by its frames, bytes and expression budgets already; this is the
+ * fence for a tracer descheduled or slowed down (sanitizers) on a busy host. */
+#define STB_UNW_DEFAULT_TIME_NS (1000ull * 1000 * 1000)
 
 struct stb_unw_proc;
 struct stb_mods; /* a target's module registry (modules.h) */
