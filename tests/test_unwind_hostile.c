@@ -318,6 +318,60 @@ static void test_refresh_mid_walk(void **state)
 	free(copy);
 }
 
+/* ------------------------------------------------------ debug files */
+
+static void sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	if (system(cmd) != 0)
+		fail_msg("failed: %s", cmd);
+}
+
+/* file:line from a separate debug file found through .gnu_debuglink (the
+ * symbolizer copies it into a sealed memfd and checks its build id first);
+ * a debug file of another object under that name is not used. */
+static void test_separate_debuginfo(void **state)
+{
+	char dir[] = "/tmp/stb-unw-dbg-XXXXXX", so[64], dbg[64];
+	struct stb_sym_info si;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(so, sizeof(so), "%s/dso.so", dir);
+	snprintf(dbg, sizeof(dbg), "%s/dso.debug", dir);
+	for (int bad = 0; bad < 2; bad++) {
+		sh("cp '%s' %s && objcopy --only-keep-debug %s %s && "
+		   "objcopy --strip-debug --add-gnu-debuglink=%s %s", getenv("STB_UNW_TEST_DSO"), so, so, dbg,
+		   dbg, so);
+		if (bad) /* another object's debug file under that name */
+			sh("objcopy --only-keep-debug /proc/%d/exe %s", (int)getpid(), dbg);
+		void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+		assert_non_null(h);
+		uint64_t fn = (uint64_t)(uintptr_t)dlsym(h, "unw_dso_fn");
+		assert_true(fn != 0);
+		struct stb_sym *s = stb_sym_new(0);
+		assert_non_null(s);
+		assert_int_equal(stb_sym_lookup(s, fn + 4, 0, &si), 0);
+		assert_string_equal(si.function, "unw_dso_fn");
+		if (bad) {
+			assert_null(si.file);
+		} else {
+			assert_non_null(si.file);
+			assert_non_null(strstr(si.file, "test_unwind_dso.c"));
+			assert_true(si.line > 0);
+		}
+		stb_sym_free(s);
+		dlclose(h);
+		sh("rm -f %s %s", so, dbg);
+	}
+	rmdir(dir);
+}
+
 /* ------------------------------------------------- callbacks */
 
 struct sym_cb {
@@ -500,6 +554,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cfi_expression_loop),
 		cmocka_unit_test(test_refresh_mid_walk),
 		cmocka_unit_test(test_callback_symbolizes),
+		cmocka_unit_test(test_separate_debuginfo),
 		cmocka_unit_test(test_budgets),
 		cmocka_unit_test(test_elf_reader_truncated),
 	};
