@@ -635,6 +635,12 @@ static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr
 	n = dwarf_getscopes(cu, addr - dbias, &scopes);
 	if (n <= 0)
 		goto cleanup;
+	for (int i = 0; i < n; i++)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
+			k++;
+	if (k == 0)
+		goto cleanup; /* no inlined code here (the common case) */
+	k = 0;
 	/* Past the innermost inlined instance, dwarf_getscopes continues with
 	 * the scopes of its abstract definition, not with the inlined instances
 	 * that contain it: a call inlined into an inlined call loses a level.
