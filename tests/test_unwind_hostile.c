@@ -55,7 +55,7 @@ static int collect(const struct stb_unw_frame *f, void *arg)
 
 static void sleep_ms(unsigned ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
 }
 
@@ -160,7 +160,7 @@ static void test_target_shrinks_mapped_file(void **state)
 	struct helper h;
 	struct stb_unw_module_info mi;
 	struct stb_sym_info si;
-	struct frames d = { 0 };
+	struct frames d = {0};
 
 	(void)state;
 	helper_start(&h);
@@ -175,7 +175,7 @@ static void test_target_shrinks_mapped_file(void **state)
 	helper_cmd(&h, 't'); /* shrunk to 4 KiB under the target's mapping */
 
 	/* The row of the DSO's function comes from the copy: no fault. */
-	struct stb_regs r = { .ip = h.fn, .sp = 0x1000, .bp = 0 };
+	struct stb_regs r = {.ip = h.fn, .sp = 0x1000, .bp = 0};
 	struct stb_unw_result res;
 	assert_int_equal(stb_unw_walk_budget(p, &r, NULL, 0, NULL, collect, &d, &res), 1);
 	assert_int_equal(res.end, STB_UNW_END_UNREADABLE); /* sp 0x1000 is not mapped */
@@ -211,33 +211,37 @@ static void test_cfi_expression_loop(void **state)
 {
 	struct frames d;
 	struct stb_unw_result res;
-	uint8_t stack[256] = { 0 };
+	uint8_t stack[256] = {0};
 
 	(void)state;
 	for (int remote = 0; remote < 2; remote++) {
 		struct stb_unw_proc *p = stb_unw_proc_new(remote ? getpid() : 0);
 		assert_non_null(p);
 		for (int lu = 0; lu < 2; lu++) {
-			struct stb_regs r = { .ip = (uint64_t)(uintptr_t)unw_test_loopcfi + 1,
-					      .sp = (uint64_t)(uintptr_t)stack,
-					      .bp = (uint64_t)(uintptr_t)stack + 64,
-					      .flags = lu ? STB_UNW_LIBUNWIND_ONLY : 0 };
-			struct stb_stack_copy copy = { .addr = r.sp, .bytes = stack, .len = sizeof(stack) };
+			struct stb_regs r = {.ip = (uint64_t)(uintptr_t)unw_test_loopcfi + 1,
+					     .sp = (uint64_t)(uintptr_t)stack,
+					     .bp = (uint64_t)(uintptr_t)stack + 64,
+					     .flags = lu ? STB_UNW_LIBUNWIND_ONLY : 0};
+			struct stb_stack_copy copy = {
+			    .addr = r.sp, .bytes = stack, .len = sizeof(stack)};
 			uint64_t t0 = stb_now_ns();
 			memset(&d, 0, sizeof(d));
-			assert_int_equal(stb_unw_walk_budget(p, &r, &copy, 0, NULL, collect, &d, &res), 1);
+			assert_int_equal(
+			    stb_unw_walk_budget(p, &r, &copy, 0, NULL, collect, &d, &res), 1);
 			uint64_t ns = stb_now_ns() - t0;
 			if (res.end != STB_UNW_END_EXPR_BUDGET)
-				fail_msg("remote %d libunwind %d: ended with %s", remote, lu, stb_unw_end_name(res.end));
+				fail_msg("remote %d libunwind %d: ended with %s", remote, lu,
+					 stb_unw_end_name(res.end));
 			if (ns > 500ull * 1000 * 1000)
-				fail_msg("remote %d libunwind %d: %llu ms", remote, lu, (unsigned long long)(ns / 1000000));
+				fail_msg("remote %d libunwind %d: %llu ms", remote, lu,
+					 (unsigned long long)(ns / 1000000));
 		}
 		/* An offset that overflows: the row is refused, the walk goes on
 		 * with libunwind's guess or ends, without undefined behaviour. */
-		struct stb_regs r = { .ip = (uint64_t)(uintptr_t)unw_test_bigcfi + 1,
-				      .sp = (uint64_t)(uintptr_t)stack,
-				      .bp = 0 };
-		struct stb_stack_copy copy = { .addr = r.sp, .bytes = stack, .len = sizeof(stack) };
+		struct stb_regs r = {.ip = (uint64_t)(uintptr_t)unw_test_bigcfi + 1,
+				     .sp = (uint64_t)(uintptr_t)stack,
+				     .bp = 0};
+		struct stb_stack_copy copy = {.addr = r.sp, .bytes = stack, .len = sizeof(stack)};
 		memset(&d, 0, sizeof(d));
 		assert_true(stb_unw_walk_budget(p, &r, &copy, 0, NULL, collect, &d, &res) >= 1);
 		stb_unw_proc_free(p);
@@ -247,7 +251,8 @@ static void test_cfi_expression_loop(void **state)
 /* ------------------------------------------------- refresh in mid-walk */
 
 /* Captures rip, rsp, rbp, rbx, r12..r15 here and copies the stack above. */
-__attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint8_t **copy, size_t *len)
+__attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint8_t **copy,
+							size_t *len)
 {
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
 			 "mov %%rax, 0(%0)\n\t"
@@ -261,6 +266,7 @@ __attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint
 			 :
 			 : "r"(r)
 			 : "rax", "memory");
+	r->flags = 0; /* an exact ip */
 	*len = 4096;
 	*copy = malloc(*len);
 	if (*copy)
@@ -268,7 +274,8 @@ __attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint
 	return 1;
 }
 
-__attribute__((noinline, noclone)) int unw_hostile_mid(struct stb_regs *r, uint8_t **copy, size_t *len)
+__attribute__((noinline, noclone)) int unw_hostile_mid(struct stb_regs *r, uint8_t **copy,
+						       size_t *len)
 {
 	int x = unw_hostile_leaf(r, copy, len);
 	__asm__ volatile("" ::: "memory");
@@ -288,7 +295,7 @@ static void test_refresh_mid_walk(void **state)
 	struct stb_regs r;
 	uint8_t *copy;
 	size_t len;
-	struct frames d = { 0 };
+	struct frames d = {0};
 	struct stb_unw_stats before, after;
 
 	(void)state;
@@ -296,7 +303,7 @@ static void test_refresh_mid_walk(void **state)
 	assert_non_null(copy);
 	struct stb_unw_proc *p = stb_unw_proc_new(getpid());
 	assert_non_null(p);
-	struct stb_stack_copy sc = { .addr = r.sp, .bytes = copy, .len = len };
+	struct stb_stack_copy sc = {.addr = r.sp, .bytes = copy, .len = len};
 	assert_true(stb_unw_walk(p, &r, &sc, 0, 4, collect, &d) >= 2);
 	/* Frame 1's return address lies at its sp - 8: point it at nothing. */
 	uint64_t slot = d.f[1].sp - 8, nowhere = 0x1000;
@@ -346,8 +353,8 @@ static void test_separate_debuginfo(void **state)
 	snprintf(dbg, sizeof(dbg), "%s/dso.debug", dir);
 	for (int bad = 0; bad < 2; bad++) {
 		sh("cp '%s' %s && objcopy --only-keep-debug %s %s && "
-		   "objcopy --strip-debug --add-gnu-debuglink=%s %s", getenv("STB_UNW_TEST_DSO"), so, so, dbg,
-		   dbg, so);
+		   "objcopy --strip-debug --add-gnu-debuglink=%s %s",
+		   getenv("STB_UNW_TEST_DSO"), so, so, dbg, dbg, so);
 		if (bad) /* another object's debug file under that name */
 			sh("objcopy --only-keep-debug /proc/%d/exe %s", (int)getpid(), dbg);
 		void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
@@ -407,12 +414,12 @@ static void test_callback_symbolizes(void **state)
 	(void)state;
 	assert_int_equal(unw_hostile_mid(&r, &copy, &len), 2);
 	for (int remote = 0; remote < 2; remote++) {
-		struct sym_cb c = { .n = 0 };
+		struct sym_cb c = {.n = 0};
 		c.p = stb_unw_proc_new(remote ? getpid() : 0);
 		assert_non_null(c.p);
 		c.s = stb_sym_new_mods(stb_unw_proc_mods(c.p));
 		assert_non_null(c.s);
-		struct stb_stack_copy sc = { .addr = r.sp, .bytes = copy, .len = len };
+		struct stb_stack_copy sc = {.addr = r.sp, .bytes = copy, .len = len};
 		assert_int_equal(stb_unw_walk(c.p, &r, &sc, 0, 3, sym_collect, &c), 3);
 		assert_string_equal(c.names[0], "unw_hostile_leaf");
 		assert_string_equal(c.names[1], "unw_hostile_mid");
@@ -430,7 +437,7 @@ static void test_budgets(void **state)
 	struct stb_regs r;
 	uint8_t *copy;
 	size_t len;
-	struct frames d = { 0 };
+	struct frames d = {0};
 	struct stb_unw_result res;
 
 	(void)state;
@@ -440,18 +447,18 @@ static void test_budgets(void **state)
 	assert_non_null(p);
 
 	/* No copy, a byte budget below one page: the first stack read is refused. */
-	struct stb_unw_budget b = { .max_target_bytes = 1 };
+	struct stb_unw_budget b = {.max_target_bytes = 1};
 	assert_int_equal(stb_unw_walk_budget(p, &r, NULL, 0, &b, collect, &d, &res), 1);
 	assert_int_equal(res.end, STB_UNW_END_BYTES);
 	assert_int_equal(res.target_bytes, 0);
 	/* A deadline already past: the first slow operation ends the walk. */
-	b = (struct stb_unw_budget){ .deadline_ns = stb_now_ns() - 1 };
+	b = (struct stb_unw_budget){.deadline_ns = stb_now_ns() - 1};
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(stb_unw_walk_budget(p, &r, NULL, 0, &b, collect, &d, &res), 1);
 	assert_int_equal(res.end, STB_UNW_END_DEADLINE);
 	/* Frame budget and the reasons of the other ends. */
-	b = (struct stb_unw_budget){ .max_frames = 2 };
-	struct stb_stack_copy sc = { .addr = r.sp, .bytes = copy, .len = len };
+	b = (struct stb_unw_budget){.max_frames = 2};
+	struct stb_stack_copy sc = {.addr = r.sp, .bytes = copy, .len = len};
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(stb_unw_walk_budget(p, &r, &sc, 0, &b, collect, &d, &res), 2);
 	assert_int_equal(res.end, STB_UNW_END_DEPTH);
@@ -516,8 +523,8 @@ static void test_elf_reader_truncated(void **state)
 			xoff = ph[i].p_offset & ~0xfffull;
 	assert_true(xoff != UINT64_MAX);
 	struct stb_elf_mod m;
-	struct mem_src ms = { .p = img, .len = (size_t)st.st_size };
-	struct stb_elf_src src = { .read = mem_read, .arg = &ms, .size = ms.len };
+	struct mem_src ms = {.p = img, .len = (size_t)st.st_size};
+	struct stb_elf_src src = {.read = mem_read, .arg = &ms, .size = ms.len};
 	uint64_t left = UINT64_MAX;
 	/* The whole file. */
 	assert_int_equal(stb_elf_mod_load(&src, 0x555555555000ull, xoff, &left, &m), 0);
@@ -550,13 +557,13 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--dso-helper") == 0)
 		return dso_helper();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_target_shrinks_mapped_file),
-		cmocka_unit_test(test_cfi_expression_loop),
-		cmocka_unit_test(test_refresh_mid_walk),
-		cmocka_unit_test(test_callback_symbolizes),
-		cmocka_unit_test(test_separate_debuginfo),
-		cmocka_unit_test(test_budgets),
-		cmocka_unit_test(test_elf_reader_truncated),
+	    cmocka_unit_test(test_target_shrinks_mapped_file),
+	    cmocka_unit_test(test_cfi_expression_loop),
+	    cmocka_unit_test(test_refresh_mid_walk),
+	    cmocka_unit_test(test_callback_symbolizes),
+	    cmocka_unit_test(test_separate_debuginfo),
+	    cmocka_unit_test(test_budgets),
+	    cmocka_unit_test(test_elf_reader_truncated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

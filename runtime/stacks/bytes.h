@@ -20,7 +20,7 @@ struct stb_bytes {
 
 static inline struct stb_bytes stb_bytes_of(const uint8_t *p, size_t len)
 {
-	return (struct stb_bytes){ .p = p, .end = p + len, .bad = false };
+	return (struct stb_bytes){.p = p, .end = p + len, .bad = false};
 }
 
 static inline size_t stb_bytes_left(const struct stb_bytes *b)

@@ -28,24 +28,49 @@ int stb_cfi_read_ptr(const struct stb_cfi_bytes *b, size_t *pos, uint8_t enc, ui
 	if (enc == DW_EH_PE_omit || (enc & DW_EH_PE_indirect))
 		return -ENOTSUP;
 	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr: v = stb_bytes_fixed(&c, 8); break;
-	case DW_EH_PE_uleb128: v = stb_bytes_uleb(&c); break;
-	case DW_EH_PE_udata2: v = stb_bytes_fixed(&c, 2); break;
-	case DW_EH_PE_udata4: v = stb_bytes_fixed(&c, 4); break;
-	case DW_EH_PE_udata8: v = stb_bytes_fixed(&c, 8); break;
-	case DW_EH_PE_sleb128: v = (uint64_t)stb_bytes_sleb(&c); break;
-	case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)stb_bytes_fixed(&c, 2); break;
-	case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)stb_bytes_fixed(&c, 4); break;
-	case DW_EH_PE_sdata8: v = stb_bytes_fixed(&c, 8); break;
-	default: return -ENOTSUP;
+	case DW_EH_PE_absptr:
+		v = stb_bytes_fixed(&c, 8);
+		break;
+	case DW_EH_PE_uleb128:
+		v = stb_bytes_uleb(&c);
+		break;
+	case DW_EH_PE_udata2:
+		v = stb_bytes_fixed(&c, 2);
+		break;
+	case DW_EH_PE_udata4:
+		v = stb_bytes_fixed(&c, 4);
+		break;
+	case DW_EH_PE_udata8:
+		v = stb_bytes_fixed(&c, 8);
+		break;
+	case DW_EH_PE_sleb128:
+		v = (uint64_t)stb_bytes_sleb(&c);
+		break;
+	case DW_EH_PE_sdata2:
+		v = (uint64_t)(int64_t)(int16_t)stb_bytes_fixed(&c, 2);
+		break;
+	case DW_EH_PE_sdata4:
+		v = (uint64_t)(int64_t)(int32_t)stb_bytes_fixed(&c, 4);
+		break;
+	case DW_EH_PE_sdata8:
+		v = stb_bytes_fixed(&c, 8);
+		break;
+	default:
+		return -ENOTSUP;
 	}
 	if (c.bad)
 		return -EINVAL;
 	switch (enc & 0x70) {
-	case DW_EH_PE_absptr: break;
-	case DW_EH_PE_pcrel: v += at; break; /* wraps like the hardware */
-	case DW_EH_PE_datarel: v += datarel; break;
-	default: return -ENOTSUP;
+	case DW_EH_PE_absptr:
+		break;
+	case DW_EH_PE_pcrel:
+		v += at;
+		break; /* wraps like the hardware */
+	case DW_EH_PE_datarel:
+		v += datarel;
+		break;
+	default:
+		return -ENOTSUP;
 	}
 	*pos += (size_t)(c.p - (b->data + *pos));
 	*out = v;
@@ -82,7 +107,8 @@ int stb_cfi_hdr_parse(const struct stb_cfi_bytes *b, struct stb_cfi_hdr *out)
 
 static int32_t rd_s32(const uint8_t *p)
 {
-	uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	uint32_t v =
+	    (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 	int32_t s;
 
 	memcpy(&s, &v, sizeof(s));
@@ -111,8 +137,8 @@ int stb_cfi_hdr_find(const struct stb_cfi_hdr *h, uint64_t ip, uint64_t *fde_add
 /* ------------------------------------------------------------ CIE / FDE */
 
 struct cie {
-	uint64_t caf;   /* code alignment factor */
-	int64_t daf;    /* data alignment factor */
+	uint64_t caf; /* code alignment factor */
+	int64_t daf;  /* data alignment factor */
 	uint8_t fde_enc;
 	bool z, signal;
 	size_t insn, insn_end; /* initial instructions: offsets in b */
@@ -181,8 +207,9 @@ static int parse_cie(const struct stb_cfi_bytes *b, size_t off, struct cie *ci)
 		uint64_t alen = stb_bytes_uleb(&c);
 		if (c.bad || alen > stb_bytes_left(&c))
 			return -EINVAL;
-		struct stb_cfi_bytes a = { .data = b->data, .len = (size_t)(c.p - b->data) + (size_t)alen,
-					   .addr = b->addr };
+		struct stb_cfi_bytes a = {.data = b->data,
+					  .len = (size_t)(c.p - b->data) + (size_t)alen,
+					  .addr = b->addr};
 		pos = (size_t)(c.p - b->data);
 		ci->z = true;
 		for (const uint8_t *q = aug + 1; *q; q++) {
@@ -266,13 +293,15 @@ static int advance_by(struct prog *pr, uint64_t n)
 {
 	uint64_t delta, to;
 
-	if (__builtin_mul_overflow(n, pr->ci->caf, &delta) || __builtin_add_overflow(pr->loc, delta, &to))
+	if (__builtin_mul_overflow(n, pr->ci->caf, &delta) ||
+	    __builtin_add_overflow(pr->loc, delta, &to))
 		return -EINVAL;
 	return advance_to(pr, to);
 }
 
 /* An expression operand: length + bytes, located in b. */
-static int expr_operand(const struct stb_cfi_bytes *b, struct stb_bytes *c, uint32_t *off, uint32_t *len)
+static int expr_operand(const struct stb_cfi_bytes *b, struct stb_bytes *c, uint32_t *off,
+			uint32_t *len)
 {
 	uint64_t n = stb_bytes_uleb(c);
 
@@ -288,7 +317,7 @@ static void set_rule(struct state *st, uint64_t reg, uint8_t how, int64_t off)
 {
 	if (reg >= STB_CFI_NREGS)
 		return; /* vector and other registers: not needed to unwind */
-	st->reg[reg] = (struct stb_cfi_rule){ .how = how, .off = off };
+	st->reg[reg] = (struct stb_cfi_rule){.how = how, .off = off};
 }
 
 /* Runs instructions [start, end) of b on *st. Returns 0 when they ran out or
@@ -342,7 +371,9 @@ static int run(struct prog *pr, size_t start, size_t end, struct state *st)
 		case DW_CFA_advance_loc1:
 		case DW_CFA_advance_loc2:
 		case DW_CFA_advance_loc4:
-			u = stb_bytes_fixed(&c, op == DW_CFA_advance_loc1 ? 1 : op == DW_CFA_advance_loc2 ? 2 : 4);
+			u = stb_bytes_fixed(&c, op == DW_CFA_advance_loc1   ? 1
+						: op == DW_CFA_advance_loc2 ? 2
+									    : 4);
 			if (c.bad)
 				return -EINVAL;
 			ret = advance_by(pr, u);
@@ -390,7 +421,8 @@ static int run(struct prog *pr, size_t start, size_t end, struct state *st)
 		case DW_CFA_same_value:
 			reg = stb_bytes_uleb(&c);
 			if (!c.bad)
-				set_rule(st, reg, op == DW_CFA_undefined ? STB_CFI_UNDEF : STB_CFI_SAME, 0);
+				set_rule(st, reg,
+					 op == DW_CFA_undefined ? STB_CFI_UNDEF : STB_CFI_SAME, 0);
 			goto check;
 		case DW_CFA_register:
 			reg = stb_bytes_uleb(&c);
@@ -403,7 +435,8 @@ static int run(struct prog *pr, size_t start, size_t end, struct state *st)
 						return -ENOTSUP;
 					set_rule(st, reg, STB_CFI_UNDEF, 0);
 				} else {
-					st->reg[reg] = (struct stb_cfi_rule){ .how = STB_CFI_REG, .reg = (uint8_t)u };
+					st->reg[reg] = (struct stb_cfi_rule){.how = STB_CFI_REG,
+									     .reg = (uint8_t)u};
 				}
 			}
 			continue;
@@ -473,9 +506,11 @@ static int run(struct prog *pr, size_t start, size_t end, struct state *st)
 			if (ret < 0)
 				return ret;
 			if (reg < STB_CFI_NREGS)
-				st->reg[reg] = (struct stb_cfi_rule){
-					.how = op == DW_CFA_expression ? STB_CFI_EXPR : STB_CFI_VAL_EXPR,
-					.expr_off = eo, .expr_len = el };
+				st->reg[reg] = (struct stb_cfi_rule){.how = op == DW_CFA_expression
+										? STB_CFI_EXPR
+										: STB_CFI_VAL_EXPR,
+								     .expr_off = eo,
+								     .expr_len = el};
 			continue;
 		case DW_CFA_GNU_args_size:
 			stb_bytes_uleb(&c);
@@ -483,20 +518,21 @@ static int run(struct prog *pr, size_t start, size_t end, struct state *st)
 		default:
 			return -ENOTSUP; /* DW_CFA_GNU_window_save, vendor extensions */
 		}
-restore:
+	restore:
 		if (!pr->init)
 			return -EINVAL; /* restore inside a CIE */
 		if (reg < STB_CFI_NREGS)
 			st->reg[reg] = pr->init->reg[reg];
 		continue;
-check:
+	check:
 		if (c.bad)
 			return -EINVAL;
 	}
 	return ret < 0 ? ret : 0;
 }
 
-int stb_cfi_row(const struct stb_cfi_bytes *b, uint64_t fde_addr, uint64_t ip, struct stb_cfi_row *row)
+int stb_cfi_row(const struct stb_cfi_bytes *b, uint64_t fde_addr, uint64_t ip,
+		struct stb_cfi_row *row)
 {
 	size_t off, body, end, pos;
 	uint64_t cie_ptr, pc_begin, pc_range;
@@ -542,8 +578,13 @@ int stb_cfi_row(const struct stb_cfi_bytes *b, uint64_t fde_addr, uint64_t ip, s
 	row->pc_hi = pc_range > UINT64_MAX - pc_begin ? UINT64_MAX : pc_begin + pc_range;
 	memset(&init, 0, sizeof(init));
 	init.cfa_reg = STB_CFI_RSP;
-	pr = (struct prog){ .b = b, .ci = &ci, .init = NULL, .loc = pc_begin, .ip = ip,
-			    .pc_lo = &row->pc_lo, .pc_hi = &row->pc_hi };
+	pr = (struct prog){.b = b,
+			   .ci = &ci,
+			   .init = NULL,
+			   .loc = pc_begin,
+			   .ip = ip,
+			   .pc_lo = &row->pc_lo,
+			   .pc_hi = &row->pc_hi};
 	ret = run(&pr, ci.insn, ci.insn_end, &init);
 	if (ret < 0)
 		return ret;
@@ -567,9 +608,9 @@ int stb_cfi_row(const struct stb_cfi_bytes *b, uint64_t fde_addr, uint64_t ip, s
 int stb_cfi_apply(const struct stb_cfi_bytes *b, const struct stb_cfi_row *row,
 		  struct stb_cfi_regs *regs, stb_dwexpr_read_fn read, void *arg, unsigned max_ops)
 {
-	struct stb_dwexpr_env env = { .regs = regs->r, .known = regs->known, .read = read, .arg = arg,
-				      .max_ops = max_ops };
-	struct stb_cfi_regs out = { .known = 0 };
+	struct stb_dwexpr_env env = {
+	    .regs = regs->r, .known = regs->known, .read = read, .arg = arg, .max_ops = max_ops};
+	struct stb_cfi_regs out = {.known = 0};
 	uint64_t cfa;
 	int ret;
 
@@ -578,7 +619,8 @@ int stb_cfi_apply(const struct stb_cfi_bytes *b, const struct stb_cfi_row *row,
 	if (row->cfa_is_expr) {
 		if ((uint64_t)row->cfa_expr_off + row->cfa_expr_len > b->len)
 			return -EINVAL;
-		ret = stb_dwexpr_eval(b->data + row->cfa_expr_off, row->cfa_expr_len, &env, NULL, &cfa);
+		ret = stb_dwexpr_eval(b->data + row->cfa_expr_off, row->cfa_expr_len, &env, NULL,
+				      &cfa);
 		if (ret < 0)
 			return ret;
 	} else {

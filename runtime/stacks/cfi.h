@@ -38,11 +38,11 @@ struct stb_cfi_bytes {
 /* A parsed .eh_frame_hdr: table of (initial location, FDE address) pairs,
  * sorted, each a 4-byte value relative to the header. */
 struct stb_cfi_hdr {
-	uint64_t hdr_addr;      /* target address of the header */
-	uint64_t eh_frame;      /* target address of .eh_frame (eh_frame_ptr) */
-	uint64_t table_addr;    /* target address of the first pair */
-	uint64_t count;         /* pairs */
-	const uint8_t *table;   /* count * 8 bytes, in the caller's buffer */
+	uint64_t hdr_addr;    /* target address of the header */
+	uint64_t eh_frame;    /* target address of .eh_frame (eh_frame_ptr) */
+	uint64_t table_addr;  /* target address of the first pair */
+	uint64_t count;       /* pairs */
+	const uint8_t *table; /* count * 8 bytes, in the caller's buffer */
 };
 
 /*
@@ -69,8 +69,8 @@ enum stb_cfi_how {
 };
 
 struct stb_cfi_rule {
-	uint8_t how; /* enum stb_cfi_how */
-	uint8_t reg; /* STB_CFI_REG */
+	uint8_t how;                 /* enum stb_cfi_how */
+	uint8_t reg;                 /* STB_CFI_REG */
 	uint32_t expr_off, expr_len; /* EXPR/VAL_EXPR: bytes at b->data + expr_off */
 	int64_t off;
 };

@@ -36,14 +36,30 @@ static int64_t as_signed(uint64_t v)
 static int binop(uint8_t op, uint64_t a, uint64_t b, uint64_t *r)
 {
 	switch (op) {
-	case DW_OP_and: *r = a & b; return 0;
-	case DW_OP_or: *r = a | b; return 0;
-	case DW_OP_xor: *r = a ^ b; return 0;
-	case DW_OP_plus: *r = a + b; return 0;
-	case DW_OP_minus: *r = a - b; return 0;
-	case DW_OP_mul: *r = a * b; return 0;
-	case DW_OP_shl: *r = b >= 64 ? 0 : a << b; return 0;
-	case DW_OP_shr: *r = b >= 64 ? 0 : a >> b; return 0;
+	case DW_OP_and:
+		*r = a & b;
+		return 0;
+	case DW_OP_or:
+		*r = a | b;
+		return 0;
+	case DW_OP_xor:
+		*r = a ^ b;
+		return 0;
+	case DW_OP_plus:
+		*r = a + b;
+		return 0;
+	case DW_OP_minus:
+		*r = a - b;
+		return 0;
+	case DW_OP_mul:
+		*r = a * b;
+		return 0;
+	case DW_OP_shl:
+		*r = b >= 64 ? 0 : a << b;
+		return 0;
+	case DW_OP_shr:
+		*r = b >= 64 ? 0 : a >> b;
+		return 0;
 	case DW_OP_shra:
 		if (b >= 64)
 			*r = as_signed(a) < 0 ? UINT64_MAX : 0;
@@ -64,20 +80,33 @@ static int binop(uint8_t op, uint64_t a, uint64_t b, uint64_t *r)
 			return -EDOM;
 		*r = a % b; /* DWARF: unsigned modulus */
 		return 0;
-	case DW_OP_eq: *r = a == b; return 0;
-	case DW_OP_ne: *r = a != b; return 0;
-	case DW_OP_lt: *r = as_signed(a) < as_signed(b); return 0;
-	case DW_OP_le: *r = as_signed(a) <= as_signed(b); return 0;
-	case DW_OP_gt: *r = as_signed(a) > as_signed(b); return 0;
-	case DW_OP_ge: *r = as_signed(a) >= as_signed(b); return 0;
-	default: return -ENOTSUP;
+	case DW_OP_eq:
+		*r = a == b;
+		return 0;
+	case DW_OP_ne:
+		*r = a != b;
+		return 0;
+	case DW_OP_lt:
+		*r = as_signed(a) < as_signed(b);
+		return 0;
+	case DW_OP_le:
+		*r = as_signed(a) <= as_signed(b);
+		return 0;
+	case DW_OP_gt:
+		*r = as_signed(a) > as_signed(b);
+		return 0;
+	case DW_OP_ge:
+		*r = as_signed(a) >= as_signed(b);
+		return 0;
+	default:
+		return -ENOTSUP;
 	}
 }
 
 int stb_dwexpr_eval(const uint8_t *expr, size_t len, const struct stb_dwexpr_env *env,
 		    const uint64_t *pushv, uint64_t *out)
 {
-	struct stack s = { .n = 0 };
+	struct stack s = {.n = 0};
 	struct stb_bytes c = stb_bytes_of(expr, len);
 	unsigned budget = env->max_ops ? env->max_ops : STB_DWEXPR_DEFAULT_OPS;
 	int ret;
@@ -108,17 +137,37 @@ int stb_dwexpr_eval(const uint8_t *expr, size_t len, const struct stb_dwexpr_env
 			goto next;
 		}
 		switch (op) {
-		case DW_OP_addr: v = stb_bytes_fixed(&c, 8); break;
-		case DW_OP_const1u: v = stb_bytes_fixed(&c, 1); break;
-		case DW_OP_const1s: v = (uint64_t)(int64_t)(int8_t)stb_bytes_fixed(&c, 1); break;
-		case DW_OP_const2u: v = stb_bytes_fixed(&c, 2); break;
-		case DW_OP_const2s: v = (uint64_t)(int64_t)(int16_t)stb_bytes_fixed(&c, 2); break;
-		case DW_OP_const4u: v = stb_bytes_fixed(&c, 4); break;
-		case DW_OP_const4s: v = (uint64_t)(int64_t)(int32_t)stb_bytes_fixed(&c, 4); break;
+		case DW_OP_addr:
+			v = stb_bytes_fixed(&c, 8);
+			break;
+		case DW_OP_const1u:
+			v = stb_bytes_fixed(&c, 1);
+			break;
+		case DW_OP_const1s:
+			v = (uint64_t)(int64_t)(int8_t)stb_bytes_fixed(&c, 1);
+			break;
+		case DW_OP_const2u:
+			v = stb_bytes_fixed(&c, 2);
+			break;
+		case DW_OP_const2s:
+			v = (uint64_t)(int64_t)(int16_t)stb_bytes_fixed(&c, 2);
+			break;
+		case DW_OP_const4u:
+			v = stb_bytes_fixed(&c, 4);
+			break;
+		case DW_OP_const4s:
+			v = (uint64_t)(int64_t)(int32_t)stb_bytes_fixed(&c, 4);
+			break;
 		case DW_OP_const8u:
-		case DW_OP_const8s: v = stb_bytes_fixed(&c, 8); break;
-		case DW_OP_constu: v = stb_bytes_uleb(&c); break;
-		case DW_OP_consts: v = (uint64_t)stb_bytes_sleb(&c); break;
+		case DW_OP_const8s:
+			v = stb_bytes_fixed(&c, 8);
+			break;
+		case DW_OP_constu:
+			v = stb_bytes_uleb(&c);
+			break;
+		case DW_OP_consts:
+			v = (uint64_t)stb_bytes_sleb(&c);
+			break;
 		case DW_OP_bregx: {
 			uint64_t reg = stb_bytes_uleb(&c);
 			int64_t off = stb_bytes_sleb(&c);
@@ -208,10 +257,23 @@ int stb_dwexpr_eval(const uint8_t *expr, size_t len, const struct stb_dwexpr_env
 				return -EINVAL;
 			s.v[s.n - 1] += v;
 			continue;
-		case DW_OP_and: case DW_OP_or: case DW_OP_xor: case DW_OP_plus: case DW_OP_minus:
-		case DW_OP_mul: case DW_OP_shl: case DW_OP_shr: case DW_OP_shra: case DW_OP_div:
-		case DW_OP_mod: case DW_OP_eq: case DW_OP_ne: case DW_OP_lt: case DW_OP_le:
-		case DW_OP_gt: case DW_OP_ge:
+		case DW_OP_and:
+		case DW_OP_or:
+		case DW_OP_xor:
+		case DW_OP_plus:
+		case DW_OP_minus:
+		case DW_OP_mul:
+		case DW_OP_shl:
+		case DW_OP_shr:
+		case DW_OP_shra:
+		case DW_OP_div:
+		case DW_OP_mod:
+		case DW_OP_eq:
+		case DW_OP_ne:
+		case DW_OP_lt:
+		case DW_OP_le:
+		case DW_OP_gt:
+		case DW_OP_ge:
 			if (s.n < 2)
 				return -EINVAL;
 			a = s.v[s.n - 2];
@@ -235,9 +297,10 @@ int stb_dwexpr_eval(const uint8_t *expr, size_t len, const struct stb_dwexpr_env
 			}
 			/* The target must be inside the expression (its end included). */
 			size_t at = (size_t)(c.p - expr);
-			if ((off < 0 && (size_t)-(int32_t)off > at) || (off > 0 && (size_t)off > len - at))
+			if ((off < 0 && (size_t) - (int32_t)off > at) ||
+			    (off > 0 && (size_t)off > len - at))
 				return -EINVAL;
-			c.p = expr + (off < 0 ? at - (size_t)-(int32_t)off : at + (size_t)off);
+			c.p = expr + (off < 0 ? at - (size_t) - (int32_t)off : at + (size_t)off);
 			continue;
 		}
 		case DW_OP_nop:
@@ -248,7 +311,7 @@ int stb_dwexpr_eval(const uint8_t *expr, size_t len, const struct stb_dwexpr_env
 		if (c.bad)
 			return -EINVAL;
 		ret = push(&s, v);
-next:
+	next:
 		if (ret < 0 || c.bad)
 			return -EINVAL;
 	}

@@ -22,8 +22,8 @@
 typedef int (*stb_dwexpr_read_fn)(void *arg, uint64_t addr, uint64_t *val);
 
 struct stb_dwexpr_env {
-	const uint64_t *regs; /* STB_DWEXPR_NREGS values, indexed by DWARF number */
-	uint32_t known;       /* bit n set: regs[n] is known */
+	const uint64_t *regs;    /* STB_DWEXPR_NREGS values, indexed by DWARF number */
+	uint32_t known;          /* bit n set: regs[n] is known */
 	stb_dwexpr_read_fn read; /* NULL: every DW_OP_deref fails */
 	void *arg;
 	unsigned max_ops; /* operations allowed; 0 = STB_DWEXPR_DEFAULT_OPS */

@@ -28,7 +28,8 @@ unsigned stb_elf_build_id(const uint8_t *n, size_t len, uint64_t align, uint8_t 
 		uint64_t descsz = ((uint64_t)nh.n_descsz + align - 1) & ~(align - 1);
 		if (namesz > len - pos || descsz > len - pos - namesz)
 			return 0;
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(n + pos, "GNU", 4) == 0) {
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    memcmp(n + pos, "GNU", 4) == 0) {
 			if (nh.n_descsz == 0 || nh.n_descsz > cap)
 				return 0;
 			memcpy(out, n + pos + namesz, nh.n_descsz);
@@ -53,13 +54,14 @@ void stb_elf_mod_free(struct stb_elf_mod *m)
  * bytes hold it (file: inside one PT_LOAD's file extent). *avail: bytes
  * readable from there to the end of that extent. */
 static int src_offset(const struct stb_elf_src *src, const Elf64_Phdr *ph, unsigned phnum,
-		      const struct stb_elf_mod *m, uint64_t first_vaddr, uint64_t addr, uint64_t *off,
-		      uint64_t *avail)
+		      const struct stb_elf_mod *m, uint64_t first_vaddr, uint64_t addr,
+		      uint64_t *off, uint64_t *avail)
 {
 	uint64_t vaddr = addr - m->bias;
 
 	for (unsigned i = 0; i < phnum; i++) {
-		if (ph[i].p_type != PT_LOAD || vaddr < ph[i].p_vaddr || vaddr - ph[i].p_vaddr >= ph[i].p_filesz)
+		if (ph[i].p_type != PT_LOAD || vaddr < ph[i].p_vaddr ||
+		    vaddr - ph[i].p_vaddr >= ph[i].p_filesz)
 			continue;
 		uint64_t o, rest = ph[i].p_filesz - (vaddr - ph[i].p_vaddr);
 		if (src->mem_layout) {
@@ -133,7 +135,7 @@ static int load_tables(const struct stb_elf_src *src, const Elf64_Phdr *ph, unsi
 	if (ret < 0)
 		return ret;
 	*bytes_left -= len;
-	struct stb_cfi_bytes hb = { .data = m->hdr.data, .len = m->hdr.len, .addr = m->hdr.addr };
+	struct stb_cfi_bytes hb = {.data = m->hdr.data, .len = m->hdr.len, .addr = m->hdr.addr};
 	ret = stb_cfi_hdr_parse(&hb, &m->table);
 	if (ret < 0)
 		return ret;
@@ -191,9 +193,11 @@ int stb_elf_mod_load(const struct stb_elf_src *src, uint64_t map_start, uint64_t
 		if (have_bias)
 			continue;
 		if (src->mem_layout ? ph[i].p_offset == 0
-				    : ((ph[i].p_flags & PF_X) && (ph[i].p_offset & ~(uint64_t)(PAGE - 1)) == map_off)) {
-			m->bias = src->mem_layout ? map_start - ph[i].p_vaddr
-						  : map_start - (ph[i].p_vaddr & ~(uint64_t)(PAGE - 1));
+				    : ((ph[i].p_flags & PF_X) &&
+				       (ph[i].p_offset & ~(uint64_t)(PAGE - 1)) == map_off)) {
+			m->bias = src->mem_layout
+				      ? map_start - ph[i].p_vaddr
+				      : map_start - (ph[i].p_vaddr & ~(uint64_t)(PAGE - 1));
 			have_bias = true;
 		}
 	}
@@ -204,8 +208,10 @@ int stb_elf_mod_load(const struct stb_elf_src *src, uint64_t map_start, uint64_t
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
 		uint64_t lo, hi;
 		if (ph[i].p_type == PT_NOTE && m->nnotes < STB_ELF_MAX_NOTES) {
-			m->notes[m->nnotes++] = (struct stb_elf_note){
-				.addr = ph[i].p_vaddr + m->bias, .len = ph[i].p_filesz, .align = ph[i].p_align };
+			m->notes[m->nnotes++] =
+			    (struct stb_elf_note){.addr = ph[i].p_vaddr + m->bias,
+						  .len = ph[i].p_filesz,
+						  .align = ph[i].p_align};
 			continue;
 		}
 		if (ph[i].p_type != PT_LOAD)
@@ -234,8 +240,9 @@ int stb_elf_mod_load(const struct stb_elf_src *src, uint64_t map_start, uint64_t
 			continue;
 		if (src->mem_layout) {
 			uint64_t avail;
-			if (src_offset(src, ph, eh.e_phnum, m, first->p_vaddr, ph[i].p_vaddr + m->bias, &off,
-				       &avail) < 0 || avail < len)
+			if (src_offset(src, ph, eh.e_phnum, m, first->p_vaddr,
+				       ph[i].p_vaddr + m->bias, &off, &avail) < 0 ||
+			    avail < len)
 				continue;
 		} else if (off > src->size || len > src->size - off) {
 			continue;
@@ -246,8 +253,8 @@ int stb_elf_mod_load(const struct stb_elf_src *src, uint64_t map_start, uint64_t
 			goto cleanup;
 		}
 		if (src->read(src->arg, off, note, (size_t)len) == 0)
-			m->build_id_len = stb_elf_build_id(note, (size_t)len, ph[i].p_align, m->build_id,
-							   sizeof(m->build_id));
+			m->build_id_len = stb_elf_build_id(note, (size_t)len, ph[i].p_align,
+							   m->build_id, sizeof(m->build_id));
 		free(note);
 	}
 	ret = load_tables(src, ph, eh.e_phnum, first->p_vaddr, bytes_left, m);

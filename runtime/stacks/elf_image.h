@@ -17,8 +17,8 @@
 #include "cfi.h"
 
 #define STB_ELF_MAX_PHDRS 256u
-#define STB_ELF_MAX_NOTES 4u                       /* PT_NOTE segments kept */
-#define STB_ELF_MAX_NOTE_BYTES (64u * 1024)        /* per PT_NOTE read */
+#define STB_ELF_MAX_NOTES 4u                /* PT_NOTE segments kept */
+#define STB_ELF_MAX_NOTE_BYTES (64u * 1024) /* per PT_NOTE read */
 #define STB_ELF_MAX_EH_FRAME_HDR (16u * 1024 * 1024)
 #define STB_ELF_MAX_EH_FRAME (64u * 1024 * 1024)
 #define STB_ELF_BUILD_ID_MAX 64u
@@ -46,7 +46,7 @@ struct stb_elf_piece {
 
 /* stb_elf_mod.flags */
 #define STB_ELF_NO_TABLE 0x1u /* no usable .eh_frame_hdr / .eh_frame */
-#define STB_ELF_TOO_BIG  0x2u /* the unwind tables exceed the byte budget */
+#define STB_ELF_TOO_BIG 0x2u  /* the unwind tables exceed the byte budget */
 
 struct stb_elf_note {
 	uint64_t addr; /* target address */
@@ -59,7 +59,7 @@ struct stb_elf_mod {
 	/* The object as libdwfl places it: (first PT_LOAD p_vaddr & -p_align) +
 	 * bias, to the end of the last PT_LOAD. */
 	uint64_t load_lo, load_hi;
-	unsigned flags;            /* STB_ELF_* */
+	unsigned flags; /* STB_ELF_* */
 	unsigned build_id_len;
 	uint8_t build_id[STB_ELF_BUILD_ID_MAX];
 	unsigned nnotes;
@@ -87,6 +87,7 @@ void stb_elf_mod_free(struct stb_elf_mod *m);
 /* The NT_GNU_BUILD_ID descriptor in a note area of len bytes (align as in
  * PT_NOTE, 4 or 8): its length (copied to out), or 0 when there is none or
  * it does not fit cap. Pure. */
-unsigned stb_elf_build_id(const uint8_t *notes, size_t len, uint64_t align, uint8_t *out, size_t cap);
+unsigned stb_elf_build_id(const uint8_t *notes, size_t len, uint64_t align, uint8_t *out,
+			  size_t cap);
 
 #endif /* STB_RUNTIME_STACKS_ELF_IMAGE_H */

@@ -97,8 +97,8 @@ static struct stb_mod *modtab_add(struct stb_modtab *t)
 	return m;
 }
 
-static int modtab_add_seg(struct stb_modtab *t, uint64_t lo, uint64_t len, const uint8_t *local, bool direct,
-			  const void *owner)
+static int modtab_add_seg(struct stb_modtab *t, uint64_t lo, uint64_t len, const uint8_t *local,
+			  bool direct, const void *owner)
 {
 	if (len == 0 || lo + len < lo)
 		return 0;
@@ -110,8 +110,8 @@ static int modtab_add_seg(struct stb_modtab *t, uint64_t lo, uint64_t len, const
 		t->segs = n;
 		t->capsegs = cap;
 	}
-	t->segs[t->nsegs++] = (struct stb_seg){ .lo = lo, .hi = lo + len, .local = local, .direct = direct,
-						  .owner = owner };
+	t->segs[t->nsegs++] = (struct stb_seg){
+	    .lo = lo, .hi = lo + len, .local = local, .direct = direct, .owner = owner};
 	return 0;
 }
 
@@ -163,8 +163,8 @@ const struct stb_seg *stb_modtab_find_seg(const struct stb_modtab *t, uint64_t a
 
 int stb_mods_read_target(pid_t pid, uint64_t addr, void *dst, size_t len)
 {
-	struct iovec l = { .iov_base = dst, .iov_len = len };
-	struct iovec r = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+	struct iovec l = {.iov_base = dst, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
 	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
 
 	if (n < 0)
@@ -187,11 +187,12 @@ static int mod_use_image(struct stb_modtab *t, struct stb_mod *m, struct stb_mod
 	if (em->has_table) {
 		m->has_table = true;
 		m->table = em->table;
-		m->eh_frame = (struct stb_cfi_bytes){ .data = em->eh_frame.data, .len = em->eh_frame.len,
-						      .addr = em->eh_frame.addr };
+		m->eh_frame = (struct stb_cfi_bytes){
+		    .data = em->eh_frame.data, .len = em->eh_frame.len, .addr = em->eh_frame.addr};
 		ret = modtab_add_seg(t, em->hdr.addr, em->hdr.len, em->hdr.data, false, im);
 		if (ret == 0)
-			ret = modtab_add_seg(t, em->eh_frame.addr, em->eh_frame.len, em->eh_frame.data, false, im);
+			ret = modtab_add_seg(t, em->eh_frame.addr, em->eh_frame.len,
+					     em->eh_frame.data, false, im);
 	} else {
 		m->flags |= STB_UNW_MOD_NO_TABLE | STB_UNW_MOD_FP_ONLY |
 			    (em->flags & STB_ELF_TOO_BIG ? STB_UNW_MOD_TOO_BIG : 0);
@@ -239,8 +240,8 @@ static int dl_collect(struct dl_phdr_info *info, size_t size, void *arg)
 		d->objs = n;
 		d->cap = cap;
 	}
-	d->objs[d->n++] = (struct dlobj){ .base = info->dlpi_addr, .phdr = info->dlpi_phdr,
-					  .phnum = info->dlpi_phnum };
+	d->objs[d->n++] = (struct dlobj){
+	    .base = info->dlpi_addr, .phdr = info->dlpi_phdr, .phnum = info->dlpi_phnum};
 	return 0;
 }
 
@@ -259,8 +260,8 @@ static bool dl_holds(const struct dlobj *o, uint64_t addr)
 {
 	for (unsigned i = 0; i < o->phnum; i++) {
 		const Elf64_Phdr *ph = &o->phdr[i];
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && addr >= o->base + ph->p_vaddr &&
-		    addr - (o->base + ph->p_vaddr) < ph->p_memsz)
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) &&
+		    addr >= o->base + ph->p_vaddr && addr - (o->base + ph->p_vaddr) < ph->p_memsz)
 			return true;
 	}
 	return false;
@@ -290,8 +291,8 @@ static int mod_from_self(struct stb_modtab *t, struct stb_mod *m, const struct d
 				m->load_hi = lo + ph->p_memsz;
 			ret = modtab_add_seg(t, lo, ph->p_filesz, mem, true, NULL);
 		} else if (ph->p_type == PT_NOTE && !m->build_id_len) {
-			m->build_id_len = stb_elf_build_id(mem, ph->p_filesz, ph->p_align, m->build_id,
-							   sizeof(m->build_id));
+			m->build_id_len = stb_elf_build_id(mem, ph->p_filesz, ph->p_align,
+							   m->build_id, sizeof(m->build_id));
 		}
 	}
 	if (ret < 0)
@@ -303,8 +304,8 @@ static int mod_from_self(struct stb_modtab *t, struct stb_mod *m, const struct d
 		if (o->phdr[i].p_type != PT_GNU_EH_FRAME)
 			continue;
 		uint64_t a = o->base + o->phdr[i].p_vaddr;
-		struct stb_cfi_bytes hb = { .data = (const uint8_t *)(uintptr_t)a, .len = o->phdr[i].p_memsz,
-					    .addr = a };
+		struct stb_cfi_bytes hb = {
+		    .data = (const uint8_t *)(uintptr_t)a, .len = o->phdr[i].p_memsz, .addr = a};
 		const struct stb_seg *s;
 		if (stb_cfi_hdr_parse(&hb, &m->table) < 0)
 			break;
@@ -313,8 +314,9 @@ static int mod_from_self(struct stb_modtab *t, struct stb_mod *m, const struct d
 			s = &t->segs[k];
 			if (s->direct && m->table.eh_frame >= s->lo && m->table.eh_frame < s->hi) {
 				m->eh_frame = (struct stb_cfi_bytes){
-					.data = (const uint8_t *)(uintptr_t)m->table.eh_frame,
-					.len = (size_t)(s->hi - m->table.eh_frame), .addr = m->table.eh_frame };
+				    .data = (const uint8_t *)(uintptr_t)m->table.eh_frame,
+				    .len = (size_t)(s->hi - m->table.eh_frame),
+				    .addr = m->table.eh_frame};
 				m->has_table = true;
 			}
 		}
@@ -340,8 +342,9 @@ static int parse_mapline(char *line, struct mapline *ml)
 	int n = 0;
 	size_t len;
 
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %lu %n", &ml->start, &ml->end,
-		   ml->perms, &ml->off, &ml->dmaj, &ml->dmin, &ml->ino, &n) < 7 || ml->end <= ml->start)
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %lu %n", &ml->start,
+		   &ml->end, ml->perms, &ml->off, &ml->dmaj, &ml->dmin, &ml->ino, &n) < 7 ||
+	    ml->end <= ml->start)
 		return -EINVAL;
 	char *path = line + n;
 	while (*path == ' ')
@@ -387,14 +390,16 @@ int stb_mods_open(const struct stb_mods *r, const char *path, dev_t dev, ino_t i
 	struct stat st;
 	int fd;
 
-	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)r->read_pid, map_lo, map_hi);
+	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)r->read_pid,
+		 map_lo, map_hi);
 	fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)r->read_pid, path);
 		fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	}
 	if (fd < 0 && path[0] == '/')
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* the target is gone: same file? */
+		fd = open(path,
+			  O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* the target is gone: same file? */
 	if (fd < 0)
 		return -ENOENT;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != ino || st.st_dev != dev) {
@@ -415,8 +420,9 @@ static const struct stb_mod *find_old(const struct stb_modtab *old, const struct
 		return NULL;
 	for (size_t i = 0; i < old->nmods; i++) {
 		const struct stb_mod *o = &old->mods[i];
-		if (o->img && !o->image && o->ino == ml->ino && o->dev == makedev(ml->dmaj, ml->dmin) &&
-		    ml->start >= o->lo && ml->start < o->hi && o->path && strcmp(o->path, ml->path) == 0)
+		if (o->img && !o->image && o->ino == ml->ino &&
+		    o->dev == makedev(ml->dmaj, ml->dmin) && ml->start >= o->lo &&
+		    ml->start < o->hi && o->path && strcmp(o->path, ml->path) == 0)
 			return o;
 	}
 	return NULL;
@@ -472,8 +478,8 @@ static int mod_from_file(struct stb_mods *r, struct stb_modtab *t, struct stb_mo
 		close(fd);
 		return -ENOMEM;
 	}
-	struct fd_src fs = { .fd = fd };
-	struct stb_elf_src src = { .read = fd_read, .arg = &fs, .size = (uint64_t)st.st_size };
+	struct fd_src fs = {.fd = fd};
+	struct stb_elf_src src = {.read = fd_read, .arg = &fs, .size = (uint64_t)st.st_size};
 	ret = stb_elf_mod_load(&src, ml->start, ml->off, &left, &im->em);
 	close(fd);
 	if (ret == -ENOMEM) {
@@ -544,7 +550,7 @@ static int add_vdso(struct stb_mods *r, struct stb_modtab *t, const struct mapli
 		memcpy(im->vdso, (const void *)(uintptr_t)ml->start, len);
 	else if (stb_mods_read_target(r->read_pid, ml->start, im->vdso, len) < 0)
 		goto noimage;
-	struct stb_elf_src src = { .read = vdso_read, .arg = im, .size = len, .mem_layout = true };
+	struct stb_elf_src src = {.read = vdso_read, .arg = im, .size = len, .mem_layout = true};
 	ret = stb_elf_mod_load(&src, ml->start, 0, &left, &im->em);
 	if (ret == -ENOMEM) {
 		free(im->vdso);
@@ -578,8 +584,9 @@ static int add_vdso(struct stb_mods *r, struct stb_modtab *t, const struct mapli
 	if (im->em.has_table) {
 		m->has_table = true;
 		m->table = im->em.table;
-		m->eh_frame = (struct stb_cfi_bytes){ .data = im->em.eh_frame.data, .len = im->em.eh_frame.len,
-						      .addr = im->em.eh_frame.addr };
+		m->eh_frame = (struct stb_cfi_bytes){.data = im->em.eh_frame.data,
+						     .len = im->em.eh_frame.len,
+						     .addr = im->em.eh_frame.addr};
 	} else {
 		m->flags |= STB_UNW_MOD_NO_TABLE | STB_UNW_MOD_FP_ONLY;
 	}
@@ -603,8 +610,8 @@ static int add_file(struct stb_mods *r, struct stb_modtab *t, const struct stb_m
 	/* The same file mapped again inside a module already added. */
 	for (size_t i = 0; i < t->nmods; i++) {
 		const struct stb_mod *x = &t->mods[i];
-		if (x->ino == ml->ino && x->dev == makedev(ml->dmaj, ml->dmin) && ml->start >= x->lo &&
-		    ml->start < x->hi)
+		if (x->ino == ml->ino && x->dev == makedev(ml->dmaj, ml->dmin) &&
+		    ml->start >= x->lo && ml->start < x->hi)
 			return 0;
 	}
 	m = modtab_add(t);
@@ -658,7 +665,7 @@ static int build(struct stb_mods *r, const struct stb_modtab *old, uint64_t dead
 		 struct stb_modtab **out)
 {
 	struct stb_modtab *t = NULL;
-	struct dlset dl = { 0 };
+	struct dlset dl = {0};
 	char path[64], *line = NULL;
 	size_t linecap = 0;
 	FILE *f = NULL;
@@ -702,7 +709,8 @@ static int build(struct stb_mods *r, const struct stb_modtab *old, uint64_t dead
 			} else {
 				m->lo = ml.start;
 				m->hi = ml.end;
-				m->flags = STB_UNW_MOD_ANON | STB_UNW_MOD_FP_ONLY | STB_UNW_MOD_NO_TABLE;
+				m->flags =
+				    STB_UNW_MOD_ANON | STB_UNW_MOD_FP_ONLY | STB_UNW_MOD_NO_TABLE;
 				m->path = strdup(ml.path);
 				ret = m->path ? 0 : -ENOMEM;
 			}
@@ -753,7 +761,7 @@ struct stb_mods *stb_mods_new(pid_t pid)
 {
 	struct stb_mods *r = NULL;
 	pthread_rwlockattr_t ra;
-	unsigned long long counts[2] = { 0, 0 };
+	unsigned long long counts[2] = {0, 0};
 	int ret = 0, have_lock = 0, have_mutex = 0;
 
 	if (pid < 0) {
@@ -863,7 +871,7 @@ uint64_t stb_mods_refreshes(struct stb_mods *r)
 int stb_mods_refresh(struct stb_mods *r, bool forced, uint64_t deadline_ns)
 {
 	struct stb_modtab *t = NULL, *old;
-	unsigned long long counts[2] = { 0, 0 };
+	unsigned long long counts[2] = {0, 0};
 	uint64_t now = stb_now_ns(), min = r->pid ? REMOTE_REFRESH_NS : SELF_REFRESH_NS;
 	int ret;
 

@@ -33,8 +33,8 @@ struct stb_mod_image; /* owned bytes of a module, shared by successive tables */
 struct stb_seg {
 	uint64_t lo, hi;
 	const uint8_t *local; /* byte at target address lo */
-	bool direct;          /* local == lo: this process's own memory (read without ASan checks) */
-	const void *owner;    /* the image holding local, NULL in place */
+	bool direct;       /* local == lo: this process's own memory (read without ASan checks) */
+	const void *owner; /* the image holding local, NULL in place */
 };
 
 struct stb_mod {
@@ -44,14 +44,14 @@ struct stb_mod {
 	unsigned flags;            /* STB_UNW_MOD_* */
 	unsigned build_id_len;
 	uint8_t build_id[64];
-	char *path;                /* mapped path, "[vdso]", or the anonymous mapping's name */
+	char *path; /* mapped path, "[vdso]", or the anonymous mapping's name */
 	dev_t dev;
 	ino_t ino;
-	uint64_t map_lo, map_hi;   /* one mapping of the file (for /proc/PID/map_files) */
+	uint64_t map_lo, map_hi; /* one mapping of the file (for /proc/PID/map_files) */
 	bool has_table;
-	struct stb_cfi_hdr table;  /* .eh_frame_hdr search table */
+	struct stb_cfi_hdr table;      /* .eh_frame_hdr search table */
 	struct stb_cfi_bytes eh_frame; /* .eh_frame (to its segment's end) */
-	const uint8_t *image;      /* vdso: its whole image (for libdwfl), else NULL */
+	const uint8_t *image;          /* vdso: its whole image (for libdwfl), else NULL */
 	size_t image_len;
 	struct stb_mod_image *img; /* owner of the bytes above, NULL when in place */
 };
@@ -61,10 +61,10 @@ struct stb_modtab {
 	size_t nmods, capmods;
 	struct stb_seg *segs; /* sorted by lo */
 	size_t nsegs, capsegs;
-	uint64_t gen;         /* distinct for every table of a registry, never 0 */
-	uint64_t bytes;       /* owned bytes of the images */
-	unsigned files;       /* modules read from files */
-	_Atomic long refs;    /* the registry's (while current) + stb_mods_acquire's */
+	uint64_t gen;      /* distinct for every table of a registry, never 0 */
+	uint64_t bytes;    /* owned bytes of the images */
+	unsigned files;    /* modules read from files */
+	_Atomic long refs; /* the registry's (while current) + stb_mods_acquire's */
 };
 
 /* Builds the registry of pid (0 = this process) now. Returns NULL and sets

@@ -23,14 +23,14 @@
 
 struct stb_unw_proc {
 	struct stb_mods *mods;
-	void *lu_as; /* libunwind address space */
+	void *lu_as;               /* libunwind address space */
 	struct rcache_ent *rcache; /* RCACHE entries */
 	_Atomic uint64_t st_walks, st_steps, st_frames, st_copy_reads, st_image_reads,
-		st_target_reads, st_target_read_failures, st_target_bytes, st_budget_ends;
+	    st_target_reads, st_target_read_failures, st_target_bytes, st_budget_ends;
 };
 
-__attribute__((no_sanitize("address", "thread")))
-void stb_unw_copy_raw(void *dst, const void *src, size_t n)
+__attribute__((no_sanitize("address", "thread"))) void stb_unw_copy_raw(void *dst, const void *src,
+									size_t n)
 {
 	const volatile uint8_t *s = src;
 	uint8_t *d = dst;
@@ -92,7 +92,8 @@ static int read_target(struct stb_unw_ctx *w, uint64_t addr, uint8_t *dst, size_
 			i = w->pc->next++ % STB_UNW_PCACHE_PAGES;
 			w->pc->page[i] = page;
 			w->n_target++;
-			if (stb_mods_read_target(stb_mods_read_pid(w->mods), page, w->pc->data[i], STB_UNW_PAGE) == 0) {
+			if (stb_mods_read_target(stb_mods_read_pid(w->mods), page, w->pc->data[i],
+						 STB_UNW_PAGE) == 0) {
 				w->pc->state[i] = 1;
 			} else {
 				w->pc->state[i] = 2;
@@ -211,7 +212,7 @@ enum {
 #define RULE_SAME INT16_MIN
 #define CALLEE_SAVED (1u << STB_CFI_RBX | 1u << STB_CFI_RBP | 0xfu << 12)
 /* Callee-saved registers the packed rows track, as DWARF numbers. */
-static const uint8_t rule_dwreg[6] = { STB_CFI_RBP, STB_CFI_RBX, 12, 13, 14, 15 };
+static const uint8_t rule_dwreg[6] = {STB_CFI_RBP, STB_CFI_RBX, 12, 13, 14, 15};
 
 struct rule {
 	unsigned kind;
@@ -232,11 +233,13 @@ struct rcache_ent {
 
 static void rule_pack(const struct rule *r, uint32_t gen, uint64_t w[3])
 {
-	w[0] = (uint64_t)(uint32_t)r->cfa_off | (uint64_t)(r->kind & 0xff) << 32 | (uint64_t)r->cfa_rbp << 40 |
-	       (uint64_t)r->signal << 41 | (uint64_t)(uint16_t)r->ra_off << 48;
+	w[0] = (uint64_t)(uint32_t)r->cfa_off | (uint64_t)(r->kind & 0xff) << 32 |
+	       (uint64_t)r->cfa_rbp << 40 | (uint64_t)r->signal << 41 |
+	       (uint64_t)(uint16_t)r->ra_off << 48;
 	w[1] = (uint64_t)(uint16_t)r->off[0] | (uint64_t)(uint16_t)r->off[1] << 16 |
 	       (uint64_t)(uint16_t)r->off[2] << 32 | (uint64_t)(uint16_t)r->off[3] << 48;
-	w[2] = (uint64_t)(uint16_t)r->off[4] | (uint64_t)(uint16_t)r->off[5] << 16 | (uint64_t)gen << 32;
+	w[2] = (uint64_t)(uint16_t)r->off[4] | (uint64_t)(uint16_t)r->off[5] << 16 |
+	       (uint64_t)gen << 32;
 }
 
 static void rule_unpack(const uint64_t w[3], struct rule *r)
@@ -271,7 +274,8 @@ static bool rcache_get(struct stb_unw_proc *p, uint64_t ip, uint32_t gen, struct
 	 * ThreadSanitizer does not model them). */
 	for (int i = 0; i < 3; i++)
 		w[i] = atomic_load_explicit(&e->w[i], memory_order_acquire);
-	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1 || (uint32_t)(w[2] >> 32) != gen)
+	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1 ||
+	    (uint32_t)(w[2] >> 32) != gen)
 		return false;
 	rule_unpack(w, r);
 	return r->kind != RULE_NONE;
@@ -282,8 +286,8 @@ static void rcache_put(struct stb_unw_proc *p, uint64_t ip, uint32_t gen, const 
 	struct rcache_ent *e = rcache_slot(p, ip);
 	uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed), w[3];
 
-	if ((s & 1) || !atomic_compare_exchange_strong_explicit(&e->seq, &s, s + 1, memory_order_acquire,
-								 memory_order_relaxed))
+	if ((s & 1) || !atomic_compare_exchange_strong_explicit(
+			   &e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed))
 		return; /* another writer: leave it */
 	/* Release stores: no reader sees new data with the old (even) seq. */
 	rule_pack(r, gen, w);
@@ -318,8 +322,10 @@ static void rule_from_row(const struct stb_cfi_row *row, struct rule *r)
 		r->kind = RULE_BOTTOM;
 		return;
 	}
-	if (row->signal_frame || row->cfa_is_expr || (row->cfa_reg != STB_CFI_RSP && row->cfa_reg != STB_CFI_RBP) ||
-	    row->cfa_off < INT32_MIN || row->cfa_off > INT32_MAX || row->reg[STB_CFI_RSP].how != STB_CFI_SAME)
+	if (row->signal_frame || row->cfa_is_expr ||
+	    (row->cfa_reg != STB_CFI_RSP && row->cfa_reg != STB_CFI_RBP) ||
+	    row->cfa_off < INT32_MIN || row->cfa_off > INT32_MAX ||
+	    row->reg[STB_CFI_RSP].how != STB_CFI_SAME)
 		return;
 	if (ra->how != STB_CFI_OFFSET || ra->off <= INT16_MIN || ra->off > INT16_MAX)
 		return;
@@ -360,7 +366,8 @@ static void rule_get(struct stb_unw_ctx *w, uint64_t lookup, struct rule *r)
 /* Applies a RULE_OK rule. Returns 0 or -1 (a read failed). */
 static int rule_apply(struct stb_unw_ctx *w, const struct rule *r, struct stb_cfi_regs *regs)
 {
-	uint64_t cfa = regs->r[r->cfa_rbp ? STB_CFI_RBP : STB_CFI_RSP] + (uint64_t)(int64_t)r->cfa_off;
+	uint64_t cfa =
+	    regs->r[r->cfa_rbp ? STB_CFI_RBP : STB_CFI_RSP] + (uint64_t)(int64_t)r->cfa_off;
 	uint64_t v[6], ra;
 
 	if (!(regs->known & (1u << (r->cfa_rbp ? STB_CFI_RBP : STB_CFI_RSP))))
@@ -368,7 +375,8 @@ static int rule_apply(struct stb_unw_ctx *w, const struct rule *r, struct stb_cf
 	if (read8(w, cfa + (uint64_t)(int64_t)r->ra_off, &ra) < 0)
 		return -1;
 	for (int i = 0; i < 6; i++) {
-		if (r->off[i] != RULE_SAME && read8(w, cfa + (uint64_t)(int64_t)r->off[i], &v[i]) < 0)
+		if (r->off[i] != RULE_SAME &&
+		    read8(w, cfa + (uint64_t)(int64_t)r->off[i], &v[i]) < 0)
 			return -1;
 	}
 	for (int i = 0; i < 6; i++) {
@@ -505,7 +513,8 @@ void stb_unw_proc_stats(struct stb_unw_proc *p, struct stb_unw_stats *out)
 	out->copy_reads = atomic_load_explicit(&p->st_copy_reads, memory_order_relaxed);
 	out->image_reads = atomic_load_explicit(&p->st_image_reads, memory_order_relaxed);
 	out->target_reads = atomic_load_explicit(&p->st_target_reads, memory_order_relaxed);
-	out->target_read_failures = atomic_load_explicit(&p->st_target_read_failures, memory_order_relaxed);
+	out->target_read_failures =
+	    atomic_load_explicit(&p->st_target_read_failures, memory_order_relaxed);
 	out->refreshes = stb_mods_refreshes(p->mods);
 	out->target_bytes = atomic_load_explicit(&p->st_target_bytes, memory_order_relaxed);
 	out->budget_ends = atomic_load_explicit(&p->st_budget_ends, memory_order_relaxed);
@@ -537,15 +546,15 @@ void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, u
 const char *stb_unw_end_name(unsigned end)
 {
 	static const char *const names[] = {
-		[STB_UNW_END_BOTTOM] = "bottom",
-		[STB_UNW_END_DEPTH] = "depth limit",
-		[STB_UNW_END_CALLBACK] = "stopped",
-		[STB_UNW_END_NO_INFO] = "no unwind info",
-		[STB_UNW_END_UNREADABLE] = "unreadable memory",
-		[STB_UNW_END_BAD_FRAME] = "corrupt frame",
-		[STB_UNW_END_BYTES] = "byte budget",
-		[STB_UNW_END_DEADLINE] = "deadline",
-		[STB_UNW_END_EXPR_BUDGET] = "expression budget",
+	    [STB_UNW_END_BOTTOM] = "bottom",
+	    [STB_UNW_END_DEPTH] = "depth limit",
+	    [STB_UNW_END_CALLBACK] = "stopped",
+	    [STB_UNW_END_NO_INFO] = "no unwind info",
+	    [STB_UNW_END_UNREADABLE] = "unreadable memory",
+	    [STB_UNW_END_BAD_FRAME] = "corrupt frame",
+	    [STB_UNW_END_BYTES] = "byte budget",
+	    [STB_UNW_END_DEADLINE] = "deadline",
+	    [STB_UNW_END_EXPR_BUDGET] = "expression budget",
 	};
 	return end < sizeof(names) / sizeof(names[0]) ? names[end] : "unknown";
 }
@@ -566,7 +575,8 @@ static void walk_begin(struct stb_unw_ctx *w, struct stb_unw_proc *p, const stru
 	}
 	w->default_ns = STB_UNW_DEFAULT_TIME_NS;
 	w->deadline_ns = b && b->deadline_ns ? b->deadline_ns : 0;
-	w->bytes_left = b && b->max_target_bytes ? b->max_target_bytes : STB_UNW_DEFAULT_TARGET_BYTES;
+	w->bytes_left =
+	    b && b->max_target_bytes ? b->max_target_bytes : STB_UNW_DEFAULT_TARGET_BYTES;
 	w->expr_ops = b && b->max_expr_ops ? b->max_expr_ops : STB_DWEXPR_DEFAULT_OPS;
 	w->tab = stb_mods_acquire(p->mods);
 }
@@ -586,18 +596,21 @@ static void walk_end(struct stb_unw_ctx *w, uint64_t steps, uint64_t frames)
 		atomic_fetch_add_explicit(&p->st_image_reads, w->n_image, memory_order_relaxed);
 	if (w->n_target) {
 		atomic_fetch_add_explicit(&p->st_target_reads, w->n_target, memory_order_relaxed);
-		atomic_fetch_add_explicit(&p->st_target_bytes, w->n_target_bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->st_target_bytes, w->n_target_bytes,
+					  memory_order_relaxed);
 	}
 	if (w->n_target_fail)
-		atomic_fetch_add_explicit(&p->st_target_read_failures, w->n_target_fail, memory_order_relaxed);
-	if (w->end == STB_UNW_END_BYTES || w->end == STB_UNW_END_DEADLINE || w->end == STB_UNW_END_EXPR_BUDGET)
+		atomic_fetch_add_explicit(&p->st_target_read_failures, w->n_target_fail,
+					  memory_order_relaxed);
+	if (w->end == STB_UNW_END_BYTES || w->end == STB_UNW_END_DEADLINE ||
+	    w->end == STB_UNW_END_EXPR_BUDGET)
 		atomic_fetch_add_explicit(&p->st_budget_ends, 1, memory_order_relaxed);
 }
 
 static struct stb_cfi_regs regs_in(const struct stb_regs *r)
 {
-	struct stb_cfi_regs c = { .known = 1u << STB_CFI_RA | 1u << STB_CFI_RSP | 1u << STB_CFI_RBP |
-					   1u << STB_CFI_RBX | 0xfu << 12 };
+	struct stb_cfi_regs c = {.known = 1u << STB_CFI_RA | 1u << STB_CFI_RSP | 1u << STB_CFI_RBP |
+					  1u << STB_CFI_RBX | 0xfu << 12};
 
 	c.r[STB_CFI_RA] = r->ip;
 	c.r[STB_CFI_RSP] = r->sp;
@@ -630,7 +643,7 @@ static unsigned walk_dwarf(struct stb_unw_ctx *w, const struct stb_regs *regs, u
 		struct rule rule;
 
 		if (idx >= skip) {
-			struct stb_unw_frame f = { .ip = ip, .sp = sp, .how = how };
+			struct stb_unw_frame f = {.ip = ip, .sp = sp, .how = how};
 			++*delivered;
 			if (fn(&f, arg))
 				return STB_UNW_END_CALLBACK;
@@ -669,7 +682,8 @@ static unsigned walk_dwarf(struct stb_unw_ctx *w, const struct stb_regs *regs, u
 				return STB_UNW_END_NO_INFO;
 			/* Past a signal frame the stack may be another one (sigaltstack):
 			 * only require progress. */
-			if (rule.signal ? (r.r[STB_CFI_RSP] == sp && r.r[STB_CFI_RA] == ip) : r.r[STB_CFI_RSP] <= sp)
+			if (rule.signal ? (r.r[STB_CFI_RSP] == sp && r.r[STB_CFI_RA] == ip)
+					: r.r[STB_CFI_RSP] <= sp)
 				return STB_UNW_END_BAD_FRAME;
 			how = STB_FRAME_DWARF;
 			exact = rule.signal;
@@ -705,7 +719,7 @@ static unsigned walk_fp(struct stb_unw_ctx *w, const struct stb_regs *regs, unsi
 		uint64_t fr[2];
 
 		if (idx >= skip) {
-			struct stb_unw_frame f = { .ip = ip, .sp = sp, .how = STB_FRAME_FP };
+			struct stb_unw_frame f = {.ip = ip, .sp = sp, .how = STB_FRAME_FP};
 			++*delivered;
 			if (fn(&f, arg))
 				return STB_UNW_END_CALLBACK;
@@ -734,8 +748,9 @@ static unsigned walk_fp(struct stb_unw_ctx *w, const struct stb_regs *regs, unsi
 	}
 }
 
-int stb_unw_walk_budget(struct stb_unw_proc *p, const struct stb_regs *regs, const struct stb_stack_copy *copy,
-			unsigned skip, const struct stb_unw_budget *b, stb_unw_frame_fn fn, void *arg,
+int stb_unw_walk_budget(struct stb_unw_proc *p, const struct stb_regs *regs,
+			const struct stb_stack_copy *copy, unsigned skip,
+			const struct stb_unw_budget *b, stb_unw_frame_fn fn, void *arg,
 			struct stb_unw_result *res)
 {
 	struct stb_unw_ctx w;
@@ -760,18 +775,20 @@ int stb_unw_walk_budget(struct stb_unw_proc *p, const struct stb_regs *regs, con
 	return (int)delivered;
 }
 
-int stb_unw_walk(struct stb_unw_proc *p, const struct stb_regs *regs, const struct stb_stack_copy *copy,
-		 unsigned skip, unsigned max_depth, stb_unw_frame_fn fn, void *arg)
+int stb_unw_walk(struct stb_unw_proc *p, const struct stb_regs *regs,
+		 const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
+		 stb_unw_frame_fn fn, void *arg)
 {
-	struct stb_unw_budget b = { .max_frames = max_depth };
+	struct stb_unw_budget b = {.max_frames = max_depth};
 
 	return stb_unw_walk_budget(p, regs, copy, skip, &b, fn, arg, NULL);
 }
 
-int stb_unw_walk_fp(struct stb_unw_proc *p, const struct stb_regs *regs, const struct stb_stack_copy *copy,
-		    unsigned skip, unsigned max_depth, stb_unw_frame_fn fn, void *arg)
+int stb_unw_walk_fp(struct stb_unw_proc *p, const struct stb_regs *regs,
+		    const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
+		    stb_unw_frame_fn fn, void *arg)
 {
-	struct stb_unw_budget b = { .max_frames = max_depth };
+	struct stb_unw_budget b = {.max_frames = max_depth};
 	struct stb_regs r;
 
 	if (!regs)

@@ -55,8 +55,8 @@ enum {
 };
 
 struct stb_unw_frame {
-	uint64_t ip; /* frame 0: regs->ip; others: a return address */
-	uint64_t sp; /* stack pointer in that frame (the CFA of its callee) */
+	uint64_t ip;  /* frame 0: regs->ip; others: a return address */
+	uint64_t sp;  /* stack pointer in that frame (the CFA of its callee) */
 	unsigned how; /* STB_FRAME_* */
 };
 
@@ -104,8 +104,8 @@ struct stb_unw_budget {
 	 * STB_UNW_DEFAULT_TIME_NS after the walk's first slow operation (a
 	 * target read, a rule computed from CFI, a libunwind step, a refresh). */
 	uint64_t deadline_ns;
-	unsigned max_expr_ops;     /* per DWARF expression (and libunwind step: x16);
-				    * 0 = STB_DWEXPR_DEFAULT_OPS (256) */
+	unsigned max_expr_ops; /* per DWARF expression (and libunwind step: x16);
+				* 0 = STB_DWEXPR_DEFAULT_OPS (256) */
 };
 
 /* Why a walk ended (stb_unw_result.end). */
@@ -198,21 +198,21 @@ void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, u
 void stb_unw_copy_raw(void *dst, const void *src, size_t n);
 
 /* stb_unw_module_info.flags */
-#define STB_UNW_MOD_FP_ONLY  0x01u /* no usable CFI: walks use frame pointers here */
-#define STB_UNW_MOD_CHANGED  0x02u /* the file on disk is not what is mapped */
-#define STB_UNW_MOD_NO_FILE  0x04u /* the mapped file could not be opened */
+#define STB_UNW_MOD_FP_ONLY 0x01u  /* no usable CFI: walks use frame pointers here */
+#define STB_UNW_MOD_CHANGED 0x02u  /* the file on disk is not what is mapped */
+#define STB_UNW_MOD_NO_FILE 0x04u  /* the mapped file could not be opened */
 #define STB_UNW_MOD_NO_TABLE 0x08u /* no .eh_frame_hdr search table */
-#define STB_UNW_MOD_VDSO     0x10u
-#define STB_UNW_MOD_ANON     0x20u /* anonymous executable memory (JIT) */
-#define STB_UNW_MOD_TOO_BIG  0x40u /* unwind tables over the registry's byte cap: not read */
+#define STB_UNW_MOD_VDSO 0x10u
+#define STB_UNW_MOD_ANON 0x20u    /* anonymous executable memory (JIT) */
+#define STB_UNW_MOD_TOO_BIG 0x40u /* unwind tables over the registry's byte cap: not read */
 
 struct stb_unw_module_info {
-	uint64_t lo, hi;   /* executable address range in the target */
-	uint64_t bias;     /* target address = ELF virtual address + bias */
-	unsigned flags;    /* STB_UNW_MOD_* */
+	uint64_t lo, hi; /* executable address range in the target */
+	uint64_t bias;   /* target address = ELF virtual address + bias */
+	unsigned flags;  /* STB_UNW_MOD_* */
 	unsigned build_id_len;
 	uint8_t build_id[64];
-	char path[512];    /* mapped path (truncated), "[vdso]", or "" */
+	char path[512]; /* mapped path (truncated), "[vdso]", or "" */
 };
 
 /* Describes the module whose executable range holds ip, as known now (no

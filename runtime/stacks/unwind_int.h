@@ -42,9 +42,9 @@ struct stb_unw_ctx {
 	/* Budgets. */
 	uint64_t deadline_ns; /* 0 until the first check: then start + default */
 	uint64_t default_ns;
-	uint64_t bytes_left;  /* process_vm_readv bytes still allowed */
+	uint64_t bytes_left; /* process_vm_readv bytes still allowed */
 	unsigned expr_ops;
-	unsigned end;         /* STB_UNW_END_* set by the operation that failed, else 0 */
+	unsigned end; /* STB_UNW_END_* set by the operation that failed, else 0 */
 	/* libunwind step in progress. */
 	struct stb_cfi_regs cur; /* registers of the frame it starts from */
 	uint64_t ip0;            /* rip handed to it (ip - 1 for a return address) */
@@ -66,8 +66,8 @@ int stb_unw_ctx_read(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len
 const struct stb_mod *stb_unw_ctx_mod(struct stb_unw_ctx *w, uint64_t ip);
 
 /* libunwind fallback (unwind_lu.c). */
-void *stb_unw_lu_new(void);      /* an address space; NULL on failure */
-void stb_unw_lu_free(void *as);  /* accepts NULL */
+void *stb_unw_lu_new(void);     /* an address space; NULL on failure */
+void stb_unw_lu_free(void *as); /* accepts NULL */
 /* One step from regs (lookup: ip or ip - 1): 1 with the caller's registers
  * in *regs, 0 at the bottom, -1 on failure (w->end may say why); *fp: it
  * found no CFI and guessed from rbp. */

@@ -81,7 +81,8 @@ static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr, voi
 	return -UNW_ENOINFO;
 }
 
-static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
+			  void *arg)
 {
 	(void)as;
 	if (write)
@@ -92,14 +93,15 @@ static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
 }
 
 static const int8_t lu_dwreg[] = {
-	[UNW_X86_64_RAX] = 0, [UNW_X86_64_RDX] = 1, [UNW_X86_64_RCX] = 2, [UNW_X86_64_RBX] = 3,
-	[UNW_X86_64_RSI] = 4, [UNW_X86_64_RDI] = 5, [UNW_X86_64_RBP] = 6, [UNW_X86_64_RSP] = 7,
-	[UNW_X86_64_R8] = 8,  [UNW_X86_64_R9] = 9,  [UNW_X86_64_R10] = 10, [UNW_X86_64_R11] = 11,
-	[UNW_X86_64_R12] = 12, [UNW_X86_64_R13] = 13, [UNW_X86_64_R14] = 14, [UNW_X86_64_R15] = 15,
-	[UNW_X86_64_RIP] = 16,
+    [UNW_X86_64_RAX] = 0,  [UNW_X86_64_RDX] = 1,  [UNW_X86_64_RCX] = 2,  [UNW_X86_64_RBX] = 3,
+    [UNW_X86_64_RSI] = 4,  [UNW_X86_64_RDI] = 5,  [UNW_X86_64_RBP] = 6,  [UNW_X86_64_RSP] = 7,
+    [UNW_X86_64_R8] = 8,   [UNW_X86_64_R9] = 9,   [UNW_X86_64_R10] = 10, [UNW_X86_64_R11] = 11,
+    [UNW_X86_64_R12] = 12, [UNW_X86_64_R13] = 13, [UNW_X86_64_R14] = 14, [UNW_X86_64_R15] = 15,
+    [UNW_X86_64_RIP] = 16,
 };
 
-static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write, void *arg)
+static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
+			  void *arg)
 {
 	struct stb_unw_ctx *w = arg;
 
@@ -118,7 +120,8 @@ static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val
 	return 0;
 }
 
-static int acc_access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write, void *arg)
+static int acc_access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
+			    void *arg)
 {
 	(void)as;
 	(void)reg;
@@ -149,14 +152,14 @@ static int acc_get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, si
 }
 
 static unw_accessors_t lu_accessors = {
-	.find_proc_info = acc_find_proc_info,
-	.put_unwind_info = acc_put_unwind_info,
-	.get_dyn_info_list_addr = acc_get_dyn_info_list_addr,
-	.access_mem = acc_access_mem,
-	.access_reg = acc_access_reg,
-	.access_fpreg = acc_access_fpreg,
-	.resume = acc_resume,
-	.get_proc_name = acc_get_proc_name,
+    .find_proc_info = acc_find_proc_info,
+    .put_unwind_info = acc_put_unwind_info,
+    .get_dyn_info_list_addr = acc_get_dyn_info_list_addr,
+    .access_mem = acc_access_mem,
+    .access_reg = acc_access_reg,
+    .access_fpreg = acc_access_fpreg,
+    .resume = acc_resume,
+    .get_proc_name = acc_get_proc_name,
 };
 
 void *stb_unw_lu_new(void)
@@ -179,12 +182,14 @@ void stb_unw_lu_free(void *as)
 		unw_destroy_addr_space(as);
 }
 
-int stb_unw_lu_step(struct stb_unw_ctx *w, void *as, struct stb_cfi_regs *regs, uint64_t lookup, bool *fp)
+int stb_unw_lu_step(struct stb_unw_ctx *w, void *as, struct stb_cfi_regs *regs, uint64_t lookup,
+		    bool *fp)
 {
-	static const int ids[8] = { UNW_X86_64_RIP, UNW_X86_64_RSP, UNW_X86_64_RBP, UNW_X86_64_RBX,
-				    UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15 };
-	static const uint8_t dw[8] = { STB_CFI_RA, STB_CFI_RSP, STB_CFI_RBP, STB_CFI_RBX, 12, 13, 14, 15 };
-	struct stb_cfi_regs out = { .known = 0 };
+	static const int ids[8] = {UNW_X86_64_RIP, UNW_X86_64_RSP, UNW_X86_64_RBP, UNW_X86_64_RBX,
+				   UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15};
+	static const uint8_t dw[8] = {STB_CFI_RA, STB_CFI_RSP, STB_CFI_RBP, STB_CFI_RBX,
+				      12,         13,          14,          15};
+	struct stb_cfi_regs out = {.known = 0};
 	unw_cursor_t c;
 	int ret;
 

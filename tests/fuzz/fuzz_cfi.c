@@ -37,7 +37,7 @@ static void try_row(const struct stb_cfi_bytes *b, uint64_t fde, uint64_t ip, ui
 		    struct input *in)
 {
 	struct stb_cfi_row row;
-	struct stb_cfi_regs regs = { .known = sel | 1u << STB_CFI_RSP | 1u << STB_CFI_RA };
+	struct stb_cfi_regs regs = {.known = sel | 1u << STB_CFI_RSP | 1u << STB_CFI_RA};
 
 	if (stb_cfi_row(b, fde, ip, &row) != 0)
 		return;
@@ -54,8 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 4)
 		return 0;
 	memcpy(&sel, data, 4);
-	struct input in = { .p = data + 4, .len = size - 4 };
-	struct stb_cfi_bytes b = { .data = in.p, .len = in.len, .addr = BASE };
+	struct input in = {.p = data + 4, .len = size - 4};
+	struct stb_cfi_bytes b = {.data = in.p, .len = in.len, .addr = BASE};
 
 	/* Walk the entries (length, then CIE id / CIE pointer). */
 	size_t off = 0;
@@ -82,8 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t regs[STB_DWEXPR_NREGS], out;
 	for (unsigned i = 0; i < STB_DWEXPR_NREGS; i++)
 		regs[i] = BASE + i * 16;
-	struct stb_dwexpr_env env = { .regs = regs, .known = sel, .read = read_input, .arg = &in,
-				      .max_ops = 1000 };
+	struct stb_dwexpr_env env = {
+	    .regs = regs, .known = sel, .read = read_input, .arg = &in, .max_ops = 1000};
 	uint64_t push = BASE + (sel & 0xfff);
 	stb_dwexpr_eval(in.p, in.len, &env, NULL, &out);
 	stb_dwexpr_eval(in.p, in.len, &env, &push, &out);

@@ -48,14 +48,16 @@ static void use(struct stb_elf_mod *m)
 {
 	if (!m->has_table)
 		return;
-	struct stb_cfi_bytes ehf = { .data = m->eh_frame.data, .len = m->eh_frame.len, .addr = m->eh_frame.addr };
+	struct stb_cfi_bytes ehf = {
+	    .data = m->eh_frame.data, .len = m->eh_frame.len, .addr = m->eh_frame.addr};
 	uint64_t span = m->exec_hi - m->exec_lo;
 	for (unsigned k = 0; k < 16; k++) {
 		uint64_t ip = m->exec_lo + span / 16 * k, fde;
 		struct stb_cfi_row row;
-		if (stb_cfi_hdr_find(&m->table, ip, &fde) < 0 || stb_cfi_row(&ehf, fde, ip, &row) < 0)
+		if (stb_cfi_hdr_find(&m->table, ip, &fde) < 0 ||
+		    stb_cfi_row(&ehf, fde, ip, &row) < 0)
 			continue;
-		struct stb_cfi_regs regs = { .known = 0x1ffff };
+		struct stb_cfi_regs regs = {.known = 0x1ffff};
 		for (unsigned i = 0; i < STB_CFI_NREGS; i++)
 			regs.r[i] = m->eh_frame.addr + i * 8;
 		regs.r[STB_CFI_RA] = ip;
@@ -65,10 +67,10 @@ static void use(struct stb_elf_mod *m)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct input in = { .p = data, .len = size };
-	struct stb_elf_src src = { .read = read_at, .arg = &in, .size = size };
+	struct input in = {.p = data, .len = size};
+	struct stb_elf_src src = {.read = read_at, .arg = &in, .size = size};
 	struct stb_elf_mod m;
-	uint64_t offs[9] = { 0 }, left;
+	uint64_t offs[9] = {0}, left;
 	unsigned n = 1;
 
 	/* Page offsets of executable PT_LOADs, as a mapping would give them. */
