@@ -659,7 +659,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	L.unw = stb_unw_proc_new(L.o.pid);
-	L.sym = L.unw ? stb_sym_new(L.o.pid) : NULL;
+	L.sym = L.unw ? stb_sym_new_mods(stb_unw_proc_mods(L.unw)) : NULL;
 	L.buf = malloc(STB_LOADER_COPY_MAX);
 	L.rec = malloc(sizeof(*L.rec));
 	L.scratch = calloc(L.o.max_depth, sizeof(*L.scratch));

@@ -475,7 +475,7 @@ int stb_profile_run(const struct stb_profile_opts *o)
 		goto cleanup;
 	}
 	P.unw = stb_unw_proc_new(o->pid);
-	P.sym = P.unw ? stb_sym_new(o->pid) : NULL;
+	P.sym = P.unw ? stb_sym_new_mods(stb_unw_proc_mods(P.unw)) : NULL;
 	P.nips = o->max_depth;
 	P.ips = calloc(P.nips, sizeof(*P.ips));
 	P.buf = malloc(STB_PROF_COPY_MAX);
