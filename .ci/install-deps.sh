@@ -7,11 +7,11 @@ set -euo pipefail
 
 pkgs=(
   build-essential cmake pkg-config g++
-  clang llvm bpftool libbpf-dev
+  clang llvm bpftool libbpf-dev libclang-rt-14-dev
   libunwind-dev libelf-dev libdw-dev zlib1g-dev
   libcmocka-dev
   protobuf-c-compiler libprotobuf-c-dev golang-go python3
-  gdb procps iproute2 curl
+  gdb procps iproute2 curl dpkg-dev
 )
 
 missing=()

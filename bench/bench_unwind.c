@@ -2,8 +2,9 @@
 /*
  * Micro benchmark of runtime/stacks/unwind.c and runtime/stacks/symbolize.c: DWARF and
  * frame-pointer walks of a captured stack (10 and 64 frames deep, full and
- * depth-limited), through the pid-0 path and the remote path (the process
- * treated as another one), and symbolization cold vs cached.
+ * depth-limited, with and without an explicit budget), through the pid-0
+ * path and the remote path (the process treated as another one), and
+ * symbolization cold vs cached, with its own registry or the unwinder's.
  * Usage: bench_unwind [iterations]
  */
 #include <pthread.h>
@@ -97,6 +98,17 @@ static int bench_count(const struct stb_unw_frame *f, void *arg)
 typedef int (*bench_walk_fn)(struct stb_unw_proc *, const struct stb_regs *, const struct stb_stack_copy *,
 			     unsigned, unsigned, stb_unw_frame_fn, void *);
 
+/* stb_unw_walk with an explicit budget: a deadline 1 s ahead (one clock
+ * read per walk besides the walk's own checks). */
+static int bench_walk_budget(struct stb_unw_proc *p, const struct stb_regs *regs,
+			     const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
+			     stb_unw_frame_fn fn, void *arg)
+{
+	struct stb_unw_budget b = { .max_frames = max_depth,
+				    .deadline_ns = stb_now_ns() + 1000ull * 1000 * 1000 };
+	return stb_unw_walk_budget(p, regs, copy, skip, &b, fn, arg, NULL);
+}
+
 static int bench_cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -133,6 +145,8 @@ static void bench_walks(const char *label, struct stb_unw_proc *p, const struct 
 
 	snprintf(what, sizeof(what), "%s dwarf 10 of 10-deep", label);
 	bench_walk(what, stb_unw_walk, p, c10, 10, iters);
+	snprintf(what, sizeof(what), "%s dwarf 10 of 10, budget+deadline", label);
+	bench_walk(what, bench_walk_budget, p, c10, 10, iters);
 	snprintf(what, sizeof(what), "%s dwarf 4 of 64-deep", label);
 	double d4 = bench_walk(what, stb_unw_walk, p, c64, 4, iters);
 	snprintf(what, sizeof(what), "%s dwarf 64 of 64-deep", label);
@@ -195,6 +209,13 @@ static void bench_symbolize(struct stb_unw_proc *p, const struct bench_capture *
 	printf("symbolize: stb_sym_new %.0f us; first %u lookups (modules cold) %.0f us total; "
 	       "new address in a loaded module %.2f us; cached %.0f ns\n",
 	       t_new / 1000, ips.n, t_cold / 1000, t_addr / 1000, t_hit);
+	stb_sym_free(s);
+	/* On the unwinder's registry: no scan of its own. */
+	t0 = stb_now_ns();
+	s = stb_sym_new_mods(stb_unw_proc_mods(p));
+	if (s)
+		printf("symbolize: stb_sym_new_mods on the unwinder's registry %.0f us\n",
+		       (double)(stb_now_ns() - t0) / 1000);
 	stb_sym_free(s);
 }
 

@@ -563,7 +563,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 	}
 	stb_watchdog_phase("reading the target's modules");
 	P.unw = stb_unw_proc_new(o->pid);
-	P.sym = P.unw ? stb_sym_new(o->pid) : NULL;
+	P.sym = P.unw ? stb_sym_new_mods(stb_unw_proc_mods(P.unw)) : NULL;
 	P.nips = o->max_depth;
 	P.ips = calloc(P.nips, sizeof(*P.ips));
 	P.frames = calloc(P.nips, sizeof(*P.frames));

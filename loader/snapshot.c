@@ -226,7 +226,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	}
 	stb_watchdog_phase("reading the target's modules");
 	S.unw = stb_unw_proc_new(o->pid);
-	S.sym = S.unw ? stb_sym_new(o->pid) : NULL;
+	S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
 	if (!S.unw || !S.sym) {
 		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
 			(int)o->pid, strerror(errno));

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the build into a temporary prefix and builds a program against it
-# with pkg-config only (shared and static), as a user of the install would:
+# as a user of the install would: with pkg-config (shared and static),
 #   cc app.c $(pkg-config --cflags --libs bthread)
-# Then runs it: it starts bthreads, traces one and joins them.
+# and with CMake, find_package(bthread CONFIG) and bthread::bthread (shared)
+# or bthread::bthread_static. Each program starts bthreads, traces one and
+# joins them.
 #   tests/test_install.sh BUILD_DIR [SANITIZERS]
 # SANITIZERS: the build's STB_SANITIZE (the app must then be built with them).
 set -euo pipefail
@@ -57,4 +59,35 @@ ldd "$tmp/app" | grep -q "$libdir/libbthread.so" || { echo "FAIL: not linked to 
 cc -std=c11 -O2 "${extra[@]}" -o "$tmp/app_static" "$tmp/app.c" -Wl,-Bstatic -L"$libdir" -lbthread -Wl,-Bdynamic \
   $(pkg-config --cflags --libs --static bthread | sed 's/-lbthread//')
 [ "$("$tmp/app_static")" = ok ] || { echo "FAIL: static build did not run"; exit 1; }
-echo "install + pkg-config: shared and static builds run"
+
+# CMake package.
+mkdir -p "$tmp/cmakeapp"
+cp "$tmp/app.c" "$tmp/cmakeapp/app.c"
+cat > "$tmp/cmakeapp/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.16)
+project(app C)
+find_package(bthread CONFIG REQUIRED)
+add_executable(app app.c)
+target_link_libraries(app PRIVATE bthread::bthread)
+add_executable(app_static app.c)
+target_link_libraries(app_static PRIVATE bthread::bthread_static)
+if(SAN)
+  target_compile_options(app PRIVATE -fsanitize=\${SAN})
+  target_link_options(app PRIVATE -fsanitize=\${SAN})
+  target_compile_options(app_static PRIVATE -fsanitize=\${SAN})
+  target_link_options(app_static PRIVATE -fsanitize=\${SAN})
+endif()
+CM
+cmake -S "$tmp/cmakeapp" -B "$tmp/cmakeapp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_BUILD_RPATH="$libdir" -DSAN="$san" >"$tmp/cmake.log" 2>&1 ||
+  { cat "$tmp/cmake.log"; echo "FAIL: find_package(bthread CONFIG) failed"; exit 1; }
+cmake --build "$tmp/cmakeapp/build" >"$tmp/cmake-build.log" 2>&1 ||
+  { cat "$tmp/cmake-build.log"; echo "FAIL: building against bthread::bthread failed"; exit 1; }
+[ "$("$tmp/cmakeapp/build/app")" = ok ] || { echo "FAIL: CMake shared build did not run"; exit 1; }
+ldd "$tmp/cmakeapp/build/app" | grep -q "$libdir/libbthread.so" ||
+  { echo "FAIL: CMake app not linked to the install"; exit 1; }
+[ "$("$tmp/cmakeapp/build/app_static")" = ok ] || { echo "FAIL: CMake static build did not run"; exit 1; }
+if ldd "$tmp/cmakeapp/build/app_static" | grep -q libbthread; then
+  echo "FAIL: bthread::bthread_static linked libbthread.so"; exit 1
+fi
+echo "install: pkg-config and find_package(bthread CONFIG), shared and static builds run"

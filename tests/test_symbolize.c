@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of runtime/stacks/symbolize.c: static, exported, libc, vdso and C++ symbols,
- * offsets, return-address lookups, file:line and inline frames, the result
- * cache and unknown addresses.
+ * offsets, return-address lookups, file:line and inline frames (nested C++
+ * inlining against addr2line -i), the result cache and unknown addresses.
  */
 #include <elf.h>
 #include <errno.h>
@@ -22,6 +22,7 @@
 #include "symbolize.h"
 
 void *stb_test_cxx_frob_addr(void);
+uint64_t stb_test_inl_guard_pc(void);
 int stb_test_sym_exported(int x);
 
 static volatile int sym_sink;
@@ -230,6 +231,67 @@ static void test_inline_frames(void **state)
 	stb_sym_free(s);
 }
 
+/* One logical frame as addr2line -i -f -C prints it. */
+struct sym_a2l {
+	char fn[256], file[600];
+	int line;
+};
+
+/* addr2line -i -f -C on our own executable at a module offset. */
+static int sym_addr2line(uint64_t off, struct sym_a2l *out, int max)
+{
+	char cmd[128], fn[256], pos[600];
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "addr2line -i -f -C -e /proc/%d/exe 0x%llx", (int)getpid(),
+		 (unsigned long long)off);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	while (n < max && fgets(fn, sizeof(fn), p) && fgets(pos, sizeof(pos), p)) {
+		fn[strcspn(fn, "\n")] = 0;
+		pos[strcspn(pos, "\n")] = 0;
+		char *colon = strrchr(pos, ':');
+		assert_non_null(colon);
+		*colon = 0;
+		snprintf(out[n].fn, sizeof(out[n].fn), "%s", fn);
+		snprintf(out[n].file, sizeof(out[n].file), "%s", pos);
+		out[n].line = atoi(colon + 1);
+		n++;
+	}
+	assert_int_equal(pclose(p), 0);
+	return n;
+}
+
+/* A guard's constructor inlined into a function inlined into another: the
+ * same three logical frames as addr2line -i, innermost first, each with its
+ * function and position. */
+static void test_nested_inline_cxx(void **state)
+{
+	struct stb_sym *s = sym_new();
+	struct stb_sym_info info;
+	struct sym_a2l want[8];
+
+	(void)state;
+	uint64_t ra = stb_test_inl_guard_pc();
+	assert_int_equal(stb_sym_lookup(s, ra, STB_SYM_RETURN, &info), 0);
+	int n = sym_addr2line(info.module_offset - 1, want, 8);
+	if (n != 3)
+		fail_msg("test_symbolize_inline.cpp must inline two levels (addr2line sees %d frames)", n);
+	assert_true(strstr(want[0].fn, "Guard::Guard") != NULL);
+	assert_int_equal(info.ninline + 1, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		const char *fn = i < n - 1 ? info.inlines[i].function : info.function;
+		const char *file = i < n - 1 ? info.inlines[i].file : info.file;
+		int line = i < n - 1 ? info.inlines[i].line : info.line;
+		if (!fn || strcmp(fn, want[i].fn) != 0)
+			fail_msg("frame %d: function %s, addr2line says %s", i, fn ? fn : "(null)", want[i].fn);
+		if (!file || strcmp(file, want[i].file) != 0 || line != want[i].line)
+			fail_msg("frame %d (%s): %s:%d, addr2line says %s:%d", i, fn, file ? file : "(null)", line,
+				 want[i].file, want[i].line);
+	}
+	stb_sym_free(s);
+}
+
 static void test_cxx_demangled(void **state)
 {
 	struct stb_sym *s = sym_new();
@@ -321,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_libc_and_vdso),
 		cmocka_unit_test(test_return_address),
 		cmocka_unit_test(test_inline_frames),
+		cmocka_unit_test(test_nested_inline_cxx),
 		cmocka_unit_test(test_cxx_demangled),
 		cmocka_unit_test(test_unknown_cache_refresh),
 		cmocka_unit_test(test_threads),

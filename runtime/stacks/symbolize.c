@@ -1,30 +1,45 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Address symbolization (symbolize.h): one libdwfl session per target
- * process, a per-(ip, flag) cache of results, an arena that owns every string
- * and array handed out, string interning, and C++ demangling through
- * __cxa_demangle found at run time.
+ * process, fed by the target's module registry (modules.h) instead of its
+ * own /proc scan; libdwfl never maps a target's file: main files are opened
+ * with ELF_C_READ (pread on demand), separate debug files are copied into a
+ * sealed memfd first. A per-(ip, flag) cache of results, an arena that owns
+ * every string and array handed out, string interning, C++ demangling
+ * through __cxa_demangle found at run time, and inline frames walked through
+ * the concrete inlined scopes (dwarf_getscopes_die), innermost first.
  */
 #include "symbolize.h"
+#include "modules.h"
 #include "util.h"
 #include "stb/stb.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <libelf.h>
+#include <zlib.h>
 
 #define STB_SYM_ARENA_CHUNK (64u * 1024)
 #define STB_SYM_AUTO_REFRESH_NS (1000ull * 1000 * 1000)
+/* Separate debug files larger than this are not used (they are copied). */
+#define STB_SYM_MAX_DEBUG_FILE (512ull * 1024 * 1024)
+#define STB_SYM_FUSE_MAGIC 0x65735546
 
 typedef char *(*stb_sym_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
 
@@ -42,9 +57,23 @@ struct stb_sym_entry {
 	struct stb_sym_info info;
 };
 
+/* What find_elf needs of a module: the userdata of its Dwfl_Module. */
+struct stb_sym_modrec {
+	struct stb_sym *s;
+	const char *path;
+	dev_t dev;
+	ino_t ino;
+	uint64_t map_lo, map_hi;
+	const uint8_t *image; /* vdso: our copy (arena), else NULL */
+	size_t image_len;
+	bool elf_ok;          /* the registry parsed it as the mapped file */
+};
+
 struct stb_sym {
 	pthread_mutex_t lock;
 	pid_t pid;          /* real pid, also for pid 0 */
+	struct stb_mods *mods; /* a reference */
+	uint64_t reported_gen; /* registry table last reported to dwfl */
 	Dwfl *dwfl;
 	Dwfl_Callbacks cb;
 	struct stb_sym_chunk *chunks;
@@ -212,56 +241,272 @@ static const char *stb_sym_name(struct stb_sym *s, const char *name)
 
 /* ------------------------------------------------------------- libdwfl */
 
-/* Like dwfl_standard_find_debuginfo, but never asks debuginfod servers
- * (a network round trip inside a tracer): with DEBUGINFOD_URLS set, only the
- * local build-id tree is searched besides the file itself. */
+static void stb_sym_cache_clear(struct stb_sym *s);
+
+/* ------------------------------------------------------------- files */
+
+/* libdwfl's main file of a module: the very file the target maps, opened
+ * for reads on demand (ELF_C_READ: no mapping that a shrinking file could
+ * turn into SIGBUS); the vdso from our copy of its image. */
+static int stb_sym_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			    char **file_name, Elf **elfp)
+{
+	struct stb_sym_modrec *rec = *userdata;
+	int fd;
+
+	(void)mod;
+	(void)modname;
+	(void)base;
+	*elfp = NULL;
+	if (!rec || !rec->elf_ok)
+		return -1;
+	if (rec->image) {
+		*elfp = elf_memory((char *)(uintptr_t)rec->image, rec->image_len);
+		return -1;
+	}
+	fd = stb_mods_open(rec->s->mods, rec->path, rec->dev, rec->ino, rec->map_lo, rec->map_hi);
+	if (fd < 0)
+		return -1;
+	*elfp = elf_begin(fd, ELF_C_READ, NULL);
+	if (!*elfp) {
+		close(fd);
+		return -1;
+	}
+	*file_name = strdup(rec->path); /* libdwfl looks for debug links next to it */
+	return fd;
+}
+
+/* A private, sealed copy of a (regular, bounded) file: libdwfl maps what we
+ * return, and only our own memfd cannot change under it. *crc: its CRC-32
+ * (the .gnu_debuglink checksum). Returns the memfd or -1. */
+static int stb_sym_copy_file(const char *path, uint32_t *crc)
+{
+	struct statfs sf;
+	struct stat st;
+	char buf[64 * 1024];
+	uint64_t left;
+	uLong c = crc32(0L, Z_NULL, 0);
+	int fd, mfd = -1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > STB_SYM_MAX_DEBUG_FILE ||
+	    (fstatfs(fd, &sf) == 0 && sf.f_type == STB_SYM_FUSE_MAGIC))
+		goto fail;
+	mfd = memfd_create("stb-debuginfo", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		goto fail;
+	for (left = (uint64_t)st.st_size; left;) {
+		ssize_t n = read(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto fail; /* shrunk or unreadable */
+		c = crc32(c, (const Bytef *)buf, (uInt)n);
+		for (ssize_t w = 0; w < n;) {
+			ssize_t k = write(mfd, buf + w, (size_t)(n - w));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				goto fail;
+			w += k;
+		}
+		left -= (uint64_t)n;
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		goto fail;
+	close(fd);
+	*crc = (uint32_t)c;
+	return mfd;
+fail:
+	if (mfd >= 0)
+		close(mfd);
+	close(fd);
+	return -1;
+}
+
+/* Does the copy carry the build id the module wants? */
+static bool stb_sym_id_matches(int mfd, const unsigned char *want, int want_len)
+{
+	Elf *e = elf_begin(mfd, ELF_C_READ, NULL);
+	const void *id = NULL;
+	ssize_t n = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
+	bool ok = n > 0 && n == want_len && memcmp(id, want, (size_t)n) == 0;
+
+	if (e)
+		elf_end(e);
+	return ok;
+}
+
+/*
+ * libdwfl's separate debug files (and dwz alt files): the build-id tree,
+ * then the debug link next to the file, in its .debug/ and under
+ * /usr/lib/debug; never debuginfod servers (a network round trip inside a
+ * tracer). Each candidate is checked (build id, else CRC) on a sealed copy,
+ * which is what libdwfl gets.
+ */
 static int stb_sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 				  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 				  char **debuginfo_file_name)
 {
-	const char *urls = getenv("DEBUGINFOD_URLS");
-	const unsigned char *bits;
+	const unsigned char *bits = NULL;
+	char paths[4][PATH_MAX];
+	unsigned np = 0;
 	GElf_Addr vaddr;
-	char path[256];
-	int len, n;
+	int len;
+	/* A dwz alt file is asked for by name with no CRC: it has its own id. */
+	bool alt = debuglink_file && debuglink_crc == 0;
 
-	if (!urls || !*urls)
-		return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-						    debuglink_crc, debuginfo_file_name);
+	(void)userdata;
+	(void)modname;
+	(void)base;
 	len = dwfl_module_build_id(mod, &bits, &vaddr);
-	if (len < 2 || len > 64)
-		return -1;
-	n = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bits[0]);
-	for (int i = 1; i < len; i++)
-		n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x", bits[i]);
-	snprintf(path + n, sizeof(path) - (size_t)n, ".debug");
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		*debuginfo_file_name = strdup(path);
+	if (!alt && len >= 2 && len <= 64) {
+		int n = snprintf(paths[np], PATH_MAX, "/usr/lib/debug/.build-id/%02x/", bits[0]);
+		for (int i = 1; i < len; i++)
+			n += snprintf(paths[np] + n, PATH_MAX - (size_t)n, "%02x", bits[i]);
+		snprintf(paths[np] + n, PATH_MAX - (size_t)n, ".debug");
+		np++;
 	}
-	return fd;
+	if (debuglink_file && debuglink_file[0] == '/') {
+		snprintf(paths[np++], PATH_MAX, "%s", debuglink_file);
+	} else if (debuglink_file && !strchr(debuglink_file, '/') && file_name && file_name[0] == '/') {
+		const char *slash = strrchr(file_name, '/');
+		int dlen = (int)(slash - file_name);
+		snprintf(paths[np++], PATH_MAX, "%.*s/%s", dlen, file_name, debuglink_file);
+		snprintf(paths[np++], PATH_MAX, "%.*s/.debug/%s", dlen, file_name, debuglink_file);
+		snprintf(paths[np++], PATH_MAX, "/usr/lib/debug%.*s/%s", dlen, file_name, debuglink_file);
+	}
+	for (unsigned i = 0; i < np; i++) {
+		uint32_t crc;
+		int mfd;
+		if (file_name && strcmp(paths[i], file_name) == 0)
+			continue; /* the main file itself */
+		mfd = stb_sym_copy_file(paths[i], &crc);
+		if (mfd < 0)
+			continue;
+		bool ok = alt || (len > 0 ? stb_sym_id_matches(mfd, bits, len) : crc == debuglink_crc);
+		if (ok) {
+			*debuginfo_file_name = strdup(paths[i]);
+			return mfd;
+		}
+		close(mfd);
+	}
+	return -1;
 }
 
+/* ------------------------------------------------------------- reporting */
+
+/* The registry's modules, reported to libdwfl. A module that is the same
+ * as before (name, range, identity) keeps its Dwfl_Module (and what libdwfl
+ * read of it); one whose identity changed needs a fresh session. */
 static int stb_sym_report(struct stb_sym *s)
 {
-	int ret;
+	const struct stb_modtab *t;
+	uint64_t prev_hi = 0;
+	int ret = 0;
+	bool stale = false;
 
+	t = stb_mods_acquire(s->mods);
 	dwfl_report_begin(s->dwfl);
-	ret = dwfl_linux_proc_report(s->dwfl, s->pid);
+	for (size_t i = 0; i < t->nmods && ret == 0; i++) {
+		const struct stb_mod *m = &t->mods[i];
+		uint64_t lo = m->lo, hi = m->hi;
+		bool elf_ok = false;
+		void **slot;
+
+		if ((m->flags & STB_UNW_MOD_ANON) || !m->path || !m->path[0])
+			continue;
+		/* libdwfl computes the bias from the range's start: report the
+		 * whole object when the registry could place it. */
+		if (m->load_lo && m->load_lo <= m->lo && m->hi <= m->load_hi && m->load_lo >= prev_hi &&
+		    !(m->flags & (STB_UNW_MOD_CHANGED | STB_UNW_MOD_NO_FILE))) {
+			lo = m->load_lo;
+			hi = m->load_hi;
+			elf_ok = true;
+		}
+		if (lo < prev_hi)
+			continue;
+		Dwfl_Module *dm = dwfl_report_module(s->dwfl, m->path, lo, hi);
+		if (!dm) {
+			ret = -ENOMEM;
+			break;
+		}
+		prev_hi = hi;
+		dwfl_module_info(dm, &slot, NULL, NULL, NULL, NULL, NULL, NULL);
+		struct stb_sym_modrec *rec = *slot;
+		if (rec) {
+			if (rec->dev != m->dev || rec->ino != m->ino || rec->elf_ok != elf_ok)
+				stale = true;
+			continue;
+		}
+		rec = stb_sym_alloc(s, sizeof(*rec));
+		if (!rec) {
+			ret = -ENOMEM;
+			break;
+		}
+		*rec = (struct stb_sym_modrec){ .s = s, .path = stb_sym_intern(s, m->path), .dev = m->dev,
+						.ino = m->ino, .map_lo = m->map_lo, .map_hi = m->map_hi,
+						.elf_ok = elf_ok };
+		if (m->image && elf_ok) {
+			uint8_t *copy = stb_sym_alloc(s, m->image_len);
+			if (copy) {
+				memcpy(copy, m->image, m->image_len);
+				rec->image = copy;
+				rec->image_len = m->image_len;
+			} else {
+				rec->elf_ok = false;
+			}
+		} else if (!m->map_hi) {
+			rec->elf_ok = false; /* no file mapping to open */
+		}
+		if (!rec->path)
+			rec->elf_ok = false;
+		*slot = rec;
+	}
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && ret == 0)
-		ret = ENOMEM;
-	s->last_refresh_ns = stb_now_ns();
-	if (ret > 0)
-		return ret == ENOENT ? -ESRCH : -ret;
-	return ret < 0 ? -EIO : 0;
+		ret = -ENOMEM;
+	s->reported_gen = t->gen;
+	stb_mods_release(t);
+	if (ret == 0 && stale) {
+		/* Same name and range, another file: start a new session. */
+		Dwfl *n = dwfl_begin(&s->cb);
+		if (!n)
+			return -ENOMEM;
+		dwfl_end(s->dwfl);
+		s->dwfl = n;
+		return stb_sym_report(s);
+	}
+	return ret;
 }
 
-struct stb_sym *stb_sym_new(pid_t pid)
+/* Brings the session up to date with the registry; with `refresh`, asks the
+ * registry to rescan first (rate-limited there and here). */
+static int stb_sym_sync(struct stb_sym *s, bool refresh, bool forced)
+{
+	int ret = 0;
+
+	if (refresh) {
+		s->last_refresh_ns = stb_now_ns();
+		ret = stb_mods_refresh(s->mods, forced, 0);
+	}
+	if (stb_mods_gen(s->mods) != s->reported_gen) {
+		int r = stb_sym_report(s);
+		stb_sym_cache_clear(s);
+		if (ret >= 0)
+			ret = r;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+struct stb_sym *stb_sym_new_mods(struct stb_mods *mods)
 {
 	struct stb_sym *s = NULL;
 	int ret = 0, have_lock = 0;
 
-	if (pid < 0) {
+	if (!mods) {
 		ret = -EINVAL;
 		goto cleanup;
 	}
@@ -270,12 +515,14 @@ struct stb_sym *stb_sym_new(pid_t pid)
 		ret = -ENOMEM;
 		goto cleanup;
 	}
-	s->pid = pid ? pid : getpid();
+	s->mods = stb_mods_ref(mods);
+	s->pid = stb_mods_read_pid(mods);
 	ret = -pthread_mutex_init(&s->lock, NULL);
 	if (ret < 0)
 		goto cleanup;
 	have_lock = 1;
-	s->cb.find_elf = dwfl_linux_proc_find_elf;
+	elf_version(EV_CURRENT);
+	s->cb.find_elf = stb_sym_find_elf;
 	s->cb.find_debuginfo = stb_sym_find_debuginfo;
 	s->dwfl = dwfl_begin(&s->cb);
 	if (!s->dwfl) {
@@ -283,6 +530,7 @@ struct stb_sym *stb_sym_new(pid_t pid)
 		goto cleanup;
 	}
 	ret = stb_sym_report(s);
+	s->last_refresh_ns = stb_now_ns();
 cleanup:
 	if (ret < 0) {
 		if (s) {
@@ -290,6 +538,13 @@ cleanup:
 				dwfl_end(s->dwfl);
 			if (have_lock)
 				pthread_mutex_destroy(&s->lock);
+			stb_mods_unref(s->mods);
+			while (s->chunks) {
+				struct stb_sym_chunk *c = s->chunks;
+				s->chunks = c->next;
+				free(c);
+			}
+			free(s->strs);
 			free(s);
 		}
 		errno = -ret;
@@ -298,11 +553,27 @@ cleanup:
 	return s;
 }
 
+struct stb_sym *stb_sym_new(pid_t pid)
+{
+	struct stb_mods *mods = stb_mods_new(pid);
+	struct stb_sym *s;
+	int err;
+
+	if (!mods)
+		return NULL;
+	s = stb_sym_new_mods(mods);
+	err = errno;
+	stb_mods_unref(mods); /* s holds its own reference */
+	errno = err;
+	return s;
+}
+
 void stb_sym_free(struct stb_sym *s)
 {
 	if (!s)
 		return;
 	dwfl_end(s->dwfl);
+	stb_mods_unref(s->mods);
 	while (s->chunks) {
 		struct stb_sym_chunk *c = s->chunks;
 		s->chunks = c->next;
@@ -328,7 +599,7 @@ int stb_sym_refresh(struct stb_sym *s)
 	if (!s)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	ret = stb_sym_report(s);
+	ret = stb_sym_sync(s, true, true);
 	stb_sym_cache_clear(s);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
@@ -362,6 +633,22 @@ static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr
 	if (!cu)
 		return;
 	n = dwarf_getscopes(cu, addr - dbias, &scopes);
+	if (n <= 0)
+		goto cleanup;
+	for (int i = 0; i < n; i++)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
+			k++;
+	if (k == 0)
+		goto cleanup; /* no inlined code here (the common case) */
+	k = 0;
+	/* Past the innermost inlined instance, dwarf_getscopes continues with
+	 * the scopes of its abstract definition, not with the inlined instances
+	 * that contain it: a call inlined into an inlined call loses a level.
+	 * The concrete chain is the one containing the innermost scope's DIE. */
+	Dwarf_Die inner = scopes[0];
+	free(scopes);
+	scopes = NULL;
+	n = dwarf_getscopes_die(&inner, &scopes);
 	if (n <= 0)
 		goto cleanup;
 	for (int i = 0; i < n; i++)
@@ -418,8 +705,7 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 	mod = dwfl_addrmodule(s->dwfl, addr);
 	if (!mod && stb_now_ns() - s->last_refresh_ns >= STB_SYM_AUTO_REFRESH_NS) {
 		/* The target may have loaded a module since. */
-		stb_sym_report(s);
-		stb_sym_cache_clear(s);
+		stb_sym_sync(s, true, false);
 		mod = dwfl_addrmodule(s->dwfl, addr);
 	}
 	if (!mod)
@@ -475,6 +761,8 @@ int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_inf
 	if (!s || !out)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
+	if (stb_mods_gen(s->mods) != s->reported_gen)
+		stb_sym_sync(s, false, false); /* the unwinder refreshed the registry */
 	e = stb_sym_cache_find(s, ip, is_ret);
 	if (!e) {
 		e = stb_sym_alloc(s, sizeof(*e));

@@ -3,6 +3,7 @@
  * Symbolization of code addresses of this process (pid 0) or another one:
  * function + offset, module + build id, source file:line and inline frames,
  * with libdwfl (elfutils) behind one mutex and a per-address result cache.
+ * Files the target maps are never mapped here (they are read, or copied).
  * Shared by the in-process tracer and stb-bpf-loader.
  */
 #ifndef STB_RUNTIME_SYMBOLIZE_H
@@ -14,10 +15,19 @@
 
 struct stb_sym;
 
-/* A symbolizer for pid (0 = this process); reports the modules now. Returns
+/* A symbolizer for pid (0 = this process) with a registry of its own;
+ * reports the modules now. Returns
  * NULL and sets errno on failure (ESRCH: no such process, ENOMEM). May block
  * on file I/O. */
 struct stb_sym *stb_sym_new(pid_t pid);
+
+struct stb_mods;
+
+/* A symbolizer on an existing module registry (takes a reference of its
+ * own), e.g. stb_unw_proc_mods() of the unwinder of the same target: one
+ * scan of the target's mappings for both. Returns NULL and sets errno
+ * (EINVAL, ENOMEM). May block on file I/O. */
+struct stb_sym *stb_sym_new_mods(struct stb_mods *mods);
 
 /* Releases s and every string it returned; accepts NULL. No lookup may be
  * running on s. */

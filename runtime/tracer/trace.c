@@ -380,7 +380,7 @@ static void self_init(void)
 		stb_self_err = errno ? errno : ENOMEM;
 		return;
 	}
-	stb_self_sym = stb_sym_new(0);
+	stb_self_sym = stb_sym_new_mods(stb_unw_proc_mods(stb_self_proc));
 	if (!stb_self_sym)
 		stb_self_err = errno ? errno : ENOMEM;
 }
