@@ -27,7 +27,7 @@ int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 	for (unsigned spins = 0;; spins++) {
 		uint64_t until = stb_now_ns() + STB_HOLD_LEASE_NS;
 		uint64_t word = stb_hold_lease(until < deadline ? until : deadline);
-		uint64_t z = 0;
+		__u64 z = 0; /* the type of the field: clang checks it */
 		if (__atomic_compare_exchange_n(&p->trace, &z, word, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED)) {
 			*lease = word;
@@ -56,7 +56,7 @@ int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 
 int stb_hold_release(struct stb_abi_task *p, uint64_t lease)
 {
-	uint64_t expected = lease;
+	__u64 expected = lease;
 	if (__atomic_compare_exchange_n(&p->trace, &expected, 0, false, __ATOMIC_RELEASE,
 					__ATOMIC_RELAXED))
 		return 0;
