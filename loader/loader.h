@@ -23,14 +23,14 @@ struct stb_loader_opts {
 	pid_t pid;
 	uint64_t ids[STB_LOADER_MAX_IDS];
 	unsigned nids;
-	unsigned state_mask;      /* 1u << state, states < STB_TASK_NSTATES */
+	unsigned state_mask; /* 1u << state, states < STB_TASK_NSTATES */
 	bool group;
 	unsigned max_depth;
-	int format;               /* enum stb_format */
+	int format; /* enum stb_format */
 	bool format_set;
-	int timeout_ms;           /* per task */
-	uint64_t deadline_ns;     /* the whole run, from its start */
-	uint64_t start_ns;        /* CLOCK_MONOTONIC when the run started */
+	int timeout_ms;       /* per task */
+	uint64_t deadline_ns; /* the whole run, from its start */
+	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */
 	int verbose;
 	const char *output;
 	/* --profile */

@@ -59,7 +59,8 @@ static void open_prog(struct stb_running *r)
 		int err = errno;
 		if (err == EPERM || err == EACCES)
 			snprintf(r->note, sizeof(r->note),
-				 "BPF unavailable: permission denied, needs root or CAP_BPF+CAP_PERFMON");
+				 "BPF unavailable: permission denied, needs root or "
+				 "CAP_BPF+CAP_PERFMON");
 		else
 			snprintf(r->note, sizeof(r->note), "BPF unavailable: %s",
 				 stb_bpf_prog_strerror(-err));
@@ -84,8 +85,10 @@ static struct stb_bpf_prog *prog(struct stb_running *r)
 		r->tried = true;
 		open_prog(r);
 		if (!r->prog)
-			fprintf(stderr, "stb-bpf-loader: warning: %s; running bthreads will not be "
-					"captured (context mode only)\n", r->note);
+			fprintf(stderr,
+				"stb-bpf-loader: warning: %s; running bthreads will not be "
+				"captured (context mode only)\n",
+				r->note);
 	}
 	return r->prog;
 }
@@ -112,12 +115,12 @@ static void say(char *err, size_t len, const char *fmt, ...)
 }
 
 /* Blocked in a system call on its thread: 0 with snap set, or -errno. */
-static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, void *buf,
-		      size_t cap, struct stb_snapshot *snap)
+static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, void *buf, size_t cap,
+		      struct stb_snapshot *snap)
 {
 	long nr = -1;
-	int rc = stb_insyscall_read(r->tg, (pid_t)tid, stack_hi, buf, cap, &snap->regs,
-				    &snap->copy, &nr);
+	int rc = stb_insyscall_read(r->tg, (pid_t)tid, stack_hi, buf, cap, &snap->regs, &snap->copy,
+				    &nr);
 	if (rc == 0) {
 		snap->mode = STB_TRACE_SYSCALL;
 		snap->tid = tid;
@@ -127,9 +130,8 @@ static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, vo
 	return rc;
 }
 
-static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-		   uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap, char *err,
-		   size_t errlen)
+static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t deadline,
+		   void *buf, size_t cap, struct stb_snapshot *snap, char *err, size_t errlen)
 {
 	struct stb_running *r = ctx;
 	bool pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
@@ -140,8 +142,10 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 	if (!pthread && worker >= STB_ABI_MAX_WORKERS) {
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen, "its table entry is inconsistent: running on worker %u (at most "
-			"%u workers)", worker, STB_ABI_MAX_WORKERS);
+		say(err, errlen,
+		    "its table entry is inconsistent: running on worker %u (at most "
+		    "%u workers)",
+		    worker, STB_ABI_MAX_WORKERS);
 		return -EPROTO;
 	}
 	if (tid == 0 || tid > INT32_MAX) {
@@ -163,8 +167,10 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 		}
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen, "its table entry names thread %u, which is not a thread of the "
-			"target", tid);
+		say(err, errlen,
+		    "its table entry names thread %u, which is not a thread of the "
+		    "target",
+		    tid);
 		return -EPROTO;
 	}
 	struct stb_bpf_prog *bp = prog(r);
@@ -203,8 +209,8 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 			r->wait_sum_ns += wait;
 			r->wait_max_ns = wait > r->wait_max_ns ? wait : r->wait_max_ns;
 			r->prog_sum_ns += r->rec->prog_ns;
-			r->prog_max_ns = r->rec->prog_ns > r->prog_max_ns ? r->rec->prog_ns
-									   : r->prog_max_ns;
+			r->prog_max_ns =
+			    r->rec->prog_ns > r->prog_max_ns ? r->rec->prog_ns : r->prog_max_ns;
 		}
 		return 0;
 	}
@@ -216,8 +222,10 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 			return 0;
 		if (stb_now_ns() < deadline)
 			return -EAGAIN;
-		say(err, errlen, "running on worker %u (tid %u) but not seen on a CPU within the "
-			"timeout (machine overloaded?)", worker, tid);
+		say(err, errlen,
+		    "running on worker %u (tid %u) but not seen on a CPU within the "
+		    "timeout (machine overloaded?)",
+		    worker, tid);
 		return -ETIMEDOUT;
 	}
 	if (rc == -ESRCH) {
@@ -228,7 +236,8 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 		}
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen, "its thread %u is gone although its entry says it runs there", tid);
+		say(err, errlen, "its thread %u is gone although its entry says it runs there",
+		    tid);
 		return -EPROTO;
 	}
 	say(err, errlen, "BPF capture failed: %s", stb_bpf_prog_strerror(rc));

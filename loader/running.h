@@ -18,10 +18,10 @@
 struct stb_running {
 	struct stb_target *tg;
 	int verbose;
-	struct stb_bpf_prog *prog;   /* NULL until loaded (or when unavailable) */
-	bool tried;                  /* loading was attempted (prog or note set) */
-	char note[256];              /* why BPF is unavailable */
-	struct stb_record *rec;      /* the last capture's record */
+	struct stb_bpf_prog *prog; /* NULL until loaded (or when unavailable) */
+	bool tried;                /* loading was attempted (prog or note set) */
+	char note[256];            /* why BPF is unavailable */
+	struct stb_record *rec;    /* the last capture's record */
 	/* What the BPF captures cost (-v): request to record, program time. */
 	uint64_t wait_max_ns, wait_sum_ns, prog_max_ns, prog_sum_ns, last_wait_ns;
 	unsigned n;

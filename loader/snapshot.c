@@ -40,9 +40,9 @@ struct snapshot {
 	struct stb_frame *scratch;     /* max_depth frames */
 	struct stb_report_task *tasks; /* grows with the live tasks */
 	size_t n, cap;
-	uint64_t trace_end;            /* no task is started after this */
+	uint64_t trace_end; /* no task is started after this */
 	bool target_gone;
-	int err;                       /* -ENOMEM */
+	int err; /* -ENOMEM */
 	uint64_t failed, finished, missing, not_traced;
 	/* -v: how long tasks were held (lease taken to released). */
 	uint64_t hold_max_ns, hold_sum_ns;
@@ -126,8 +126,10 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 	if (snap.mode == STB_TRACE_NO_STACK)
 		return 0;
 	struct stb_frame_sink sink = {
-		.frames = S->scratch, .nframes = o->max_depth, .max = o->max_depth,
-		.deadline = S->trace_end,
+	    .frames = S->scratch,
+	    .nframes = o->max_depth,
+	    .max = o->max_depth,
+	    .deadline = S->trace_end,
 	};
 	stb_watchdog_phase("unwinding a stack");
 	stb_snapshot_unwind(S->unw, &snap, &sink);
@@ -159,8 +161,10 @@ static void trace_ids(struct snapshot *S)
 		uint64_t id = o->ids[i];
 		uint32_t slot = STB_ABI_SLOT(id);
 		if (slot >= capacity) {
-			fprintf(stderr, "stb-bpf-loader: bthread %" PRIu64 " is beyond the table "
-					"capacity (%u) and cannot be traced from outside\n", id, capacity);
+			fprintf(stderr,
+				"stb-bpf-loader: bthread %" PRIu64 " is beyond the table "
+				"capacity (%u) and cannot be traced from outside\n",
+				id, capacity);
 			S->missing++;
 			continue;
 		}
@@ -173,8 +177,10 @@ static void trace_ids(struct snapshot *S)
 		if (p)
 			stb_tview_read_task(p, &v);
 		if (!p || v.id != id || !stb_tview_live(&v)) {
-			fprintf(stderr, "stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
-					"finished\n", id);
+			fprintf(stderr,
+				"stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
+				"finished\n",
+				id);
 			S->missing++;
 			continue;
 		}
@@ -187,13 +193,16 @@ static void print_summary(const struct snapshot *S, uint64_t t0, uint64_t t1)
 	const struct stb_running *r = &S->run;
 	fprintf(stderr, "stb-bpf-loader: %zu tasks traced in %.3f ms (%" PRIu64 " failed)%s\n",
 		S->n, (double)(t1 - t0) / 1e6, S->failed,
-		r->prog ? ", BPF loaded" : r->tried ? ", context mode only" : ", no BPF needed");
+		r->prog    ? ", BPF loaded"
+		: r->tried ? ", context mode only"
+			   : ", no BPF needed");
 	if (S->nhold)
 		fprintf(stderr, "stb-bpf-loader: tasks held %.1f us at most, %.1f us on average\n",
 			(double)S->hold_max_ns / 1e3, (double)S->hold_sum_ns / S->nhold / 1e3);
 	if (r->n)
-		fprintf(stderr, "stb-bpf-loader: %u BPF captures: request to record %.1f us at most, "
-				"%.1f us on average; program %.1f us at most, %.1f us on average\n",
+		fprintf(stderr,
+			"stb-bpf-loader: %u BPF captures: request to record %.1f us at most, "
+			"%.1f us on average; program %.1f us at most, %.1f us on average\n",
 			r->n, (double)r->wait_max_ns / 1e3, (double)r->wait_sum_ns / r->n / 1e3,
 			(double)r->prog_max_ns / 1e3, (double)r->prog_sum_ns / r->n / 1e3);
 }
@@ -241,8 +250,11 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	stb_target_mem(S.tg, &S.mem);
 	stb_running_ops(&S.run, &S.ops);
 	S.drv = (struct stb_driver){
-		.mem = &S.mem, .capture = &S.ops, .flags = STB_DRIVER_F_LEASE, .buf = S.buf,
-		.cap = STB_SNAPSHOT_COPY_MAX,
+	    .mem = &S.mem,
+	    .capture = &S.ops,
+	    .flags = STB_DRIVER_F_LEASE,
+	    .buf = S.buf,
+	    .cap = STB_SNAPSHOT_COPY_MAX,
 	};
 	if (o->fault_hold_ms) {
 		S.drv.on_hold = hold_fault;
@@ -272,58 +284,77 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	const struct stb_tview_info *ti = &S.tg->info;
 	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
-		.producer = "stb-bpf-loader snapshot", .pid = (int)o->pid, .comm = S.tg->comm,
-		.table = true, .abi_version = ti->abi_version, .table_capacity = ti->capacity,
-		.untraceable = __atomic_load_n(&S.tg->hdr->untraceable, __ATOMIC_RELAXED),
-		.capture = stb_running_mode(&S.run), .run = true,
-		.complete = !S.target_gone && !S.not_traced,
-		.not_traced = S.not_traced, .failed = S.failed, .finished = S.finished,
+	    .producer = "stb-bpf-loader snapshot",
+	    .pid = (int)o->pid,
+	    .comm = S.tg->comm,
+	    .table = true,
+	    .abi_version = ti->abi_version,
+	    .table_capacity = ti->capacity,
+	    .untraceable = __atomic_load_n(&S.tg->hdr->untraceable, __ATOMIC_RELAXED),
+	    .capture = stb_running_mode(&S.run),
+	    .run = true,
+	    .complete = !S.target_gone && !S.not_traced,
+	    .not_traced = S.not_traced,
+	    .failed = S.failed,
+	    .finished = S.finished,
 	};
 	if (S.target_gone) {
 		meta.partial = "the target exited during the trace";
 	} else if (S.not_traced) {
-		snprintf(partial, sizeof(partial), "the run's deadline (--deadline %" PRIu64 " s) came "
+		snprintf(partial, sizeof(partial),
+			 "the run's deadline (--deadline %" PRIu64 " s) came "
 			 "first: %" PRIu64 " selected tasks were not traced",
 			 (uint64_t)(o->deadline_ns / 1000000000u), S.not_traced);
 		meta.partial = partial;
 	}
 	if (S.run.tried && !S.run.prog) {
-		snprintf(note_bpf, sizeof(note_bpf), "%s; running bthreads are not captured "
-			 "(context mode only)", S.run.note);
+		snprintf(note_bpf, sizeof(note_bpf),
+			 "%s; running bthreads are not captured "
+			 "(context mode only)",
+			 S.run.note);
 		stb_report_meta_note(&meta, note_bpf);
 	}
 	if (meta.untraceable) {
 		snprintf(note_untraceable, sizeof(note_untraceable),
 			 "%" PRIu64 " bthreads were created beyond the table capacity (%u) and are "
-			 "untraceable from outside (raise STB_TABLE_CAPACITY)", meta.untraceable,
-			 ti->capacity);
+			 "untraceable from outside (raise STB_TABLE_CAPACITY)",
+			 meta.untraceable, ti->capacity);
 		stb_report_meta_note(&meta, note_untraceable);
 	}
 	if (hwm_clamped) {
-		snprintf(note_hwm, sizeof(note_hwm), "the table header claims %" PRIu64 " slots in "
+		snprintf(note_hwm, sizeof(note_hwm),
+			 "the table header claims %" PRIu64 " slots in "
 			 "use, more than its capacity: only its %u slots were read",
 			 (uint64_t)(__atomic_load_n(&S.tg->hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
 			 ti->capacity);
 		stb_report_meta_note(&meta, note_hwm);
 	}
 	if (res.invalid) {
-		snprintf(note_invalid, sizeof(note_invalid), "%" PRIu64 " table entries have a state "
-			 "out of range (a corrupt table)", res.invalid);
+		snprintf(note_invalid, sizeof(note_invalid),
+			 "%" PRIu64 " table entries have a state "
+			 "out of range (a corrupt table)",
+			 res.invalid);
 		stb_report_meta_note(&meta, note_invalid);
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
 	struct stb_report r = {
-		.out = out, .sym = S.sym, .unw = S.unw, .group = o->group, .meta = &meta,
-		.now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
-		.sym_deadline = stb_loader_sym_deadline(o),
+	    .out = out,
+	    .sym = S.sym,
+	    .unw = S.unw,
+	    .group = o->group,
+	    .meta = &meta,
+	    .now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+	    .sym_deadline = stb_loader_sym_deadline(o),
 	};
 	stb_watchdog_phase("writing the output");
 	int rc = stb_report_write(&r, S.tasks, S.n, o->format);
 	written = true;
 	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "stb-bpf-loader: writing the output failed: %s\n",
-			strerror(rc ? -rc : errno ? errno : EIO));
+			strerror(rc      ? -rc
+				 : errno ? errno
+					 : EIO));
 		goto cleanup;
 	}
 	if (stb_now_ns() >= r.sym_deadline)
@@ -332,13 +363,17 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	if (o->verbose)
 		print_summary(&S, t0, t1);
 	if (S.target_gone)
-		fprintf(stderr, "stb-bpf-loader: process %d exited during the trace; output is "
-				"partial\n", (int)o->pid);
+		fprintf(stderr,
+			"stb-bpf-loader: process %d exited during the trace; output is "
+			"partial\n",
+			(int)o->pid);
 	else if (S.not_traced)
 		fprintf(stderr, "stb-bpf-loader: %s; output is partial\n", partial);
 	if (S.failed)
-		fprintf(stderr, "stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "
-				"their errors)\n", S.failed, S.n);
+		fprintf(stderr,
+			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "
+			"their errors)\n",
+			S.failed, S.n);
 	bool ok = !S.target_gone && !S.missing && !S.not_traced && !S.failed;
 	status = ok ? STB_EXIT_OK : STB_EXIT_FAIL;
 cleanup:

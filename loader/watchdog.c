@@ -31,10 +31,13 @@ static void *watch(void *arg)
 		;
 	const char *phase = __atomic_load_n(&watch_phase, __ATOMIC_ACQUIRE);
 	char msg[256];
-	int n = snprintf(msg, sizeof(msg), "stb-bpf-loader: the run's deadline (%llu s, --deadline) "
-			 "passed while %s: giving up; %s\n", (unsigned long long)watch_deadline_s,
-			 phase, watch_output ? "the output file is incomplete" : "the output is "
-			 "incomplete");
+	int n = snprintf(msg, sizeof(msg),
+			 "stb-bpf-loader: the run's deadline (%llu s, --deadline) "
+			 "passed while %s: giving up; %s\n",
+			 (unsigned long long)watch_deadline_s, phase,
+			 watch_output ? "the output file is incomplete"
+				      : "the output is "
+					"incomplete");
 	if (n > 0 && write(STDERR_FILENO, msg, (size_t)n) < 0)
 		n = 0;
 	_exit(STB_EXIT_FAIL);

@@ -27,8 +27,8 @@
 
 #include <stb/abi.h>
 
-#define HT_CAP 4096u        /* default capacity */
-#define HT_MANY 65536u      /* tasks of the modes that cost time per task */
+#define HT_CAP 4096u         /* default capacity */
+#define HT_MANY 65536u       /* tasks of the modes that cost time per task */
 #define HT_STACK (64u << 10) /* a readable "stack" of garbage */
 
 /* A function whose CFA rule is a DWARF expression that never ends: after the
@@ -50,10 +50,10 @@ void hostile_cfi_loop(void);
 struct ht {
 	const char *mode;
 	int fd;
-	size_t size;             /* bytes mapped */
+	size_t size; /* bytes mapped */
 	struct stb_abi_header *h;
 	uint32_t cap;
-	uint8_t *stack;          /* HT_STACK bytes of garbage */
+	uint8_t *stack; /* HT_STACK bytes of garbage */
 	volatile int stop;
 	pthread_t worker, rewriter;
 	uint32_t worker_tid;
@@ -86,7 +86,8 @@ static int ht_table(struct ht *t, uint32_t cap, uint64_t size, bool seal)
 		return -1;
 	}
 	/* Only the part a test touches is mapped here. */
-	uint64_t map = size < STB_ABI_TABLE_SIZE(HT_MANY + 16) ? size : STB_ABI_TABLE_SIZE(HT_MANY + 16);
+	uint64_t map =
+	    size < STB_ABI_TABLE_SIZE(HT_MANY + 16) ? size : STB_ABI_TABLE_SIZE(HT_MANY + 16);
 	t->size = (size_t)map;
 	t->h = mmap(NULL, t->size, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
 	if (t->h == MAP_FAILED) {
@@ -153,7 +154,8 @@ static void *ht_rewrite(void *arg)
 			if ((s & 255) == 0)
 				sched_yield(); /* two CPUs: leave some to the others */
 			if (strcmp(t->mode, "changing-ids") == 0) {
-				__atomic_store_n(&p->id, (ht_rand(&r) & 0xffff) << 32 | s, __ATOMIC_RELEASE);
+				__atomic_store_n(&p->id, (ht_rand(&r) & 0xffff) << 32 | s,
+						 __ATOMIC_RELEASE);
 				__atomic_fetch_add(&p->word, 1ull << 32, __ATOMIC_RELEASE);
 			} else if (strcmp(t->mode, "held-leases") == 0) {
 				/* "Another tracer" whose lease ends in centuries, taken back
@@ -187,7 +189,8 @@ static int ht_threads(struct ht *t, bool spin)
 		return -1;
 	while (!__atomic_load_n(&t->worker_tid, __ATOMIC_ACQUIRE))
 		usleep(100);
-	struct stb_abi_worker *w = (struct stb_abi_worker *)((char *)t->h + STB_ABI_WORKER_OFFSET(0));
+	struct stb_abi_worker *w =
+	    (struct stb_abi_worker *)((char *)t->h + STB_ABI_WORKER_OFFSET(0));
 	w->tid = t->worker_tid;
 	w->state = STB_WORKER_RUNNING;
 	w->current = 0xdeadbeefull << 32;
@@ -219,8 +222,8 @@ static uint64_t ht_truncated_lib(const char *path)
 	char file[64];
 	snprintf(file, sizeof(file), "/tmp/stb-hostile-lib-%d.so", (int)getpid());
 	int fd = strcmp(ht_mode, "truncated-file") == 0
-			 ? open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
-			 : memfd_create("hostile_lib.so", MFD_CLOEXEC);
+		     ? open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+		     : memfd_create("hostile_lib.so", MFD_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	char buf[65536];
@@ -231,8 +234,8 @@ static uint64_t ht_truncated_lib(const char *path)
 	close(src);
 	char self[64];
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	void *lib = dlopen(strcmp(ht_mode, "truncated-file") == 0 ? file : self,
-			   RTLD_NOW | RTLD_LOCAL);
+	void *lib =
+	    dlopen(strcmp(ht_mode, "truncated-file") == 0 ? file : self, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		fprintf(stderr, "hostile_target: dlopen: %s\n", dlerror());
 		return 0;
@@ -275,11 +278,12 @@ static int ht_build(struct ht *t, const char *lib)
 		/* The last slot, written through a mapping of its own page. */
 		long page = sysconf(_SC_PAGESIZE);
 		off_t off = (off_t)(STB_ABI_TASK_OFFSET(cap - 1) & ~(uint64_t)(page - 1));
-		char *last = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, off);
+		char *last =
+		    mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, off);
 		if (last == MAP_FAILED)
 			return -1;
 		struct stb_abi_task *p =
-			(struct stb_abi_task *)(last + (STB_ABI_TASK_OFFSET(cap - 1) - (uint64_t)off));
+		    (struct stb_abi_task *)(last + (STB_ABI_TASK_OFFSET(cap - 1) - (uint64_t)off));
 		p->id = (1ull << 32) | (cap - 1);
 		p->word = STB_TASK_CREATED;
 		return 0;
@@ -338,9 +342,16 @@ static int ht_build(struct ht *t, const char *lib)
 	if (truncated && !lib_fn)
 		return -1;
 	static const char *const names[] = {
-		"\x1b[2J\x1b[31mred\x07", "line\nbreak\r\n", "quote\"back\\slash",
-		"\xff\xfe\xc0\x80 invalid", "\xc2\x9b" "8-bit CSI", "\xe2\x80\xae" "RLO",
-		"\",\"comm\":\"x\",\"complete\":0,\"", "%s%n%x",
+	    "\x1b[2J\x1b[31mred\x07",
+	    "line\nbreak\r\n",
+	    "quote\"back\\slash",
+	    "\xff\xfe\xc0\x80 invalid",
+	    "\xc2\x9b"
+	    "8-bit CSI",
+	    "\xe2\x80\xae"
+	    "RLO",
+	    "\",\"comm\":\"x\",\"complete\":0,\"",
+	    "%s%n%x",
 	};
 	for (uint32_t s = 0; s < ntasks; s++) {
 		ht_set(t, s, state, strcmp(m, "names") == 0 ? names[s % 8] : NULL);
@@ -348,7 +359,8 @@ static int ht_build(struct ht *t, const char *lib)
 		if (strcmp(m, "bad-states") == 0)
 			p->word = (uint64_t)(s & 0xff) << 32 | (STB_TASK_NSTATES + s % 247);
 		if (strcmp(m, "bad-wait-kinds") == 0)
-			p->wait_word = STB_ABI_WAIT_WORD(STB_WAIT_NKINDS + s % 240, 0xff, 0xffff, -1);
+			p->wait_word =
+			    STB_ABI_WAIT_WORD(STB_WAIT_NKINDS + s % 240, 0xff, 0xffff, -1);
 		if (strcmp(m, "bad-workers") == 0) {
 			p->word = STB_TASK_RUNNING;
 			p->worker = s % 2 ? 0xffffffffu : STB_ABI_MAX_WORKERS + s;
@@ -362,18 +374,48 @@ static int ht_build(struct ht *t, const char *lib)
 		if (strcmp(m, "wild-stacks") == 0) {
 			uint64_t lo = p->stack_lo;
 			switch (s % 12) {
-			case 0: p->sp = 0; break;
-			case 1: p->sp = 63; break;
-			case 2: p->sp = lo - 8; break;
-			case 3: p->sp = p->stack_hi + 4096; break;
-			case 4: p->stack_hi = UINT64_MAX; break;
-			case 5: p->stack_lo = p->stack_hi + 1; break;
-			case 6: p->sp = 0xffff800000001000ull; p->stack_hi = UINT64_MAX; p->stack_lo = 0; break;
-			case 7: p->ip = ht_rand(&r); p->bp = ht_rand(&r); break;
-			case 8: p->ip = (uint64_t)(uintptr_t)&memcpy; break;
-			case 9: p->sp = lo + 8; p->ip = 0; break;
-			case 10: p->stack_lo = 0x1000; p->stack_hi = 0x2000; p->sp = 0x1800; break;
-			default: p->word = STB_TASK_READY; break;
+			case 0:
+				p->sp = 0;
+				break;
+			case 1:
+				p->sp = 63;
+				break;
+			case 2:
+				p->sp = lo - 8;
+				break;
+			case 3:
+				p->sp = p->stack_hi + 4096;
+				break;
+			case 4:
+				p->stack_hi = UINT64_MAX;
+				break;
+			case 5:
+				p->stack_lo = p->stack_hi + 1;
+				break;
+			case 6:
+				p->sp = 0xffff800000001000ull;
+				p->stack_hi = UINT64_MAX;
+				p->stack_lo = 0;
+				break;
+			case 7:
+				p->ip = ht_rand(&r);
+				p->bp = ht_rand(&r);
+				break;
+			case 8:
+				p->ip = (uint64_t)(uintptr_t)&memcpy;
+				break;
+			case 9:
+				p->sp = lo + 8;
+				p->ip = 0;
+				break;
+			case 10:
+				p->stack_lo = 0x1000;
+				p->stack_hi = 0x2000;
+				p->sp = 0x1800;
+				break;
+			default:
+				p->word = STB_TASK_READY;
+				break;
 			}
 		}
 		if (strcmp(m, "cfi-loop") == 0)
@@ -381,7 +423,8 @@ static int ht_build(struct ht *t, const char *lib)
 		if (truncated)
 			p->ip = lib_fn + 8;
 		if (strcmp(m, "switching") == 0)
-			p->word = (uint64_t)1 << 32 | (s % 2 ? STB_TASK_ABOUT_TO_RUN : STB_TASK_SUSPENDING);
+			p->word = (uint64_t)1 << 32 |
+				  (s % 2 ? STB_TASK_ABOUT_TO_RUN : STB_TASK_SUSPENDING);
 	}
 	if (strcmp(m, "hwm-beyond") == 0)
 		h->slot_hwm = UINT64_MAX;
@@ -408,7 +451,8 @@ int main(int argc, char **argv)
 	t.stack = malloc(HT_STACK);
 	uint64_t r = 0x243f6a8885a308d3ull;
 	for (size_t i = 0; t.stack && i < HT_STACK / 8; i++)
-		((uint64_t *)t.stack)[i] = i % 3 ? ht_rand(&r) : (uint64_t)(uintptr_t)t.stack + i * 8;
+		((uint64_t *)t.stack)[i] =
+		    i % 3 ? ht_rand(&r) : (uint64_t)(uintptr_t)t.stack + i * 8;
 	if (strcmp(t.mode, "names") == 0)
 		prctl(PR_SET_NAME, "\x1b]0;pwn\x07\"\n\xff", 0, 0, 0);
 	if (!t.stack || ht_build(&t, argc > 2 ? argv[2] : NULL) != 0) {

@@ -25,8 +25,8 @@ static struct {
 	int to_fd, from_fd;
 } live[4];
 
-struct ts_ltarget *target_start(struct ts_ltarget *t, const char *path,
-				      const char *const *args, char *const env[])
+struct ts_ltarget *target_start(struct ts_ltarget *t, const char *path, const char *const *args,
+				char *const env[])
 {
 	int rc = ts_ltarget_start(t, path, args, env);
 	if (rc != 0)
@@ -103,7 +103,6 @@ void target_finish(struct ts_ltarget *t, unsigned expect_joined)
 
 /* ---- running the loader ---- */
 
-
 /* Runs the loader with pre() in the child; args NULL-terminated. */
 void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap)
 {
@@ -154,14 +153,11 @@ bool sanitizer_report(const char *err)
 void expect_exit(const struct run *r, int code, const char *msg)
 {
 	if (r->code != code || (msg && !strstr(r->err, msg)) || sanitizer_report(r->err))
-		fail_msg("loader exit %d (want %d), stderr:\n%s\n(want it to contain '%s')", r->code,
-			 code, r->err, msg ? msg : "");
+		fail_msg("loader exit %d (want %d), stderr:\n%s\n(want it to contain '%s')",
+			 r->code, code, r->err, msg ? msg : "");
 }
 
 /* ---- the text output ---- */
-
-
-
 
 /* Function name of a frame line "#k 0xADDR name+0xoff" ("??" if none). */
 void frame_fn(const char *line, char *fn, size_t len)
@@ -295,42 +291,41 @@ void dump_frames(const char *what, uint64_t id, char (*frames)[96], unsigned n)
 
 /* ---- expected chains ---- */
 
-const char *const chain_butex[] = {"butex_wait", "ltgt_butex_leaf", "ltgt_butex_mid",
-					  "ltgt_butex_main", "stb_task_entry", NULL};
-const char *const chain_sleep[] = {"bthread_usleep", "ltgt_sleep_leaf", "ltgt_sleep_mid",
-					  "ltgt_sleep_main", "stb_task_entry", NULL};
+const char *const chain_butex[] = {"butex_wait",      "ltgt_butex_leaf", "ltgt_butex_mid",
+				   "ltgt_butex_main", "stb_task_entry",  NULL};
+const char *const chain_sleep[] = {"bthread_usleep",  "ltgt_sleep_leaf", "ltgt_sleep_mid",
+				   "ltgt_sleep_main", "stb_task_entry",  NULL};
 const char *const chain_mutex[] = {"bthread_mutex_lock|bthread_mutex_timedlock",
-					  "ltgt_mutex_leaf", "ltgt_mutex_mid", "ltgt_mutex_main",
-					  "stb_task_entry", NULL};
-const char *const chain_fd[] = {"bthread_fd_wait|bthread_fd_timedwait", "ltgt_fd_leaf",
-				       "ltgt_fd_mid", "ltgt_fd_main", "stb_task_entry", NULL};
+				   "ltgt_mutex_leaf",
+				   "ltgt_mutex_mid",
+				   "ltgt_mutex_main",
+				   "stb_task_entry",
+				   NULL};
+const char *const chain_fd[] = {"bthread_fd_wait|bthread_fd_timedwait",
+				"ltgt_fd_leaf",
+				"ltgt_fd_mid",
+				"ltgt_fd_main",
+				"stb_task_entry",
+				NULL};
 const char *const chain_spin[] = {"ltgt_spin_leaf", "ltgt_spin_mid", "ltgt_spin_main",
-					 "stb_task_entry", NULL};
-const char *const chain_yield_ready[] = {"bthread_yield", "ltgt_yield_leaf",
-						"ltgt_yield_mid", "ltgt_yield_main",
-						"stb_task_entry", NULL};
-const char *const chain_yield_any[] = {"ltgt_yield_mid", "ltgt_yield_main",
-					      "stb_task_entry", NULL};
-const char *const chain_pthread[] = {"ltgt_pthread_leaf", "ltgt_pthread_mid",
-					    "ltgt_pthread_main", "start_thread", NULL};
-const char *const chain_heartbeat[] = {"bthread_usleep", "ltgt_heartbeat_main",
-					      "stb_task_entry", NULL};
-
+				  "stb_task_entry", NULL};
+const char *const chain_yield_ready[] = {"bthread_yield",   "ltgt_yield_leaf", "ltgt_yield_mid",
+					 "ltgt_yield_main", "stb_task_entry",  NULL};
+const char *const chain_yield_any[] = {"ltgt_yield_mid", "ltgt_yield_main", "stb_task_entry", NULL};
+const char *const chain_pthread[] = {"ltgt_pthread_leaf", "ltgt_pthread_mid", "ltgt_pthread_main",
+				     "start_thread", NULL};
+const char *const chain_heartbeat[] = {"bthread_usleep", "ltgt_heartbeat_main", "stb_task_entry",
+				       NULL};
 
 const struct expect expects[NEXPECTS] = {
-	{"butex", chain_butex, "suspended", "context"},
-	{"sleep", chain_sleep, "suspended", "context"},
-	{"mutex", chain_mutex, "suspended", "context"},
-	{"fd", chain_fd, "suspended", "context"},
-	{"spin", chain_spin, "running", "bpf"},
-	{"pthread", chain_pthread, "running", "bpf"},
-	{"yield", chain_yield_any, NULL, NULL},
-	{"heartbeat", NULL, NULL, NULL},
+    {"butex", chain_butex, "suspended", "context"}, {"sleep", chain_sleep, "suspended", "context"},
+    {"mutex", chain_mutex, "suspended", "context"}, {"fd", chain_fd, "suspended", "context"},
+    {"spin", chain_spin, "running", "bpf"},         {"pthread", chain_pthread, "running", "bpf"},
+    {"yield", chain_yield_any, NULL, NULL},         {"heartbeat", NULL, NULL, NULL},
 };
 
-
-void check_text_task(const struct tout *o, const struct ts_ltarget *tg,
-			    const struct expect *e, unsigned i)
+void check_text_task(const struct tout *o, const struct ts_ltarget *tg, const struct expect *e,
+		     unsigned i)
 {
 	uint64_t id = chain_id(tg, e->chain, i);
 	const struct ttask *t = text_task(o, id);
@@ -349,8 +344,8 @@ void check_text_task(const struct tout *o, const struct ts_ltarget *tg,
 		frames = chain_yield_ready;
 	if (strcmp(e->chain, "heartbeat") == 0 && strcmp(t->state, "suspended") == 0)
 		frames = chain_heartbeat;
-	if (frames && !frames_have((char (*)[96])t->frames, t->nframes, frames)) {
-		dump_frames(e->chain, id, (char (*)[96])t->frames, t->nframes);
+	if (frames && !frames_have((char(*)[96])t->frames, t->nframes, frames)) {
+		dump_frames(e->chain, id, (char(*)[96])t->frames, t->nframes);
 		fail_msg("%s task %" PRIu64 ": expected frames missing", e->chain, id);
 	}
 }
@@ -409,8 +404,8 @@ unsigned json_frames(const struct ts_json *t, char (*frames)[96], char (*sources
 
 /* Checks one task of a JSON document; nofp: the target has no frame
  * pointers, so its own frames must come from DWARF. */
-void check_json_task(const struct ts_json *doc, const struct ts_ltarget *tg,
-			    const struct expect *e, unsigned i, bool nofp)
+void check_json_task(const struct ts_json *doc, const struct ts_ltarget *tg, const struct expect *e,
+		     unsigned i, bool nofp)
 {
 	uint64_t id = chain_id(tg, e->chain, i);
 	const struct ts_json *t = json_task(doc, id);
@@ -456,10 +451,13 @@ void check_json_task(const struct ts_json *doc, const struct ts_ltarget *tg,
 	}
 	if (nofp) {
 		for (unsigned k = 0; k < n; k++) {
-			if (strncmp(frames[k], "ltgt_", 5) == 0 && strcmp(sources[k], "dwarf") != 0) {
+			if (strncmp(frames[k], "ltgt_", 5) == 0 &&
+			    strcmp(sources[k], "dwarf") != 0) {
 				dump_frames(e->chain, id, frames, n);
-				fail_msg("frame %u (%s) of a -fomit-frame-pointer function has source "
-					 "%s", k, frames[k], sources[k]);
+				fail_msg(
+				    "frame %u (%s) of a -fomit-frame-pointer function has source "
+				    "%s",
+				    k, frames[k], sources[k]);
 			}
 		}
 	}
@@ -488,8 +486,8 @@ const char *pid_arg(const struct ts_ltarget *t)
 	return pidbuf;
 }
 
-const char *const blocker_args[] = {"--blocker", "1", "--yield", "0", "--spin", "0",
-					   "--pthread", "0", NULL};
+const char *const blocker_args[] = {"--blocker", "1",         "--yield", "0", "--spin",
+				    "0",         "--pthread", "0",       NULL};
 
 /* ---- missing privileges ---- */
 
@@ -568,9 +566,10 @@ int loader_checks_main(const struct CMUnitTest *tests, size_t n, const char *nam
 	ts_path(target_nofp_path, sizeof(target_nofp_path), "STB_LOADER_TARGET_NOFP",
 		"loader_target_nofp");
 	if (!privileged()) {
-		fprintf(stderr, "%s: needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
-				"CAP_SETUID, CAP_SETPCAP)%s\n", name,
-			require ? "; STB_REQUIRE_BPF=1: failing" : ": skipped");
+		fprintf(stderr,
+			"%s: needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
+			"CAP_SETUID, CAP_SETPCAP)%s\n",
+			name, require ? "; STB_REQUIRE_BPF=1: failing" : ": skipped");
 		return require ? 1 : 77;
 	}
 	signal(SIGPIPE, SIG_IGN);

@@ -65,10 +65,10 @@ struct tout {
 };
 
 struct expect {
-	const char *chain;       /* loader_target chain name */
+	const char *chain; /* loader_target chain name */
 	const char *const *frames;
-	const char *state;       /* NULL: any */
-	const char *capture;     /* JSON capture; NULL: any */
+	const char *state;   /* NULL: any */
+	const char *capture; /* JSON capture; NULL: any */
 };
 
 /* Tasks in the default loader_target: 3 butex, 2 sleep, mutex, fd, 2 yield,
@@ -85,13 +85,17 @@ extern char loader_test_path[PATH_MAX]; /* the build with the test hooks */
 extern char target_path[PATH_MAX];
 extern char target_nofp_path[PATH_MAX];
 extern const struct expect expects[NEXPECTS];
-extern const char *const chain_butex[], *const chain_sleep[], *const chain_mutex[],
-	*const chain_fd[], *const chain_spin[], *const chain_yield_ready[],
-	*const chain_yield_any[], *const chain_pthread[], *const chain_heartbeat[];
+extern const char *const chain_butex[],
+    *const chain_sleep[], *const chain_mutex[], *const chain_fd[],
+						    *const chain_spin[],
+							*const chain_yield_ready[],
+							    *const chain_yield_any[],
+								*const chain_pthread[],
+								    *const chain_heartbeat[];
 extern const char *const blocker_args[]; /* loader_target with a blocker task */
 
-struct ts_ltarget *target_start(struct ts_ltarget *t, const char *path,
-				      const char *const *args, char *const env[]);
+struct ts_ltarget *target_start(struct ts_ltarget *t, const char *path, const char *const *args,
+				char *const env[]);
 void target_forget(struct ts_ltarget *t);
 int teardown(void **state);
 uint64_t chain_id(const struct ts_ltarget *t, const char *chain, unsigned i);
@@ -109,14 +113,14 @@ const struct ttask *text_task(const struct tout *o, uint64_t id);
 bool fn_match(const char *name, const char *pattern);
 bool frames_have(char (*frames)[96], unsigned n, const char *const *want);
 void dump_frames(const char *what, uint64_t id, char (*frames)[96], unsigned n);
-void check_text_task(const struct tout *o, const struct ts_ltarget *tg,
-			    const struct expect *e, unsigned i);
+void check_text_task(const struct tout *o, const struct ts_ltarget *tg, const struct expect *e,
+		     unsigned i);
 void check_text_all(const struct tout *o, const struct ts_ltarget *tg);
 struct ts_json *parse_json(const char *text);
 const struct ts_json *json_task(const struct ts_json *doc, uint64_t id);
 unsigned json_frames(const struct ts_json *t, char (*frames)[96], char (*sources)[8]);
-void check_json_task(const struct ts_json *doc, const struct ts_ltarget *tg,
-			    const struct expect *e, unsigned i, bool nofp);
+void check_json_task(const struct ts_json *doc, const struct ts_ltarget *tg, const struct expect *e,
+		     unsigned i, bool nofp);
 void check_json_all(const struct ts_json *doc, const struct ts_ltarget *tg, bool nofp);
 const char *pid_arg(const struct ts_ltarget *t);
 int caps_get(struct __user_cap_data_struct d[2]);

@@ -28,9 +28,9 @@
 static uint8_t stack_bytes[STACK_LEN];
 
 struct fake {
-	struct stb_abi_task *p;   /* the entry */
-	bool reuse_during_copy;   /* the slot gets another task while it is copied */
-	bool gone;                /* the target has exited */
+	struct stb_abi_task *p; /* the entry */
+	bool reuse_during_copy; /* the slot gets another task while it is copied */
+	bool gone;              /* the target has exited */
 	unsigned reads;
 };
 
@@ -42,7 +42,8 @@ static int fake_read(void *ctx, uint64_t addr, void *dst, size_t len)
 		return -ESRCH;
 	if (f->reuse_during_copy)
 		__atomic_store_n(&f->p->id, ID + (1ull << 32), __ATOMIC_RELEASE);
-	if (addr < STACK_ADDR || addr - STACK_ADDR > STACK_LEN || STACK_LEN - (addr - STACK_ADDR) < len)
+	if (addr < STACK_ADDR || addr - STACK_ADDR > STACK_LEN ||
+	    STACK_LEN - (addr - STACK_ADDR) < len)
 		return -EFAULT;
 	memcpy(dst, stack_bytes + (addr - STACK_ADDR), len);
 	return 0;
@@ -82,8 +83,11 @@ static void env_init(struct env *e, unsigned state, unsigned flags)
 	entry(&e->p, state);
 	e->f.p = &e->p;
 	e->mem = (struct stb_mem){.read = fake_read, .alive = fake_alive, .ctx = &e->f};
-	e->d = (struct stb_driver){.mem = &e->mem, .flags = flags, .buf = e->buf,
-				   .cap = sizeof(e->buf), .no_capture = "no BPF here"};
+	e->d = (struct stb_driver){.mem = &e->mem,
+				   .flags = flags,
+				   .buf = e->buf,
+				   .cap = sizeof(e->buf),
+				   .no_capture = "no BPF here"};
 }
 
 static int trace(struct env *e, uint64_t timeout_ms)
@@ -278,7 +282,8 @@ static void test_running(void **state)
 static void feed(struct stb_frame_sink *s, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		struct stb_unw_frame f = {.ip = 0x1000 + i, .sp = 0x8000 + 16 * i,
+		struct stb_unw_frame f = {.ip = 0x1000 + i,
+					  .sp = 0x8000 + 16 * i,
 					  .how = i & 1 ? STB_FRAME_FP : STB_FRAME_DWARF};
 		if (stb_frame_sink_add(&f, s))
 			return;
@@ -293,8 +298,8 @@ static void test_sink(void **state)
 	struct stb_frame_sink s = {.frames = fr, .nframes = 3, .max = 5};
 	assert_int_equal(stb_frame_sink_depth(&s), 6);
 	feed(&s, 10);
-	assert_int_equal(s.n, 5);   /* delivered (counted) */
-	assert_true(s.truncated);   /* a sixth existed */
+	assert_int_equal(s.n, 5); /* delivered (counted) */
+	assert_true(s.truncated); /* a sixth existed */
 	assert_int_equal(fr[2].ip, 0x1002);
 	assert_int_equal(fr[1].flags, STB_FRAME_F_FP);
 	assert_int_equal(fr[3].ip, 0xababababababababull); /* never past nframes */
@@ -317,13 +322,10 @@ static void test_sink(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_context_copy),
-		cmocka_unit_test(test_lying_entries),
-		cmocka_unit_test(test_never_settles),
-		cmocka_unit_test(test_held_by_another),
-		cmocka_unit_test(test_slot_reused),
-		cmocka_unit_test(test_running),
-		cmocka_unit_test(test_sink),
+	    cmocka_unit_test(test_context_copy),  cmocka_unit_test(test_lying_entries),
+	    cmocka_unit_test(test_never_settles), cmocka_unit_test(test_held_by_another),
+	    cmocka_unit_test(test_slot_reused),   cmocka_unit_test(test_running),
+	    cmocka_unit_test(test_sink),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,34 +45,34 @@ struct want {
 };
 
 static const struct want wants[] = {
-	{"bad-magic", 1, "without the stb magic", true},
-	{"bad-version", 1, "ABI version 99", true},
-	{"bad-entry-size", 1, "entry size 64", true},
-	{"bad-header-entries", 1, "header entries 0", true},
-	{"bad-max-workers", 1, "max workers", true},
-	{"bad-table-size", 1, "does not match its capacity", true},
-	{"bad-backing", 1, "backing", true},
-	{"small-memfd", 1, "its header claims", true},
-	{"huge-capacity", 1, "capacity 16777216", true},
-	{"max-capacity", 0, NULL, true},
-	{"unsealed", 1, "not sealed against shrinking", true},
-	{"truncate", 1, "not sealed against shrinking", true},
-	{"hwm-beyond", -1, NULL, true},
-	{"nworkers-beyond", -1, NULL, false},
-	{"bad-states", 1, "could not be traced", true},
-	{"bad-wait-kinds", -1, NULL, true},
-	{"bad-workers", 1, "could not be traced", true},
-	{"wild-stacks", 1, "could not be traced", true},
-	{"changing-ids", -1, NULL, false},
-	{"held-leases", 1, "were not traced", false},
-	{"never-settle", -1, NULL, false},
-	{"switching", 1, "were not traced", false},
-	{"rewrite", -1, NULL, false},
-	{"names", 0, NULL, true},
-	{"running", -1, NULL, false},
-	{"cfi-loop", -1, NULL, false},
-	{"truncated-elf", -1, NULL, false},
-	{"truncated-file", -1, NULL, false},
+    {"bad-magic", 1, "without the stb magic", true},
+    {"bad-version", 1, "ABI version 99", true},
+    {"bad-entry-size", 1, "entry size 64", true},
+    {"bad-header-entries", 1, "header entries 0", true},
+    {"bad-max-workers", 1, "max workers", true},
+    {"bad-table-size", 1, "does not match its capacity", true},
+    {"bad-backing", 1, "backing", true},
+    {"small-memfd", 1, "its header claims", true},
+    {"huge-capacity", 1, "capacity 16777216", true},
+    {"max-capacity", 0, NULL, true},
+    {"unsealed", 1, "not sealed against shrinking", true},
+    {"truncate", 1, "not sealed against shrinking", true},
+    {"hwm-beyond", -1, NULL, true},
+    {"nworkers-beyond", -1, NULL, false},
+    {"bad-states", 1, "could not be traced", true},
+    {"bad-wait-kinds", -1, NULL, true},
+    {"bad-workers", 1, "could not be traced", true},
+    {"wild-stacks", 1, "could not be traced", true},
+    {"changing-ids", -1, NULL, false},
+    {"held-leases", 1, "were not traced", false},
+    {"never-settle", -1, NULL, false},
+    {"switching", 1, "were not traced", false},
+    {"rewrite", -1, NULL, false},
+    {"names", 0, NULL, true},
+    {"running", -1, NULL, false},
+    {"cfi-loop", -1, NULL, false},
+    {"truncated-elf", -1, NULL, false},
+    {"truncated-file", -1, NULL, false},
 };
 
 struct target {
@@ -190,14 +190,14 @@ static void test_mode(void **state)
 		fail_msg("text: %" PRIu64 " ms: this mode must not take the deadline", ms);
 	char *json[] = {"--pid", pid, "--format", "json", "--deadline", dl, NULL};
 	run("json", false, true, DEADLINE_S, json);
-	char *filtered[] = {"--pid", pid, "--state", "running", "--group", "--format", "folded",
-			    "--deadline", dl, "--timeout", "20", NULL};
+	char *filtered[] = {"--pid",  pid,          "--state", "running",   "--group", "--format",
+			    "folded", "--deadline", dl,        "--timeout", "20",      NULL};
 	run("running, grouped, folded", true, false, DEADLINE_S, filtered);
-	char *pprof[] = {"--pid", pid, "--format", "pprof", "-o", out, "--max-depth", "1024",
-			 "--deadline", dl, NULL};
+	char *pprof[] = {"--pid",       pid,    "--format",   "pprof", "-o", out,
+			 "--max-depth", "1024", "--deadline", dl,      NULL};
 	run("pprof -o", false, false, DEADLINE_S, pprof);
-	char *profile[] = {"--pid", pid, "--profile", "--duration", "1s", "--format", "json",
-			   "--deadline", "5", NULL};
+	char *profile[] = {"--pid",    pid,    "--profile",  "--duration", "1s",
+			   "--format", "json", "--deadline", "5",          NULL};
 	run("--profile 1s", false, true, 5, profile);
 	if (w->msg) {
 		/* The message of the text run, checked once more for the record. */

@@ -171,8 +171,10 @@ static void python_parses(const char *text)
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
 	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "%s -c 'import json,sys; json.load(open(sys.argv[1], "
-		 "encoding=\"utf-8\", errors=\"strict\"))' %s", py, path);
+	snprintf(cmd, sizeof(cmd),
+		 "%s -c 'import json,sys; json.load(open(sys.argv[1], "
+		 "encoding=\"utf-8\", errors=\"strict\"))' %s",
+		 py, path);
 	int rc = system(cmd);
 	unlink(path);
 	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
@@ -181,21 +183,31 @@ static void python_parses(const char *text)
 static char *report_of(int format, bool list)
 {
 	static struct stb_frame frames[2] = {
-		{.ip = 0x1000, .symbol = "evil\x1b]0;title\x07sym", .module = "/lib/m\nod.so"},
-		{.ip = 0x2000, .module = "/x/\x1b[2Jmod"},
+	    {.ip = 0x1000, .symbol = "evil\x1b]0;title\x07sym", .module = "/lib/m\nod.so"},
+	    {.ip = 0x2000, .module = "/x/\x1b[2Jmod"},
 	};
 	struct stb_report_task t = {
-		.id = 1ull << 32, .state = STB_TASK_SUSPENDED, .mode = STB_TRACE_CONTEXT,
-		.nframes = 2, .frames = frames,
+	    .id = 1ull << 32,
+	    .state = STB_TASK_SUSPENDED,
+	    .mode = STB_TRACE_CONTEXT,
+	    .nframes = 2,
+	    .frames = frames,
 	};
 	memcpy(t.name, hostile, sizeof(hostile));
 	struct stb_report_task failed = {.id = 2ull << 32, .state = STB_TASK_RUNNING, .err = -EIO};
 	snprintf(failed.error, sizeof(failed.error), "boom \x1b[5m\"x\"\n");
 	struct stb_report_task tasks[2] = {t, failed};
 	struct stb_report_meta m = {
-		.producer = "test", .pid = 42, .comm = "c\x1b\n\"\xff", .table = true,
-		.abi_version = 2, .table_capacity = 64, .capture = "context", .run = true,
-		.complete = false, .partial = "the target \x07 exited",
+	    .producer = "test",
+	    .pid = 42,
+	    .comm = "c\x1b\n\"\xff",
+	    .table = true,
+	    .abi_version = 2,
+	    .table_capacity = 64,
+	    .capture = "context",
+	    .run = true,
+	    .complete = false,
+	    .partial = "the target \x07 exited",
 	};
 	stb_report_meta_note(&m, "note with \x1b[1m and \n");
 	char *buf = NULL;
@@ -214,7 +226,8 @@ static void no_raw_controls(const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
 		if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
-			fail_msg("control byte 0x%02x at offset %zu", *p, (size_t)(p - (const unsigned char *)s));
+			fail_msg("control byte 0x%02x at offset %zu", *p,
+				 (size_t)(p - (const unsigned char *)s));
 }
 
 static void test_reports(void **state)
@@ -263,12 +276,9 @@ static void test_formats(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_string_escapes),
-		cmocka_unit_test(test_document),
-		cmocka_unit_test(test_misuse),
-		cmocka_unit_test(test_text_escape),
-		cmocka_unit_test(test_reports),
-		cmocka_unit_test(test_formats),
+	    cmocka_unit_test(test_string_escapes), cmocka_unit_test(test_document),
+	    cmocka_unit_test(test_misuse),         cmocka_unit_test(test_text_escape),
+	    cmocka_unit_test(test_reports),        cmocka_unit_test(test_formats),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,7 +48,8 @@ static void test_header(void **state)
 	struct stb_tview_info info;
 	char why[256];
 	good_header(&h, 64);
-	assert_int_equal(stb_tview_check_header(&h, STB_ABI_TABLE_SIZE(64), &info, why, sizeof(why)), 0);
+	assert_int_equal(
+	    stb_tview_check_header(&h, STB_ABI_TABLE_SIZE(64), &info, why, sizeof(why)), 0);
 	assert_int_equal(info.capacity, 64);
 	assert_int_equal(stb_tview_check_header(&h, 0, &info, why, sizeof(why)), 0);
 
@@ -191,7 +192,8 @@ struct seen {
 	bool ordered;
 };
 
-static int count_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
+static int count_fn(void *arg, uint32_t slot, struct stb_abi_task *p,
+		    const struct stb_tview_task *v)
 {
 	struct seen *s = arg;
 	(void)p;
@@ -266,10 +268,10 @@ static void test_scan(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_header),
-		cmocka_unit_test(test_counters),
-		cmocka_unit_test(test_read_task),
-		cmocka_unit_test(test_scan),
+	    cmocka_unit_test(test_header),
+	    cmocka_unit_test(test_counters),
+	    cmocka_unit_test(test_read_task),
+	    cmocka_unit_test(test_scan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

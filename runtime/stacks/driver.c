@@ -46,8 +46,10 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 	if (rc == -EAGAIN || rc == -ETIMEDOUT)
 		return -EAGAIN; /* moved, or our lease is about to end: again */
 	if (rc == -ESRCH && __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
-		say(err, errlen, "bthread %" PRIu64 " finished during the trace (its slot was "
-			"reused)", id);
+		say(err, errlen,
+		    "bthread %" PRIu64 " finished during the trace (its slot was "
+		    "reused)",
+		    id);
 		return -ESRCH;
 	}
 	if (d->mem->alive && !d->mem->alive(d->mem->ctx)) {
@@ -56,8 +58,9 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 		return -ESRCH;
 	}
 	if (rc == -EPROTO) {
-		say(err, errlen, "its table entry is inconsistent: saved sp 0x%" PRIx64
-			" is outside its stack [0x%" PRIx64 ", 0x%" PRIx64 ")",
+		say(err, errlen,
+		    "its table entry is inconsistent: saved sp 0x%" PRIx64
+		    " is outside its stack [0x%" PRIx64 ", 0x%" PRIx64 ")",
 		    (uint64_t)__atomic_load_n(&p->sp, __ATOMIC_RELAXED),
 		    (uint64_t)__atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED),
 		    (uint64_t)__atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED));
@@ -100,7 +103,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			rc = lease ? stb_hold_refresh(p, id, deadline, &lease)
 				   : stb_hold_acquire(p, id, deadline, &lease);
 			if (rc == -EBUSY) {
-				say(err, errlen, "another tracer held the task for the whole timeout");
+				say(err, errlen,
+				    "another tracer held the task for the whole timeout");
 				break;
 			}
 		} else {
@@ -132,7 +136,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			}
 			if (!d->capture) {
 				say(err, errlen, "running: not captured (%s)",
-				    d->no_capture ? d->no_capture : "no capture of running tasks here");
+				    d->no_capture ? d->no_capture
+						  : "no capture of running tasks here");
 				rc = -ENOTSUP;
 				break;
 			}
@@ -145,8 +150,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 				stb_hold_release(p, lease);
 				lease = 0;
 			}
-			rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline, d->buf, d->cap,
-						 snap, err, errlen);
+			rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline, d->buf,
+						 d->cap, snap, err, errlen);
 			snap->state = st;
 			break;
 		case STB_TASK_CREATED:
@@ -164,7 +169,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			rc = -EAGAIN; /* a switch is in progress */
 			break;
 		default:
-			say(err, errlen, "its table entry is inconsistent: state %u is out of range", st);
+			say(err, errlen,
+			    "its table entry is inconsistent: state %u is out of range", st);
 			rc = -EPROTO;
 			break;
 		}

@@ -28,10 +28,12 @@
 #include "unwind.h"
 
 /* stb_mem.flags */
-#define STB_MEM_F_FAULTS 0x1u /* read() can fault this process (a direct read):
-                                 a stack is copied only under a lease */
-#define STB_MEM_F_FROZEN 0x2u /* the target does not run (a core file): no lease,
-                                 no waiting for a task to settle */
+#define STB_MEM_F_FAULTS                                       \
+	0x1u /* read() can fault this process (a direct read): \
+		a stack is copied only under a lease */
+#define STB_MEM_F_FROZEN                                         \
+	0x2u /* the target does not run (a core file): no lease, \
+		no waiting for a task to settle */
 
 struct stb_mem {
 	/* Copies len bytes at target address addr into dst. Returns 0, -EFAULT
@@ -40,7 +42,7 @@ struct stb_mem {
 	/* false once the target has exited; NULL: it never does. */
 	bool (*alive)(void *ctx);
 	void *ctx;
-	unsigned flags;       /* STB_MEM_F_* */
+	unsigned flags; /* STB_MEM_F_* */
 };
 
 struct stb_snapshot;
@@ -55,14 +57,14 @@ typedef int (*stb_snapshot_unwind_fn)(void *ctx, struct stb_unw_proc *unw,
 struct stb_snapshot {
 	struct stb_regs regs;
 	struct stb_stack_copy copy;
-	unsigned mode;        /* enum stb_trace_mode (STB_TRACE_NO_STACK: nothing to unwind) */
-	unsigned state;       /* the task's state when it was taken */
-	uint32_t seq;         /* and its run sequence (abi.h) */
-	uint32_t tid;         /* its thread (running captures) */
-	uint64_t held_ns;     /* how long it was held (context) or interrupted (capture) */
-	uint64_t lease_ns;    /* how long its lease was held in all */
-	unsigned retries;     /* attempts discarded because the task moved */
-	bool target_gone;     /* the trace failed because the target exited */
+	unsigned mode;     /* enum stb_trace_mode (STB_TRACE_NO_STACK: nothing to unwind) */
+	unsigned state;    /* the task's state when it was taken */
+	uint32_t seq;      /* and its run sequence (abi.h) */
+	uint32_t tid;      /* its thread (running captures) */
+	uint64_t held_ns;  /* how long it was held (context) or interrupted (capture) */
+	uint64_t lease_ns; /* how long its lease was held in all */
+	unsigned retries;  /* attempts discarded because the task moved */
+	bool target_gone;  /* the trace failed because the target exited */
 	stb_snapshot_unwind_fn unwind; /* NULL: stb_unw_walk of regs and copy */
 	void *unwind_ctx;
 };
@@ -85,18 +87,19 @@ struct stb_capture_ops {
 };
 
 /* struct stb_driver.flags */
-#define STB_DRIVER_F_LEASE   0x1u /* take the task's lease (a live table mapped writable) */
-#define STB_DRIVER_F_NO_WAIT 0x2u /* do not wait for a task to settle: a task that is
-                                     running or switching gives -EAGAIN (off-CPU
-                                     snapshots); a moved copy is tried once more */
+#define STB_DRIVER_F_LEASE 0x1u /* take the task's lease (a live table mapped writable) */
+#define STB_DRIVER_F_NO_WAIT                                     \
+	0x2u /* do not wait for a task to settle: a task that is \
+		running or switching gives -EAGAIN (off-CPU      \
+		snapshots); a moved copy is tried once more */
 
 /* One trace's configuration (cheap: set up on the stack for each trace). */
 struct stb_driver {
 	const struct stb_mem *mem;
 	const struct stb_capture_ops *capture; /* NULL: running tasks are not captured */
-	const char *no_capture;  /* then: why ("BPF unavailable: ..."); may be NULL */
-	unsigned flags;          /* STB_DRIVER_F_* */
-	void *buf;               /* stack copies: buf[cap] */
+	const char *no_capture;                /* then: why ("BPF unavailable: ..."); may be NULL */
+	unsigned flags;                        /* STB_DRIVER_F_* */
+	void *buf;                             /* stack copies: buf[cap] */
 	size_t cap;
 	/* Called right after the lease was taken (fault injection in test
 	 * builds); NULL: none. */

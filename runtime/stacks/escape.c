@@ -104,7 +104,8 @@ int stb_text_put(FILE *out, const char *s)
 	for (size_t off = 0; off < n;) {
 		size_t chunk = n - off < 64 ? n - off : 64;
 		/* Do not split a UTF-8 sequence: extend the chunk over its tail. */
-		while (off + chunk < n && ((unsigned char)s[off + chunk] & 0xc0) == 0x80 && chunk < 68)
+		while (off + chunk < n && ((unsigned char)s[off + chunk] & 0xc0) == 0x80 &&
+		       chunk < 68)
 			chunk++;
 		size_t w = stb_text_escape(buf, sizeof(buf), s + off, chunk);
 		if (fwrite(buf, 1, w, out) != w)

@@ -19,24 +19,24 @@ struct stb_sym;
 
 struct stb_frame_sink {
 	/* Set by the caller (zero = default / none). */
-	struct stb_frame *frames;  /* frames[0 .. nframes) receive the frames; may be NULL */
+	struct stb_frame *frames; /* frames[0 .. nframes) receive the frames; may be NULL */
 	size_t nframes;
-	unsigned max;              /* logical frames at most; 0: STB_UNW_DEFAULT_DEPTH */
-	unsigned skip;             /* physical frames the walk skipped (symbol flags) */
-	stb_frame_fn on_frame;     /* called for each logical frame; non-zero stops */
+	unsigned max;          /* logical frames at most; 0: STB_UNW_DEFAULT_DEPTH */
+	unsigned skip;         /* physical frames the walk skipped (symbol flags) */
+	stb_frame_fn on_frame; /* called for each logical frame; non-zero stops */
 	void *arg;
-	struct stb_sym *sym;       /* symbols now; NULL: ip/sp/flags only */
-	bool no_source;            /* symbols without file:line */
-	bool inline_frames;        /* add STB_FRAME_F_INLINED frames (needs sym) */
-	bool first_exact;          /* frame 0 is the interrupted instruction */
-	uint64_t deadline;         /* CLOCK_MONOTONIC ns; the walk ends there (checked every
-	                              16 frames); 0: none */
+	struct stb_sym *sym; /* symbols now; NULL: ip/sp/flags only */
+	bool no_source;      /* symbols without file:line */
+	bool inline_frames;  /* add STB_FRAME_F_INLINED frames (needs sym) */
+	bool first_exact;    /* frame 0 is the interrupted instruction */
+	uint64_t deadline;   /* CLOCK_MONOTONIC ns; the walk ends there (checked every
+				16 frames); 0: none */
 	/* Results. */
-	unsigned n;                /* logical frames delivered (<= max) */
-	unsigned phys;             /* physical frames seen */
-	bool truncated;            /* a frame beyond max existed */
-	bool stopped;              /* on_frame asked to stop */
-	bool timed_out;            /* the deadline ended the walk */
+	unsigned n;     /* logical frames delivered (<= max) */
+	unsigned phys;  /* physical frames seen */
+	bool truncated; /* a frame beyond max existed */
+	bool stopped;   /* on_frame asked to stop */
+	bool timed_out; /* the deadline ended the walk */
 };
 
 /* Physical frames to ask the unwinder for, so that the sink sees whether a

@@ -20,10 +20,10 @@
 struct stb_json {
 	FILE *out;
 	unsigned depth;
-	uint64_t arrays;    /* bit d: the container at depth d is an array */
-	uint64_t nonempty;  /* bit d: it has an element already */
-	bool after_key;     /* a member's key was written, its value is next */
-	int err;            /* first error: -EINVAL (misuse), -EIO */
+	uint64_t arrays;   /* bit d: the container at depth d is an array */
+	uint64_t nonempty; /* bit d: it has an element already */
+	bool after_key;    /* a member's key was written, its value is next */
+	int err;           /* first error: -EINVAL (misuse), -EIO */
 };
 
 /* Starts a document on out (the first value written is its root). */

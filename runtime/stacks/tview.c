@@ -41,13 +41,16 @@ int stb_tview_check_header(const struct stb_abi_header *h, uint64_t real_size,
 		return -EPROTO;
 	}
 	if (h->table_size != STB_ABI_TABLE_SIZE(cap)) {
-		snprintf(why, len, "table size %" PRIu64 " does not match its capacity %u (%" PRIu64
-			 " bytes)", (uint64_t)h->table_size, cap, (uint64_t)STB_ABI_TABLE_SIZE(cap));
+		snprintf(why, len,
+			 "table size %" PRIu64 " does not match its capacity %u (%" PRIu64
+			 " bytes)",
+			 (uint64_t)h->table_size, cap, (uint64_t)STB_ABI_TABLE_SIZE(cap));
 		return -EPROTO;
 	}
 	if (real_size && real_size < STB_ABI_TABLE_SIZE(cap)) {
-		snprintf(why, len, "the table's backing holds %" PRIu64 " bytes, its header claims %"
-			 PRIu64, real_size, (uint64_t)STB_ABI_TABLE_SIZE(cap));
+		snprintf(why, len,
+			 "the table's backing holds %" PRIu64 " bytes, its header claims %" PRIu64,
+			 real_size, (uint64_t)STB_ABI_TABLE_SIZE(cap));
 		return -EPROTO;
 	}
 	if (h->backing != STB_ABI_BACKING_BPF_MAP && h->backing != STB_ABI_BACKING_MEMFD) {

@@ -20,11 +20,11 @@
  * again). */
 struct stb_tview_info {
 	unsigned abi_version;
-	uint32_t capacity;       /* task slots, 1 .. STB_ABI_MAX_CAPACITY */
-	uint32_t backing;        /* enum stb_abi_backing */
+	uint32_t capacity; /* task slots, 1 .. STB_ABI_MAX_CAPACITY */
+	uint32_t backing;  /* enum stb_abi_backing */
 	uint32_t pid;
 	uint64_t table_addr;
-	uint64_t table_size;     /* == STB_ABI_TABLE_SIZE(capacity) */
+	uint64_t table_size; /* == STB_ABI_TABLE_SIZE(capacity) */
 	uint32_t trace_signal;
 	uint32_t flags;
 };
@@ -48,29 +48,29 @@ uint32_t stb_tview_hwm(const struct stb_abi_header *h, const struct stb_tview_in
 uint32_t stb_tview_nworkers(const struct stb_abi_header *h, bool *clamped);
 
 /* stb_tview_task.bad */
-#define STB_TVIEW_BAD_STATE  0x01u /* state >= STB_TASK_NSTATES */
-#define STB_TVIEW_BAD_KIND   0x02u /* wait kind >= STB_WAIT_NKINDS */
+#define STB_TVIEW_BAD_STATE 0x01u  /* state >= STB_TASK_NSTATES */
+#define STB_TVIEW_BAD_KIND 0x02u   /* wait kind >= STB_WAIT_NKINDS */
 #define STB_TVIEW_BAD_WORKER 0x04u /* running bthread on a worker index >= max */
-#define STB_TVIEW_BAD_STACK  0x08u /* stack_lo >= stack_hi once it has a stack */
-#define STB_TVIEW_BAD_NAME   0x10u /* name not NUL-terminated (cut) */
+#define STB_TVIEW_BAD_STACK 0x08u  /* stack_lo >= stack_hi once it has a stack */
+#define STB_TVIEW_BAD_NAME 0x10u   /* name not NUL-terminated (cut) */
 
 /* A range-checked copy of one task entry (a snapshot: the entry may change
  * while it is copied; seq says which run it belongs to). */
 struct stb_tview_task {
 	uint64_t id;
 	uint64_t word;
-	unsigned state;          /* STB_ABI_STATE(word); valid only without BAD_STATE */
+	unsigned state; /* STB_ABI_STATE(word); valid only without BAD_STATE */
 	uint32_t seq;
-	uint32_t flags;          /* STB_ABI_TASK_F_* */
+	uint32_t flags; /* STB_ABI_TASK_F_* */
 	uint32_t worker, tid, tag;
 	uint64_t since_ns;
 	uint64_t stack_lo, stack_hi;
-	unsigned wait_kind;      /* STB_WAIT_NONE when out of range (BAD_KIND) */
+	unsigned wait_kind; /* STB_WAIT_NONE when out of range (BAD_KIND) */
 	uint64_t wait_word, wait_object, wait_owner, wait_deadline, wait_extra;
 	uint64_t creator_id, creator_ip;
 	uint32_t creator_tid;
 	char name[STB_ABI_NAME_LEN]; /* always NUL-terminated */
-	unsigned bad;            /* STB_TVIEW_BAD_* */
+	unsigned bad;                /* STB_TVIEW_BAD_* */
 };
 
 /* Copies entry p into *v, range-checking every field. Does not write p.
@@ -89,7 +89,7 @@ bool stb_tview_live(const struct stb_tview_task *v);
 struct stb_tview_src {
 	struct stb_abi_task *(*entry)(void *ctx, uint32_t slot, uint32_t *next);
 	void *ctx;
-	uint32_t nslots;         /* scan [0, nslots): min(slot_hwm, capacity) */
+	uint32_t nslots; /* scan [0, nslots): min(slot_hwm, capacity) */
 };
 
 /* Called for each live task whose state is in the mask: p is the entry (valid
@@ -98,11 +98,11 @@ typedef int (*stb_tview_scan_fn)(void *arg, uint32_t slot, struct stb_abi_task *
 				 const struct stb_tview_task *v);
 
 struct stb_tview_scan_result {
-	uint64_t visited;        /* live tasks passed to fn */
-	uint64_t left;           /* live tasks in the mask not passed to fn: the deadline */
-	uint64_t invalid;        /* live tasks with a state out of range (passed to fn
-	                            only when state_mask is 0) */
-	bool stopped;            /* fn returned non-zero */
+	uint64_t visited; /* live tasks passed to fn */
+	uint64_t left;    /* live tasks in the mask not passed to fn: the deadline */
+	uint64_t invalid; /* live tasks with a state out of range (passed to fn
+			     only when state_mask is 0) */
+	bool stopped;     /* fn returned non-zero */
 };
 
 /*

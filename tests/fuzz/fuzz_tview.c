@@ -36,8 +36,7 @@ static int mem_read(void *ctx, uint64_t addr, void *dst, size_t len)
 
 /* What the code under test calls outside it: the symbolizer (never: no
  * symbols here), state names, the unwinder's part of a copy (registers only). */
-bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
-			struct stb_sym_info *si)
+bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struct stb_sym_info *si)
 {
 	(void)s;
 	(void)flags;
@@ -147,8 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct stb_frame frames[8];
 	struct stb_frame_sink s = {.frames = frames, .nframes = h.pid % 9, .max = h.nworkers % 12};
 	for (uint32_t i = 0; i < n; i++) {
-		struct stb_unw_frame f = {.ip = tasks[i].ip, .sp = tasks[i].sp,
-					  .how = (unsigned)tasks[i].flags & 1};
+		struct stb_unw_frame f = {
+		    .ip = tasks[i].ip, .sp = tasks[i].sp, .how = (unsigned)tasks[i].flags & 1};
 		if (stb_frame_sink_add(&f, &s))
 			break;
 	}

@@ -32,8 +32,7 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 	return -EINVAL;
 }
 
-bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
-			struct stb_sym_info *si)
+bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struct stb_sym_info *si)
 {
 	(void)s;
 	(void)flags;
@@ -113,8 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		__builtin_trap();
 
 	struct stb_frame frames[2] = {
-		{.ip = 0x1000, .symbol = str[3], .module = str[4], .file = str[5], .line = 7},
-		{.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
+	    {.ip = 0x1000, .symbol = str[3], .module = str[4], .file = str[5], .line = 7},
+	    {.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
 	};
 	struct stb_report_task t[2];
 	memset(t, 0, sizeof(t));
@@ -130,8 +129,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[1].err = -EIO;
 	snprintf(t[1].error, sizeof(t[1].error), "%s", str[2]);
 	struct stb_report_meta m = {
-		.producer = "fuzz", .pid = 1, .comm = str[6], .table = true, .run = true,
-		.complete = size & 1, .partial = str[7], .capture = str[5],
+	    .producer = "fuzz",
+	    .pid = 1,
+	    .comm = str[6],
+	    .table = true,
+	    .run = true,
+	    .complete = size & 1,
+	    .partial = str[7],
+	    .capture = str[5],
 	};
 	stb_report_meta_note(&m, str[7]);
 	for (int format = 0; format < 4; format++) {
@@ -141,8 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FILE *f = open_memstream(&out, &len);
 			if (!f)
 				break;
-			struct stb_report r = {.out = f, .meta = &m, .group = format == 1,
-					       .now_ns = 2000000000};
+			struct stb_report r = {
+			    .out = f, .meta = &m, .group = format == 1, .now_ns = 2000000000};
 			int rc = list ? stb_report_list(&r, t, 2, format == STB_FORMAT_JSON)
 				      : stb_report_write(&r, t, 2, format);
 			fclose(f);

@@ -48,12 +48,16 @@ int ts_require_privilege(const char *test)
 		return 0;
 	const char *req = getenv("STB_REQUIRE_BPF");
 	if (req && strcmp(req, "1") == 0) {
-		fprintf(stderr, "%s: STB_REQUIRE_BPF=1 but not privileged (needs root, or "
-				"CAP_SYS_PTRACE + CAP_BPF + CAP_PERFMON): failing\n", test);
+		fprintf(stderr,
+			"%s: STB_REQUIRE_BPF=1 but not privileged (needs root, or "
+			"CAP_SYS_PTRACE + CAP_BPF + CAP_PERFMON): failing\n",
+			test);
 		return 1;
 	}
-	fprintf(stderr, "%s: not privileged (needs root, or CAP_SYS_PTRACE + CAP_BPF + "
-			"CAP_PERFMON): skipped\n", test);
+	fprintf(stderr,
+		"%s: not privileged (needs root, or CAP_SYS_PTRACE + CAP_BPF + "
+		"CAP_PERFMON): skipped\n",
+		test);
 	return 77;
 }
 
@@ -98,7 +102,6 @@ const char *ts_tmpdir(void)
 	setenv("GOFLAGS", "", 1);
 	return dir;
 }
-
 
 void ts_path(char *dst, size_t size, const char *env, const char *sibling)
 {

@@ -47,21 +47,37 @@ static char *json_string(struct json_parser *p)
 		if (c == '\\') {
 			char e = *p->s++;
 			switch (e) {
-			case 'n': c = '\n'; break;
-			case 't': c = '\t'; break;
-			case 'r': c = '\r'; break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
+			case 'n':
+				c = '\n';
+				break;
+			case 't':
+				c = '\t';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
 			case 'u': {
 				unsigned v = 0;
 				for (int i = 0; i < 4; i++) {
 					char h = *p->s++;
-					v = v * 16 + (unsigned)(h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+					v = v * 16 + (unsigned)(h >= 'a'   ? h - 'a' + 10
+								: h >= 'A' ? h - 'A' + 10
+									   : h - '0');
 				}
 				c = v < 0x80 ? (char)v : '?';
 				break;
 			}
-			case '"': case '\\': case '/': c = e; break;
+			case '"':
+			case '\\':
+			case '/':
+				c = e;
+				break;
 			default:
 				p->err = "bad escape";
 				ts_buf_free(&b);
@@ -223,4 +239,3 @@ int ts_json_bool(const struct ts_json *obj, const char *key)
 	const struct ts_json *m = ts_json_get(obj, key);
 	return m && m->type == TS_JBOOL ? m->b : -1;
 }
-

@@ -13,8 +13,8 @@ enum ts_json_type { TS_JNULL, TS_JBOOL, TS_JNUM, TS_JSTR, TS_JARR, TS_JOBJ };
 
 struct ts_json {
 	enum ts_json_type type;
-	char *str;             /* STR: the string; NUM: the number's text */
-	char *key;             /* member of an object: its name */
+	char *str; /* STR: the string; NUM: the number's text */
+	char *key; /* member of an object: its name */
 	bool b;
 	struct ts_json *child; /* ARR/OBJ: first element */
 	struct ts_json *next;  /* next sibling */

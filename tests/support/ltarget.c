@@ -55,7 +55,7 @@ int ts_ltarget_line(struct ts_ltarget *t, char *line, size_t len, int timeout_ms
  * extra environment env (NULL or NULL-terminated "K=V"); reads its report up
  * to "ready". Returns 0 or -errno. */
 int ts_ltarget_start(struct ts_ltarget *t, const char *path, const char *const *args,
-			  char *const env[])
+		     char *const env[])
 {
 	int in[2], out[2];
 	memset(t, 0, sizeof(*t));
@@ -151,7 +151,8 @@ uint64_t ts_field(const char *line, const char *key)
 uint64_t ts_ltarget_stat(struct ts_ltarget *t, const char *key)
 {
 	char reply[1024];
-	if (ts_ltarget_cmd(t, "stats", reply, sizeof(reply)) != 0 || strncmp(reply, "stats ", 6) != 0)
+	if (ts_ltarget_cmd(t, "stats", reply, sizeof(reply)) != 0 ||
+	    strncmp(reply, "stats ", 6) != 0)
 		return UINT64_MAX;
 	return ts_field(reply, key);
 }
@@ -192,4 +193,3 @@ void ts_ltarget_kill(struct ts_ltarget *t)
 		close(t->from_fd);
 	t->from_fd = -1;
 }
-

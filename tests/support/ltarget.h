@@ -22,8 +22,8 @@ struct ts_chain {
 
 struct ts_ltarget {
 	pid_t pid;
-	int to_fd;     /* its stdin */
-	int from_fd;   /* its stdout */
+	int to_fd;       /* its stdin */
+	int from_fd;     /* its stdout */
 	char pend[4096]; /* read from from_fd, not yet returned as lines */
 	size_t npend;
 	struct ts_chain chains[TS_MAX_CHAINS];

@@ -68,8 +68,8 @@ int ts_prof_parse(const char *text, struct ts_prof *p, char *why, size_t wsize)
 				struct ts_sample *s = &p->s[p->ns - 1];
 				const char *t = l + strspn(l, " ");
 				size_t have = strlen(s->labels);
-				snprintf(s->labels + have, sizeof(s->labels) - have, "%s%s", have ? " " : "",
-					 t);
+				snprintf(s->labels + have, sizeof(s->labels) - have, "%s%s",
+					 have ? " " : "", t);
 				continue;
 			}
 			const char *colon = strchr(l, ':');
@@ -108,7 +108,8 @@ int ts_prof_parse(const char *text, struct ts_prof *p, char *why, size_t wsize)
 			struct ts_loc *loc;
 			const char *rest;
 			if (end != t && *end == ':') {
-				struct ts_loc *nl2 = realloc(p->l, (size_t)(p->nl + 1) * sizeof(*nl2));
+				struct ts_loc *nl2 =
+				    realloc(p->l, (size_t)(p->nl + 1) * sizeof(*nl2));
 				if (!nl2)
 					abort();
 				p->l = nl2;
@@ -151,8 +152,8 @@ int ts_prof_parse(const char *text, struct ts_prof *p, char *why, size_t wsize)
 			struct ts_map m;
 			char range[128];
 			memset(&m, 0, sizeof(m));
-			int k = sscanf(l, "%d: %127s %511s %128s %31s", &m.id, range, m.file, m.build_id,
-				       m.bits);
+			int k = sscanf(l, "%d: %127s %511s %128s %31s", &m.id, range, m.file,
+				       m.build_id, m.bits);
 			if (k < 3)
 				continue;
 			if (k == 4 && m.build_id[0] == '[') {
@@ -205,21 +206,20 @@ const struct ts_loc *ts_prof_loc(const struct ts_prof *p, uint64_t id)
 
 /* Writes the logical frames of sample s (the leaf first, inline frames
  * expanded) as "f0;f1;...;fn" into buf. */
-void ts_sample_stack(const struct ts_prof *p, const struct ts_sample *s, char *buf,
-				   size_t size)
+void ts_sample_stack(const struct ts_prof *p, const struct ts_sample *s, char *buf, size_t size)
 {
 	size_t len = 0;
 	buf[0] = '\0';
 	for (int i = 0; i < s->nloc; i++) {
 		const struct ts_loc *l = ts_prof_loc(p, s->loc[i]);
 		if (!l) {
-			len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s<loc %" PRIu64
-						"?>", len ? ";" : "", s->loc[i]);
+			len += (size_t)snprintf(buf + len, len < size ? size - len : 0,
+						"%s<loc %" PRIu64 "?>", len ? ";" : "", s->loc[i]);
 			continue;
 		}
 		if (l->nfunc == 0)
-			len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s0x%" PRIx64,
-						len ? ";" : "", l->addr);
+			len += (size_t)snprintf(buf + len, len < size ? size - len : 0,
+						"%s0x%" PRIx64, len ? ";" : "", l->addr);
 		for (int k = 0; k < l->nfunc; k++)
 			len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s%s",
 						len ? ";" : "", l->func[k]);
@@ -285,4 +285,3 @@ long long ts_stat(const char *text, const char *key)
 	}
 	return -1;
 }
-

@@ -19,7 +19,7 @@ struct ts_sample {
 	int nv;
 	uint64_t loc[TS_PROF_MAX_STACK]; /* location ids, the leaf first */
 	int nloc;
-	char labels[2048];          /* "key:[v v] key:[v]" string and numeric lines joined */
+	char labels[2048]; /* "key:[v v] key:[v]" string and numeric lines joined */
 };
 
 struct ts_loc {
@@ -27,7 +27,7 @@ struct ts_loc {
 	uint64_t addr;
 	int mapping;
 	int nfunc;
-	char func[8][128];          /* functions, the innermost first */
+	char func[8][128]; /* functions, the innermost first */
 };
 
 struct ts_map {
@@ -38,8 +38,8 @@ struct ts_map {
 };
 
 struct ts_prof {
-	char types[256];            /* the sample type line */
-	char *comments;             /* "Comment: " lines joined with '\n' */
+	char types[256]; /* the sample type line */
+	char *comments;  /* "Comment: " lines joined with '\n' */
 	struct ts_sample *s;
 	int ns;
 	struct ts_loc *l;

@@ -58,8 +58,8 @@ void ts_buf_free(struct ts_buf *b)
 /* Starts argv[0] (a path, or a name looked up in PATH) with stdin from
  * /dev/null and stdout/stderr on pipes. env: extra "K=V" strings or NULL.
  * Returns 0 or -errno. */
-int ts_proc_start(struct ts_proc *p, char *const argv[], char *const env[],
-			ts_pre_exec_fn pre, void *pre_arg)
+int ts_proc_start(struct ts_proc *p, char *const argv[], char *const env[], ts_pre_exec_fn pre,
+		  void *pre_arg)
 {
 	int out[2], err[2];
 	memset(p, 0, sizeof(*p));
@@ -203,7 +203,6 @@ void ts_proc_free(struct ts_proc *p)
 	p->reaped = true;
 }
 
-
 uint64_t ts_now_ms(void)
 {
 	struct timespec ts;
@@ -232,7 +231,6 @@ int ts_wait_pid(pid_t pid, uint64_t deadline_ms)
 	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
-
 
 /*
  * Runs argv with stdout and stderr on a new pseudo-terminal; everything
@@ -298,7 +296,6 @@ int ts_run_pty(char *const argv[], char **out, int timeout_s)
 	*out = b.p;
 	return rc;
 }
-
 
 int ts_run(char *const argv[], char **out, char **err, int timeout_s)
 {

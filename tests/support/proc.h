@@ -35,9 +35,9 @@ struct ts_proc {
 	pid_t pid;
 	int out_fd, err_fd; /* -1 once drained */
 	struct ts_buf out, err;
-	int status;         /* waitpid status once reaped */
+	int status; /* waitpid status once reaped */
 	bool reaped;
-	struct rusage ru;   /* its resource usage once reaped */
+	struct rusage ru; /* its resource usage once reaped */
 };
 
 /* Starts argv[0] (a path, or a name looked up in PATH) with stdin from

@@ -54,7 +54,8 @@ int ts_ptarget_start(struct ts_ptarget *t, const char *mode)
 	t->ready[len] = '\0';
 	close(out[0]);
 	if (strncmp(t->ready, "ready", 5) != 0) {
-		fprintf(stderr, "profile_target %s did not get ready (got \"%s\")\n", mode, t->ready);
+		fprintf(stderr, "profile_target %s did not get ready (got \"%s\")\n", mode,
+			t->ready);
 		kill(t->pid, SIGKILL);
 		waitpid(t->pid, NULL, 0);
 		close(t->in_fd);
@@ -76,8 +77,7 @@ int ts_ptarget_stop(struct ts_ptarget *t)
 }
 
 /* The value of "key=..." (up to a space) in the ready line, or NULL. */
-const char *ts_ptarget_field(const struct ts_ptarget *t, const char *key, char *buf,
-					  size_t size)
+const char *ts_ptarget_field(const struct ts_ptarget *t, const char *key, char *buf, size_t size)
 {
 	char pat[64];
 	snprintf(pat, sizeof(pat), " %s=", key);
@@ -92,4 +92,3 @@ const char *ts_ptarget_field(const struct ts_ptarget *t, const char *key, char *
 	buf[n] = '\0';
 	return buf;
 }
-

@@ -11,7 +11,7 @@
 
 struct ts_ptarget {
 	pid_t pid;
-	int in_fd;       /* its stdin: closing it ends the target */
+	int in_fd;        /* its stdin: closing it ends the target */
 	char ready[4096]; /* the line it printed when ready */
 };
 
