@@ -19,8 +19,13 @@
 
 #include <stb/stb.h>
 
-#include "capture.h"
-#include "loader_util.h"
+#include "bpf_prog.h"
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "support/json.h"
+#include "support/ltarget.h"
+#include "support/proc.h"
 #include "target.h"
 
 struct bench_opts {
@@ -94,31 +99,31 @@ static void bench_die(const char *fmt, const char *arg)
 	exit(1);
 }
 
-static void bench_target(struct lu_target *t, const char *path, const char *const *args)
+static void bench_target(struct ts_ltarget *t, const char *path, const char *const *args)
 {
-	int rc = lu_target_start(t, path, args, NULL);
+	int rc = ts_ltarget_start(t, path, args, NULL);
 	if (rc != 0)
 		bench_die("cannot start the target: %s", strerror(-rc));
 }
 
-static uint64_t bench_stat(struct lu_target *t, const char *key)
+static uint64_t bench_stat(struct ts_ltarget *t, const char *key)
 {
-	uint64_t v = lu_target_stat(t, key);
+	uint64_t v = ts_ltarget_stat(t, key);
 	if (v == UINT64_MAX)
 		bench_die("the target does not answer (%s)", key);
 	return v;
 }
 
-static void bench_quit(struct lu_target *t)
+static void bench_quit(struct ts_ltarget *t)
 {
 	char bye[256];
-	if (lu_target_quit(t, bye, sizeof(bye)) != 0)
+	if (ts_ltarget_quit(t, bye, sizeof(bye)) != 0)
 		bench_die("the target did not quit cleanly: %s", bye);
 }
 
 /* Runs the loader (argv without the program) to completion; *wall_ms and the
  * process's CPU time. Returns its exit code. */
-static int bench_loader_run(const struct bench_opts *o, char **args, struct lu_proc *p,
+static int bench_loader_run(const struct bench_opts *o, char **args, struct ts_proc *p,
 			    double *wall_ms, double *cpu_ms)
 {
 	char *argv[32];
@@ -127,14 +132,14 @@ static int bench_loader_run(const struct bench_opts *o, char **args, struct lu_p
 	for (int i = 0; args[i] && n < 31; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	uint64_t t0 = lu_now_ns();
-	if (lu_proc_start(p, argv, NULL, NULL, NULL) != 0)
+	uint64_t t0 = ts_now_ns();
+	if (ts_proc_start(p, argv, NULL, NULL, NULL) != 0)
 		bench_die("cannot start %s", o->loader);
-	if (lu_proc_wait(p, 600000) != 0)
+	if (ts_proc_wait(p, 600000) != 0)
 		bench_die("%s ran for 10 minutes", o->loader);
-	*wall_ms = (double)(lu_now_ns() - t0) / 1e6;
+	*wall_ms = (double)(ts_now_ns() - t0) / 1e6;
 	*cpu_ms = bench_tv(&p->ru.ru_utime) + bench_tv(&p->ru.ru_stime);
-	return lu_proc_exit_code(p);
+	return ts_proc_exit_code(p);
 }
 
 /* ---- 1. full dump of many suspended bthreads ---- */
@@ -146,7 +151,7 @@ static void bench_dump(const struct bench_opts *o)
 	const char *args[] = {"--many", many, "--workers", "2", "--butex", "0", "--sleep", "0",
 			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
 			      "--pthread", "0", NULL};
-	struct lu_target t;
+	struct ts_ltarget t;
 	bench_target(&t, o->target, args);
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
@@ -162,18 +167,18 @@ static void bench_dump(const struct bench_opts *o)
 
 	/* Warm the page cache and the target's lazily touched pages. */
 	char *warm[] = {"--pid", pid, "-o", "/dev/null", NULL};
-	struct lu_proc p;
+	struct ts_proc p;
 	double w, c;
 	bench_loader_run(o, warm, &p, &w, &c);
-	lu_proc_free(&p);
+	ts_proc_free(&p);
 
 	for (unsigned i = 0; i < n; i++) {
 		/* The heartbeat's longest gap without any tracer: the noise floor. */
-		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
-		lu_sleep_ms(300);
+		ts_ltarget_cmd(&t, "gapreset", reply, sizeof(reply));
+		ts_sleep_ms(300);
 		idle_gap[i] = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
 
-		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
+		ts_ltarget_cmd(&t, "gapreset", reply, sizeof(reply));
 		uint64_t gw0 = bench_stat(&t, "gate_waits"), gn0 = bench_stat(&t, "gate_wait_ns");
 		char *a[] = {"--pid", pid, "-v", "-o", "/dev/null", NULL};
 		int code = bench_loader_run(o, a, &p, &wall[i], &cpu[i]);
@@ -188,14 +193,14 @@ static void bench_dump(const struct bench_opts *o)
 		trace[i] = bench_after(p.err.p, "tasks traced in ");
 		hold_max[i] = bench_after(p.err.p, "tasks held ");
 		hold_avg[i] = bench_after(p.err.p, "at most, ");
-		lu_proc_free(&p);
+		ts_proc_free(&p);
 		freeze[i] = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
 
-		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
-		if (lu_target_cmd(&t, "dump", reply, sizeof(reply)) != 0 ||
+		ts_ltarget_cmd(&t, "gapreset", reply, sizeof(reply));
+		if (ts_ltarget_cmd(&t, "dump", reply, sizeof(reply)) != 0 ||
 		    strncmp(reply, "dump ", 5) != 0)
 			bench_die("in-process dump failed: %s", reply);
-		inproc[i] = (double)lu_field(reply, "ns") / 1e6;
+		inproc[i] = (double)ts_field(reply, "ns") / 1e6;
 		inproc_freeze[i] = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
 	}
 
@@ -211,7 +216,7 @@ static void bench_dump(const struct bench_opts *o)
 			nh++;
 		}
 	}
-	lu_proc_free(&p);
+	ts_proc_free(&p);
 
 	printf("\n1. Full dump of %u suspended bthreads (+1 heartbeat), %.0f tasks traced\n",
 	       o->tasks, ntasks);
@@ -233,11 +238,11 @@ static void bench_dump(const struct bench_opts *o)
 
 	if (o->gdb) {
 		char *argv[] = {"gdb", "-p", pid, "-batch", "-nx", "-x", (char *)o->gdb_script, NULL};
-		lu_target_cmd(&t, "gapreset", reply, sizeof(reply));
-		uint64_t t0 = lu_now_ns();
-		if (lu_proc_start(&p, argv, NULL, NULL, NULL) != 0 || lu_proc_wait(&p, 3600000) != 0)
+		ts_ltarget_cmd(&t, "gapreset", reply, sizeof(reply));
+		uint64_t t0 = ts_now_ns();
+		if (ts_proc_start(&p, argv, NULL, NULL, NULL) != 0 || ts_proc_wait(&p, 3600000) != 0)
 			bench_die("gdb did not finish: %s", p.err.p ? p.err.p : "");
-		double gw = (double)(lu_now_ns() - t0) / 1e6;
+		double gw = (double)(ts_now_ns() - t0) / 1e6;
 		double gfreeze = (double)bench_stat(&t, "hb_max_gap_ns") / 1e6;
 		const char *sum = strstr(p.out.p, "gdb_stb_dump: ");
 		if (!sum)
@@ -246,7 +251,7 @@ static void bench_dump(const struct bench_opts *o)
 		       gw, gfreeze, (int)strcspn(sum, "\n"), sum);
 		struct bench_dist d = bench_stats(wall, n);
 		printf("  gdb / stb-bpf-loader wall time: %.0fx\n", gw / d.med);
-		lu_proc_free(&p);
+		ts_proc_free(&p);
 	}
 	if (bench_stat(&t, "signals") != 0)
 		bench_die("the target received %s signal(s)", "some");
@@ -270,9 +275,9 @@ static void bench_capture(const struct bench_opts *o)
 {
 	const char *args[] = {"--workers", "2", "--butex", "0", "--sleep", "0", "--mutex", "0",
 			      "--fd", "0", "--yield", "0", "--spin", "1", "--pthread", "0", NULL};
-	struct lu_target t;
+	struct ts_ltarget t;
 	bench_target(&t, o->target, args);
-	const struct lu_chain *spin = lu_target_chain(&t, "spin");
+	const struct ts_chain *spin = ts_ltarget_chain(&t, "spin");
 	if (!spin)
 		bench_die("no spin bthread%s", "");
 	uint64_t id = spin->ids[0];
@@ -289,7 +294,7 @@ static void bench_capture(const struct bench_opts *o)
 	for (unsigned i = 0; i < nl; i++) {
 		char *a[] = {"--pid", pid, "--bthread", ids, "-vv", "--timeout", "2000", "-o",
 			     "/dev/null", NULL};
-		struct lu_proc p;
+		struct ts_proc p;
 		double c;
 		if (bench_loader_run(o, a, &p, &l_wall[got], &c) == 0 &&
 		    strstr(p.err.p, "BPF request to record")) {
@@ -298,46 +303,46 @@ static void bench_capture(const struct bench_opts *o)
 			l_prog[got] = bench_after(p.err.p, "program ");
 			got++;
 		}
-		lu_proc_free(&p);
+		ts_proc_free(&p);
 	}
 
-	/* b) the same capture program through loader/capture.c, kept loaded, with
+	/* b) the same capture program through loader/bpf_prog.c, kept loaded, with
 	 * BPF run-time statistics. */
 	char err[512];
-	struct stb_target *tg = stb_target_open(t.pid, STB_TARGET_MAP_USED, err, sizeof(err));
+	struct stb_target *tg = stb_target_open(t.pid, err, sizeof(err));
 	if (!tg)
 		bench_die("%s", err);
-	struct stb_capture_opts co;
-	stb_target_capture_opts(tg, STB_CAPTURE_MODE_CAPTURE, &co);
-	struct stb_capture *cap = stb_capture_open(t.pid, &co);
-	if (!cap || stb_capture_sync_workers(cap) < 1)
+	struct stb_bpf_prog_opts co;
+	stb_target_bpf_prog_opts(tg, STB_RECORD_MODE_REQUEST, &co);
+	struct stb_bpf_prog *cap = stb_bpf_prog_open(t.pid, &co);
+	if (!cap || stb_bpf_prog_sync_workers(cap) < 1)
 		bench_die("BPF capture unavailable: %s", strerror(errno));
-	int stats_rc = stb_capture_stats_enable(cap);
-	struct stb_capture_record *rec = malloc(sizeof(*rec));
+	int stats_rc = stb_bpf_prog_stats_enable(cap);
+	struct stb_record *rec = malloc(sizeof(*rec));
 	double *c_req = calloc(n, sizeof(double)), *c_prog = calloc(n, sizeof(double));
 	double *c_run = calloc(n, sizeof(double));
 	unsigned nc = 0, nrun = 0, misses = 0;
 	struct stb_abi_task *entry = stb_target_task(tg, STB_ABI_SLOT(id));
 	for (unsigned i = 0; i < n; i++) {
-		struct stb_capture_stats s0, s1;
-		struct stb_capture_timing tm;
-		stb_capture_stats_read(cap, &s0);
+		struct stb_bpf_prog_stats s0, s1;
+		struct stb_bpf_prog_timing tm;
+		stb_bpf_prog_stats_read(cap, &s0);
 		unsigned w = __atomic_load_n(&entry->worker, __ATOMIC_RELAXED);
-		if (stb_capture_take(cap, w, id, 2000000, rec, &tm) != 0) {
+		if (stb_bpf_prog_request(cap, w, id, 2000000, rec, &tm) != 0) {
 			misses++;
 			continue;
 		}
-		stb_capture_stats_read(cap, &s1);
+		stb_bpf_prog_stats_read(cap, &s1);
 		c_req[nc] = (double)(tm.seen_ns - tm.arm_ns) / 1e3;
 		c_prog[nc] = (double)rec->prog_ns / 1e3;
 		nc++;
 		if (s1.run_cnt > s0.run_cnt)
 			c_run[nrun++] = (double)(s1.run_time_ns - s0.run_time_ns) / 1e3 /
 					(double)(s1.run_cnt - s0.run_cnt);
-		lu_sleep_ms(1);
+		ts_sleep_ms(1);
 	}
 	free(rec);
-	stb_capture_close(cap);
+	stb_bpf_prog_close(cap);
 	stb_target_close(tg);
 
 	/* c) the in-process tracer: signal mode. */
@@ -346,15 +351,15 @@ static void bench_capture(const struct bench_opts *o)
 	char cmd[64];
 	snprintf(cmd, sizeof(cmd), "trace %" PRIu64, id);
 	for (unsigned i = 0; i < n; i++) {
-		if (lu_target_cmd(&t, cmd, reply, sizeof(reply)) != 0 ||
+		if (ts_ltarget_cmd(&t, cmd, reply, sizeof(reply)) != 0 ||
 		    strncmp(reply, "trace rc=", 9) != 0)
 			bench_die("in-process trace failed: %s", reply);
-		if (strtol(reply + 9, NULL, 10) <= 0 || lu_field(reply, "mode") != STB_TRACE_SIGNAL)
+		if (strtol(reply + 9, NULL, 10) <= 0 || ts_field(reply, "mode") != STB_TRACE_SIGNAL)
 			continue;
-		s_held[ns] = (double)lu_field(reply, "held_ns") / 1e3;
-		s_total[ns] = (double)lu_field(reply, "ns") / 1e3;
+		s_held[ns] = (double)ts_field(reply, "held_ns") / 1e3;
+		s_total[ns] = (double)ts_field(reply, "ns") / 1e3;
 		ns++;
-		lu_sleep_ms(1);
+		ts_sleep_ms(1);
 	}
 
 	printf("\n2. Capture of a running (spinning) bthread\n");
@@ -420,7 +425,7 @@ static uint64_t bench_proc_cpu_ns(pid_t pid)
  * throughput and by yields per CPU-second of the target (on a shared machine
  * the CPU time the target gets varies a lot; per CPU-second it does not).
  */
-static void bench_yield_rounds(const struct bench_opts *o, struct lu_target *t, unsigned period_ms,
+static void bench_yield_rounds(const struct bench_opts *o, struct ts_ltarget *t, unsigned period_ms,
 			       unsigned round_ms)
 {
 	char pid[16];
@@ -439,16 +444,16 @@ static void bench_yield_rounds(const struct bench_opts *o, struct lu_target *t, 
 		bool disturbed = (i % 2) == 1;
 		uint64_t gn0 = bench_stat(t, "gate_wait_ns");
 		uint64_t y0 = bench_stat(t, "yields"), c0 = bench_proc_cpu_ns(t->pid);
-		uint64_t t0 = lu_now_ns(), end = t0 + (uint64_t)round_ms * 1000000ull;
+		uint64_t t0 = ts_now_ns(), end = t0 + (uint64_t)round_ms * 1000000ull;
 		unsigned k = 0;
 		double loader_cpu = 0;
 		for (uint64_t next = t0; disturbed && next < end; next += period_ms * 1000000ull) {
-			while (lu_now_ns() < next)
-				lu_sleep_ms(1);
-			if (lu_now_ns() >= end)
+			while (ts_now_ns() < next)
+				ts_sleep_ms(1);
+			if (ts_now_ns() >= end)
 				break;
 			char *a[] = {"--pid", pid, "-o", "/dev/null", NULL};
-			struct lu_proc p;
+			struct ts_proc p;
 			double w, c;
 			if (bench_loader_run(o, a, &p, &w, &c) != 0)
 				bench_die("loader failed: %s", p.err.p);
@@ -457,13 +462,13 @@ static void bench_yield_rounds(const struct bench_opts *o, struct lu_target *t, 
 				dump_wall[ncpu++] = w;
 			}
 			loader_cpu += c;
-			lu_proc_free(&p);
+			ts_proc_free(&p);
 			k++;
 		}
-		while (lu_now_ns() < end)
-			lu_sleep_ms(1);
+		while (ts_now_ns() < end)
+			ts_sleep_ms(1);
 		uint64_t y1 = bench_stat(t, "yields"), c1 = bench_proc_cpu_ns(t->pid);
-		uint64_t t1 = lu_now_ns();
+		uint64_t t1 = ts_now_ns();
 		double secs = (double)(t1 - t0) / 1e9, cpu_s = (double)(c1 - c0) / 1e9;
 		rate[i] = (double)(y1 - y0) / secs / 1e6;
 		eff[i] = cpu_s > 0 ? (double)(y1 - y0) / cpu_s / 1e6 : 0;
@@ -531,9 +536,9 @@ static void bench_yield(const struct bench_opts *o)
 	const char *args[] = {"--workers", "2", "--yield", "100", "--butex", "0", "--sleep", "0",
 			      "--mutex", "0", "--fd", "0", "--spin", "0", "--pthread", "0",
 			      "--heartbeat", "0", NULL};
-	struct lu_target t;
+	struct ts_ltarget t;
 	bench_target(&t, o->target, args);
-	lu_sleep_ms(500);
+	ts_sleep_ms(500);
 	printf("\n3. Yield throughput, 2 workers x 100 yielding bthreads, alternating rounds\n");
 	bench_header("");
 	bench_yield_rounds(o, &t, 100, 1000);

@@ -7,7 +7,9 @@
  * whose run sequence changed since their last snapshot. Lost samples are
  * counted and written into the profile. Design: docs/profiling.md.
  */
-#include "hold.h"
+#include "driver.h"
+#include "frames.h"
+#include "loader.h"
 #include "profile.h"
 #include "record.h"
 
@@ -21,8 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture.h"
+#include "bpf_prog.h"
 #include "pprof.h"
+#include "tview.h"
 #include "symbolize.h"
 #include "target.h"
 #include "unwind.h"
@@ -38,6 +41,13 @@
 #define STB_PROF_BUDGET_PCT 50u
 
 #define STB_PROF_NOTE_BUDGET "[not unwound: over the per-tick budget]"
+#define STB_PROF_NOTE_TOO_MANY "[dropped: too many distinct stacks]"
+/* Memory of a profile is bounded whatever the target does (ids that change
+ * every tick, stacks rewritten under the copy): beyond these, samples lose
+ * their per-task labels (bthread_id, worker_tid, name) and new stacks become
+ * STB_PROF_NOTE_TOO_MANY. */
+#define STB_PROF_MAX_SAMPLES 100000u
+#define STB_PROF_MAX_STACKS 50000u
 #define STB_PROF_NOTE_LOST "[lost: ring buffer full]"
 
 /* Value indices: samples/count, cpu/nanoseconds, wall/nanoseconds. */
@@ -45,6 +55,7 @@ enum { STB_PV_SAMPLES, STB_PV_CPU, STB_PV_WALL, STB_PV_N };
 
 /* What the last snapshot of a table slot found (off-CPU reuse). */
 struct stb_prof_slot {
+	uint32_t key;      /* slot + 1; 0: a free entry of the cache */
 	uint64_t id;       /* 0: nothing cached */
 	uint32_t seq;      /* run sequence of the cached stack */
 	uint32_t state;    /* state of the cached sample */
@@ -53,22 +64,33 @@ struct stb_prof_slot {
 };
 
 struct stb_prof {
-	const struct stb_profile_opts *o;
+	const struct stb_loader_opts *o;
 	struct stb_target *tg;
 	struct stb_unw_proc *unw;
 	struct stb_sym *sym;
-	struct stb_capture *cap;
+	struct stb_bpf_prog *cap;
 	struct stb_pprof *pp;
 	uint8_t *buf;
 	uint64_t *ips;
 	unsigned nips;
-	struct stb_prof_slot *slots;
-	size_t nslots;
+	struct stb_frame *frames; /* one unwind's frames (nips of them) */
+	struct stb_mem mem;
+	struct stb_driver drv;  /* off-CPU copies: no lease, no waiting */
+	struct stb_prof_slot *slots; /* the cache, a hash table on the slot: it grows
+	                               with the live tasks, not with slot_hwm */
+	size_t nslots, used;
 	uint32_t rotor;         /* where the next snapshot starts scanning */
+	uint64_t unwind_end;    /* no unwind runs beyond this (the duration) */
+	/* One snapshot's state, for the scan callback. */
+	uint64_t snap_budget_end, snap_weight;
+	bool snap_count, snap_over;
+	int64_t snap_v[3];
 	uint64_t period_ns;
 	int64_t nostack;        /* stack id of STB_PPROF_NOTE_NO_STACK */
 	int64_t overbudget;     /* stack id of STB_PROF_NOTE_BUDGET */
 	int64_t failed;         /* stack id of STB_PPROF_NOTE_FAILED */
+	int64_t too_many;       /* stack id of STB_PROF_NOTE_TOO_MANY */
+	uint64_t unlabelled, dropped_stacks; /* samples past the memory bounds */
 	int err;                /* first builder error */
 	bool target_gone;
 	/* counters */
@@ -78,7 +100,7 @@ struct stb_prof {
 
 static volatile sig_atomic_t stb_prof_stop;
 
-static void stb_prof_on_signal(int sig)
+static void prof_on_signal(int sig)
 {
 	(void)sig;
 	stb_prof_stop = 1;
@@ -113,24 +135,38 @@ int stb_profile_parse_duration(const char *s, uint64_t *ns)
 
 /* ---- labels and samples ---- */
 
-static void stb_prof_task_name(const struct stb_prof *P, uint64_t id, char *name, size_t size)
+static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t size)
 {
 	const struct stb_abi_task *p = stb_target_task(P->tg, STB_ABI_SLOT(id));
 	name[0] = '\0';
-	if (!p || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id)
+	struct stb_tview_task v;
+	if (!p)
 		return;
-	size_t n = size < sizeof(p->name) ? size : sizeof(p->name);
-	memcpy(name, p->name, n);
-	name[n - 1] = '\0';
+	stb_tview_read_task(p, &v);
+	if (v.id == id)
+		snprintf(name, size, "%s", v.name);
 }
 
 /* Adds values to (stack, labels of the task). Returns the sample or -errno. */
-static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, unsigned state,
+static int64_t prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, unsigned state,
 			       uint32_t tid, const int64_t *values)
 {
 	char ids[24], name[STB_ABI_NAME_LEN];
 	struct stb_pprof_label l[4];
 	unsigned n = 0;
+	if (stb_pprof_nsamples(P->pp) >= STB_PROF_MAX_SAMPLES) {
+		/* Bounded memory: the state is kept, the task is not. */
+		P->unlabelled++;
+		tid = 0;
+		if (id)
+			state = state < STB_TASK_NSTATES ? state : STB_TASK_UNUSED;
+		l[n++] = (struct stb_pprof_label){.key = "state",
+						  .str = id ? stb_state_name(state) : "scheduler"};
+		int64_t rc = stb_pprof_sample(P->pp, (uint32_t)stack, l, n, values);
+		if (rc < 0 && !P->err)
+			P->err = (int)rc;
+		return rc;
+	}
 	if (id) {
 		snprintf(ids, sizeof(ids), "%" PRIu64, id);
 		l[n++] = (struct stb_pprof_label){.key = "bthread_id", .str = ids};
@@ -140,7 +176,7 @@ static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, u
 	if (tid)
 		l[n++] = (struct stb_pprof_label){.key = "worker_tid", .num = tid};
 	if (id) {
-		stb_prof_task_name(P, id, name, sizeof(name));
+		prof_task_name(P, id, name, sizeof(name));
 		if (name[0])
 			l[n++] = (struct stb_pprof_label){.key = "name", .str = name};
 	}
@@ -150,7 +186,7 @@ static int64_t stb_prof_sample(struct stb_prof *P, int64_t stack, uint64_t id, u
 	return rc;
 }
 
-static int64_t stb_prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned n, bool exact,
+static int64_t prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned n, bool exact,
 			      const char *leaf)
 {
 	struct stb_pprof_stack s = {
@@ -158,6 +194,10 @@ static int64_t stb_prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned 
 		.root = n >= P->o->max_depth ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
 	int64_t rc = stb_pprof_stack(P->pp, &s);
+	if (rc == -ENOSPC) {
+		P->dropped_stacks++;
+		return P->too_many;
+	}
 	if (rc < 0 && !P->err)
 		P->err = (int)rc;
 	return rc;
@@ -165,219 +205,255 @@ static int64_t stb_prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned 
 
 /* ---- on-CPU samples ---- */
 
-struct stb_prof_collect {
-	uint64_t *ips;
-	unsigned n, max;
-};
-
-static int stb_prof_collect(const struct stb_unw_frame *f, void *arg)
+/* The ips of the frames an unwind delivered into P->frames. */
+static unsigned prof_ips(struct stb_prof *P, unsigned n)
 {
-	struct stb_prof_collect *c = arg;
-	if (c->n < c->max)
-		c->ips[c->n++] = f->ip;
-	return c->n >= c->max;
+	for (unsigned i = 0; i < n; i++)
+		P->ips[i] = P->frames[i].ip;
+	return n;
 }
 
-
-static int stb_prof_on_record(void *arg, const struct stb_capture_record *rec, size_t size)
+static int prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 {
 	struct stb_prof *P = arg;
-	if (rec->kind != STB_CAPTURE_MODE_SAMPLE)
+	if (rec->kind != STB_RECORD_MODE_SAMPLE)
 		return 0;
 	P->oncpu++;
-	bool task = !(rec->flags & STB_CAPTURE_F_NO_TASK) && rec->id;
+	bool task = !(rec->flags & STB_RECORD_F_NO_TASK) && rec->id;
 	if (task)
 		P->oncpu_tagged++;
 	else
 		P->oncpu_sched++;
-	bool kernel = (rec->flags & STB_CAPTURE_F_KERNEL) != 0;
+	bool kernel = (rec->flags & STB_RECORD_F_KERNEL) != 0;
 	P->oncpu_kernel += kernel;
-	struct stb_prof_collect c = {.ips = P->ips, .max = P->nips};
-	unsigned n = stb_record_unwind(P->unw, rec, size, c.max, stb_prof_collect, &c);
-	int64_t st = stb_prof_stack(P, P->ips, n, true, kernel ? STB_PPROF_NOTE_KERNEL
+	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
+				      .deadline = P->unwind_end};
+	stb_record_unwind(P->unw, rec, size, stb_frame_sink_depth(&sink), stb_frame_sink_add, &sink);
+	unsigned n = prof_ips(P, sink.n);
+	int64_t st = prof_stack(P, P->ips, n, true, kernel ? STB_PPROF_NOTE_KERNEL
 							       : n ? NULL : STB_PPROF_NOTE_NO_STACK);
 	if (st < 0)
 		return 0;
 	int64_t v[STB_PV_N] = {1, (int64_t)P->period_ns, (int64_t)P->period_ns};
-	stb_prof_sample(P, st, task ? rec->id : 0, STB_ABI_STATE(rec->word), rec->tid, v);
+	prof_sample(P, st, task ? rec->id : 0, STB_ABI_STATE(rec->word) < STB_TASK_NSTATES
+			? STB_ABI_STATE(rec->word) : STB_TASK_RUNNING, rec->tid, v);
 	return 0;
 }
 
 /* ---- off-CPU snapshots ---- */
 
 /*
- * Copies the saved context of task id without a lease: the validation of
- * include/stb/abi.h alone (word before and after the copy: same run sequence,
- * READY or SUSPENDED both times, same id). A lease would make the task wait
- * at its gate if a worker picked it meanwhile -- for as long as this loader
- * is descheduled, on a busy machine -- and the profiler must never delay the
- * target; a task that runs during the copy is simply on a CPU now (the
- * on-CPU samples see it). Reads from the target cannot fault this process,
- * so a stack freed meanwhile only fails the read. Returns 0 (regs, copy, *w1
- * set), -EAGAIN (it ran or is switching), -ESRCH (gone) or -errno.
+ * Copies and unwinds task id, off-CPU now, with the trace driver: no lease
+ * (STB_DRIVER_F_NO_WAIT, no STB_DRIVER_F_LEASE). A lease would make the task
+ * wait at its gate if a worker picked it meanwhile -- for as long as this
+ * loader is descheduled, on a busy machine -- and the profiler must never
+ * delay the target; a task that runs during the copy is simply on a CPU now
+ * (the on-CPU samples see it). The copy is validated all the same
+ * (include/stb/abi.h). Returns the stack id, -EAGAIN when it is running or
+ * switching (not off-CPU now), -ESRCH when gone, or another -errno. *seq and
+ * *state: the run sequence and state of the copy.
  */
-static int stb_prof_copy_context(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
-				 struct stb_regs *regs, struct stb_stack_copy *copy, uint64_t *w1)
-{
-	*w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-	unsigned st = STB_ABI_STATE(*w1);
-	if (__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id)
-		return -ESRCH;
-	if (st != STB_TASK_READY && st != STB_TASK_SUSPENDED)
-		return -EAGAIN;
-	/* No lease (see above): the same validated copy as the loader's dump. */
-	return stb_hold_copy_context(p, id, *w1, 0, stb_target_read, P->tg, P->buf,
-				     STB_PROF_COPY_MAX, regs, copy);
-}
-
-/* Copies and unwinds task id (context mode, one retry when it moved).
- * Returns the stack id, -EAGAIN when it is running or switching (not
- * off-CPU now), -ESRCH when gone, or another -errno. *seq and *state: the
- * run sequence and state of the copy. */
-static int64_t stb_prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
+static int64_t prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
 				    uint32_t *seq, unsigned *state)
 {
-	struct stb_regs regs;
-	struct stb_stack_copy copy;
-	uint64_t w1;
-	int rc = stb_prof_copy_context(P, p, id, &regs, &copy, &w1);
-	if (rc == -EAGAIN)
-		rc = stb_prof_copy_context(P, p, id, &regs, &copy, &w1);
+	struct stb_snapshot snap;
+	char err[160];
+	int rc = stb_driver_trace(&P->drv, p, id, stb_now_ns(), &snap, err, sizeof(err));
 	if (rc != 0)
-		return rc;
-	struct stb_prof_collect c = {.ips = P->ips, .max = P->nips};
-	stb_unw_walk(P->unw, &regs, &copy, 0, c.max, stb_prof_collect, &c);
+		return rc == -ESRCH && snap.target_gone ? -ENXIO : rc;
+	if (snap.mode == STB_TRACE_NO_STACK)
+		return P->nostack;
+	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
+				      .deadline = P->unwind_end};
+	stb_snapshot_unwind(P->unw, &snap, &sink);
 	P->unwinds++;
-	*seq = STB_ABI_SEQ(w1);
-	*state = STB_ABI_STATE(w1);
-	return stb_prof_stack(P, c.ips, c.n, false, c.n ? NULL : STB_PPROF_NOTE_NO_STACK);
+	*seq = snap.seq;
+	*state = snap.state;
+	unsigned n = prof_ips(P, sink.n);
+	return prof_stack(P, P->ips, n, false, n ? NULL : STB_PPROF_NOTE_NO_STACK);
 }
 
-static int stb_prof_slots_grow(struct stb_prof *P, size_t n)
+/* The cache entry of slot (created when missing); NULL without memory. */
+static struct stb_prof_slot *prof_slot_get(struct stb_prof *P, uint32_t slot)
 {
-	if (n <= P->nslots)
+	if (P->used * 2 >= P->nslots) {
+		size_t n = P->nslots ? P->nslots * 2 : 1024;
+		struct stb_prof_slot *t = calloc(n, sizeof(*t));
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < P->nslots; i++) {
+			if (!P->slots[i].key)
+				continue;
+			size_t k = (P->slots[i].key * 2654435761u) & (n - 1);
+			while (t[k].key)
+				k = (k + 1) & (n - 1);
+			t[k] = P->slots[i];
+		}
+		free(P->slots);
+		P->slots = t;
+		P->nslots = n;
+	}
+	uint32_t key = slot + 1;
+	size_t k = (key * 2654435761u) & (P->nslots - 1);
+	while (P->slots[k].key && P->slots[k].key != key)
+		k = (k + 1) & (P->nslots - 1);
+	if (!P->slots[k].key) {
+		P->slots[k] = (struct stb_prof_slot){.key = key, .stack = -1, .sample = -1};
+		P->used++;
+	}
+	return &P->slots[k];
+}
+
+/* One task of a snapshot (the scan's callback). */
+static int prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
+			      const struct stb_tview_task *t)
+{
+	struct stb_prof *P = arg;
+	unsigned st = t->state;
+	uint64_t id = t->id, weight = P->snap_weight;
+	const int64_t *v = P->snap_v;
+	if (t->flags & STB_ABI_TASK_F_PTHREAD)
+		return 0; /* registered pthreads are always "running" */
+	if (P->target_gone)
+		return 1;
+	struct stb_prof_slot *c = prof_slot_get(P, slot);
+	if (!c) {
+		P->err = -ENOMEM;
+		return 1;
+	}
+	uint32_t seq = t->seq;
+	if (!P->snap_count && c->id == id && c->seq == seq)
 		return 0;
-	size_t cap = P->nslots ? P->nslots : 1024;
-	while (cap < n)
-		cap *= 2;
-	struct stb_prof_slot *s = realloc(P->slots, cap * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	memset(s + P->nslots, 0, (cap - P->nslots) * sizeof(*s));
-	P->slots = s;
-	P->nslots = cap;
+	if (!P->snap_count && stb_now_ns() >= P->snap_budget_end)
+		return 1; /* priming took long enough: the ticks do the rest */
+	if (c->id == id && c->seq == seq && c->stack >= 0) {
+		/* Not run since the cached snapshot: same stack, count it again. */
+		if (c->state == st && c->sample >= 0) {
+			stb_pprof_sample_add(P->pp, (uint32_t)c->sample, v);
+		} else {
+			c->sample = prof_sample(P, c->stack, id, st, 0, v);
+			c->state = st;
+		}
+		P->reused++;
+		P->offcpu += weight;
+		return 0;
+	}
+	int64_t stack;
+	unsigned cst = st;
+	if (st == STB_TASK_CREATED || st == STB_TASK_READY_NO_STACK) {
+		stack = P->nostack;
+	} else if (P->snap_count && (P->snap_over || stb_now_ns() >= P->snap_budget_end)) {
+		if (!P->snap_over)
+			P->rotor = slot; /* next tick starts here */
+		P->snap_over = true;
+		P->over_budget++;
+		P->offcpu += weight;
+		c->id = 0;
+		prof_sample(P, P->overbudget, id, st, 0, v);
+		return 0;
+	} else {
+		stack = prof_unwind_task(P, p, id, &seq, &cst);
+		if (stack == -EAGAIN || stack == -ESRCH || stack == -ENXIO) {
+			c->id = 0;
+			if (stack == -ENXIO || (stack == -ESRCH && !stb_target_alive(P->tg)))
+				P->target_gone = true;
+			return 0; /* it ran or finished: not off-CPU now */
+		}
+		if (stack < 0) {
+			P->copy_failed++;
+			stack = P->failed;
+		}
+	}
+	int64_t smp = -1;
+	if (P->snap_count) {
+		P->offcpu += weight;
+		smp = prof_sample(P, stack, id, cst, 0, v);
+	}
+	*c = (struct stb_prof_slot){.key = c->key, .id = id, .seq = seq, .state = cst,
+				    .stack = stack, .sample = smp};
+	if (stack == P->failed)
+		c->id = 0; /* try again next time */
 	return 0;
+}
+
+/* A scan source that skips the slots below first. */
+struct stb_prof_from {
+	struct stb_tview_src src;
+	uint32_t first;
+};
+
+static struct stb_abi_task *prof_from_entry(void *ctx, uint32_t slot, uint32_t *next)
+{
+	struct stb_prof_from *f = ctx;
+	if (slot < f->first) {
+		*next = f->first;
+		return NULL;
+	}
+	return f->src.entry(f->src.ctx, slot, next);
 }
 
 /* One wall-clock snapshot of every bthread that is off-CPU: suspended and
  * ready ones with their stacks, created / ready-without-stack ones without.
  * count false: only fill the cache (the priming pass before the clock starts,
- * so that the first tick does not pay for every unwind and symbol table). */
-static void stb_prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
+ * so that the first tick does not pay for every unwind and symbol table).
+ * Starts at the rotor (where the previous tick ran out of budget). */
+static void prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
 {
-	uint32_t hwm = (uint32_t)__atomic_load_n(&P->tg->hdr->slot_hwm, __ATOMIC_ACQUIRE);
-	if (hwm > P->tg->slots)
-		hwm = P->tg->slots;
-	if (hwm == 0 || stb_prof_slots_grow(P, hwm) != 0)
+	const unsigned mask = 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_READY |
+			      1u << STB_TASK_CREATED | 1u << STB_TASK_READY_NO_STACK;
+	struct stb_tview_src src = stb_target_src(P->tg, NULL);
+	if (src.nslots == 0)
 		return;
-	int64_t v[STB_PV_N] = {(int64_t)weight, 0, (int64_t)(weight * P->period_ns)};
-	uint32_t start = P->rotor < hwm ? P->rotor : 0;
-	bool over = false;
-	for (uint32_t k = 0; k < hwm; k++) {
-		uint32_t slot = start + k < hwm ? start + k : start + k - hwm;
-		struct stb_abi_task *p = stb_target_task(P->tg, slot);
-		uint64_t id = __atomic_load_n(&p->id, __ATOMIC_ACQUIRE);
-		uint64_t w = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-		unsigned st = STB_ABI_STATE(w);
-		if (!id || (st != STB_TASK_SUSPENDED && st != STB_TASK_READY &&
-			    st != STB_TASK_CREATED && st != STB_TASK_READY_NO_STACK))
-			continue;
-		if (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD)
-			continue; /* registered pthreads are always "running" */
-		struct stb_prof_slot *c = &P->slots[slot];
-		uint32_t seq = STB_ABI_SEQ(w);
-		if (!count && c->id == id && c->seq == seq)
-			continue;
-		if (c->id == id && c->seq == seq && c->stack >= 0) {
-			/* Not run since the cached snapshot: same stack, count it again. */
-			if (c->state == st && c->sample >= 0) {
-				stb_pprof_sample_add(P->pp, (uint32_t)c->sample, v);
-			} else {
-				c->sample = stb_prof_sample(P, c->stack, id, st, 0, v);
-				c->state = st;
-			}
-			P->reused++;
-			P->offcpu += weight;
-			continue;
-		}
-		int64_t stack;
-		unsigned cst = st;
-		if (st == STB_TASK_CREATED || st == STB_TASK_READY_NO_STACK) {
-			stack = P->nostack;
-		} else if (count && (over || stb_now_ns() >= budget_end)) {
-			if (!over)
-				P->rotor = slot; /* next tick starts here */
-			over = true;
-			P->over_budget++;
-			P->offcpu += weight;
-			c->id = 0;
-			stb_prof_sample(P, P->overbudget, id, st, 0, v);
-			continue;
-		} else {
-			stack = stb_prof_unwind_task(P, p, id, &seq, &cst);
-			if (stack == -EAGAIN || stack == -ESRCH) {
-				c->id = 0;
-				if (stack == -ESRCH && !stb_target_alive(P->tg))
-					P->target_gone = true;
-				continue; /* it ran or finished: not off-CPU now */
-			}
-			if (stack < 0) {
-				P->copy_failed++;
-				stack = P->failed;
-			}
-		}
-		int64_t s = -1;
-		if (count) {
-			P->offcpu += weight;
-			s = stb_prof_sample(P, stack, id, cst, 0, v);
-		}
-		*c = (struct stb_prof_slot){.id = id, .seq = seq, .state = cst, .stack = stack,
-					    .sample = s};
-		if (stack == P->failed)
-			c->id = 0; /* try again next time */
+	P->snap_budget_end = budget_end;
+	P->snap_weight = weight;
+	P->snap_count = count;
+	P->snap_over = false;
+	P->snap_v[STB_PV_SAMPLES] = (int64_t)weight;
+	P->snap_v[STB_PV_CPU] = 0;
+	P->snap_v[STB_PV_WALL] = (int64_t)(weight * P->period_ns);
+	uint32_t start = P->rotor < src.nslots ? P->rotor : 0;
+	struct stb_prof_from from = {.src = src, .first = start};
+	struct stb_tview_src tail = {.entry = prof_from_entry, .ctx = &from,
+				     .nslots = src.nslots};
+	struct stb_tview_scan_result r;
+	stb_tview_scan(&tail, mask, 0, prof_snap_task, P, &r);
+	if (start && !r.stopped) {
+		struct stb_tview_src head = src;
+		head.nslots = start;
+		stb_tview_scan(&head, mask, 0, prof_snap_task, P, &r);
 	}
-	if (!over)
+	if (!P->snap_over)
 		P->rotor = 0;
 }
 
 /* ---- setup, loop, output ---- */
 
-static int stb_prof_open_capture(struct stb_prof *P)
+static int prof_open_capture(struct stb_prof *P)
 {
-	struct stb_capture_opts co;
-	stb_target_capture_opts(P->tg, STB_CAPTURE_MODE_SAMPLE, &co);
+	struct stb_bpf_prog_opts co;
+	stb_target_bpf_prog_opts(P->tg, STB_RECORD_MODE_SAMPLE, &co);
 	co.period_ns = P->period_ns;
 	co.ringbuf_bytes = STB_PROF_RINGBUF;
 	co.sample_stack = true;
-	P->cap = stb_capture_open(P->tg->pid, &co);
+	P->cap = stb_bpf_prog_open(P->tg->pid, &co);
 	if (!P->cap) {
 		int err = errno;
 		fprintf(stderr, "stb-bpf-loader: --profile needs the BPF capture program to sample "
 				"on-CPU stacks, and it could not be loaded: %s\n",
-			stb_capture_strerror(-err));
+			stb_bpf_prog_strerror(-err));
 		return -err;
 	}
-	int rc = stb_capture_sync_workers(P->cap);
+	int rc = stb_bpf_prog_sync_workers(P->cap);
 	if (rc < 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot open perf events on the workers of process "
-				"%d: %s%s\n", (int)P->o->pid, stb_capture_strerror(rc),
+				"%d: %s%s\n", (int)P->o->pid, stb_bpf_prog_strerror(rc),
 			rc == -EPERM || rc == -EACCES ? " (run as root or with CAP_PERFMON)" : "");
 		return rc;
 	}
 	return 0;
 }
 
-static void stb_prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64_t lost)
+static void prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64_t lost)
 {
 	fprintf(stderr, "\rstb-bpf-loader: profiling pid %d: %.1f / %.1f s, %" PRIu64
 			" on-CPU samples, %" PRIu64 " off-CPU snapshots, %" PRIu64 " lost   ",
@@ -386,8 +462,8 @@ static void stb_prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64
 	fflush(stderr);
 }
 
-static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t lost,
-			  const struct stb_capture_stats *cs)
+static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t lost,
+			  const struct stb_bpf_prog_stats *cs)
 {
 	char line[768];
 	snprintf(line, sizeof(line),
@@ -408,12 +484,20 @@ static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint6
 		 " oncpu_kernel=%" PRIu64 " lost_samples=%" PRIu64 " read_errors=%" PRIu64
 		 " ticks=%" PRIu64 " missed_ticks=%" PRIu64 " offcpu_snapshots=%" PRIu64
 		 " unwinds=%" PRIu64 " reused=%" PRIu64 " over_budget=%" PRIu64
-		 " copy_failed=%" PRIu64,
+		 " copy_failed=%" PRIu64 " unlabelled=%" PRIu64 " dropped_stacks=%" PRIu64,
 		 P->oncpu, P->oncpu_tagged, P->oncpu_sched, P->oncpu_kernel, lost, (uint64_t)cs->read_err,
 		 P->ticks, P->missed_ticks, P->offcpu, P->unwinds, P->reused, P->over_budget,
-		 P->copy_failed);
+		 P->copy_failed, P->unlabelled, P->dropped_stacks);
 	if (rc == 0)
 		rc = stb_pprof_comment(P->pp, line);
+	if (rc == 0 && (P->unlabelled || P->dropped_stacks)) {
+		snprintf(line, sizeof(line),
+			 "the profile reached its memory bounds (%u distinct samples, %u distinct "
+			 "stacks): %" PRIu64 " samples lost their task labels, %" PRIu64 " stacks are "
+			 "under " STB_PROF_NOTE_TOO_MANY, STB_PROF_MAX_SAMPLES, STB_PROF_MAX_STACKS,
+			 P->unlabelled, P->dropped_stacks);
+		rc = stb_pprof_comment(P->pp, line);
+	}
 	if (rc == 0 && lost) {
 		snprintf(line, sizeof(line),
 			 "%" PRIu64 " on-CPU samples were lost (ring buffer full); they are counted "
@@ -429,25 +513,27 @@ static int stb_prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint6
 	}
 	if (rc != 0)
 		return rc;
-	if (P->o->format == STB_PROFILE_PPROF)
+	if (P->o->format == STB_FORMAT_PPROF)
 		return stb_pprof_write(P->pp, out);
-	if (P->o->format == STB_PROFILE_FOLDED)
+	if (P->o->format == STB_FORMAT_FOLDED)
 		return stb_pprof_write_folded(P->pp, out, "state", STB_PV_SAMPLES);
-	char extra[512];
-	snprintf(extra, sizeof(extra),
-		 ",\n  \"pid\": %d, \"comm\": \"%s\", \"freq_hz\": %u, \"complete\": %s,\n"
-		 "  \"stats\": {\"oncpu_samples\": %" PRIu64 ", \"oncpu_tagged\": %" PRIu64
-		 ", \"oncpu_scheduler\": %" PRIu64 ", \"lost_samples\": %" PRIu64
-		 ", \"ticks\": %" PRIu64 ", \"missed_ticks\": %" PRIu64
-		 ", \"offcpu_snapshots\": %" PRIu64 ", \"unwinds\": %" PRIu64
-		 ", \"reused\": %" PRIu64 ", \"over_budget\": %" PRIu64 "}",
-		 (int)P->o->pid, P->tg->comm, P->o->freq, P->target_gone ? "false" : "true",
-		 P->oncpu, P->oncpu_tagged, P->oncpu_sched, lost, P->ticks, P->missed_ticks,
-		 P->offcpu, P->unwinds, P->reused, P->over_budget);
-	return stb_pprof_write_json(P->pp, out, extra);
+	const struct stb_report_stat stats[] = {
+		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
+		{"oncpu_scheduler", P->oncpu_sched}, {"lost_samples", lost}, {"ticks", P->ticks},
+		{"missed_ticks", P->missed_ticks}, {"offcpu_snapshots", P->offcpu},
+		{"unwinds", P->unwinds}, {"reused", P->reused}, {"over_budget", P->over_budget},
+		{"unlabelled", P->unlabelled}, {"dropped_stacks", P->dropped_stacks},
+	};
+	struct stb_report_meta meta = {
+		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
+		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone,
+		.partial = P->target_gone ? "the target exited during the profile" : NULL,
+		.stats = stats, .nstats = sizeof(stats) / sizeof(stats[0]),
+	};
+	return stb_pprof_write_json(P->pp, out, &meta);
 }
 
-int stb_profile_run(const struct stb_profile_opts *o)
+int stb_profile_run(const struct stb_loader_opts *o)
 {
 	struct stb_prof P;
 	memset(&P, 0, sizeof(P));
@@ -469,17 +555,25 @@ int stb_profile_run(const struct stb_profile_opts *o)
 			goto cleanup;
 		}
 	}
-	P.tg = stb_target_open(o->pid, STB_TARGET_MAP_ALL, err, sizeof(err));
+	stb_watchdog_phase("opening the target's table");
+	P.tg = stb_target_open(o->pid, err, sizeof(err));
 	if (!P.tg) {
 		fprintf(stderr, "stb-bpf-loader: %s\n", err);
 		goto cleanup;
 	}
+	stb_watchdog_phase("reading the target's modules");
 	P.unw = stb_unw_proc_new(o->pid);
 	P.sym = P.unw ? stb_sym_new_mods(stb_unw_proc_mods(P.unw)) : NULL;
 	P.nips = o->max_depth;
 	P.ips = calloc(P.nips, sizeof(*P.ips));
+	P.frames = calloc(P.nips, sizeof(*P.frames));
 	P.buf = malloc(STB_PROF_COPY_MAX);
-	if (!P.unw || !P.sym || !P.ips || !P.buf) {
+	stb_target_mem(P.tg, &P.mem);
+	P.drv = (struct stb_driver){.mem = &P.mem, .flags = STB_DRIVER_F_NO_WAIT, .buf = P.buf,
+				    .cap = STB_PROF_COPY_MAX};
+	/* Until the sampling starts, unwinds are bounded by the run's deadline. */
+	P.unwind_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o);
+	if (!P.unw || !P.sym || !P.ips || !P.frames || !P.buf) {
 		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
 			(int)o->pid, strerror(errno));
 		goto cleanup;
@@ -493,24 +587,27 @@ int stb_profile_run(const struct stb_profile_opts *o)
 		.period_type = {"wall", "nanoseconds"},
 		.period = (int64_t)P.period_ns,
 		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
-		.sym = P.sym, .unw = P.unw,
+		.sym = P.sym, .unw = P.unw, .max_stacks = STB_PROF_MAX_STACKS,
+		.sym_deadline = stb_loader_sym_deadline(o),
 	};
 	P.pp = stb_pprof_new(&po);
 	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};
 	struct stb_pprof_stack budget = {.leaf = STB_PROF_NOTE_BUDGET};
 	struct stb_pprof_stack failed = {.leaf = STB_PPROF_NOTE_FAILED};
+	struct stb_pprof_stack too_many = {.leaf = STB_PROF_NOTE_TOO_MANY};
 	if (!P.pp || (P.nostack = stb_pprof_stack(P.pp, &nostack)) < 0 ||
 	    (P.overbudget = stb_pprof_stack(P.pp, &budget)) < 0 ||
-	    (P.failed = stb_pprof_stack(P.pp, &failed)) < 0) {
+	    (P.failed = stb_pprof_stack(P.pp, &failed)) < 0 ||
+	    (P.too_many = stb_pprof_stack(P.pp, &too_many)) < 0) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto cleanup;
 	}
-	if (stb_prof_open_capture(&P) != 0)
+	if (prof_open_capture(&P) != 0)
 		goto cleanup;
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = stb_prof_on_signal;
+	sa.sa_handler = prof_on_signal;
 	sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills */
 	sigemptyset(&sa.sa_mask);
 	stb_prof_stop = 0;
@@ -521,36 +618,42 @@ int stb_profile_run(const struct stb_profile_opts *o)
 	/* Prime the off-CPU cache (modules, unwind tables, the stacks of tasks
 	 * that stay blocked) before sampling and the clock start. */
 	uint64_t p0 = stb_now_ns();
-	stb_prof_snapshot(&P, 0, 0, false);
+	uint64_t prime = o->deadline_ns / 10 < 2000000000ull ? o->deadline_ns / 10 : 2000000000ull;
+	stb_watchdog_phase("priming the off-CPU cache");
+	prof_snapshot(&P, p0 + prime, 0, false);
 	if (o->verbose)
 		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
 				"in %.1f ms; sampling %d workers\n", P.unwinds,
-			(double)(stb_now_ns() - p0) / 1e6, stb_capture_sync_workers(P.cap));
-	int rc = stb_capture_sample_start(P.cap);
+			(double)(stb_now_ns() - p0) / 1e6, stb_bpf_prog_sync_workers(P.cap));
+	int rc = stb_bpf_prog_sample_start(P.cap);
 	if (rc != 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot start sampling: %s\n",
-			stb_capture_strerror(rc));
+			stb_bpf_prog_strerror(rc));
 		goto cleanup;
 	}
 	uint64_t t0 = stb_now_ns(), end = t0 + o->duration_ns;
+	/* --duration holds even while a stack is unwound. */
+	uint64_t trace_end = P.unwind_end;
+	P.unwind_end = end < trace_end ? end : trace_end;
+	stb_watchdog_phase("profiling");
 	uint64_t tick = P.period_ns, next = t0 + tick;
 	uint64_t next_progress = t0 + STB_PROF_PROGRESS_NS, next_sync = t0 + STB_PROF_SYNC_NS;
 	uint64_t next_alive = t0 + STB_PROF_ALIVE_NS;
-	struct stb_capture_stats cs;
+	struct stb_bpf_prog_stats cs;
 	memset(&cs, 0, sizeof(cs));
 	uint64_t stop_at;
 	for (;;) {
 		uint64_t now = stb_now_ns();
 		bool done = stb_prof_stop || P.target_gone || now >= end;
 		uint64_t limit = now < end ? now : end;
-		if (stb_capture_sample_poll(P.cap, stb_prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
+		if (stb_bpf_prog_sample_poll(P.cap, prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
 			P.target_gone = true;
 		if (next <= limit && !P.target_gone) {
 			/* A late snapshot (the loader was not scheduled in time) stands
 			 * for the ticks it missed as well, so that every tick of the
 			 * profile is counted exactly once, the last ones included. */
 			uint64_t weight = 1 + (limit - next) / tick;
-			stb_prof_snapshot(&P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
+			prof_snapshot(&P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
 			P.ticks++;
 			P.missed_ticks += weight - 1;
 			next += weight * tick;
@@ -566,12 +669,12 @@ int stb_profile_run(const struct stb_profile_opts *o)
 			next_alive = now + STB_PROF_ALIVE_NS;
 		}
 		if (now >= next_sync) {
-			stb_capture_sync_workers(P.cap);
+			stb_bpf_prog_sync_workers(P.cap);
 			next_sync = now + STB_PROF_SYNC_NS;
 		}
 		if (progress && now >= next_progress) {
-			stb_capture_stats_read(P.cap, &cs);
-			stb_prof_progress(&P, now - t0, (uint64_t)cs.rb_full);
+			stb_bpf_prog_stats_read(P.cap, &cs);
+			prof_progress(&P, now - t0, (uint64_t)cs.rb_full);
 			next_progress = now + STB_PROF_PROGRESS_NS;
 		}
 		uint64_t wake = next < end ? next : end;
@@ -580,19 +683,21 @@ int stb_profile_run(const struct stb_profile_opts *o)
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: checked above */
 	}
 	uint64_t elapsed = stop_at - t0;
-	stb_capture_sample_stop(P.cap);
-	stb_capture_sample_poll(P.cap, stb_prof_on_record, &P);
-	stb_capture_stats_read(P.cap, &cs);
+	P.unwind_end = trace_end; /* the last samples */
+	stb_watchdog_phase("writing the profile");
+	stb_bpf_prog_sample_stop(P.cap);
+	stb_bpf_prog_sample_poll(P.cap, prof_on_record, &P);
+	stb_bpf_prog_stats_read(P.cap, &cs);
 	uint64_t lost = cs.rb_full;
 	if (progress) {
-		stb_prof_progress(&P, elapsed, lost);
+		prof_progress(&P, elapsed, lost);
 		fputc('\n', stderr);
 	}
 	if (P.err) {
 		fprintf(stderr, "stb-bpf-loader: building the profile failed: %s\n", strerror(-P.err));
 		goto cleanup;
 	}
-	rc = stb_prof_write(&P, out, elapsed, lost, &cs);
+	rc = prof_write(&P, out, elapsed, lost, &cs);
 	written = true;
 	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "stb-bpf-loader: writing the profile failed: %s\n",
@@ -634,10 +739,11 @@ cleanup:
 		if (!written)
 			unlink(o->output); /* nothing was profiled: leave no empty file */
 	}
-	stb_capture_close(P.cap);
+	stb_bpf_prog_close(P.cap);
 	stb_pprof_free(P.pp);
 	free(P.slots);
 	free(P.buf);
+	free(P.frames);
 	free(P.ips);
 	stb_sym_free(P.sym);
 	stb_unw_proc_free(P.unw);

@@ -10,26 +10,9 @@
 #define STB_LOADER_PROFILE_H
 
 #include <stdint.h>
-#include <sys/types.h>
 
 #define STB_PROFILE_FREQ_MAX 1000u
 #define STB_PROFILE_DURATION_MAX_NS (24ull * 3600u * 1000000000u)
-
-enum stb_profile_format {
-	STB_PROFILE_PPROF = 1,
-	STB_PROFILE_FOLDED = 2,
-	STB_PROFILE_JSON = 3,
-};
-
-struct stb_profile_opts {
-	pid_t pid;
-	uint64_t duration_ns;   /* 1 ms .. STB_PROFILE_DURATION_MAX_NS */
-	unsigned freq;          /* samples and snapshots per second, 1..STB_PROFILE_FREQ_MAX */
-	int format;             /* enum stb_profile_format */
-	const char *output;     /* NULL: standard output */
-	unsigned max_depth;     /* frames per stack, 1..1024 */
-	int verbose;
-};
 
 /*
  * Parses a duration: a whole number followed by "ms", "s", "m" or nothing
@@ -40,12 +23,12 @@ struct stb_profile_opts {
 int stb_profile_parse_duration(const char *s, uint64_t *ns);
 
 /*
- * Profiles process o->pid for o->duration_ns (or until SIGINT/SIGTERM) and
- * writes the result; progress on stderr when it is a terminal, a summary at
- * the end. Blocks for the duration. Returns the process exit status: 0, or 1
- * on failure (the message is printed), including a target that exited
- * during the profile (the profile of the time before is still written).
+ * stb_profile_run (loader.h) profiles process o->pid for o->duration_ns (or
+ * until SIGINT/SIGTERM) and writes the result; progress on stderr when it is
+ * a terminal, a summary at the end. Blocks for the duration; no unwind goes
+ * on past it. Returns the process exit status: 0, or 1 on failure (the
+ * message is printed), including a target that exited during the profile
+ * (the profile of the time before is still written).
  */
-int stb_profile_run(const struct stb_profile_opts *o);
 
 #endif /* STB_LOADER_PROFILE_H */

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Stacks in the loader (record.h): the frame collector, and the registers and
- * stack copy of a BPF record for the DWARF walk, then the recorded
- * frame-pointer chain beyond it.
+ * Unwinding a BPF record (record.h): the registers and stack copy of the
+ * record for the DWARF walk, then the recorded frame-pointer chain beyond it.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,19 +9,6 @@
 #include <string.h>
 
 #include "record.h"
-
-int stb_frame_collect(const struct stb_unw_frame *f, void *arg)
-{
-	struct stb_frame_collect *c = arg;
-	if (c->n < c->max) {
-		struct stb_frame *fr = &c->frames[c->n++];
-		memset(fr, 0, sizeof(*fr));
-		fr->ip = f->ip;
-		fr->sp = f->sp;
-		fr->flags = f->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
-	}
-	return c->n >= c->max;
-}
 
 struct stb_record_walk {
 	stb_unw_frame_fn fn;
@@ -32,7 +18,7 @@ struct stb_record_walk {
 	bool stop;
 };
 
-static int stb_record_frame(const struct stb_unw_frame *f, void *arg)
+static int record_frame(const struct stb_unw_frame *f, void *arg)
 {
 	struct stb_record_walk *w = arg;
 	w->n++;
@@ -42,26 +28,26 @@ static int stb_record_frame(const struct stb_unw_frame *f, void *arg)
 }
 
 /* Delivers rec->frames[from ..] as frame-pointer frames. */
-static void stb_record_chain(const struct stb_capture_record *rec, unsigned from, unsigned max,
+static void record_chain(const struct stb_record *rec, unsigned from, unsigned max,
 			     struct stb_record_walk *w)
 {
-	for (unsigned k = from; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
+	for (unsigned k = from; k < rec->nframes && k < STB_RECORD_MAX_FRAMES; k++) {
 		if (w->n >= max || w->stop)
 			return;
 		struct stb_unw_frame f = {.ip = rec->frames[k], .sp = 0, .how = STB_FRAME_FP};
-		stb_record_frame(&f, w);
+		record_frame(&f, w);
 	}
 }
 
-unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_capture_record *rec,
+unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *rec,
 			   size_t size, unsigned max, stb_unw_frame_fn fn, void *arg)
 {
 	struct stb_record_walk w = {.fn = fn, .arg = arg};
-	bool have_copy = !(rec->flags & STB_CAPTURE_F_NO_STACK) && rec->stack_size &&
-			 rec->stack_size <= STB_CAPTURE_STACK_MAX &&
-			 STB_CAPTURE_RECORD_HDR_SIZE + rec->stack_size <= size;
+	bool have_copy = !(rec->flags & STB_RECORD_F_NO_STACK) && rec->stack_size &&
+			 rec->stack_size <= STB_RECORD_STACK_MAX &&
+			 STB_RECORD_HDR_SIZE + rec->stack_size <= size;
 	if (have_copy) {
-		unsigned below = rec->red_zone_len <= STB_CAPTURE_RED_ZONE ? rec->red_zone_len : 0;
+		unsigned below = rec->red_zone_len <= STB_RECORD_RED_ZONE ? rec->red_zone_len : 0;
 		struct stb_regs regs = {
 			.ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp,
 			.bx = rec->regs.bx, .r12 = rec->regs.r12, .r13 = rec->regs.r13,
@@ -71,15 +57,15 @@ unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_capture_re
 		struct stb_stack_copy copy = {.addr = rec->regs.sp - below,
 					      .bytes = rec->stack - below,
 					      .len = rec->stack_size + below};
-		stb_unw_walk(unw, &regs, &copy, 0, max, stb_record_frame, &w);
+		stb_unw_walk(unw, &regs, &copy, 0, max, record_frame, &w);
 	}
 	if (w.n == 0) {
-		stb_record_chain(rec, 0, max, &w);
+		record_chain(rec, 0, max, &w);
 		return w.n;
 	}
-	for (unsigned k = 0; k < rec->nframes && k < STB_CAPTURE_MAX_FRAMES; k++) {
+	for (unsigned k = 0; k < rec->nframes && k < STB_RECORD_MAX_FRAMES; k++) {
 		if (rec->frames[k] == w.last_ip) {
-			stb_record_chain(rec, k + 1, max, &w);
+			record_chain(rec, k + 1, max, &w);
 			break;
 		}
 	}

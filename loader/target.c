@@ -2,8 +2,9 @@
 /*
  * Finding a stb runtime in another process: scans /proc/PID/fd for the BPF
  * map or memfd named "stb_tasks", duplicates it with pidfd_open+pidfd_getfd,
- * checks the ABI header and maps the table; reads target memory with
- * process_vm_readv.
+ * checks what backs it (seals and size of a memfd, type and size of a map)
+ * before anything is mapped, checks the header (tview.c) and maps the table a
+ * window at a time; reads target memory with process_vm_readv.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -16,39 +17,38 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "target.h"
 
-static int stb_pidfd_open(pid_t pid)
+static int pidfd_open(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-static int stb_pidfd_getfd(int pidfd, int fd)
+static int pidfd_getfd(int pidfd, int fd)
 {
 	return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 }
 
-/* Name of a BPF map fd ("" if not a map). */
-static void stb_bpf_map_name(int fd, char *name, size_t len)
+/* The info of a BPF map fd: 0 or -errno (before Linux 6.5 it needs CAP_BPF). */
+static int map_info(int fd, struct bpf_map_info *info)
 {
-	struct bpf_map_info info;
 	union bpf_attr attr;
-	memset(&info, 0, sizeof(info));
+	memset(info, 0, sizeof(*info));
 	memset(&attr, 0, sizeof(attr));
 	attr.info.bpf_fd = (__u32)fd;
-	attr.info.info_len = sizeof(info);
-	attr.info.info = (__u64)(uintptr_t)&info;
-	name[0] = '\0';
-	if (syscall(SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &attr, sizeof(attr)) == 0)
-		snprintf(name, len, "%s", info.name);
+	attr.info.info_len = sizeof(*info);
+	attr.info.info = (__u64)(uintptr_t)info;
+	return syscall(SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &attr, sizeof(attr)) == 0 ? 0 : -errno;
 }
 
 /* Does the mmapable map fd start with the table's magic? */
-static bool stb_map_has_magic(int fd)
+static bool map_has_magic(int fd)
 {
 	const struct stb_abi_header *h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
@@ -58,7 +58,7 @@ static bool stb_map_has_magic(int fd)
 	return ok;
 }
 
-static void stb_read_comm(pid_t pid, char *comm, size_t len)
+static void read_comm(pid_t pid, char *comm, size_t len)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
@@ -75,7 +75,7 @@ static void stb_read_comm(pid_t pid, char *comm, size_t len)
  * Looks through the target's fds for the table. Returns our duplicate (and
  * its number in the target) or -errno: -ENOENT none, -EACCES/-EPERM.
  */
-static int stb_find_table_fd(struct stb_target *t)
+static int find_table_fd(struct stb_target *t)
 {
 	char dir[64];
 	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)t->pid);
@@ -100,22 +100,23 @@ static int stb_find_table_fd(struct stb_target *t)
 					strlen("/memfd:" STB_ABI_TABLE_NAME)) == 0;
 		if (!is_map && !is_memfd)
 			continue;
-		int fd = stb_pidfd_getfd(t->pidfd, (int)n);
+		int fd = pidfd_getfd(t->pidfd, (int)n);
 		if (fd < 0) {
 			found = -errno;
 			break;
 		}
 		if (is_map) {
-			char name[32];
-			stb_bpf_map_name(fd, name, sizeof(name));
+			struct bpf_map_info info;
 			/* Without bpf(2) (before Linux 6.5 it needs CAP_BPF even for
 			 * the map's name), recognize the table by its magic. */
-			if (strcmp(name, STB_ABI_TABLE_NAME) != 0 &&
-			    !(name[0] == '\0' && stb_map_has_magic(fd))) {
+			bool named = map_info(fd, &info) == 0;
+			if (named ? strcmp(info.name, STB_ABI_TABLE_NAME) != 0 : !map_has_magic(fd)) {
 				close(fd);
 				continue;
 			}
 		}
+		t->memfd = is_memfd;
+		t->holes = is_memfd;
 		t->target_fd = (int)n;
 		found = fd;
 		break;
@@ -124,7 +125,76 @@ static int stb_find_table_fd(struct stb_target *t)
 	return found;
 }
 
-struct stb_target *stb_target_open(pid_t pid, unsigned map, char *err, size_t errlen)
+/*
+ * What backs the table, checked before anything of it is mapped: a memfd
+ * sealed against shrinking (so that no mapping of it can fault later) and its
+ * real size, or a BPF array map of 256-byte entries and its size. Copies the
+ * header into *h. 0, or -errno with err set.
+ */
+static int check_backing(struct stb_target *t, struct stb_abi_header *h, uint64_t *real_size,
+			 char *err, size_t errlen)
+{
+	int fd = t->table_fd;
+	*real_size = 0;
+	if (t->memfd) {
+		int seals = fcntl(fd, F_GET_SEALS);
+		if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+			snprintf(err, errlen, "the task table of process %d (memfd \"" STB_ABI_TABLE_NAME
+				 "\") is not sealed against shrinking: reading it would let the "
+				 "process crash this reader (stb runtimes seal it; this one is not a "
+				 "stb runtime, or too old for this loader)", (int)t->pid);
+			return -EPROTO;
+		}
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			return -errno;
+		*real_size = (uint64_t)st.st_size;
+		ssize_t n = pread(fd, h, sizeof(*h), 0);
+		if (n != (ssize_t)sizeof(*h)) {
+			snprintf(err, errlen, "the task table of process %d holds %lld bytes: no "
+				 "header (is it still starting?)", (int)t->pid, (long long)st.st_size);
+			return -EPROTO;
+		}
+		/* A description of our own: the scan's lseek(SEEK_DATA) must not move
+		 * the target's file offset. Without it, every slot is read. */
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		int own = open(path, O_RDWR | O_CLOEXEC);
+		if (own >= 0) {
+			close(fd);
+			t->table_fd = own;
+		} else {
+			t->holes = false;
+		}
+		return 0;
+	}
+	struct bpf_map_info info;
+	if (map_info(fd, &info) == 0) {
+		if (info.type != BPF_MAP_TYPE_ARRAY || info.key_size != 4 ||
+		    info.value_size != STB_ABI_ENTRY_SIZE || info.max_entries <= STB_ABI_TASK_BASE ||
+		    !(info.map_flags & BPF_F_MMAPABLE)) {
+			snprintf(err, errlen, "process %d has a BPF map \"" STB_ABI_TABLE_NAME "\" that "
+				 "is not a task table (type %u, key %u, value %u bytes, %u entries, "
+				 "flags 0x%x)", (int)t->pid, info.type, info.key_size,
+				 info.value_size, info.max_entries, info.map_flags);
+			return -EPROTO;
+		}
+		*real_size = (uint64_t)info.max_entries * STB_ABI_ENTRY_SIZE;
+	}
+	/* A mmapable array map has at least one page, and cannot shrink. */
+	const struct stb_abi_header *m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		int e = errno;
+		snprintf(err, errlen, "cannot map the task table of process %d: %s", (int)t->pid,
+			 strerror(e));
+		return -e;
+	}
+	memcpy(h, m, sizeof(*h));
+	munmap((void *)m, 4096);
+	return 0;
+}
+
+struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
 {
 	struct stb_target *t = calloc(1, sizeof(*t));
 	int rc = 0;
@@ -135,25 +205,28 @@ struct stb_target *stb_target_open(pid_t pid, unsigned map, char *err, size_t er
 	}
 	t->pid = pid;
 	t->pidfd = t->table_fd = -1;
-	t->table = MAP_FAILED;
+	t->hdr = MAP_FAILED;
+	t->win = MAP_FAILED;
 	if (kill(pid, 0) != 0 && errno == ESRCH) {
 		snprintf(err, errlen, "no such process: %d", (int)pid);
 		rc = ESRCH;
 		goto cleanup;
 	}
-	stb_read_comm(pid, t->comm, sizeof(t->comm));
-	t->pidfd = stb_pidfd_open(pid);
+	read_comm(pid, t->comm, sizeof(t->comm));
+	char comm[128];
+	stb_text_escape(comm, sizeof(comm), t->comm, strlen(t->comm));
+	t->pidfd = pidfd_open(pid);
 	if (t->pidfd < 0) {
 		rc = errno;
 		snprintf(err, errlen, "cannot open process %d: %s", (int)pid, strerror(rc));
 		goto cleanup;
 	}
-	int fd = stb_find_table_fd(t);
+	int fd = find_table_fd(t);
 	if (fd == -EACCES || fd == -EPERM) {
 		rc = -fd;
 		snprintf(err, errlen,
 			 "no ptrace access to process %d (%s): run as root or with CAP_SYS_PTRACE "
-			 "(its file descriptors and memory must be readable)", (int)pid, t->comm);
+			 "(its file descriptors and memory must be readable)", (int)pid, comm);
 		goto cleanup;
 	}
 	if (fd == -ENOENT) {
@@ -161,7 +234,7 @@ struct stb_target *stb_target_open(pid_t pid, unsigned map, char *err, size_t er
 		snprintf(err, errlen,
 			 "process %d (%s) is not a stb runtime: it has no \"" STB_ABI_TABLE_NAME
 			 "\" table (is it linked with libbthread built with tracer support, and "
-			 "has it started a bthread?)", (int)pid, t->comm);
+			 "has it started a bthread?)", (int)pid, comm);
 		goto cleanup;
 	}
 	if (fd < 0) {
@@ -171,51 +244,50 @@ struct stb_target *stb_target_open(pid_t pid, unsigned map, char *err, size_t er
 		goto cleanup;
 	}
 	t->table_fd = fd;
-	struct stb_abi_header *h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED) {
-		rc = errno;
-		snprintf(err, errlen, "cannot map the task table of process %d: %s", (int)pid,
-			 strerror(rc));
+	struct stb_abi_header h;
+	uint64_t real_size;
+	rc = check_backing(t, &h, &real_size, err, errlen);
+	if (rc) {
+		rc = -rc;
 		goto cleanup;
 	}
-	uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
-	uint32_t version = h->abi_version, esize = h->entry_size;
-	uint64_t size = h->table_size;
-	uint32_t cap = h->task_capacity;
-	uint64_t hwm = __atomic_load_n(&h->slot_hwm, __ATOMIC_ACQUIRE);
-	munmap(h, 4096);
-	if (magic != STB_ABI_MAGIC) {
+	char why[256];
+	rc = stb_tview_check_header(&h, real_size, &t->info, why, sizeof(why));
+	if (rc == -ENOENT) {
 		rc = EPROTO;
 		snprintf(err, errlen, "process %d (%s) has a \"" STB_ABI_TABLE_NAME "\" table without "
-			 "the stb magic: not a stb runtime, or it is still starting", (int)pid, t->comm);
+			 "the stb magic: not a stb runtime, or it is still starting", (int)pid, comm);
 		goto cleanup;
 	}
-	if (version != STB_ABI_VERSION || esize != STB_ABI_ENTRY_SIZE ||
-	    size != STB_ABI_TABLE_SIZE(cap)) {
+	if (rc) {
 		rc = EPROTO;
 		snprintf(err, errlen,
-			 "process %d (%s) uses stb table ABI version %u (entry size %u); this "
-			 "stb-bpf-loader understands version %u: use the loader built with the "
-			 "target's libbthread", (int)pid, t->comm, version, esize, STB_ABI_VERSION);
+			 "process %d (%s) has a task table this stb-bpf-loader cannot read: %s "
+			 "(use the loader built with the target's libbthread)", (int)pid, comm, why);
 		goto cleanup;
 	}
-	uint32_t slots = cap;
-	if (map == STB_TARGET_MAP_USED && hwm + STB_TARGET_SLOT_SLACK < cap)
-		slots = (uint32_t)hwm + STB_TARGET_SLOT_SLACK;
-	long page = sysconf(_SC_PAGESIZE);
-	uint64_t want = (STB_ABI_TASK_OFFSET(slots) + (uint64_t)page - 1) & ~((uint64_t)page - 1);
-	if (want < size)
-		size = want;
-	t->table = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (t->table == MAP_FAILED) {
+	if (t->info.backing != (t->memfd ? STB_ABI_BACKING_MEMFD : STB_ABI_BACKING_BPF_MAP)) {
+		rc = EPROTO;
+		snprintf(err, errlen, "process %d (%s): its table is a %s but its header says "
+			 "backing %u", (int)pid, comm, t->memfd ? "memfd" : "BPF map", t->info.backing);
+		goto cleanup;
+	}
+	if (!t->memfd && real_size && real_size != STB_ABI_TABLE_SIZE(t->info.capacity)) {
+		rc = EPROTO;
+		snprintf(err, errlen, "process %d (%s): its table map holds %llu bytes, its header "
+			 "claims %llu", (int)pid, comm, (unsigned long long)real_size,
+			 (unsigned long long)STB_ABI_TABLE_SIZE(t->info.capacity));
+		goto cleanup;
+	}
+	t->hdr_size = (size_t)STB_ABI_TASK_OFFSET(0);
+	t->hdr = mmap(NULL, t->hdr_size, PROT_READ, MAP_SHARED, t->table_fd, 0);
+	if (t->hdr == MAP_FAILED) {
 		rc = errno;
 		snprintf(err, errlen, "cannot map the task table of process %d: %s", (int)pid,
 			 strerror(rc));
 		goto cleanup;
 	}
-	t->size = size;
-	t->slots = slots;
-	t->hdr = t->table;
+	t->data_lo = t->data_hi = 0;
 cleanup:
 	if (rc) {
 		stb_target_close(t);
@@ -229,8 +301,10 @@ void stb_target_close(struct stb_target *t)
 {
 	if (!t)
 		return;
-	if (t->table != MAP_FAILED && t->table)
-		munmap(t->table, t->size);
+	if (t->win != MAP_FAILED)
+		munmap(t->win, t->win_size);
+	if (t->hdr != MAP_FAILED)
+		munmap((void *)t->hdr, t->hdr_size);
 	if (t->table_fd >= 0)
 		close(t->table_fd);
 	if (t->pidfd >= 0)
@@ -238,18 +312,103 @@ void stb_target_close(struct stb_target *t)
 	free(t);
 }
 
-struct stb_abi_task *stb_target_task(const struct stb_target *t, uint32_t slot)
+/* Maps the window holding slot (aligned to STB_TARGET_WINDOW_SLOTS, up to the
+ * slots wanted). 0 or -errno. */
+static int map_window(struct stb_target *t, uint32_t slot)
 {
-	if (slot >= t->slots)
-		return NULL;
-	return (struct stb_abi_task *)((char *)t->table + STB_ABI_TASK_OFFSET(slot));
+	uint32_t lo = slot & ~(STB_TARGET_WINDOW_SLOTS - 1);
+	uint32_t hi = t->extent > slot ? t->extent : slot + 1;
+	if (hi - lo > STB_TARGET_WINDOW_SLOTS)
+		hi = lo + STB_TARGET_WINDOW_SLOTS;
+	if (hi > t->info.capacity)
+		hi = t->info.capacity;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t off = STB_ABI_TASK_OFFSET(lo); /* page-aligned: abi.h asserts it */
+	uint64_t len = (STB_ABI_TASK_OFFSET(hi) - off + (uint64_t)page - 1) & ~((uint64_t)page - 1);
+	if (t->win != MAP_FAILED)
+		munmap(t->win, t->win_size);
+	t->win_lo = t->win_hi = 0;
+	t->win = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, t->table_fd, (off_t)off);
+	if (t->win == MAP_FAILED)
+		return -errno;
+	t->win_size = (size_t)len;
+	t->win_lo = lo;
+	t->win_hi = hi;
+	return 0;
 }
 
-struct stb_abi_worker *stb_target_worker(const struct stb_target *t, uint32_t w)
+struct stb_abi_task *stb_target_task(struct stb_target *t, uint32_t slot)
 {
-	if (w >= STB_ABI_MAX_WORKERS)
+	if (slot >= t->info.capacity)
 		return NULL;
-	return (struct stb_abi_worker *)((char *)t->table + STB_ABI_WORKER_OFFSET(w));
+	if (slot < t->win_lo || slot >= t->win_hi || t->win == MAP_FAILED) {
+		if (map_window(t, slot) != 0)
+			return NULL;
+	}
+	return (struct stb_abi_task *)((char *)t->win + (size_t)(slot - t->win_lo) * STB_ABI_ENTRY_SIZE);
+}
+
+/* memfd: finds the data around slot with SEEK_DATA/SEEK_HOLE. false: no
+ * data at or after slot. */
+static bool find_data(struct stb_target *t, uint32_t slot)
+{
+	uint64_t base = STB_ABI_TASK_OFFSET(0);
+	off_t d = lseek(t->table_fd, (off_t)STB_ABI_TASK_OFFSET(slot), SEEK_DATA);
+	if (d < 0) {
+		if (errno == ENXIO)
+			return false;
+		t->holes = false; /* no hole information: read every slot */
+		return true;
+	}
+	off_t h = lseek(t->table_fd, d, SEEK_HOLE);
+	uint64_t end = h < 0 ? t->info.table_size : (uint64_t)h;
+	uint64_t lo = (uint64_t)d > base ? ((uint64_t)d - base) / STB_ABI_ENTRY_SIZE : 0;
+	uint64_t hi = end > base ? (end - base + STB_ABI_ENTRY_SIZE - 1) / STB_ABI_ENTRY_SIZE : 0;
+	if (hi > t->info.capacity)
+		hi = t->info.capacity;
+	if (hi <= lo)
+		hi = lo + 1;
+	t->data_lo = (uint32_t)lo;
+	t->data_hi = (uint32_t)hi;
+	return true;
+}
+
+static struct stb_abi_task *src_entry(void *ctx, uint32_t slot, uint32_t *next)
+{
+	struct stb_target *t = ctx;
+	if (t->holes && (slot < t->data_lo || slot >= t->data_hi)) {
+		if (!find_data(t, slot)) {
+			*next = UINT32_MAX;
+			return NULL;
+		}
+		if (t->holes && slot < t->data_lo) {
+			*next = t->data_lo;
+			return NULL;
+		}
+	}
+	struct stb_abi_task *p = stb_target_task(t, slot);
+	if (!p) {
+		/* Cannot be mapped: the whole window is unreadable. */
+		uint64_t n = (uint64_t)(slot & ~(STB_TARGET_WINDOW_SLOTS - 1)) + STB_TARGET_WINDOW_SLOTS;
+		*next = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+		return NULL;
+	}
+	*next = slot + 1;
+	return p;
+}
+
+struct stb_tview_src stb_target_src(struct stb_target *t, bool *clamped)
+{
+	uint32_t hwm = stb_tview_hwm(t->hdr, &t->info, clamped);
+	uint64_t extent = (uint64_t)hwm + STB_TARGET_SLOT_SLACK;
+	t->extent = extent < t->info.capacity ? (uint32_t)extent : t->info.capacity;
+	t->data_lo = t->data_hi = 0; /* the target may have written new ranges */
+	return (struct stb_tview_src){.entry = src_entry, .ctx = t, .nslots = hwm};
+}
+
+uint32_t stb_target_nworkers(const struct stb_target *t, bool *clamped)
+{
+	return stb_tview_nworkers(t->hdr, clamped);
 }
 
 int stb_target_read(void *target, uint64_t addr, void *dst, size_t len)
@@ -271,12 +430,22 @@ int stb_target_alive(const struct stb_target *t)
 	return poll(&pfd, 1, 0) == 0;
 }
 
-void stb_target_capture_opts(const struct stb_target *t, unsigned mode,
-			     struct stb_capture_opts *co)
+static bool mem_alive(void *ctx)
+{
+	return stb_target_alive(ctx) != 0;
+}
+
+void stb_target_mem(struct stb_target *t, struct stb_mem *mem)
+{
+	*mem = (struct stb_mem){.read = stb_target_read, .alive = mem_alive, .ctx = t};
+}
+
+void stb_target_bpf_prog_opts(const struct stb_target *t, unsigned mode,
+			      struct stb_bpf_prog_opts *co)
 {
 	memset(co, 0, sizeof(*co));
 	co->mode = mode;
-	co->backing = t->hdr->backing;
+	co->backing = t->info.backing;
 	co->table_fd = t->table_fd;
-	co->table_addr = t->hdr->table_addr;
+	co->table_addr = t->info.table_addr;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Target process of test_bpf_capture: builds a task table by hand with the
+ * Target process of test_bpf_prog: builds a task table by hand with the
  * include/stb/abi.h layout (a BPF_F_MMAPABLE array map or a memfd, both named
  * stb_tasks), publishes worker 0 = a thread running one bthread id, and makes
  * that thread spin in known function chains. Counts every signal it receives.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The pipe protocol between test_bpf_capture and bpf_target_helper: the
+ * The pipe protocol between test_bpf_prog and bpf_target_helper: the
  * helper's setup report, the one-byte commands the test sends on the helper's
  * stdin, and the replies the helper writes on its stdout.
  */

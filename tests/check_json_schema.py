@@ -107,29 +107,50 @@ def check_task(t, where, stacks):
     only(t, allowed, where)
 
 
-def check_loader_extra(doc, profile):
-    need(doc, "pid", lambda v: is_int(v) and v > 0, "a positive integer", "document")
-    need(doc, "comm", is_str, "a string", "document")
-    need(doc, "complete", lambda v: isinstance(v, bool), "a boolean", "document")
+META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "freq_hz",
+        "complete", "partial", "not_traced", "failed", "finished", "notes", "stats"]
+
+
+def check_meta(doc, loader, profile):
+    """The run's metadata (struct stb_report_meta): optional everywhere,
+    required as a set from stb-bpf-loader."""
+    where = "document"
+    count = lambda v: is_int(v) and v >= 0
+    opt(doc, "pid", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    opt(doc, "comm", is_str, "a string", where)
+    opt(doc, "abi_version", is_int, "an integer", where)
+    opt(doc, "table_capacity", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    opt(doc, "untraceable", count, "a non-negative integer", where)
+    opt(doc, "capture", lambda v: v in ("bpf+context", "context-only", "context"),
+        "\"bpf+context\", \"context-only\" or \"context\"", where)
+    opt(doc, "freq_hz", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    opt(doc, "complete", lambda v: isinstance(v, bool), "a boolean", where)
+    opt(doc, "partial", is_str, "a string", where)
+    for k in ("not_traced", "failed", "finished"):
+        opt(doc, k, count, "a non-negative integer", where)
+    opt(doc, "notes", lambda v: isinstance(v, list) and all(is_str(x) for x in v),
+        "an array of strings", where)
+    opt(doc, "stats", lambda v: isinstance(v, dict) and all(count(x) for x in v.values()),
+        "an object of non-negative integers", where)
+    if "partial" in doc and doc.get("complete") is not False:
+        raise Bad(f"{where}: \"partial\" without \"complete\": false")
+    if not loader:
+        return
+    for k in ("pid", "comm", "complete", "not_traced", "failed", "finished"):
+        need(doc, k, lambda v: True, "present", where)
+    if not doc["complete"]:
+        need(doc, "partial", is_str, "a string", where)
     if not profile:
-        need(doc, "abi_version", is_int, "an integer", "document")
-        need(doc, "capture", lambda v: v in ("bpf+context", "context-only", "context"),
-             "\"bpf+context\", \"context-only\" or \"context\"", "document")
-        need(doc, "table_capacity", lambda v: is_int(v) and v > 0, "a positive integer", "document")
-        need(doc, "untraceable", lambda v: is_int(v) and v >= 0, "a non-negative integer",
-             "document")
+        for k in ("abi_version", "capture", "table_capacity", "untraceable"):
+            need(doc, k, lambda v: True, "present", where)
 
 
 def check_stacks(doc, loader, grouped):
     need(doc, "tasks", lambda v: isinstance(v, list), "an array", "document")
     for i, t in enumerate(doc["tasks"]):
         check_task(t, f"tasks[{i}]", True)
-    allowed = ["schema", "tasks", "groups", "pid"]
-    if loader:
-        check_loader_extra(doc, False)
-        allowed += ["comm", "abi_version", "capture", "complete", "table_capacity", "untraceable"]
-    else:
-        opt(doc, "pid", lambda v: is_int(v) and v > 0, "a positive integer", "document")
+    allowed = ["schema", "tasks", "groups"] + META
+    check_meta(doc, loader, False)
     if grouped:
         need(doc, "groups", lambda v: isinstance(v, list), "an array", "document")
     for i, g in enumerate(doc.get("groups", [])):
@@ -151,6 +172,8 @@ def check_tasks(doc):
     need(doc, "tasks", lambda v: isinstance(v, list), "an array", "document")
     for i, t in enumerate(doc["tasks"]):
         check_task(t, f"tasks[{i}]", False)
+    check_meta(doc, False, False)
+    only(doc, ["schema", "tasks"] + META, "document")
 
 
 def check_profile_frame(f, where):
@@ -204,18 +227,18 @@ def check_profile(doc, loader):
             check_profile_frame(f, f"{where}.frames[{k}]")
         only(s, ["values", "labels", "frames"], where)
     allowed = ["schema", "sample_types", "default_sample_type", "period", "time_ns",
-               "duration_ns", "comments", "samples"]
+               "duration_ns", "comments", "samples"] + META
+    check_meta(doc, loader, True)
     if loader:
-        check_loader_extra(doc, True)
         need(doc, "freq_hz", lambda v: is_int(v) and v > 0, "a positive integer", "document")
         stats = ["oncpu_samples", "oncpu_tagged", "oncpu_scheduler", "lost_samples", "ticks",
-                 "missed_ticks", "offcpu_snapshots", "unwinds", "reused", "over_budget"]
+                 "missed_ticks", "offcpu_snapshots", "unwinds", "reused", "over_budget",
+                 "unlabelled", "dropped_stacks"]
         need(doc, "stats", lambda v: isinstance(v, dict), "an object", "document")
         for k in stats:
             need(doc["stats"], k, lambda v: is_int(v) and v >= 0, "a non-negative integer",
                  "stats")
         only(doc["stats"], stats, "stats")
-        allowed += ["pid", "comm", "freq_hz", "complete", "stats"]
     only(doc, allowed, "document")
 
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Target of test_loader and bench_loader: bthreads parked in known call
+ * Target of test_loader_* and bench_loader: bthreads parked in known call
  * chains (butex, sleep, mutex, fd, yield, spin, blocking read), a registered
  * pthread, a heartbeat and a counter of every signal received; ids on stdout,
  * line commands on stdin (ltgt_usage). Built with and without frame pointers.
@@ -571,8 +571,9 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 static int ltgt_fake_abi(int version)
 {
 	size_t size = STB_ABI_TABLE_SIZE(64);
-	int fd = memfd_create(STB_ABI_TABLE_NAME, MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+	int fd = memfd_create(STB_ABI_TABLE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
 		perror("loader_target: memfd");
 		return 1;
 	}

@@ -400,7 +400,7 @@ static void test_all_grouped(void **state)
 		fail_msg("no group '%s' in:\n%s", one, r.body);
 	assert_non_null(strstr(o, " dh_other_f2+0x"));
 	/* The serving bthread traced itself: a running group with the endpoint's frames. */
-	assert_non_null(strstr(r.body, "stb_dh_conn_main"));
+	assert_non_null(strstr(r.body, "dh_conn_main"));
 	dh_free(&r);
 	STB_TEST_END();
 }
@@ -499,6 +499,16 @@ static void test_errors(void **state)
 	static const char rel[] = "GET bthreads HTTP/1.1\r\n\r\n";
 	dh_request(rel, sizeof(rel) - 1, &r);
 	assert_int_equal(r.status, 400);
+	dh_free(&r);
+
+	/* A NUL byte in the head: 400 at once, not 408 after the I/O timeout. */
+	static const char nul[] = "GET /bthreads\0x HTTP/1.1\r\n\r\n";
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dh_request(nul, sizeof(nul) - 1, &r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(r.status, 400);
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
 	dh_free(&r);
 
 	/* A request head over 8 KiB. */

@@ -82,7 +82,9 @@ seen_handlers=0 seen_running=0 runs=0
 while kill -0 "$client_pid" 2>/dev/null; do
   runs=$((runs + 1))
   lrc=0
-  "$loader_bin" --pid "$server_pid" --group >"$tmp/loader.txt" 2>"$tmp/loader.err" || lrc=$?
+  # A generous --timeout: exit 0 needs every task traced, a running one too,
+  # on a machine the client keeps busy.
+  "$loader_bin" --pid "$server_pid" --group --timeout 3000 >"$tmp/loader.txt" 2>"$tmp/loader.err" || lrc=$?
   [ "$lrc" -eq 0 ] || fail "stb-bpf-loader exited with $lrc"
   if grep -q 'BPF unavailable\|perf events unavailable' "$tmp/loader.err"; then
     [ "$require_bpf" = 1 ] && fail "STB_REQUIRE_BPF=1 but the loader has no BPF capture"

@@ -20,7 +20,17 @@
 #include <stb/stb.h>
 
 #include "fmt_chains.h"
-#include "profile_util.h"
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/env.h"
+#include "support/pprof_raw.h"
+#include "support/proc.h"
+#include "support/ptarget.h"
 #include "test_util.h"
 #include "trace_util.h"
 
@@ -36,21 +46,21 @@ static char *read_file(const char *path, size_t *len)
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return NULL;
-	struct pu_buf b = {0};
-	pu_buf_add(&b, "", 0);
+	struct ts_buf b = {0};
+	ts_buf_add(&b, "", 0);
 	char buf[8192];
 	size_t n;
 	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		pu_buf_add(&b, buf, n);
+		ts_buf_add(&b, buf, n);
 	fclose(f);
 	if (len)
 		*len = b.len;
-	return b.s;
+	return b.p;
 }
 
 static void tmp_path(char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", pu_tmpdir(), name);
+	snprintf(buf, size, "%s/%s", ts_tmpdir(), name);
 }
 
 /* Asserts that text has exactly this line. */
@@ -92,8 +102,8 @@ static void assert_folded_shape(const char *text)
 
 static void check_json(const char *file, const char *opts)
 {
-	const char *py = pu_env("STB_PYTHON3", "python3");
-	const char *checker = pu_env("STB_JSON_CHECKER", "check_json_schema.py");
+	const char *py = ts_env("STB_PYTHON3", "python3");
+	const char *checker = ts_env("STB_JSON_CHECKER", "check_json_schema.py");
 	char *argv[5] = {(char *)py, (char *)checker, (char *)file, NULL, NULL};
 	char o1[32] = "", o2[32] = "";
 	if (opts && *opts) {
@@ -102,7 +112,7 @@ static void check_json(const char *file, const char *opts)
 		if (o2[0]) {
 			char *a5[6] = {(char *)py, (char *)checker, (char *)file, o1, o2, NULL};
 			char *err = NULL;
-			int rc = pu_run(a5, NULL, &err, 60);
+			int rc = ts_run(a5, NULL, &err, 60);
 			if (rc != 0)
 				fail_msg("%s %s: exit %d: %s", checker, file, rc, err);
 			free(err);
@@ -110,20 +120,20 @@ static void check_json(const char *file, const char *opts)
 		}
 	}
 	char *err = NULL;
-	int rc = pu_run(argv, NULL, &err, 60);
+	int rc = ts_run(argv, NULL, &err, 60);
 	if (rc != 0)
 		fail_msg("%s %s: exit %d: %s", checker, file, rc, err);
 	free(err);
 }
 
 /* The sample of bthread id (one bthread_id label equal to it), or NULL. */
-static const struct pu_sample *sample_of(const struct pu_prof *p, uint64_t id)
+static const struct ts_sample *sample_of(const struct ts_prof *p, uint64_t id)
 {
 	char ids[24];
 	snprintf(ids, sizeof(ids), "%" PRIu64, id);
-	const struct pu_sample *found = NULL;
+	const struct ts_sample *found = NULL;
 	for (int i = 0; i < p->ns; i++) {
-		if (pu_sample_has_label(&p->s[i], "bthread_id", ids)) {
+		if (ts_sample_has_label(&p->s[i], "bthread_id", ids)) {
 			if (found)
 				fail_msg("two samples for bthread %s", ids);
 			found = &p->s[i];
@@ -133,17 +143,17 @@ static const struct pu_sample *sample_of(const struct pu_prof *p, uint64_t id)
 }
 
 /* Checks the per-task sample of a parked chain task. */
-static void check_chain_sample(const struct pu_prof *p, uint64_t id, const char *name,
+static void check_chain_sample(const struct ts_prof *p, uint64_t id, const char *name,
 			       const char *chain_suffix)
 {
-	const struct pu_sample *s = sample_of(p, id);
+	const struct ts_sample *s = sample_of(p, id);
 	char stack[4096];
 	if (!s)
 		fail_msg("no sample with bthread_id:[%" PRIu64 "]", id);
-	pu_sample_stack(p, s, stack, sizeof(stack));
+	ts_sample_stack(p, s, stack, sizeof(stack));
 	assert_int_equal(s->nv, 1);
 	assert_int_equal(s->v[0], 1);
-	if (!pu_sample_has_label(s, "state", "suspended") || !pu_sample_has_label(s, "name", name))
+	if (!ts_sample_has_label(s, "state", "suspended") || !ts_sample_has_label(s, "name", name))
 		fail_msg("bthread %" PRIu64 ": labels %s", id, s->labels);
 	size_t n = strlen(stack), k = strlen(chain_suffix);
 	if (n < k || strcmp(stack + n - k, chain_suffix) != 0 || !strstr(stack, "park;"))
@@ -161,22 +171,22 @@ static bool starts_with(const char *s, const char *prefix)
 }
 #define SUFFIX_B "fmt_b2;fmt_b1;stb_task_entry;stb_ctx_trampoline"
 
-static void check_grouped(const struct pu_prof *p, const uint64_t *ids, int n, const char *suffix)
+static void check_grouped(const struct ts_prof *p, const uint64_t *ids, int n, const char *suffix)
 {
 	char want[24], stack[4096];
 	snprintf(want, sizeof(want), "%" PRIu64, ids[0]);
 	for (int i = 0; i < p->ns; i++) {
-		const struct pu_sample *s = &p->s[i];
-		if (!pu_sample_has_label(s, "bthread_id", want))
+		const struct ts_sample *s = &p->s[i];
+		if (!ts_sample_has_label(s, "bthread_id", want))
 			continue;
 		assert_int_equal(s->v[0], n);
-		assert_int_equal(pu_sample_label_count(s, "bthread_id"), n);
+		assert_int_equal(ts_sample_label_count(s, "bthread_id"), n);
 		for (int k = 0; k < n; k++) {
 			snprintf(want, sizeof(want), "%" PRIu64, ids[k]);
-			assert_true(pu_sample_has_label(s, "bthread_id", want));
+			assert_true(ts_sample_has_label(s, "bthread_id", want));
 		}
-		assert_true(pu_sample_has_label(s, "state", "suspended"));
-		pu_sample_stack(p, s, stack, sizeof(stack));
+		assert_true(ts_sample_has_label(s, "state", "suspended"));
+		ts_sample_stack(p, s, stack, sizeof(stack));
 		size_t len = strlen(stack), k = strlen(suffix);
 		assert_true(len >= k && strcmp(stack + len - k, suffix) == 0);
 		return;
@@ -186,10 +196,10 @@ static void check_grouped(const struct pu_prof *p, const uint64_t *ids, int n, c
 
 /* A mapping of the module whose file name starts with base has a hex build
  * id and symbolized functions. */
-static void check_mapping(const struct pu_prof *p, const char *base)
+static void check_mapping(const struct ts_prof *p, const char *base)
 {
 	for (int i = 0; i < p->nm; i++) {
-		const struct pu_map *m = &p->m[i];
+		const struct ts_map *m = &p->m[i];
 		const char *slash = strrchr(m->file, '/');
 		if (strncmp(slash ? slash + 1 : m->file, base, strlen(base)) != 0)
 			continue;
@@ -215,7 +225,7 @@ static bool suspended(bthread_t id)
 static int chains_start(void **state)
 {
 	(void)state;
-	pu_tmpdir();
+	ts_tmpdir();
 	fmt_gate = butex_create();
 	if (!fmt_gate)
 		return -1;
@@ -286,7 +296,7 @@ static void test_dump_folded(void **state)
 	(void)state;
 	char ref[2048], line[2100], path[256];
 	STB_TEST_BEGIN(60);
-	dump_to_file(STB_DUMP_FOLDED, 0, "dump.folded", path, sizeof(path));
+	dump_to_file(STB_FORMAT_FOLDED, 0, "dump.folded", path, sizeof(path));
 	char *text = read_file(path, NULL);
 	assert_non_null(text);
 	assert_folded_shape(text);
@@ -301,7 +311,7 @@ static void test_dump_folded(void **state)
 	assert_has_line(text, line);
 	/* group changes nothing for folded output. */
 	char path2[256];
-	dump_to_file(STB_DUMP_FOLDED, 1, "dump-g.folded", path2, sizeof(path2));
+	dump_to_file(STB_FORMAT_FOLDED, 1, "dump-g.folded", path2, sizeof(path2));
 	char *text2 = read_file(path2, NULL);
 	assert_non_null(text2);
 	assert_has_line(text2, line);
@@ -314,15 +324,15 @@ static void test_dump_pprof(void **state)
 {
 	(void)state;
 	char path[256];
-	struct pu_prof p;
+	struct ts_prof p;
 	STB_TEST_BEGIN(180);
-	dump_to_file(STB_DUMP_PPROF, 0, "dump.pb.gz", path, sizeof(path));
+	dump_to_file(STB_FORMAT_PPROF, 0, "dump.pb.gz", path, sizeof(path));
 	size_t len;
 	char *raw = read_file(path, &len);
 	assert_non_null(raw);
 	assert_true(len > 20 && (unsigned char)raw[0] == 0x1f && (unsigned char)raw[1] == 0x8b);
 	free(raw);
-	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 	assert_string_equal(p.types, "bthreads/count[dflt]");
 	assert_non_null(strstr(p.comments, "stb_dump of pid"));
@@ -334,7 +344,7 @@ static void test_dump_pprof(void **state)
 	for (int i = 0; i < p.ns; i++)
 		assert_int_equal(p.s[i].v[0], 1);
 	check_mapping(&p, "test_formats");
-	pu_prof_free(&p);
+	ts_prof_free(&p);
 	STB_TEST_END();
 }
 
@@ -342,14 +352,14 @@ static void test_dump_pprof_grouped(void **state)
 {
 	(void)state;
 	char path[256];
-	struct pu_prof p;
+	struct ts_prof p;
 	STB_TEST_BEGIN(180);
-	dump_to_file(STB_DUMP_PPROF, 1, "dump-g.pb.gz", path, sizeof(path));
-	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+	dump_to_file(STB_FORMAT_PPROF, 1, "dump-g.pb.gz", path, sizeof(path));
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 	check_grouped(&p, ida, NA, SUFFIX_A);
 	check_grouped(&p, idb, NB, SUFFIX_B);
-	pu_prof_free(&p);
+	ts_prof_free(&p);
 	STB_TEST_END();
 }
 
@@ -358,7 +368,7 @@ static void test_dump_json(void **state)
 	(void)state;
 	char path[256], path2[256], want[64];
 	STB_TEST_BEGIN(60);
-	dump_to_file(STB_DUMP_JSON, 0, "dump.json", path, sizeof(path));
+	dump_to_file(STB_FORMAT_JSON, 0, "dump.json", path, sizeof(path));
 	check_json(path, "");
 	char *text = read_file(path, NULL);
 	assert_non_null(text);
@@ -366,7 +376,7 @@ static void test_dump_json(void **state)
 	assert_non_null(strstr(text, want));
 	assert_non_null(strstr(text, "\"function\": \"fmt_a3\""));
 	free(text);
-	dump_to_file(STB_DUMP_JSON, 1, "dump-g.json", path2, sizeof(path2));
+	dump_to_file(STB_FORMAT_JSON, 1, "dump-g.json", path2, sizeof(path2));
 	check_json(path2, "--grouped");
 	STB_TEST_END();
 }
@@ -385,7 +395,7 @@ static void test_dump_bad_format(void **state)
 
 /* ---- stb-bpf-loader on profile_target ---- */
 
-static struct pu_target tgt;
+static struct ts_ptarget tgt;
 static uint64_t tida[NA], tidb[NB], tspin;
 static char fold_a[2048], fold_b[2048];
 
@@ -403,20 +413,20 @@ static int target_start(void **state)
 {
 	(void)state;
 	char buf[256];
-	pu_tmpdir();
-	if (pu_target_start(&tgt, "chains") != 0)
+	ts_tmpdir();
+	if (ts_ptarget_start(&tgt, "chains") != 0)
 		return -1;
-	if (!pu_target_field(&tgt, "a", buf, sizeof(buf)))
+	if (!ts_ptarget_field(&tgt, "a", buf, sizeof(buf)))
 		return -1;
 	parse_ids(buf, tida, NA);
-	if (!pu_target_field(&tgt, "b", buf, sizeof(buf)))
+	if (!ts_ptarget_field(&tgt, "b", buf, sizeof(buf)))
 		return -1;
 	parse_ids(buf, tidb, NB);
-	if (!pu_target_field(&tgt, "spin", buf, sizeof(buf)))
+	if (!ts_ptarget_field(&tgt, "spin", buf, sizeof(buf)))
 		return -1;
 	tspin = strtoull(buf, NULL, 10);
-	if (!pu_target_field(&tgt, "fold_a", fold_a, sizeof(fold_a)) ||
-	    !pu_target_field(&tgt, "fold_b", fold_b, sizeof(fold_b)))
+	if (!ts_ptarget_field(&tgt, "fold_a", fold_a, sizeof(fold_a)) ||
+	    !ts_ptarget_field(&tgt, "fold_b", fold_b, sizeof(fold_b)))
 		return -1;
 	return 0;
 }
@@ -424,7 +434,7 @@ static int target_start(void **state)
 static int target_stop(void **state)
 {
 	(void)state;
-	return pu_target_stop(&tgt) == 0 ? 0 : -1;
+	return ts_ptarget_stop(&tgt) == 0 ? 0 : -1;
 }
 
 /* Runs the loader on the target with extra arguments; returns its exit status.
@@ -435,9 +445,9 @@ static int loader(char **out, char **err, const char *a1, const char *a2, const 
 {
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
-	char *argv[] = {(char *)pu_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--timeout",
+	char *argv[] = {(char *)ts_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--timeout",
 			"10000", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
-	return pu_run(argv, out, err, 120);
+	return ts_run(argv, out, err, 120);
 }
 
 static void test_loader_folded(void **state)
@@ -464,9 +474,9 @@ static void test_loader_folded(void **state)
 
 static void check_loader_profile(const char *path, bool grouped)
 {
-	struct pu_prof p;
+	struct ts_prof p;
 	char stack[4096], ids[24];
-	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 	assert_string_equal(p.types, "bthreads/count[dflt]");
 	if (grouped) {
@@ -478,19 +488,19 @@ static void check_loader_profile(const char *path, bool grouped)
 		for (int i = 0; i < NB; i++)
 			check_chain_sample(&p, tidb[i], "chain-b", SUFFIX_B);
 		/* The spinner, captured on its worker by BPF: exact leaf, worker tid. */
-		const struct pu_sample *s = sample_of(&p, tspin);
+		const struct ts_sample *s = sample_of(&p, tspin);
 		assert_non_null(s);
-		pu_sample_stack(&p, s, stack, sizeof(stack));
+		ts_sample_stack(&p, s, stack, sizeof(stack));
 		assert_string_equal(stack, "spin_leaf;spin_outer;stb_task_entry;stb_ctx_trampoline");
-		assert_true(pu_sample_has_label(s, "state", "running"));
-		assert_true(pu_sample_has_label(s, "name", "spinner"));
-		assert_int_equal(pu_sample_label_count(s, "worker_tid"), 1);
+		assert_true(ts_sample_has_label(s, "state", "running"));
+		assert_true(ts_sample_has_label(s, "name", "spinner"));
+		assert_int_equal(ts_sample_label_count(s, "worker_tid"), 1);
 	}
 	snprintf(ids, sizeof(ids), "pid %d", (int)tgt.pid);
 	assert_non_null(strstr(p.comments, ids));
 	check_mapping(&p, "profile_target");
 	check_mapping(&p, "libbthread.so");
-	pu_prof_free(&p);
+	ts_prof_free(&p);
 }
 
 static void test_loader_pprof(void **state)
@@ -554,9 +564,9 @@ static void test_loader_format_errors(void **state)
 	STB_TEST_BEGIN(60);
 	/* Binary pprof is never written to a terminal; the message names the fix. */
 	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
-	char *argv[] = {(char *)pu_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--format",
+	char *argv[] = {(char *)ts_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--format",
 			"pprof", NULL};
-	int rc = pu_run_pty(argv, &out, 60);
+	int rc = ts_run_pty(argv, &out, 60);
 	assert_int_equal(rc, 64);
 	assert_non_null(strstr(out, "terminal"));
 	assert_non_null(strstr(out, "-o FILE"));
@@ -573,7 +583,7 @@ static void test_loader_format_errors(void **state)
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--loader") == 0) {
-		int rc = pu_require_privilege("test_formats --loader");
+		int rc = ts_require_privilege("test_formats --loader");
 		if (rc)
 			return rc;
 		const struct CMUnitTest tests[] = {

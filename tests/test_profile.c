@@ -14,31 +14,41 @@
 
 #include <cmocka.h>
 
-#include "profile_util.h"
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/env.h"
+#include "support/pprof_raw.h"
+#include "support/proc.h"
+#include "support/ptarget.h"
 #include "test_util.h"
 
 #define NCOLD 100
 
-static struct pu_target tgt;
+static struct ts_ptarget tgt;
 static uint64_t hot_id;
 static char why[4096];
 
 static const char *loader_path(void)
 {
-	return pu_env("STB_LOADER", "stb-bpf-loader");
+	return ts_env("STB_LOADER", "stb-bpf-loader");
 }
 
 static void tmp_path(char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", pu_tmpdir(), name);
+	snprintf(buf, size, "%s/%s", ts_tmpdir(), name);
 }
 
 static int target_start(void **state)
 {
 	(void)state;
 	char buf[64];
-	pu_tmpdir();
-	if (pu_target_start(&tgt, "profile") != 0 || !pu_target_field(&tgt, "hot", buf, sizeof(buf)))
+	ts_tmpdir();
+	if (ts_ptarget_start(&tgt, "profile") != 0 || !ts_ptarget_field(&tgt, "hot", buf, sizeof(buf)))
 		return -1;
 	hot_id = strtoull(buf, NULL, 10);
 	return 0;
@@ -47,7 +57,7 @@ static int target_start(void **state)
 static int target_stop(void **state)
 {
 	(void)state;
-	return pu_target_stop(&tgt) == 0 ? 0 : -1;
+	return ts_ptarget_stop(&tgt) == 0 ? 0 : -1;
 }
 
 /* Runs the loader with --pid and up to 8 more arguments (NULL-terminated). */
@@ -63,22 +73,22 @@ static int run_loader(char **out, char **err, int timeout_s, ...)
 		argv[n++] = (char *)a;
 	va_end(ap);
 	argv[n] = NULL;
-	return pu_run(argv, out, err, timeout_s);
+	return ts_run(argv, out, err, timeout_s);
 }
 
 /* The stats comment's "key=value" of a profile. */
-static long long stat_of(const struct pu_prof *p, const char *key)
+static long long stat_of(const struct ts_prof *p, const char *key)
 {
-	long long v = pu_stat(p->comments, key);
+	long long v = ts_stat(p->comments, key);
 	if (v < 0)
 		fail_msg("no %s= in the comments: %s", key, p->comments);
 	return v;
 }
 
-static bool stack_has(const struct pu_prof *p, const struct pu_sample *s, const char *func)
+static bool stack_has(const struct ts_prof *p, const struct ts_sample *s, const char *func)
 {
 	char stack[8192], pat[160];
-	pu_sample_stack(p, s, stack, sizeof(stack));
+	ts_sample_stack(p, s, stack, sizeof(stack));
 	snprintf(pat, sizeof(pat), ";%s;", func);
 	char wrapped[8200];
 	snprintf(wrapped, sizeof(wrapped), ";%s;", stack);
@@ -94,7 +104,7 @@ static bool stack_has(const struct pu_prof *p, const struct pu_sample *s, const 
  * hot(), to *tagged and *in_hot (the ratio is checked by the caller once
  * there are enough of them: a loaded machine may give hot() little CPU).
  */
-static void check_profile(const struct pu_prof *p, unsigned freq, int64_t *tagged,
+static void check_profile(const struct ts_prof *p, unsigned freq, int64_t *tagged,
 			  int64_t *in_hot)
 {
 	assert_string_equal(p->types, "samples/count cpu/nanoseconds wall/nanoseconds[dflt]");
@@ -105,36 +115,36 @@ static void check_profile(const struct pu_prof *p, unsigned freq, int64_t *tagge
 	char hot_ids[24];
 	snprintf(hot_ids, sizeof(hot_ids), "%" PRIu64, hot_id);
 	for (int i = 0; i < p->ns; i++) {
-		const struct pu_sample *s = &p->s[i];
+		const struct ts_sample *s = &p->s[i];
 		assert_int_equal(s->nv, 3);
-		if (pu_sample_has_label(s, "state", "lost")) {
+		if (ts_sample_has_label(s, "state", "lost")) {
 			lost_sum += s->v[0];
 			continue;
 		}
 		if (s->v[1] > 0) {
 			assert_int_equal(s->v[1], s->v[0] * period);
 			assert_int_equal(s->v[2], s->v[0] * period);
-			assert_int_equal(pu_sample_label_count(s, "worker_tid"), 1);
+			assert_int_equal(ts_sample_label_count(s, "worker_tid"), 1);
 			oncpu_sum += s->v[0];
-			if (pu_sample_label_count(s, "bthread_id") == 1) {
+			if (ts_sample_label_count(s, "bthread_id") == 1) {
 				tag += s->v[0];
 				if (stack_has(p, s, "hot")) {
 					hot += s->v[0];
-					assert_true(pu_sample_has_label(s, "bthread_id", hot_ids));
-					assert_true(pu_sample_has_label(s, "name", "hot"));
+					assert_true(ts_sample_has_label(s, "bthread_id", hot_ids));
+					assert_true(ts_sample_has_label(s, "name", "hot"));
 				}
 			} else {
-				assert_true(pu_sample_has_label(s, "state", "scheduler"));
+				assert_true(ts_sample_has_label(s, "state", "scheduler"));
 				sched += s->v[0];
 			}
 			continue;
 		}
 		assert_int_equal(s->v[2], s->v[0] * period);
-		assert_int_equal(pu_sample_label_count(s, "worker_tid"), 0);
+		assert_int_equal(ts_sample_label_count(s, "worker_tid"), 0);
 		if (stack_has(p, s, "cold")) {
-			assert_true(pu_sample_has_label(s, "state", "suspended"));
-			assert_true(pu_sample_has_label(s, "name", "cold"));
-			assert_int_equal(pu_sample_label_count(s, "bthread_id"), 1);
+			assert_true(ts_sample_has_label(s, "state", "suspended"));
+			assert_true(ts_sample_has_label(s, "name", "cold"));
+			assert_int_equal(ts_sample_label_count(s, "bthread_id"), 1);
 			assert_true(stack_has(p, s, "bthread_usleep"));
 			cold += s->v[0];
 		}
@@ -172,17 +182,17 @@ static void test_profile_pprof(void **state)
 	tmp_path(path, sizeof(path), "prof.pb.gz");
 	/* Profiles of 2 s until hot() got enough CPU to judge the ratio. */
 	for (int attempt = 0; attempt < 5 && tagged < MIN_TAGGED; attempt++) {
-		struct pu_prof p;
-		uint64_t t0 = pu_now_ms();
+		struct ts_prof p;
+		uint64_t t0 = ts_now_ms();
 		int rc = run_loader(NULL, &err, 120, "--profile", "--duration", "2s", "--freq", "99",
 				    "-o", path, NULL);
-		uint64_t took = pu_now_ms() - t0;
+		uint64_t took = ts_now_ms() - t0;
 		if (rc != 0)
 			fail_msg("loader exit %d: %s", rc, err);
 		assert_non_null(strstr(err, "profiled pid"));
 		free(err);
 		assert_true(took >= 2000);
-		if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+		if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
 			fail_msg("%s", why);
 		check_profile(&p, 99, &tagged, &in_hot);
 		/* 2 s at 99 Hz: 198 ticks, each counted once (late ones included). */
@@ -190,7 +200,7 @@ static void test_profile_pprof(void **state)
 		if (ticks < 197 || ticks > 199)
 			fail_msg("%lld ticks in 2 s at 99 Hz", ticks);
 		assert_non_null(strstr(p.comments, "99 Hz"));
-		pu_prof_free(&p);
+		ts_prof_free(&p);
 	}
 	if (tagged < MIN_TAGGED)
 		fail_msg("only %lld on-CPU samples with a bthread in 5 profiles of 2 s",
@@ -247,10 +257,10 @@ static void test_profile_json(void **state)
 	if (rc != 0)
 		fail_msg("loader exit %d: %s", rc, err);
 	free(err);
-	const char *py = pu_env("STB_PYTHON3", "python3");
-	const char *checker = pu_env("STB_JSON_CHECKER", "check_json_schema.py");
+	const char *py = ts_env("STB_PYTHON3", "python3");
+	const char *checker = ts_env("STB_JSON_CHECKER", "check_json_schema.py");
 	char *argv[] = {(char *)py, (char *)checker, path, "--loader", NULL};
-	rc = pu_run(argv, NULL, &err, 60);
+	rc = ts_run(argv, NULL, &err, 60);
 	if (rc != 0)
 		fail_msg("%s: %s", checker, err);
 	free(err);
@@ -262,7 +272,7 @@ static void test_profile_sigint(void **state)
 {
 	(void)state;
 	char path[256], pid[16];
-	struct pu_prof p;
+	struct ts_prof p;
 	STB_TEST_BEGIN(120);
 	tmp_path(path, sizeof(path), "sigint.pb.gz");
 	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
@@ -278,12 +288,12 @@ static void test_profile_sigint(void **state)
 		_exit(127);
 	}
 	sleep(2);
-	uint64_t t0 = pu_now_ms();
+	uint64_t t0 = ts_now_ms();
 	kill(child, SIGINT);
-	int rc = pu_wait(child, pu_now_ms() + 30000);
+	int rc = ts_wait_pid(child, ts_now_ms() + 30000);
 	assert_int_equal(rc, 0);
-	assert_true(pu_now_ms() - t0 < 10000);
-	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+	assert_true(ts_now_ms() - t0 < 10000);
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 	assert_non_null(strstr(p.comments, "(interrupted)"));
 	assert_true(stat_of(&p, "ticks") > 0);
@@ -291,7 +301,7 @@ static void test_profile_sigint(void **state)
 	check_profile(&p, 99, &tagged, &in_hot);
 	if (tagged >= MIN_TAGGED)
 		check_hot_ratio(tagged, in_hot);
-	pu_prof_free(&p);
+	ts_prof_free(&p);
 	STB_TEST_END();
 }
 
@@ -323,7 +333,7 @@ static void test_profile_lost(void **state)
 {
 	(void)state;
 	char path[256], pid[16], errpath[256];
-	struct pu_prof p;
+	struct ts_prof p;
 	STB_TEST_BEGIN(200);
 	tmp_path(path, sizeof(path), "lost.pb.gz");
 	tmp_path(errpath, sizeof(errpath), "lost.stderr");
@@ -344,16 +354,16 @@ static void test_profile_lost(void **state)
 	assert_int_equal(kill(child, SIGSTOP), 0);
 	double c0 = cpu_seconds(tgt.pid);
 	assert_true(c0 >= 0);
-	uint64_t until = pu_now_ms() + 100000;
-	while (cpu_seconds(tgt.pid) - c0 < 1.5 && pu_now_ms() < until)
+	uint64_t until = ts_now_ms() + 100000;
+	while (cpu_seconds(tgt.pid) - c0 < 1.5 && ts_now_ms() < until)
 		usleep(100000);
 	assert_true(cpu_seconds(tgt.pid) - c0 >= 1.5);
 	kill(child, SIGCONT);
 	sleep(1);
 	kill(child, SIGINT);
-	int rc = pu_wait(child, pu_now_ms() + 60000);
+	int rc = ts_wait_pid(child, ts_now_ms() + 60000);
 	assert_int_equal(rc, 0);
-	if (pu_pprof_raw(path, &p, why, sizeof(why)) != 0)
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
 		fail_msg("%s", why);
 	long long lost = stat_of(&p, "lost_samples");
 	if (lost <= 0)
@@ -363,17 +373,17 @@ static void test_profile_lost(void **state)
 	assert_non_null(strstr(p.comments, want));
 	int found = 0;
 	for (int i = 0; i < p.ns; i++) {
-		if (!pu_sample_has_label(&p.s[i], "state", "lost"))
+		if (!ts_sample_has_label(&p.s[i], "state", "lost"))
 			continue;
 		found++;
 		assert_int_equal(p.s[i].v[0], lost);
 		assert_int_equal(p.s[i].v[1], lost * 1000000);
 		char stack[256];
-		pu_sample_stack(&p, &p.s[i], stack, sizeof(stack));
+		ts_sample_stack(&p, &p.s[i], stack, sizeof(stack));
 		assert_string_equal(stack, "[lost: ring buffer full]");
 	}
 	assert_int_equal(found, 1);
-	pu_prof_free(&p);
+	ts_prof_free(&p);
 	FILE *f = fopen(errpath, "re");
 	assert_non_null(f);
 	char buf[8192];
@@ -396,7 +406,7 @@ static void test_profile_progress(void **state)
 	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
 	char *argv[] = {(char *)loader_path(), "--pid", pid, "--profile", "--duration", "1s",
 			"-o", path, NULL};
-	int rc = pu_run_pty(argv, &out, 60);
+	int rc = ts_run_pty(argv, &out, 60);
 	assert_int_equal(rc, 0);
 	if (!strstr(out, "\rstb-bpf-loader: profiling pid") || !strstr(out, " lost"))
 		fail_msg("no progress line on the terminal: %s", out);
@@ -446,7 +456,7 @@ static void test_profile_args(void **state)
 			argv[n++] = (char *)bad[i][k];
 		argv[n] = NULL;
 		char *err = NULL;
-		int rc = pu_run(argv, NULL, &err, 30);
+		int rc = ts_run(argv, NULL, &err, 30);
 		if (rc != 64 || !strstr(err, "stb-bpf-loader: --"))
 			fail_msg("%s %s %s: exit %d: %s", bad[i][0], bad[i][1] ? bad[i][1] : "",
 				 bad[i][1] && bad[i][2] ? bad[i][2] : "", rc, err);
@@ -459,7 +469,7 @@ static void test_profile_args(void **state)
 			argv[n++] = (char *)good[i][k];
 		argv[n] = NULL;
 		char *err = NULL;
-		int rc = pu_run(argv, NULL, &err, 30);
+		int rc = ts_run(argv, NULL, &err, 30);
 		if (rc != 1 || !strstr(err, "no such process"))
 			fail_msg("%s %s %s: exit %d: %s", good[i][0], good[i][1], good[i][2], rc, err);
 		free(err);
@@ -467,7 +477,7 @@ static void test_profile_args(void **state)
 	/* --help shows the new options with examples. */
 	char *argv[] = {(char *)loader_path(), "--help", NULL};
 	char *out = NULL;
-	assert_int_equal(pu_run(argv, &out, NULL, 30), 0);
+	assert_int_equal(ts_run(argv, &out, NULL, 30), 0);
 	assert_non_null(strstr(out, "--profile --duration 10s --freq 99 -o prof.pb.gz"));
 	assert_non_null(strstr(out, "--format folded"));
 	free(out);
@@ -476,7 +486,7 @@ static void test_profile_args(void **state)
 
 int main(void)
 {
-	int rc = pu_require_privilege("test_profile");
+	int rc = ts_require_privilege("test_profile");
 	if (rc)
 		return rc;
 	const struct CMUnitTest tests[] = {

@@ -1161,6 +1161,75 @@ static void test_depth_skip_callback(void **state)
 	STB_TEST_END();
 }
 
+/* ---- inline frames against the depth limit ---- */
+
+static void *stb_inl_butex;
+
+STB_NOIPA static void stb_inl_leaf(void)
+{
+	while (__atomic_load_n((int *)stb_inl_butex, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(stb_inl_butex, 0, NULL);
+	STB_NO_TAIL();
+}
+
+static inline __attribute__((always_inline)) void stb_inl_mid(void)
+{
+	stb_inl_leaf();
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *stb_inl_main(void *arg)
+{
+	(void)arg;
+	stb_inl_mid(); /* an inlined call: two logical frames at one address */
+	STB_NO_TAIL();
+	return NULL;
+}
+
+/*
+ * With inline frames, the depth limit counts logical frames: never more than
+ * max_depth delivered, never one written past nframes, whatever the depth
+ * (a physical frame that expands to two must not overshoot the limit).
+ */
+static void test_inline_depth(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	stb_inl_butex = butex_create();
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_inl_main, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(stb_state_of(t) == STB_TASK_SUSPENDED, 5000));
+	static struct stb_frame full[STB_NFRAMES + 1], fr[STB_NFRAMES + 1];
+	struct stb_trace_info info;
+	struct stb_trace_opts o = {.max_depth = STB_NFRAMES, .inline_frames = 1};
+	int n = stb_trace(t, &o, full, STB_NFRAMES, &info);
+	assert_true(n > 4 && n < STB_NFRAMES);
+	int inl = -1;
+	for (int i = 0; i < n; i++)
+		if ((full[i].flags & STB_FRAME_F_INLINED) && stb_sym_is(full[i].symbol, "stb_inl_mid"))
+			inl = i;
+	if (inl < 0)
+		fail_msg("no inline frame stb_inl_mid in the stack (no debug info?)");
+	assert_true(stb_sym_is(full[inl + 1].symbol, "stb_inl_main"));
+	for (unsigned d = 1; d <= (unsigned)n + 1; d++) {
+		stb_frames_poison(fr, STB_NFRAMES + 1);
+		o.max_depth = d;
+		int k = stb_trace(t, &o, fr, d, &info);
+		unsigned want = d < (unsigned)n ? d : (unsigned)n;
+		if (k != (int)want || info.nframes != want || fr[d].ip != STB_SENTINEL_IP)
+			fail_msg("max_depth %u: %d frames (%u), frame %u %s", d, k, info.nframes, d,
+				 fr[d].ip == STB_SENTINEL_IP ? "untouched" : "written");
+		assert_int_equal(info.truncated, d < (unsigned)n);
+		for (unsigned i = 0; i < want; i++)
+			assert_true(fr[i].ip == full[i].ip && fr[i].flags == full[i].flags);
+	}
+	__atomic_store_n((int *)stb_inl_butex, 1, __ATOMIC_RELEASE);
+	butex_wake_all(stb_inl_butex);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	butex_destroy(stb_inl_butex);
+	STB_TEST_END();
+}
+
 /* ---- text buffer edge cases and argument errors ---- */
 
 static void test_text_buffers_and_errors(void **state)
@@ -1365,6 +1434,7 @@ int main(void)
 		cmocka_unit_test_setup(test_pthread_register_errors, stb_generous_timeout),
 		cmocka_unit_test_setup(test_self_trace, stb_generous_timeout),
 		cmocka_unit_test_setup(test_depth_skip_callback, stb_generous_timeout),
+		cmocka_unit_test_setup(test_inline_depth, stb_generous_timeout),
 		cmocka_unit_test_setup(test_text_buffers_and_errors, stb_generous_timeout),
 		cmocka_unit_test_setup(test_signal_blocked, stb_generous_timeout),
 		cmocka_unit_test_setup(test_stats, stb_generous_timeout),

@@ -138,24 +138,37 @@ STB_EXPORT bthread_t bthread_init_for_pthread_stack_trace(void);
 /* Name of an enum stb_task_state value ("suspended", ...). */
 STB_EXPORT const char *stb_state_name(unsigned state);
 
-/* ---- dumps ---- */
+/* ---- output formats ---- */
 
-enum stb_dump_format {
-	STB_DUMP_TEXT = 0,    /* one section per task (or per group) */
-	STB_DUMP_FOLDED = 1,  /* folded stacks "state;root;...;leaf count" for flame
-	                         graphs; identical lines summed (group is implied) */
-	STB_DUMP_PPROF = 2,   /* gzipped pprof profile.proto (binary: open out in "wb"),
-	                         sample type bthreads/count, one sample per task with
-	                         labels bthread_id, state, worker_tid, name (per group
-	                         with its count when group is set); go tool pprof FILE */
-	STB_DUMP_JSON = 3,    /* the "stb-stacks/1" document of docs/json.md */
+/*
+ * The formats of every stb report: stb_dump, the debug HTTP endpoint
+ * (?format=), stb-bpf-loader (--format) and its profiler.
+ */
+enum stb_format {
+	STB_FORMAT_TEXT = 0,    /* one section per task (or per group) */
+	STB_FORMAT_FOLDED = 1,  /* folded stacks "state;root;...;leaf count" for flame
+	                           graphs; identical lines summed (group is implied) */
+	STB_FORMAT_PPROF = 2,   /* gzipped pprof profile.proto (binary: open out in "wb"),
+	                           sample type bthreads/count, one sample per task with
+	                           labels bthread_id, state, worker_tid, name (per group
+	                           with its count when group is set); go tool pprof FILE */
+	STB_FORMAT_JSON = 3,    /* the "stb-stacks/1" document of docs/json.md */
 };
+
+/* Name of a format ("text", "folded", "pprof", "json"), NULL if none.
+ * Thread-safe. */
+STB_EXPORT const char *stb_format_name(int format);
+
+/* The format called name, or -EINVAL. Thread-safe. */
+STB_EXPORT int stb_format_from_name(const char *name);
+
+/* ---- dumps ---- */
 
 struct stb_dump_opts {
 	int group;            /* print each distinct stack once with count and ids */
 	unsigned max_depth;   /* 0 = 64 */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
-	int format;           /* enum stb_dump_format */
+	int format;           /* enum stb_format */
 };
 
 /*

@@ -27,7 +27,7 @@ int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 	for (unsigned spins = 0;; spins++) {
 		uint64_t until = stb_now_ns() + STB_HOLD_LEASE_NS;
 		uint64_t word = stb_hold_lease(until < deadline ? until : deadline);
-		uint64_t z = 0;
+		__u64 z = 0; /* the type of the field: clang checks it */
 		if (__atomic_compare_exchange_n(&p->trace, &z, word, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED)) {
 			*lease = word;
@@ -56,7 +56,7 @@ int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 
 int stb_hold_release(struct stb_abi_task *p, uint64_t lease)
 {
-	uint64_t expected = lease;
+	__u64 expected = lease;
 	if (__atomic_compare_exchange_n(&p->trace, &expected, 0, false, __ATOMIC_RELEASE,
 					__ATOMIC_RELAXED))
 		return 0;
@@ -78,9 +78,15 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 	uint64_t bp = __atomic_load_n(&p->bp, __ATOMIC_RELAXED);
 	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
 	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	if (sp < STB_ABI_SWITCH_FRAME || sp - STB_ABI_SWITCH_FRAME < lo || sp > hi || lo >= hi) {
+		/* Read while it moved, or the entry itself is wrong: tell which. */
+		__asm__ volatile("" ::: "memory");
+		uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&p->id, __ATOMIC_RELAXED) != id)
+			return -ESRCH;
+		return w2 == w1 ? -EPROTO : -EAGAIN;
+	}
 	uint64_t from = sp - STB_ABI_SWITCH_FRAME;
-	if (sp < STB_ABI_SWITCH_FRAME || from < lo || sp > hi)
-		return -EAGAIN;
 	size_t len = hi - from < cap ? (size_t)(hi - from) : cap;
 	int rc = read(ctx, from, buf, len);
 	/* x86 does not reorder loads; read() is opaque to the compiler, and the

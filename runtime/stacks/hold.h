@@ -54,6 +54,8 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
  * On success fills regs (stb_unw_regs_from_switch) and copy (addr/len; bytes =
  * buf) and returns 0. -EAGAIN: the task moved, read again; -ESRCH: the entry
  * holds another task now; -ETIMEDOUT: the lease is gone or about to expire;
+ * -EPROTO: the entry is inconsistent although it did not change (sp outside
+ * [stack_lo, stack_hi], or an empty stack): nothing was read;
  * other -errno from read(). lease 0: no lease is held (only for readers whose
  * read() cannot fault, e.g. process_vm_readv): the copy is validated all the
  * same, but the task may run meanwhile, so -EAGAIN is more frequent.

@@ -13,11 +13,14 @@
 
 #include <zlib.h>
 
+#include "escape.h"
+#include "json.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
 #include "stb/abi.h"
 #include "symbolize.h"
 #include "unwind.h"
+#include "util.h"
 
 #define STB_PP_GZ_CHUNK (64u << 10)
 
@@ -28,7 +31,7 @@ struct stb_pp_set {
 	uint32_t n;
 };
 
-struct stb_pp_loc {
+struct pp_loc {
 	uint64_t ip;
 	uint64_t hash;
 	uint64_t module_offset; /* resolved: ip - load bias, when the module is known */
@@ -45,7 +48,7 @@ struct stb_pp_line {
 	int64_t line;
 };
 
-struct stb_pp_func {
+struct pp_func {
 	uint32_t name, file;
 	uint64_t hash;
 };
@@ -86,14 +89,14 @@ struct stb_pprof {
 	size_t cstr_hash;
 	struct stb_pp_set str_set;
 
-	struct stb_pp_loc *locs;
+	struct pp_loc *locs;
 	size_t nlocs, clocs;
 	struct stb_pp_set loc_set;
 
 	struct stb_pp_line *lines;
 	size_t nlines, clines;
 
-	struct stb_pp_func *funcs;
+	struct pp_func *funcs;
 	size_t nfuncs, cfuncs;
 	struct stb_pp_set func_set;
 
@@ -105,6 +108,7 @@ struct stb_pprof {
 	size_t nstack_locs, cstack_locs;
 	struct stb_pp_stack *stacks;
 	size_t nstacks, cstacks;
+	bool full;              /* the last stack met opts.max_stacks */
 	struct stb_pp_set stack_set;
 
 	struct stb_pp_label *labels;
@@ -119,14 +123,14 @@ struct stb_pprof {
 
 /* ---- small helpers ---- */
 
-static uint64_t stb_pp_mix(uint64_t h, uint64_t v)
+static uint64_t pp_mix(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
 	h *= 0xff51afd7ed558ccdull;
 	return h ^ (h >> 33);
 }
 
-static uint64_t stb_pp_hash_str(const char *s)
+static uint64_t pp_hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (; *s; s++) {
@@ -136,7 +140,7 @@ static uint64_t stb_pp_hash_str(const char *s)
 	return h;
 }
 
-static int stb_pp_grow(void *arrp, size_t *cap, size_t need, size_t size)
+static int pp_grow(void *arrp, size_t *cap, size_t need, size_t size)
 {
 	void **arr = arrp;
 	if (need <= *cap)
@@ -157,7 +161,7 @@ typedef bool (*stb_pp_eq_fn)(const void *ctx, uint32_t idx, const void *key);
 typedef uint64_t (*stb_pp_hash_fn)(const void *ctx, uint32_t idx);
 
 /* Makes room for one more element. 0 or -ENOMEM. */
-static int stb_pp_set_reserve(struct stb_pp_set *s, const void *ctx, stb_pp_hash_fn hf)
+static int pp_set_reserve(struct stb_pp_set *s, const void *ctx, stb_pp_hash_fn hf)
 {
 	if ((s->n + 1) * 2 <= s->cap)
 		return 0;
@@ -181,7 +185,7 @@ static int stb_pp_set_reserve(struct stb_pp_set *s, const void *ctx, stb_pp_hash
 }
 
 /* The slot holding an element equal to key, or the empty slot where it goes. */
-static uint32_t *stb_pp_set_find(const struct stb_pp_set *s, uint64_t h, const void *ctx,
+static uint32_t *pp_set_find(const struct stb_pp_set *s, uint64_t h, const void *ctx,
 				 stb_pp_eq_fn eq, const void *key)
 {
 	uint32_t mask = s->cap - 1;
@@ -194,31 +198,31 @@ static uint32_t *stb_pp_set_find(const struct stb_pp_set *s, uint64_t h, const v
 
 /* ---- strings ---- */
 
-static bool stb_pp_str_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_str_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pprof *p = ctx;
 	return strcmp(p->strs[idx], key) == 0;
 }
 
-static uint64_t stb_pp_str_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_str_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pprof *p = ctx;
 	return p->str_hash[idx];
 }
 
 /* Index of s in the string table, added if new ("" and NULL are 0). -ENOMEM on failure. */
-static int64_t stb_pp_str(struct stb_pprof *p, const char *s)
+static int64_t pp_str(struct stb_pprof *p, const char *s)
 {
 	if (!s || !*s)
 		return 0;
-	uint64_t h = stb_pp_hash_str(s);
-	if (stb_pp_set_reserve(&p->str_set, p, stb_pp_str_rehash) != 0)
+	uint64_t h = pp_hash_str(s);
+	if (pp_set_reserve(&p->str_set, p, pp_str_rehash) != 0)
 		return -ENOMEM;
-	uint32_t *slot = stb_pp_set_find(&p->str_set, h, p, stb_pp_str_eq, s);
+	uint32_t *slot = pp_set_find(&p->str_set, h, p, pp_str_eq, s);
 	if (*slot)
 		return *slot - 1;
-	if (stb_pp_grow(&p->strs, &p->cstrs, p->nstrs + 1, sizeof(*p->strs)) != 0 ||
-	    stb_pp_grow(&p->str_hash, &p->cstr_hash, p->nstrs + 1, sizeof(*p->str_hash)) != 0)
+	if (pp_grow(&p->strs, &p->cstrs, p->nstrs + 1, sizeof(*p->strs)) != 0 ||
+	    pp_grow(&p->str_hash, &p->cstr_hash, p->nstrs + 1, sizeof(*p->str_hash)) != 0)
 		return -ENOMEM;
 	char *copy = strdup(s);
 	if (!copy)
@@ -251,16 +255,16 @@ struct stb_pprof *stb_pprof_new(const struct stb_pprof_opts *opts)
 	p->cstrs = p->cstr_hash = 16;
 	p->nstrs = 1;
 	for (unsigned i = 0; i < opts->nvalues; i++) {
-		int64_t t = stb_pp_str(p, opts->types[i].type);
-		int64_t u = stb_pp_str(p, opts->types[i].unit);
+		int64_t t = pp_str(p, opts->types[i].type);
+		int64_t u = pp_str(p, opts->types[i].unit);
 		if (t < 0 || u < 0)
 			goto fail;
 		p->type_str[i][0] = (uint32_t)t;
 		p->type_str[i][1] = (uint32_t)u;
 	}
 	if (opts->period_type.type) {
-		int64_t t = stb_pp_str(p, opts->period_type.type);
-		int64_t u = stb_pp_str(p, opts->period_type.unit);
+		int64_t t = pp_str(p, opts->period_type.type);
+		int64_t u = pp_str(p, opts->period_type.unit);
 		if (t < 0 || u < 0)
 			goto fail;
 		p->period_str[0] = (uint32_t)t;
@@ -307,44 +311,48 @@ struct stb_pp_loc_key {
 	bool exact;
 };
 
-static uint64_t stb_pp_loc_hash(const struct stb_pp_loc_key *k)
+static uint64_t pp_loc_hash(const struct stb_pp_loc_key *k)
 {
-	return stb_pp_mix(stb_pp_mix(k->ip, k->note), k->exact);
+	return pp_mix(pp_mix(k->ip, k->note), k->exact);
 }
 
-static bool stb_pp_loc_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_loc_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pprof *p = ctx;
 	const struct stb_pp_loc_key *k = key;
-	const struct stb_pp_loc *l = &p->locs[idx];
+	const struct pp_loc *l = &p->locs[idx];
 	return l->ip == k->ip && l->note == k->note && l->exact == k->exact;
 }
 
-static uint64_t stb_pp_loc_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_loc_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pprof *p = ctx;
 	return p->locs[idx].hash;
 }
 
 /* 1-based id of the location (ip, exact) or of the synthetic frame note. 0 on ENOMEM. */
-static uint32_t stb_pp_loc(struct stb_pprof *p, uint64_t ip, bool exact, const char *note)
+static uint32_t pp_loc(struct stb_pprof *p, uint64_t ip, bool exact, const char *note)
 {
 	struct stb_pp_loc_key k = {.ip = note ? 0 : ip, .exact = note ? false : exact};
 	if (note) {
-		int64_t s = stb_pp_str(p, note);
+		int64_t s = pp_str(p, note);
 		if (s <= 0)
 			return 0;
 		k.note = (uint32_t)s;
 	}
-	uint64_t h = stb_pp_loc_hash(&k);
-	if (stb_pp_set_reserve(&p->loc_set, p, stb_pp_loc_rehash) != 0)
+	uint64_t h = pp_loc_hash(&k);
+	if (pp_set_reserve(&p->loc_set, p, pp_loc_rehash) != 0)
 		return 0;
-	uint32_t *slot = stb_pp_set_find(&p->loc_set, h, p, stb_pp_loc_eq, &k);
+	uint32_t *slot = pp_set_find(&p->loc_set, h, p, pp_loc_eq, &k);
 	if (*slot)
 		return *slot;
-	if (stb_pp_grow(&p->locs, &p->clocs, p->nlocs + 1, sizeof(*p->locs)) != 0)
+	if (p->o.max_stacks && !note && p->nlocs >= 4 * (size_t)p->o.max_stacks) {
+		p->full = true; /* bounded memory: no new address */
 		return 0;
-	struct stb_pp_loc *l = &p->locs[p->nlocs];
+	}
+	if (pp_grow(&p->locs, &p->clocs, p->nlocs + 1, sizeof(*p->locs)) != 0)
+		return 0;
+	struct pp_loc *l = &p->locs[p->nlocs];
 	memset(l, 0, sizeof(*l));
 	l->ip = k.ip;
 	l->note = k.note;
@@ -360,15 +368,15 @@ struct stb_pp_stack_key {
 	uint32_t n;
 };
 
-static uint64_t stb_pp_stack_hash(const uint32_t *locs, uint32_t n)
+static uint64_t pp_stack_hash(const uint32_t *locs, uint32_t n)
 {
 	uint64_t h = n;
 	for (uint32_t i = 0; i < n; i++)
-		h = stb_pp_mix(h, locs[i]);
+		h = pp_mix(h, locs[i]);
 	return h;
 }
 
-static bool stb_pp_stack_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_stack_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pprof *p = ctx;
 	const struct stb_pp_stack_key *k = key;
@@ -376,7 +384,7 @@ static bool stb_pp_stack_eq(const void *ctx, uint32_t idx, const void *key)
 	return s->n == k->n && memcmp(p->stack_locs + s->off, k->locs, k->n * sizeof(*k->locs)) == 0;
 }
 
-static uint64_t stb_pp_stack_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_stack_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pprof *p = ctx;
 	return p->stacks[idx].hash;
@@ -393,25 +401,30 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 	if (!locs)
 		return -ENOMEM;
 	uint32_t k = 0;
-	if (s->leaf && !(locs[k++] = stb_pp_loc(p, 0, false, s->leaf)))
+	p->full = false;
+	if (s->leaf && !(locs[k++] = pp_loc(p, 0, false, s->leaf)))
 		goto cleanup;
 	for (unsigned i = 0; i < s->n; i++)
-		if (!(locs[k++] = stb_pp_loc(p, s->ips[i], i == 0 && s->first_exact, NULL)))
+		if (!(locs[k++] = pp_loc(p, s->ips[i], i == 0 && s->first_exact, NULL)))
 			goto cleanup;
-	if (s->root && !(locs[k++] = stb_pp_loc(p, 0, false, s->root)))
+	if (s->root && !(locs[k++] = pp_loc(p, 0, false, s->root)))
 		goto cleanup;
-	uint64_t h = stb_pp_stack_hash(locs, n);
+	uint64_t h = pp_stack_hash(locs, n);
 	struct stb_pp_stack_key key = {.locs = locs, .n = n};
-	if (stb_pp_set_reserve(&p->stack_set, p, stb_pp_stack_rehash) != 0)
+	if (pp_set_reserve(&p->stack_set, p, pp_stack_rehash) != 0)
 		goto cleanup;
-	uint32_t *slot = stb_pp_set_find(&p->stack_set, h, p, stb_pp_stack_eq, &key);
+	uint32_t *slot = pp_set_find(&p->stack_set, h, p, pp_stack_eq, &key);
 	if (*slot) {
 		rc = *slot - 1;
 		goto cleanup;
 	}
-	if (stb_pp_grow(&p->stack_locs, &p->cstack_locs, p->nstack_locs + n,
+	if (p->o.max_stacks && p->nstacks >= p->o.max_stacks) {
+		rc = -ENOSPC;
+		goto cleanup;
+	}
+	if (pp_grow(&p->stack_locs, &p->cstack_locs, p->nstack_locs + n,
 			sizeof(*p->stack_locs)) != 0 ||
-	    stb_pp_grow(&p->stacks, &p->cstacks, p->nstacks + 1, sizeof(*p->stacks)) != 0)
+	    pp_grow(&p->stacks, &p->cstacks, p->nstacks + 1, sizeof(*p->stacks)) != 0)
 		goto cleanup;
 	memcpy(p->stack_locs + p->nstack_locs, locs, n * sizeof(*locs));
 	p->stacks[p->nstacks] = (struct stb_pp_stack){.off = (uint32_t)p->nstack_locs, .n = n, .hash = h};
@@ -420,6 +433,8 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 	p->stack_set.n++;
 	rc = (int64_t)p->nstacks - 1;
 cleanup:
+	if (rc == -ENOMEM && p->full)
+		rc = -ENOSPC;
 	if (locs != stackbuf)
 		free(locs);
 	return rc;
@@ -433,7 +448,7 @@ struct stb_pp_sample_key {
 	uint32_t n;
 };
 
-static bool stb_pp_sample_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_sample_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pprof *p = ctx;
 	const struct stb_pp_sample_key *k = key;
@@ -448,7 +463,7 @@ static bool stb_pp_sample_eq(const void *ctx, uint32_t idx, const void *key)
 	return true;
 }
 
-static uint64_t stb_pp_sample_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_sample_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pprof *p = ctx;
 	return p->samples[idx].hash;
@@ -464,26 +479,26 @@ int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_p
 	int64_t rc = -ENOMEM;
 	if (!ls)
 		return -ENOMEM;
-	uint64_t h = stb_pp_mix(0, stack);
+	uint64_t h = pp_mix(0, stack);
 	for (unsigned i = 0; i < nlabels; i++) {
-		int64_t key = stb_pp_str(p, labels[i].key);
-		int64_t str = labels[i].str ? stb_pp_str(p, labels[i].str) : 0;
-		int64_t unit = labels[i].str ? 0 : stb_pp_str(p, labels[i].unit);
+		int64_t key = pp_str(p, labels[i].key);
+		int64_t str = labels[i].str ? pp_str(p, labels[i].str) : 0;
+		int64_t unit = labels[i].str ? 0 : pp_str(p, labels[i].unit);
 		if (key < 0 || str < 0 || unit < 0)
 			goto cleanup;
 		ls[i] = (struct stb_pp_label){.key = (uint32_t)key, .str = (uint32_t)str,
 					      .unit = (uint32_t)unit,
 					      .num = labels[i].str ? 0 : labels[i].num};
-		h = stb_pp_mix(stb_pp_mix(stb_pp_mix(h, ls[i].key), ls[i].str),
+		h = pp_mix(pp_mix(pp_mix(h, ls[i].key), ls[i].str),
 			       (uint64_t)ls[i].num ^ ((uint64_t)ls[i].unit << 48));
 	}
 	struct stb_pp_sample_key key = {.stack = stack, .labels = ls, .n = nlabels};
-	if (stb_pp_set_reserve(&p->sample_set, p, stb_pp_sample_rehash) != 0)
+	if (pp_set_reserve(&p->sample_set, p, pp_sample_rehash) != 0)
 		goto cleanup;
-	uint32_t *slot = stb_pp_set_find(&p->sample_set, h, p, stb_pp_sample_eq, &key);
+	uint32_t *slot = pp_set_find(&p->sample_set, h, p, pp_sample_eq, &key);
 	if (!*slot) {
-		if (stb_pp_grow(&p->labels, &p->clabels, p->nlabels + nlabels, sizeof(*p->labels)) != 0 ||
-		    stb_pp_grow(&p->samples, &p->csamples, p->nsamples + 1, sizeof(*p->samples)) != 0)
+		if (pp_grow(&p->labels, &p->clabels, p->nlabels + nlabels, sizeof(*p->labels)) != 0 ||
+		    pp_grow(&p->samples, &p->csamples, p->nsamples + 1, sizeof(*p->samples)) != 0)
 			goto cleanup;
 		struct stb_pp_sample *s = &p->samples[p->nsamples];
 		memset(s, 0, sizeof(*s));
@@ -519,6 +534,11 @@ size_t stb_pprof_nsamples(const struct stb_pprof *p)
 	return p ? p->nsamples : 0;
 }
 
+size_t stb_pprof_nstacks(const struct stb_pprof *p)
+{
+	return p ? p->nstacks : 0;
+}
+
 void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns)
 {
 	if (p)
@@ -529,8 +549,8 @@ int stb_pprof_comment(struct stb_pprof *p, const char *text)
 {
 	if (!p || !text)
 		return -EINVAL;
-	int64_t s = stb_pp_str(p, text);
-	if (s < 0 || stb_pp_grow(&p->comments, &p->ccomments, p->ncomments + 1,
+	int64_t s = pp_str(p, text);
+	if (s < 0 || pp_grow(&p->comments, &p->ccomments, p->ncomments + 1,
 				 sizeof(*p->comments)) != 0)
 		return -ENOMEM;
 	p->comments[p->ncomments++] = (uint32_t)s;
@@ -539,36 +559,36 @@ int stb_pprof_comment(struct stb_pprof *p, const char *text)
 
 /* ---- symbolization ---- */
 
-static bool stb_pp_func_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_func_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pprof *p = ctx;
 	const uint32_t *k = key;
 	return p->funcs[idx].name == k[0] && p->funcs[idx].file == k[1];
 }
 
-static uint64_t stb_pp_func_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_func_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pprof *p = ctx;
 	return p->funcs[idx].hash;
 }
 
 /* 1-based function id of (name, file); 0 on ENOMEM. */
-static uint32_t stb_pp_func(struct stb_pprof *p, const char *name, const char *file)
+static uint32_t pp_func(struct stb_pprof *p, const char *name, const char *file)
 {
-	int64_t n = stb_pp_str(p, name ? name : "??");
-	int64_t f = stb_pp_str(p, file);
+	int64_t n = pp_str(p, name ? name : "??");
+	int64_t f = pp_str(p, file);
 	if (n < 0 || f < 0)
 		return 0;
 	uint32_t k[2] = {(uint32_t)n, (uint32_t)f};
-	uint64_t h = stb_pp_mix(k[0], k[1]);
-	if (stb_pp_set_reserve(&p->func_set, p, stb_pp_func_rehash) != 0)
+	uint64_t h = pp_mix(k[0], k[1]);
+	if (pp_set_reserve(&p->func_set, p, pp_func_rehash) != 0)
 		return 0;
-	uint32_t *slot = stb_pp_set_find(&p->func_set, h, p, stb_pp_func_eq, k);
+	uint32_t *slot = pp_set_find(&p->func_set, h, p, pp_func_eq, k);
 	if (*slot)
 		return *slot;
-	if (stb_pp_grow(&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof(*p->funcs)) != 0)
+	if (pp_grow(&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof(*p->funcs)) != 0)
 		return 0;
-	p->funcs[p->nfuncs] = (struct stb_pp_func){.name = k[0], .file = k[1], .hash = h};
+	p->funcs[p->nfuncs] = (struct pp_func){.name = k[0], .file = k[1], .hash = h};
 	*slot = (uint32_t)++p->nfuncs;
 	p->func_set.n++;
 	return *slot;
@@ -579,7 +599,7 @@ struct stb_pp_map_key {
 	uint64_t start; /* 0 when the range is not known */
 };
 
-static bool stb_pp_map_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_map_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pprof *p = ctx;
 	const struct stb_pp_map_key *k = key;
@@ -587,13 +607,13 @@ static bool stb_pp_map_eq(const void *ctx, uint32_t idx, const void *key)
 	return m->file == k->file && (m->ranged ? m->start : 0) == k->start;
 }
 
-static uint64_t stb_pp_map_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_map_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pprof *p = ctx;
 	return p->maps[idx].hash;
 }
 
-static void stb_pp_hex(char *dst, size_t size, const uint8_t *b, unsigned n)
+static void pp_hex(char *dst, size_t size, const uint8_t *b, unsigned n)
 {
 	static const char digits[] = "0123456789abcdef";
 	size_t k = 0;
@@ -605,7 +625,7 @@ static void stb_pp_hex(char *dst, size_t size, const uint8_t *b, unsigned n)
 }
 
 /* 1-based mapping of the module holding ip; 0 when unknown or on ENOMEM. */
-static uint32_t stb_pp_mapping(struct stb_pprof *p, uint64_t ip, const struct stb_sym_info *si,
+static uint32_t pp_mapping(struct stb_pprof *p, uint64_t ip, const struct stb_sym_info *si,
 			       const struct stb_unw_module_info *mi)
 {
 	const char *path = mi && mi->path[0] ? mi->path : si->module;
@@ -614,20 +634,20 @@ static uint32_t stb_pp_mapping(struct stb_pprof *p, uint64_t ip, const struct st
 	char bid[2 * sizeof(mi->build_id) + 1];
 	const char *build_id = si->build_id;
 	if (mi && mi->build_id_len) {
-		stb_pp_hex(bid, sizeof(bid), mi->build_id, mi->build_id_len);
+		pp_hex(bid, sizeof(bid), mi->build_id, mi->build_id_len);
 		build_id = bid;
 	}
-	int64_t file = stb_pp_str(p, path);
-	int64_t bi = stb_pp_str(p, build_id);
+	int64_t file = pp_str(p, path);
+	int64_t bi = pp_str(p, build_id);
 	if (file <= 0 || bi < 0)
 		return 0;
 	struct stb_pp_map_key k = {.file = (uint32_t)file, .start = mi ? mi->lo : 0};
-	uint64_t h = stb_pp_mix(k.file, k.start);
-	if (stb_pp_set_reserve(&p->map_set, p, stb_pp_map_rehash) != 0)
+	uint64_t h = pp_mix(k.file, k.start);
+	if (pp_set_reserve(&p->map_set, p, pp_map_rehash) != 0)
 		return 0;
-	uint32_t *slot = stb_pp_set_find(&p->map_set, h, p, stb_pp_map_eq, &k);
+	uint32_t *slot = pp_set_find(&p->map_set, h, p, pp_map_eq, &k);
 	if (!*slot) {
-		if (stb_pp_grow(&p->maps, &p->cmaps, p->nmaps + 1, sizeof(*p->maps)) != 0)
+		if (pp_grow(&p->maps, &p->cmaps, p->nmaps + 1, sizeof(*p->maps)) != 0)
 			return 0;
 		struct stb_pp_map *m = &p->maps[p->nmaps];
 		memset(m, 0, sizeof(*m));
@@ -660,21 +680,21 @@ static uint32_t stb_pp_mapping(struct stb_pprof *p, uint64_t ip, const struct st
 	return *slot;
 }
 
-static int stb_pp_add_line(struct stb_pprof *p, const char *func, const char *file, int line)
+static int pp_add_line(struct stb_pprof *p, const char *func, const char *file, int line)
 {
-	uint32_t f = stb_pp_func(p, func, file);
-	if (!f || stb_pp_grow(&p->lines, &p->clines, p->nlines + 1, sizeof(*p->lines)) != 0)
+	uint32_t f = pp_func(p, func, file);
+	if (!f || pp_grow(&p->lines, &p->clines, p->nlines + 1, sizeof(*p->lines)) != 0)
 		return -ENOMEM;
 	p->lines[p->nlines++] = (struct stb_pp_line){.func = f, .line = line > 0 ? line : 0};
 	return 0;
 }
 
-static int stb_pp_resolve_loc(struct stb_pprof *p, size_t i)
+static int pp_resolve_loc(struct stb_pprof *p, size_t i)
 {
 	if (p->locs[i].note) {
 		/* A synthetic frame: one line, a function named after it. */
 		uint32_t line0 = (uint32_t)p->nlines;
-		if (stb_pp_add_line(p, p->strs[p->locs[i].note], NULL, 0) != 0)
+		if (pp_add_line(p, p->strs[p->locs[i].note], NULL, 0) != 0)
 			return -ENOMEM;
 		p->locs[i].line0 = line0;
 		p->locs[i].nlines = 1;
@@ -689,26 +709,26 @@ static int stb_pp_resolve_loc(struct stb_pprof *p, size_t i)
 	if (p->o.sym && stb_sym_lookup(p->o.sym, ip, !exact, &si) != 0)
 		si.function = NULL;
 	bool have_mi = p->o.unw && stb_unw_proc_module(p->o.unw, ip, &mi) == 0;
-	uint32_t map = stb_pp_mapping(p, ip, &si, have_mi ? &mi : NULL);
+	uint32_t map = pp_mapping(p, ip, &si, have_mi ? &mi : NULL);
 	const char *path = have_mi && mi.path[0] ? mi.path : si.module;
 	uint32_t line0 = (uint32_t)p->nlines;
 	if (si.function) {
 		for (unsigned k = 0; k < si.ninline; k++)
-			if (stb_pp_add_line(p, si.inlines[k].function ? si.inlines[k].function
+			if (pp_add_line(p, si.inlines[k].function ? si.inlines[k].function
 								       : "[inlined]",
 					    si.inlines[k].file, si.inlines[k].line) != 0)
 				return -ENOMEM;
-		if (stb_pp_add_line(p, si.function, si.file, si.line) != 0)
+		if (pp_add_line(p, si.function, si.file, si.line) != 0)
 			return -ENOMEM;
 	}
 	int64_t module = 0;
 	if (path) {
 		const char *base = strrchr(path, '/');
-		module = stb_pp_str(p, base ? base + 1 : path);
+		module = pp_str(p, base ? base + 1 : path);
 		if (module < 0)
 			return -ENOMEM;
 	}
-	struct stb_pp_loc *l = &p->locs[i];
+	struct pp_loc *l = &p->locs[i];
 	l->mapping = map;
 	l->module = (uint32_t)module;
 	l->module_offset = have_mi ? ip - mi.bias : si.module_offset;
@@ -725,18 +745,23 @@ static int stb_pp_resolve_loc(struct stb_pprof *p, size_t i)
 	return 0;
 }
 
-static int stb_pp_resolve(struct stb_pprof *p)
+static int pp_resolve(struct stb_pprof *p)
 {
-	for (size_t i = 0; i < p->nlocs; i++)
-		if (!p->locs[i].resolved && stb_pp_resolve_loc(p, i) != 0)
+	for (size_t i = 0; i < p->nlocs; i++) {
+		/* Past the deadline: addresses and mappings only, no symbols. */
+		if (p->o.sym && p->o.sym_deadline && (i & 63) == 0 &&
+		    stb_now_ns() >= p->o.sym_deadline)
+			p->o.sym = NULL;
+		if (!p->locs[i].resolved && pp_resolve_loc(p, i) != 0)
 			return -ENOMEM;
+	}
 	return 0;
 }
 
 /* ---- pprof ---- */
 
 /* Deflates buf into a gzip stream written to out. 0, -EIO or -ENOMEM. */
-static int stb_pp_gzip(const uint8_t *buf, size_t len, FILE *out)
+static int pp_gzip(const uint8_t *buf, size_t len, FILE *out)
 {
 	z_stream zs;
 	memset(&zs, 0, sizeof(zs));
@@ -776,7 +801,7 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out)
 {
 	if (!p || !out)
 		return -EINVAL;
-	if (stb_pp_resolve(p) != 0)
+	if (pp_resolve(p) != 0)
 		return -ENOMEM;
 	int rc = -ENOMEM;
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
@@ -854,7 +879,7 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out)
 		linep[i] = &lines[i];
 	}
 	for (size_t i = 0; i < p->nlocs; i++) {
-		const struct stb_pp_loc *l = &p->locs[i];
+		const struct pp_loc *l = &p->locs[i];
 		perftools__profiles__location__init(&locs[i]);
 		locs[i].id = i + 1;
 		locs[i].mapping_id = l->mapping;
@@ -910,7 +935,7 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out)
 		rc = -EIO;
 		goto cleanup;
 	}
-	rc = stb_pp_gzip(buf, len, out);
+	rc = pp_gzip(buf, len, out);
 cleanup:
 	free(buf);
 	free(samples);
@@ -940,9 +965,9 @@ struct stb_pp_buf {
 	bool oom;
 };
 
-static void stb_pp_buf_put(struct stb_pp_buf *b, const char *s, size_t n)
+static void pp_buf_put(struct stb_pp_buf *b, const char *s, size_t n)
 {
-	if (b->oom || stb_pp_grow(&b->s, &b->cap, b->len + n + 1, 1) != 0) {
+	if (b->oom || pp_grow(&b->s, &b->cap, b->len + n + 1, 1) != 0) {
 		b->oom = true;
 		return;
 	}
@@ -951,40 +976,42 @@ static void stb_pp_buf_put(struct stb_pp_buf *b, const char *s, size_t n)
 	b->s[b->len] = '\0';
 }
 
-/* Appends a frame name: ';' becomes ':', control characters '?'. */
-static void stb_pp_buf_name(struct stb_pp_buf *b, const char *s)
+/* Appends a frame name, escaped as in text output (no control byte can
+ * break a line); ';', the frame separator, becomes ':'. */
+static void pp_buf_name(struct stb_pp_buf *b, const char *s)
 {
-	size_t start = b->len;
-	stb_pp_buf_put(b, s, strlen(s));
-	if (b->oom)
+	size_t n = strlen(s);
+	size_t need = stb_text_escape(NULL, 0, s, n);
+	if (b->oom || pp_grow(&b->s, &b->cap, b->len + need + 1, 1) != 0) {
+		b->oom = true;
 		return;
-	for (size_t i = start; i < b->len; i++) {
+	}
+	stb_text_escape(b->s + b->len, need + 1, s, n);
+	for (size_t i = b->len; i < b->len + need; i++)
 		if (b->s[i] == ';')
 			b->s[i] = ':';
-		else if ((unsigned char)b->s[i] < 0x20)
-			b->s[i] = '?';
-	}
+	b->len += need;
 }
 
 /* Appends the logical frames of location id (1-based), the outermost first. */
-static void stb_pp_buf_loc(struct stb_pprof *p, struct stb_pp_buf *b, uint32_t id)
+static void pp_buf_loc(struct stb_pprof *p, struct stb_pp_buf *b, uint32_t id)
 {
-	const struct stb_pp_loc *l = &p->locs[id - 1];
+	const struct pp_loc *l = &p->locs[id - 1];
 	char tmp[64];
 	if (l->nlines == 0) {
 		if (l->module) {
-			stb_pp_buf_name(b, p->strs[l->module]);
+			pp_buf_name(b, p->strs[l->module]);
 			snprintf(tmp, sizeof(tmp), "+0x%" PRIx64, l->module_offset);
 		} else {
 			snprintf(tmp, sizeof(tmp), "0x%" PRIx64, l->ip);
 		}
-		stb_pp_buf_put(b, tmp, strlen(tmp));
-		stb_pp_buf_put(b, ";", 1);
+		pp_buf_put(b, tmp, strlen(tmp));
+		pp_buf_put(b, ";", 1);
 		return;
 	}
 	for (uint32_t j = l->nlines; j-- > 0;) {
-		stb_pp_buf_name(b, p->strs[p->funcs[p->lines[l->line0 + j].func - 1].name]);
-		stb_pp_buf_put(b, ";", 1);
+		pp_buf_name(b, p->strs[p->funcs[p->lines[l->line0 + j].func - 1].name]);
+		pp_buf_put(b, ";", 1);
 	}
 }
 
@@ -1000,33 +1027,33 @@ struct stb_pp_folded {
 	struct stb_pp_set set;
 };
 
-static bool stb_pp_fline_eq(const void *ctx, uint32_t idx, const void *key)
+static bool pp_fline_eq(const void *ctx, uint32_t idx, const void *key)
 {
 	const struct stb_pp_folded *f = ctx;
 	return strcmp(f->v[idx].s, key) == 0;
 }
 
-static uint64_t stb_pp_fline_rehash(const void *ctx, uint32_t idx)
+static uint64_t pp_fline_rehash(const void *ctx, uint32_t idx)
 {
 	const struct stb_pp_folded *f = ctx;
 	return f->v[idx].hash;
 }
 
-static int stb_pp_fline_cmp(const void *a, const void *b)
+static int pp_fline_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct stb_pp_fline *)a)->s, ((const struct stb_pp_fline *)b)->s);
 }
 
 /* Adds count to line s (copied when new). 0 or -ENOMEM. */
-static int stb_pp_fline_add(struct stb_pp_folded *f, const char *s, int64_t count)
+static int pp_fline_add(struct stb_pp_folded *f, const char *s, int64_t count)
 {
-	uint64_t h = stb_pp_hash_str(s);
-	if (stb_pp_set_reserve(&f->set, f, stb_pp_fline_rehash) != 0)
+	uint64_t h = pp_hash_str(s);
+	if (pp_set_reserve(&f->set, f, pp_fline_rehash) != 0)
 		return -ENOMEM;
-	uint32_t *slot = stb_pp_set_find(&f->set, h, f, stb_pp_fline_eq, s);
+	uint32_t *slot = pp_set_find(&f->set, h, f, pp_fline_eq, s);
 	if (!*slot) {
 		char *copy = strdup(s);
-		if (!copy || stb_pp_grow(&f->v, &f->cap, f->n + 1, sizeof(*f->v)) != 0) {
+		if (!copy || pp_grow(&f->v, &f->cap, f->n + 1, sizeof(*f->v)) != 0) {
 			free(copy);
 			return -ENOMEM;
 		}
@@ -1042,9 +1069,9 @@ int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key,
 {
 	if (!p || !out || value >= p->o.nvalues)
 		return -EINVAL;
-	if (stb_pp_resolve(p) != 0)
+	if (pp_resolve(p) != 0)
 		return -ENOMEM;
-	int64_t key = root_key ? stb_pp_str(p, root_key) : 0;
+	int64_t key = root_key ? pp_str(p, root_key) : 0;
 	if (key < 0)
 		return -ENOMEM;
 	struct stb_pp_folded f;
@@ -1060,24 +1087,24 @@ int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key,
 		for (uint32_t k = 0; key && k < s->nlabels; k++) {
 			const struct stb_pp_label *l = &p->labels[s->label0 + k];
 			if (l->key == key && l->str) {
-				stb_pp_buf_name(&b, p->strs[l->str]);
-				stb_pp_buf_put(&b, ";", 1);
+				pp_buf_name(&b, p->strs[l->str]);
+				pp_buf_put(&b, ";", 1);
 				break;
 			}
 		}
 		const struct stb_pp_stack *st = &p->stacks[s->stack];
 		for (uint32_t k = st->n; k-- > 0;)
-			stb_pp_buf_loc(p, &b, p->stack_locs[st->off + k]);
+			pp_buf_loc(p, &b, p->stack_locs[st->off + k]);
 		if (b.oom)
 			goto cleanup;
 		if (b.len == 0)
 			continue; /* no root label and no frames: nothing to draw */
 		b.s[--b.len] = '\0'; /* the last ';' */
-		if (stb_pp_fline_add(&f, b.s, s->v[value]) != 0)
+		if (pp_fline_add(&f, b.s, s->v[value]) != 0)
 			goto cleanup;
 	}
 	if (f.n)
-		qsort(f.v, f.n, sizeof(*f.v), stb_pp_fline_cmp);
+		qsort(f.v, f.n, sizeof(*f.v), pp_fline_cmp);
 	for (size_t i = 0; i < f.n; i++)
 		fprintf(out, "%s %" PRId64 "\n", f.v[i].s, f.v[i].count);
 	rc = ferror(out) ? -EIO : 0;
@@ -1092,11 +1119,11 @@ cleanup:
 
 /* ---- JSON ---- */
 
-static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_pp_sample *s)
+static void pp_json_labels(struct stb_pprof *p, struct stb_json *j, const struct stb_pp_sample *s)
 {
 	const struct stb_pp_label *ls = p->labels + s->label0;
-	fprintf(out, "\"labels\": {");
-	bool first = true;
+	stb_json_key(j, "labels");
+	stb_json_object(j);
 	for (uint32_t i = 0; i < s->nlabels; i++) {
 		bool seen = false, repeated = false;
 		for (uint32_t k = 0; k < s->nlabels; k++) {
@@ -1106,113 +1133,115 @@ static void stb_pp_json_labels(struct stb_pprof *p, FILE *out, const struct stb_
 			}
 		}
 		if (seen)
-			continue; /* printed with its first occurrence */
-		fprintf(out, "%s", first ? "" : ", ");
-		first = false;
-		stb_report_json_str(out, p->strs[ls[i].key]);
-		fprintf(out, ": %s", repeated ? "[" : "");
-		for (uint32_t k = i, n = 0; k < s->nlabels; k++) {
+			continue; /* written with its first occurrence */
+		stb_json_key(j, p->strs[ls[i].key]);
+		if (repeated)
+			stb_json_array(j);
+		for (uint32_t k = i; k < s->nlabels; k++) {
 			if (ls[k].key != ls[i].key)
 				continue;
-			fprintf(out, "%s", n++ ? ", " : "");
 			if (ls[k].str)
-				stb_report_json_str(out, p->strs[ls[k].str]);
+				stb_json_string(j, p->strs[ls[k].str]);
 			else
-				fprintf(out, "%" PRId64, ls[k].num);
+				stb_json_i64(j, ls[k].num);
 		}
-		fprintf(out, "%s", repeated ? "]" : "");
+		if (repeated)
+			stb_json_end(j);
 	}
-	fprintf(out, "}");
+	stb_json_end(j);
 }
 
-static void stb_pp_json_frames(struct stb_pprof *p, FILE *out, const struct stb_pp_stack *st)
+static void pp_json_frames(struct stb_pprof *p, struct stb_json *j, const struct stb_pp_stack *st)
 {
-	fprintf(out, "\"frames\": [");
-	bool first = true;
+	stb_json_key(j, "frames");
+	stb_json_array(j);
 	for (uint32_t k = 0; k < st->n; k++) {
-		const struct stb_pp_loc *l = &p->locs[p->stack_locs[st->off + k] - 1];
+		const struct pp_loc *l = &p->locs[p->stack_locs[st->off + k] - 1];
 		const struct stb_pp_map *m = l->mapping ? &p->maps[l->mapping - 1] : NULL;
-		for (uint32_t j = 0; j < (l->nlines ? l->nlines : 1); j++) {
-			fprintf(out, "%s\n        {", first ? "" : ",");
-			first = false;
+		for (uint32_t i = 0; i < (l->nlines ? l->nlines : 1); i++) {
+			stb_json_object(j);
 			if (l->note) {
-				fprintf(out, "\"function\": ");
-				stb_report_json_str(out, p->strs[l->note]);
-				fprintf(out, ", \"synthetic\": true}");
+				stb_json_kv_string(j, "function", p->strs[l->note]);
+				stb_json_kv_bool(j, "synthetic", true);
+				stb_json_end(j);
 				continue;
 			}
-			fprintf(out, "\"ip\": \"0x%" PRIx64 "\"", l->ip);
+			stb_json_kv_hex(j, "ip", l->ip);
 			if (l->nlines) {
-				const struct stb_pp_line *ln = &p->lines[l->line0 + j];
-				const struct stb_pp_func *fn = &p->funcs[ln->func - 1];
-				fprintf(out, ", \"function\": ");
-				stb_report_json_str(out, p->strs[fn->name]);
+				const struct stb_pp_line *ln = &p->lines[l->line0 + i];
+				const struct pp_func *fn = &p->funcs[ln->func - 1];
+				stb_json_kv_string(j, "function", p->strs[fn->name]);
 				if (fn->file) {
-					fprintf(out, ", \"file\": ");
-					stb_report_json_str(out, p->strs[fn->file]);
-					fprintf(out, ", \"line\": %" PRId64, ln->line);
+					stb_json_kv_string(j, "file", p->strs[fn->file]);
+					stb_json_kv_i64(j, "line", ln->line);
 				}
 			}
 			if (m) {
-				fprintf(out, ", \"module\": ");
-				stb_report_json_str(out, p->strs[m->file]);
-				fprintf(out, ", \"module_offset\": \"0x%" PRIx64 "\"", l->module_offset);
-				if (m->build_id) {
-					fprintf(out, ", \"build_id\": ");
-					stb_report_json_str(out, p->strs[m->build_id]);
-				}
+				stb_json_kv_string(j, "module", p->strs[m->file]);
+				stb_json_kv_hex(j, "module_offset", l->module_offset);
+				if (m->build_id)
+					stb_json_kv_string(j, "build_id", p->strs[m->build_id]);
 			}
-			fprintf(out, ", \"inlined\": %s}",
-				l->nlines && j + 1 < l->nlines ? "true" : "false");
+			stb_json_kv_bool(j, "inlined", l->nlines && i + 1 < l->nlines);
+			stb_json_end(j);
 		}
 	}
-	fprintf(out, "%s]", first ? "" : "\n      ");
+	stb_json_end(j);
 }
 
-int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra)
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta)
 {
 	if (!p || !out)
 		return -EINVAL;
-	if (stb_pp_resolve(p) != 0)
+	if (pp_resolve(p) != 0)
 		return -ENOMEM;
-	fprintf(out, "{\n  \"schema\": \"stb-profile/1\"%s,\n  \"sample_types\": [", extra ? extra : "");
+	struct stb_json j;
+	stb_json_init(&j, out);
+	stb_json_object(&j);
+	stb_json_kv_string(&j, "schema", "stb-profile/1");
+	stb_report_meta_json(&j, meta);
+	stb_json_key(&j, "sample_types");
+	stb_json_array(&j);
 	for (unsigned i = 0; i < p->o.nvalues; i++) {
-		fprintf(out, "%s{\"type\": ", i ? ", " : "");
-		stb_report_json_str(out, p->strs[p->type_str[i][0]]);
-		fprintf(out, ", \"unit\": ");
-		stb_report_json_str(out, p->strs[p->type_str[i][1]]);
-		fprintf(out, "}");
+		stb_json_object(&j);
+		stb_json_kv_string(&j, "type", p->strs[p->type_str[i][0]]);
+		stb_json_kv_string(&j, "unit", p->strs[p->type_str[i][1]]);
+		stb_json_end(&j);
 	}
-	fprintf(out, "],\n  \"default_sample_type\": ");
-	stb_report_json_str(out, p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]]
-						    : "");
-	fprintf(out, ",\n  \"period\": %" PRId64 ", \"time_ns\": %" PRId64
-		     ", \"duration_ns\": %" PRId64 ",\n  \"comments\": [",
-		p->o.period, p->o.time_ns, p->o.duration_ns);
-	for (size_t i = 0; i < p->ncomments; i++) {
-		fprintf(out, "%s\n    ", i ? "," : "");
-		stb_report_json_str(out, p->strs[p->comments[i]]);
-	}
-	fprintf(out, "%s],\n  \"samples\": [", p->ncomments ? "\n  " : "");
+	stb_json_end(&j);
+	stb_json_kv_string(&j, "default_sample_type",
+			   p->o.default_type >= 0 ? p->strs[p->type_str[p->o.default_type][0]] : "");
+	stb_json_kv_i64(&j, "period", p->o.period);
+	stb_json_kv_i64(&j, "time_ns", p->o.time_ns);
+	stb_json_kv_i64(&j, "duration_ns", p->o.duration_ns);
+	stb_json_key(&j, "comments");
+	stb_json_array(&j);
+	for (size_t i = 0; i < p->ncomments; i++)
+		stb_json_string(&j, p->strs[p->comments[i]]);
+	stb_json_end(&j);
+	stb_json_key(&j, "samples");
+	stb_json_array(&j);
 	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct stb_pp_sample *s = &p->samples[i];
-		fprintf(out, "%s\n    {\"values\": [", i ? "," : "");
+		stb_json_object(&j);
+		stb_json_key(&j, "values");
+		stb_json_array(&j);
 		for (unsigned k = 0; k < p->o.nvalues; k++)
-			fprintf(out, "%s%" PRId64, k ? ", " : "", s->v[k]);
-		fprintf(out, "], ");
-		stb_pp_json_labels(p, out, s);
-		fprintf(out, ",\n      ");
-		stb_pp_json_frames(p, out, &p->stacks[s->stack]);
-		fprintf(out, "}");
+			stb_json_i64(&j, s->v[k]);
+		stb_json_end(&j);
+		pp_json_labels(p, &j, s);
+		pp_json_frames(p, &j, &p->stacks[s->stack]);
+		stb_json_end(&j);
 	}
-	fprintf(out, "%s]\n}\n", p->nsamples ? "\n  " : "");
-	return ferror(out) ? -EIO : 0;
+	stb_json_end(&j);
+	stb_json_end(&j);
+	return stb_json_finish(&j);
 }
 
 /* ---- snapshots of traced tasks ---- */
 
 /* The stack of task t. */
-static int64_t stb_pp_task_stack(struct stb_pprof *p, const struct stb_report_task *t)
+static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *t)
 {
 	uint64_t buf[256];
 	uint64_t *ips = t->nframes <= 256 ? buf : malloc(t->nframes * sizeof(*ips));
@@ -1224,7 +1253,7 @@ static int64_t stb_pp_task_stack(struct stb_pprof *p, const struct stb_report_ta
 			ips[n++] = t->frames[i].ip; /* inline frames are found again */
 	struct stb_pprof_stack s = {
 		.ips = ips, .n = n,
-		.first_exact = t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF,
+		.first_exact = stb_trace_mode_exact(t->mode),
 		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
 		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
@@ -1234,14 +1263,14 @@ static int64_t stb_pp_task_stack(struct stb_pprof *p, const struct stb_report_ta
 	return rc;
 }
 
-static int stb_pp_add_task(struct stb_pprof *p, const struct stb_report *r,
+static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 			   const struct stb_report_task *t)
 {
 	char id[24];
 	struct stb_pprof_label l[8];
 	unsigned n = 0;
 	int64_t one = 1;
-	int64_t st = stb_pp_task_stack(p, t);
+	int64_t st = pp_task_stack(p, t);
 	if (st < 0)
 		return (int)st;
 	snprintf(id, sizeof(id), "%" PRIu64, t->id);
@@ -1264,9 +1293,9 @@ static int stb_pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 	return rc < 0 ? (int)rc : 0;
 }
 
-static int stb_pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
+static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
 {
-	int64_t st = stb_pp_task_stack(p, lead);
+	int64_t st = pp_task_stack(p, lead);
 	if (st < 0)
 		return (int)st;
 	size_t n = 1 + lead->group_count;
@@ -1290,27 +1319,32 @@ cleanup:
 	return rc;
 }
 
-int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb_unw_proc *unw,
-		     struct stb_report_task *tasks, size_t n, enum stb_report_format format,
-		     const char *comment)
+static int pp_comment(void *arg, const char *line)
+{
+	return stb_pprof_comment(arg, line);
+}
+
+int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format)
 {
 	if (!r || !r->out || (n && !tasks) ||
-	    (format != STB_REPORT_PPROF && format != STB_REPORT_FOLDED))
+	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED))
 		return -EINVAL;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	struct stb_pprof_opts o = {
 		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
-		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = sym, .unw = unw,
+		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = r->sym,
+		.unw = r->unw, .sym_deadline = r->sym_deadline,
 	};
 	struct stb_report_task **leaders = NULL;
 	struct stb_pprof *p = stb_pprof_new(&o);
 	int rc = -ENOMEM;
 	if (!p)
 		goto cleanup;
-	if (comment && (rc = stb_pprof_comment(p, comment)) != 0)
+	if ((rc = stb_report_meta_lines(r->meta, pp_comment, p)) != 0)
 		goto cleanup;
-	if (r->group && format == STB_REPORT_PPROF) {
+	if (r->group && format == STB_FORMAT_PPROF) {
 		size_t ng;
 		leaders = stb_report_group(tasks, n, &ng);
 		if (!leaders) {
@@ -1318,14 +1352,14 @@ int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb
 			goto cleanup;
 		}
 		for (size_t g = 0; g < ng; g++)
-			if ((rc = stb_pp_add_group(p, leaders[g])) != 0)
+			if ((rc = pp_add_group(p, leaders[g])) != 0)
 				goto cleanup;
 	} else {
 		for (size_t i = 0; i < n; i++)
-			if ((rc = stb_pp_add_task(p, r, &tasks[i])) != 0)
+			if ((rc = pp_add_task(p, r, &tasks[i])) != 0)
 				goto cleanup;
 	}
-	rc = format == STB_REPORT_PPROF ? stb_pprof_write(p, r->out)
+	rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
 					: stb_pprof_write_folded(p, r->out, "state", 0);
 cleanup:
 	free(leaders);

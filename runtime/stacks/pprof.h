@@ -46,6 +46,12 @@ struct stb_pprof_opts {
 	 * the symbolizer's module and offset. Borrowed; must outlive the writes. */
 	struct stb_sym *sym;
 	struct stb_unw_proc *unw;
+	/* Bounded memory: at most this many distinct stacks (and four times as
+	 * many distinct addresses); 0 = no bound. */
+	unsigned max_stacks;
+	/* CLOCK_MONOTONIC ns after which no symbol is looked up (addresses and
+	 * mappings only); 0 = none. */
+	uint64_t sym_deadline;
 };
 
 /* A label of a sample: a string (str != NULL) or a number. */
@@ -74,7 +80,8 @@ struct stb_pprof *stb_pprof_new(const struct stb_pprof_opts *opts);
 /* Frees p; accepts NULL. */
 void stb_pprof_free(struct stb_pprof *p);
 
-/* Interns a stack. Returns its id (>= 0) or -ENOMEM / -EINVAL. */
+/* Interns a stack. Returns its id (>= 0), -ENOSPC when it is new and
+ * opts.max_stacks is reached, or -ENOMEM / -EINVAL. */
 int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s);
 
 /*
@@ -88,8 +95,9 @@ int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_p
 /* Adds values to sample idx (from stb_pprof_sample). Returns 0 or -EINVAL. */
 int stb_pprof_sample_add(struct stb_pprof *p, uint32_t idx, const int64_t *values);
 
-/* Number of samples so far. */
+/* Number of samples / of distinct stacks so far. */
 size_t stb_pprof_nsamples(const struct stb_pprof *p);
+size_t stb_pprof_nstacks(const struct stb_pprof *p);
 
 /* Sets Profile.duration_nanos (known only at the end of a profile). */
 void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns);
@@ -111,19 +119,14 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out);
 int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value);
 
 /*
- * Writes the JSON document "stb-profile/1" of docs/json.md; extra is printed
- * as additional top-level members ("" or starting with ",\n"). 0 or -errno.
+ * Writes the JSON document "stb-profile/1" of docs/json.md, with the members
+ * of meta (may be NULL) at the top. 0 or -errno.
  */
-int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const char *extra);
-
-/* Output formats of a snapshot of tasks. */
-enum stb_report_format {
-	STB_REPORT_PPROF = 1,  /* gzipped profile.proto */
-	STB_REPORT_FOLDED = 2, /* folded stacks */
-};
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta);
 
 /*
- * A snapshot of tasks as pprof or folded stacks. pprof: sample type
+ * A snapshot of tasks as pprof or folded stacks (format STB_FORMAT_PPROF or
+ * STB_FORMAT_FOLDED). pprof: sample type
  * bthreads/count; one sample per task with labels bthread_id, state,
  * worker_tid (running tasks), name, kind ("pthread" for registered pthreads),
  * blocked (nanoseconds, suspended tasks), error (failed traces) -- or, with
@@ -131,12 +134,10 @@ enum stb_report_format {
  * labelled with its state and every member's bthread_id. Folded: "state;
  * frames... count", counts of identical lines summed. Tasks without a stack,
  * failed traces and truncated stacks get the synthetic frames
- * STB_PPROF_NOTE_*. Symbols come from sym/unw (see stb_pprof_opts), not from
- * r->sym; comment (may be NULL) goes into the pprof comments. Writes to
- * r->out. Returns 0 or -errno.
+ * STB_PPROF_NOTE_*. Symbols and mappings come from r->sym and r->unw; r->meta
+ * goes into the pprof comments. Writes to r->out. Returns 0 or -errno.
  */
-int stb_report_pprof(const struct stb_report *r, struct stb_sym *sym, struct stb_unw_proc *unw,
-		     struct stb_report_task *tasks, size_t n, enum stb_report_format format,
-		     const char *comment);
+int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format);
 
 #endif /* STB_RUNTIME_PPROF_H */

@@ -1,69 +1,111 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Text, grouped and JSON reports of traced tasks (see report.h). The same
- * code prints stb_dump's output and stb-bpf-loader's, so both look alike.
+ * Text, grouped and JSON reports of traced tasks, the report metadata in
+ * every format, and the dispatch to the pprof/folded writers (see report.h).
+ * The same code prints stb_dump's output, the debug endpoint's and
+ * stb-bpf-loader's, so all look alike.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+#include "json.h"
+#include "pprof.h"
 #include "report.h"
 #include "stb/abi.h"
 #include "symbolize.h"
+#include "util.h"
 
-static const char *const stb_state_names[STB_TASK_NSTATES] = {
+static const char *const state_names[STB_TASK_NSTATES] = {
 	"unused", "created", "ready-without-stack", "ready", "about-to-run",
 	"running", "suspending", "suspended", "destroyed",
 };
 
 const char *stb_state_name(unsigned state)
 {
-	return state < STB_TASK_NSTATES ? stb_state_names[state] : "invalid";
+	return state < STB_TASK_NSTATES ? state_names[state] : "invalid";
+}
+
+static const char *const format_names[] = {
+	[STB_FORMAT_TEXT] = "text", [STB_FORMAT_FOLDED] = "folded",
+	[STB_FORMAT_PPROF] = "pprof", [STB_FORMAT_JSON] = "json",
+};
+
+const char *stb_format_name(int format)
+{
+	if (format < 0 || (size_t)format >= sizeof(format_names) / sizeof(format_names[0]))
+		return NULL;
+	return format_names[format];
+}
+
+int stb_format_from_name(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(format_names) / sizeof(format_names[0]); i++)
+		if (strcmp(name, format_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+void stb_report_meta_note(struct stb_report_meta *m, const char *note)
+{
+	if (note && m->nnotes < STB_REPORT_MAX_NOTES)
+		m->notes[m->nnotes++] = note;
+}
+
+bool stb_trace_mode_exact(unsigned mode)
+{
+	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL;
 }
 
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
 {
 	/* Frames found by following frame pointers (beyond a stack copy) say so. */
 	const char *how = (f->flags & STB_FRAME_F_FP) ? " [fp]" : "";
-	if (f->symbol)
+	char name[512];
+	if (f->symbol) {
+		stb_text_escape(name, sizeof(name), f->symbol, strlen(f->symbol));
 		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " %s+0x%" PRIx64 "%s\n", idx,
-					f->ip, f->symbol, f->offset, how);
+					f->ip, name, f->offset, how);
+	}
 	if (f->module) {
 		const char *base = strrchr(f->module, '/');
+		base = base ? base + 1 : f->module;
+		stb_text_escape(name, sizeof(name), base, strlen(base));
 		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ?? (%s+0x%" PRIx64 ")%s\n",
-					idx, f->ip, base ? base + 1 : f->module, f->module_offset,
-					how);
+					idx, f->ip, name, f->module_offset, how);
 	}
 	return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ??%s\n", idx, f->ip, how);
 }
 
-static bool stb_report_first_exact(const struct stb_report_task *t)
-{
-	return t->mode == STB_TRACE_SIGNAL || t->mode == STB_TRACE_BPF ||
-	       t->mode == STB_TRACE_SYSCALL;
-}
-
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
 {
-	if (!r->sym)
+	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
 		return;
-	bool exact = stb_report_first_exact(t);
+	bool exact = stb_trace_mode_exact(t->mode);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		struct stb_frame *f = &t->frames[i];
+		struct stb_sym_info si;
 		if (!f->symbol && !f->module)
-			r->sym(r->sym_ctx, f,
-			       (i > 0 || !exact ? STB_SYM_RETURN : 0) |
-				       (with_source ? 0 : STB_SYM_NO_SOURCE));
+			stb_sym_fill_frame(r->sym,
+					   (i > 0 || !exact ? STB_SYM_RETURN : 0) |
+						   (with_source ? 0 : STB_SYM_NO_SOURCE),
+					   f, &si);
 	}
 }
 
-static void stb_report_header(const struct stb_report *r, const struct stb_report_task *t)
+/* ---- text ---- */
+
+static void text_header(const struct stb_report *r, const struct stb_report_task *t)
 {
 	FILE *out = r->out;
 	fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
-	if (t->name[0])
-		fprintf(out, " \"%s\"", t->name);
+	if (t->name[0]) {
+		fputs(" \"", out);
+		stb_text_put(out, t->name);
+		fputc('"', out);
+	}
 	fprintf(out, " [%s", stb_state_name(t->state));
 	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns)
 		fprintf(out, ", %.3f s", (double)(r->now_ns - t->since_ns) / 1e9);
@@ -72,11 +114,13 @@ static void stb_report_header(const struct stb_report *r, const struct stb_repor
 	fprintf(out, "]\n");
 }
 
-static void stb_report_frames(const struct stb_report *r, struct stb_report_task *t)
+static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 {
 	FILE *out = r->out;
 	if (t->err < 0) {
-		fprintf(out, "(trace failed: %s)\n", t->error[0] ? t->error : strerror(-t->err));
+		fputs("(trace failed: ", out);
+		stb_text_put(out, t->error[0] ? t->error : strerror(-t->err));
+		fputs(")\n", out);
 		return;
 	}
 	if (t->nframes == 0) {
@@ -84,7 +128,7 @@ static void stb_report_frames(const struct stb_report *r, struct stb_report_task
 		return;
 	}
 	stb_report_symbolize(r, t, false); /* text shows no file:line */
-	char line[768];
+	char line[1024];
 	for (unsigned i = 0; i < t->nframes; i++) {
 		stb_format_frame(line, sizeof(line), i, &t->frames[i]);
 		fputs(line, out);
@@ -93,7 +137,27 @@ static void stb_report_frames(const struct stb_report *r, struct stb_report_task
 		fprintf(out, "(more frames not shown)\n");
 }
 
-static uint64_t stb_report_hash(const struct stb_report_task *t)
+static void text_notes(const struct stb_report *r)
+{
+	const struct stb_report_meta *m = r->meta;
+	for (unsigned i = 0; m && i < m->nnotes; i++) {
+		fputs("# note: ", r->out);
+		stb_text_put(r->out, m->notes[i]);
+		fputs("\n\n", r->out);
+	}
+}
+
+static void text_footer(const struct stb_report *r)
+{
+	const struct stb_report_meta *m = r->meta;
+	if (m && m->run && !m->complete) {
+		fputs("# ", r->out);
+		stb_text_put(r->out, m->partial ? m->partial : "not every task was traced");
+		fputs(": the output is partial\n", r->out);
+	}
+}
+
+static uint64_t task_hash(const struct stb_report_task *t)
 {
 	uint64_t h = 1469598103934665603ull ^ t->state ^ ((uint64_t)(t->err < 0) << 8);
 	for (unsigned i = 0; i < t->nframes; i++) {
@@ -103,7 +167,7 @@ static uint64_t stb_report_hash(const struct stb_report_task *t)
 	return h;
 }
 
-static bool stb_report_same(const struct stb_report_task *a, const struct stb_report_task *b)
+static bool task_same(const struct stb_report_task *a, const struct stb_report_task *b)
 {
 	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
 	    (a->err < 0) != (b->err < 0))
@@ -114,7 +178,7 @@ static bool stb_report_same(const struct stb_report_task *a, const struct stb_re
 	return true;
 }
 
-static int stb_report_cmp(const void *x, const void *y)
+static int group_cmp(const void *x, const void *y)
 {
 	const struct stb_report_task *a = *(struct stb_report_task *const *)x;
 	const struct stb_report_task *b = *(struct stb_report_task *const *)y;
@@ -140,12 +204,12 @@ struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t 
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct stb_report_task *t = &tasks[i];
-		t->hash = stb_report_hash(t);
+		t->hash = task_hash(t);
 		t->group_next = NULL;
 		t->group_tail = t;
 		t->group_count = 1;
 		size_t k = t->hash & (cap - 1);
-		while (tab[k] && !stb_report_same(tab[k], t))
+		while (tab[k] && !task_same(tab[k], t))
 			k = (k + 1) & (cap - 1);
 		if (tab[k]) {
 			struct stb_report_task *lead = tab[k];
@@ -157,172 +221,254 @@ struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t 
 			leaders[ng++] = t;
 		}
 	}
-	qsort(leaders, ng, sizeof(*leaders), stb_report_cmp);
+	qsort(leaders, ng, sizeof(*leaders), group_cmp);
 	*ngroups = ng;
 cleanup:
 	free(tab);
 	return leaders;
 }
 
-int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
+static int report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
 {
+	text_notes(r);
 	if (!r->group) {
 		for (size_t i = 0; i < n; i++) {
-			stb_report_header(r, &tasks[i]);
-			stb_report_frames(r, &tasks[i]);
+			text_header(r, &tasks[i]);
+			text_frames(r, &tasks[i]);
 			fputc('\n', r->out);
 		}
-		return 0;
+	} else {
+		size_t ng;
+		struct stb_report_task **leaders = stb_report_group(tasks, n, &ng);
+		if (!leaders)
+			return -ENOMEM;
+		for (size_t g = 0; g < ng; g++) {
+			struct stb_report_task *t = leaders[g];
+			fprintf(r->out, "%u %s [%s]:", t->group_count,
+				t->group_count == 1 ? "task" : "tasks", stb_state_name(t->state));
+			for (struct stb_report_task *m = t; m; m = m->group_next)
+				fprintf(r->out, " %" PRIu64, m->id);
+			fputc('\n', r->out);
+			text_frames(r, t);
+			fputc('\n', r->out);
+		}
+		free(leaders);
 	}
-	size_t ng;
-	struct stb_report_task **leaders = stb_report_group(tasks, n, &ng);
-	if (!leaders)
-		return -ENOMEM;
-	for (size_t g = 0; g < ng; g++) {
-		struct stb_report_task *t = leaders[g];
-		fprintf(r->out, "%u %s [%s]:", t->group_count, t->group_count == 1 ? "task" : "tasks",
-			stb_state_name(t->state));
-		for (struct stb_report_task *m = t; m; m = m->group_next)
-			fprintf(r->out, " %" PRIu64, m->id);
-		fputc('\n', r->out);
-		stb_report_frames(r, t);
-		fputc('\n', r->out);
-	}
-	free(leaders);
-	return 0;
+	text_footer(r);
+	return ferror(r->out) ? -EIO : 0;
 }
 
 /* ---- JSON ---- */
 
-void stb_report_json_str(FILE *out, const char *s)
+static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall"};
+
+void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 {
-	fputc('"', out);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
+	if (!m)
+		return;
+	if (m->pid)
+		stb_json_kv_i64(j, "pid", m->pid);
+	if (m->comm)
+		stb_json_kv_string(j, "comm", m->comm);
+	if (m->table) {
+		stb_json_kv_u64(j, "abi_version", m->abi_version);
+		stb_json_kv_u64(j, "table_capacity", m->table_capacity);
+		stb_json_kv_u64(j, "untraceable", m->untraceable);
 	}
-	fputc('"', out);
+	if (m->capture)
+		stb_json_kv_string(j, "capture", m->capture);
+	if (m->freq_hz)
+		stb_json_kv_u64(j, "freq_hz", m->freq_hz);
+	if (m->run) {
+		stb_json_kv_bool(j, "complete", m->complete);
+		if (!m->complete && m->partial)
+			stb_json_kv_string(j, "partial", m->partial);
+		stb_json_kv_u64(j, "not_traced", m->not_traced);
+		stb_json_kv_u64(j, "failed", m->failed);
+		stb_json_kv_u64(j, "finished", m->finished);
+	}
+	if (m->nnotes) {
+		stb_json_key(j, "notes");
+		stb_json_array(j);
+		for (unsigned i = 0; i < m->nnotes; i++)
+			stb_json_string(j, m->notes[i]);
+		stb_json_end(j);
+	}
+	if (m->stats) {
+		stb_json_key(j, "stats");
+		stb_json_object(j);
+		for (unsigned i = 0; i < m->nstats; i++)
+			stb_json_kv_u64(j, m->stats[i].key, m->stats[i].value);
+		stb_json_end(j);
+	}
 }
 
-static const char *const stb_mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall"};
-
-static void stb_json_frames(const struct stb_report *r, struct stb_report_task *t)
+int stb_report_meta_lines(const struct stb_report_meta *m,
+			  int (*add)(void *arg, const char *line), void *arg)
 {
-	FILE *out = r->out;
+	char line[512];
+	int rc = 0;
+	if (!m)
+		return 0;
+	if (m->producer) {
+		int k = snprintf(line, sizeof(line), "%s", m->producer);
+		if (m->pid)
+			k += snprintf(line + k, sizeof(line) - (size_t)k, " of pid %d", m->pid);
+		if (m->comm) {
+			char comm[128];
+			stb_text_escape(comm, sizeof(comm), m->comm, strlen(m->comm));
+			snprintf(line + k, sizeof(line) - (size_t)k, " (%s)", comm);
+		}
+		if (m->capture) {
+			size_t len = strlen(line);
+			snprintf(line + len, sizeof(line) - len, ": %s", m->capture);
+		}
+		rc = add(arg, line);
+	}
+	for (unsigned i = 0; rc == 0 && i < m->nnotes; i++)
+		rc = add(arg, m->notes[i]);
+	if (rc == 0 && m->run && !m->complete) {
+		snprintf(line, sizeof(line), "%s: partial", m->partial ? m->partial : "incomplete");
+		rc = add(arg, line);
+	}
+	return rc;
+}
+
+static void json_frames(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
+{
 	stb_report_symbolize(r, t, true);
-	fprintf(out, "\"frames\": [");
+	stb_json_key(j, "frames");
+	stb_json_array(j);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];
-		fprintf(out, "%s\n      {\"ip\": \"0x%" PRIx64 "\"", i ? "," : "", f->ip);
+		stb_json_object(j);
+		stb_json_kv_hex(j, "ip", f->ip);
 		if (f->symbol) {
-			fprintf(out, ", \"function\": ");
-			stb_report_json_str(out, f->symbol);
-			fprintf(out, ", \"offset\": %" PRIu64, f->offset);
+			stb_json_kv_string(j, "function", f->symbol);
+			stb_json_kv_u64(j, "offset", f->offset);
 		}
 		if (f->module) {
-			fprintf(out, ", \"module\": ");
-			stb_report_json_str(out, f->module);
-			fprintf(out, ", \"module_offset\": \"0x%" PRIx64 "\"", f->module_offset);
+			stb_json_kv_string(j, "module", f->module);
+			stb_json_kv_hex(j, "module_offset", f->module_offset);
 		}
-		if (f->build_id) {
-			fprintf(out, ", \"build_id\": ");
-			stb_report_json_str(out, f->build_id);
-		}
+		if (f->build_id)
+			stb_json_kv_string(j, "build_id", f->build_id);
 		if (f->file) {
-			fprintf(out, ", \"file\": ");
-			stb_report_json_str(out, f->file);
-			fprintf(out, ", \"line\": %d", f->line);
+			stb_json_kv_string(j, "file", f->file);
+			stb_json_kv_i64(j, "line", f->line);
 		}
-		fprintf(out, ", \"inlined\": %s, \"source\": \"%s\"}",
-			(f->flags & STB_FRAME_F_INLINED) ? "true" : "false",
-			(f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
+		stb_json_kv_bool(j, "inlined", (f->flags & STB_FRAME_F_INLINED) != 0);
+		stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
+		stb_json_end(j);
 	}
-	fprintf(out, "%s]", t->nframes ? "\n    " : "");
+	stb_json_end(j);
 }
 
 /* The members of a task object up to (not including) "truncated". */
-static void stb_json_task_head(const struct stb_report *r, const struct stb_report_task *t)
+static void json_task_head(const struct stb_report *r, struct stb_json *j,
+			   const struct stb_report_task *t)
 {
-	FILE *out = r->out;
-	fprintf(out, "    {\"id\": %" PRIu64 ", \"kind\": \"%s\", \"name\": ", t->id,
-		t->is_pthread ? "pthread" : "bthread");
-	stb_report_json_str(out, t->name);
-	fprintf(out, ", \"state\": \"%s\", \"capture\": \"%s\"", stb_state_name(t->state),
-		t->mode < sizeof(stb_mode_names) / sizeof(stb_mode_names[0]) ? stb_mode_names[t->mode]
-									   : "none");
+	stb_json_kv_u64(j, "id", t->id);
+	stb_json_kv_string(j, "kind", t->is_pthread ? "pthread" : "bthread");
+	stb_json_kv_string(j, "name", t->name);
+	stb_json_kv_string(j, "state", stb_state_name(t->state));
+	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
+						 ? mode_names[t->mode] : "none");
 	if (t->tid)
-		fprintf(out, ", \"tid\": %u", t->tid);
-	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns)
-		fprintf(out, ", \"blocked_s\": %.3f", (double)(r->now_ns - t->since_ns) / 1e9);
-	if (t->err < 0) {
-		fprintf(out, ", \"error\": ");
-		stb_report_json_str(out, t->error[0] ? t->error : strerror(-t->err));
+		stb_json_kv_u64(j, "tid", t->tid);
+	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns) {
+		stb_json_key(j, "blocked_s");
+		stb_json_fixed3(j, (double)(r->now_ns - t->since_ns) / 1e9);
 	}
+	if (t->err < 0)
+		stb_json_kv_string(j, "error", t->error[0] ? t->error : strerror(-t->err));
 }
 
-static void stb_json_task(const struct stb_report *r, struct stb_report_task *t)
+static int report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
 {
-	FILE *out = r->out;
-	stb_json_task_head(r, t);
-	fprintf(out, ", \"truncated\": %s,\n    ", t->truncated ? "true" : "false");
-	stb_json_frames(r, t);
-	fprintf(out, "}");
-}
-
-int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
-		    const char *extra)
-{
-	FILE *out = r->out;
-	fprintf(out, "{\n  \"schema\": \"stb-stacks/1\"%s,\n  \"tasks\": [\n", extra ? extra : "");
+	struct stb_json j;
+	stb_json_init(&j, r->out);
+	stb_json_object(&j);
+	stb_json_kv_string(&j, "schema", "stb-stacks/1");
+	stb_report_meta_json(&j, r->meta);
+	stb_json_key(&j, "tasks");
+	stb_json_array(&j);
 	for (size_t i = 0; i < n; i++) {
-		stb_json_task(r, &tasks[i]);
-		fprintf(out, "%s\n", i + 1 < n ? "," : "");
+		stb_json_object(&j);
+		json_task_head(r, &j, &tasks[i]);
+		stb_json_kv_bool(&j, "truncated", tasks[i].truncated != 0);
+		json_frames(r, &j, &tasks[i]);
+		stb_json_end(&j);
 	}
-	fprintf(out, "  ]");
+	stb_json_end(&j);
 	if (r->group) {
 		size_t ng;
 		struct stb_report_task **leaders = stb_report_group(tasks, n, &ng);
 		if (!leaders)
 			return -ENOMEM;
-		fprintf(out, ",\n  \"groups\": [\n");
+		stb_json_key(&j, "groups");
+		stb_json_array(&j);
 		for (size_t g = 0; g < ng; g++) {
 			struct stb_report_task *t = leaders[g];
-			fprintf(out, "    {\"count\": %u, \"state\": \"%s\", \"ids\": [", t->group_count,
-				stb_state_name(t->state));
+			stb_json_object(&j);
+			stb_json_kv_u64(&j, "count", t->group_count);
+			stb_json_kv_string(&j, "state", stb_state_name(t->state));
+			stb_json_key(&j, "ids");
+			stb_json_array(&j);
 			for (struct stb_report_task *m = t; m; m = m->group_next)
-				fprintf(out, "%" PRIu64 "%s", m->id, m->group_next ? ", " : "");
-			fprintf(out, "],\n    ");
-			stb_json_frames(r, t);
-			fprintf(out, "}%s\n", g + 1 < ng ? "," : "");
+				stb_json_u64(&j, m->id);
+			stb_json_end(&j);
+			json_frames(r, &j, t);
+			stb_json_end(&j);
 		}
-		fprintf(out, "  ]");
+		stb_json_end(&j);
 		free(leaders);
 	}
-	fprintf(out, "\n}\n");
-	return 0;
+	stb_json_end(&j);
+	return stb_json_finish(&j);
+}
+
+int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format)
+{
+	if (!r || !r->out || (n && !tasks))
+		return -EINVAL;
+	switch (format) {
+	case STB_FORMAT_TEXT:
+		return report_text(r, tasks, n);
+	case STB_FORMAT_JSON:
+		return report_json(r, tasks, n);
+	case STB_FORMAT_PPROF:
+	case STB_FORMAT_FOLDED:
+		return stb_report_pprof(r, tasks, n, format);
+	default:
+		return -EINVAL;
+	}
 }
 
 /* ---- task lists (no stacks) ---- */
 
 int stb_report_list(const struct stb_report *r, const struct stb_report_task *tasks, size_t n,
-		    bool json, const char *extra)
+		    bool json)
 {
-	FILE *out = r->out;
 	if (!json) {
 		for (size_t i = 0; i < n; i++)
-			stb_report_header(r, &tasks[i]);
-		return 0;
+			text_header(r, &tasks[i]);
+		return ferror(r->out) ? -EIO : 0;
 	}
-	fprintf(out, "{\n  \"schema\": \"stb-tasks/1\"%s,\n  \"tasks\": [\n", extra ? extra : "");
+	struct stb_json j;
+	stb_json_init(&j, r->out);
+	stb_json_object(&j);
+	stb_json_kv_string(&j, "schema", "stb-tasks/1");
+	stb_report_meta_json(&j, r->meta);
+	stb_json_key(&j, "tasks");
+	stb_json_array(&j);
 	for (size_t i = 0; i < n; i++) {
-		stb_json_task_head(r, &tasks[i]);
-		fprintf(out, "}%s\n", i + 1 < n ? "," : "");
+		stb_json_object(&j);
+		json_task_head(r, &j, &tasks[i]);
+		stb_json_end(&j);
 	}
-	fprintf(out, "  ]\n}\n");
-	return 0;
+	stb_json_end(&j);
+	stb_json_end(&j);
+	return stb_json_finish(&j);
 }

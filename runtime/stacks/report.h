@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Reports of many stacks, shared by stb_dump (in-process) and stb-bpf-loader:
- * the bRPC-style text, grouping of identical stacks (count and ids) and the
- * JSON document described in docs/json.md.
+ * Reports of many stacks, shared by stb_dump, the debug HTTP endpoint and
+ * stb-bpf-loader: the traced tasks, what the report says about the run that
+ * produced it (struct stb_report_meta: one for every producer), grouping of
+ * identical stacks, and the writers of every format (enum stb_format): the
+ * bRPC-style text, the JSON documents of docs/json.md, pprof and folded
+ * stacks (pprof.c). Everything the target controls is escaped on output.
  */
 #ifndef STB_RUNTIME_REPORT_H
 #define STB_RUNTIME_REPORT_H
@@ -15,11 +18,14 @@
 #include "stb/abi.h"
 #include "stb/stb.h"
 
+struct stb_sym;
+struct stb_unw_proc;
+
 /* One traced task. frames hold at least ip/sp/flags; symbols may be filled
- * late by the report's symbolizer. */
+ * late from the report's symbolizer. */
 struct stb_report_task {
 	uint64_t id;
-	unsigned state;          /* enum stb_task_state */
+	unsigned state;          /* enum stb_task_state (< STB_TASK_NSTATES) */
 	unsigned mode;           /* enum stb_trace_mode */
 	int is_pthread;
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
@@ -37,19 +43,62 @@ struct stb_report_task {
 	unsigned group_count;               /* leaders: members */
 };
 
-/* Fills f's symbol fields. flags: STB_SYM_RETURN (f->ip is a return address),
- * STB_SYM_NO_SOURCE (file:line not needed), as for stb_sym_lookup. */
-typedef void (*stb_report_sym_fn)(void *ctx, struct stb_frame *f, int flags);
+#define STB_REPORT_MAX_NOTES 4u
+
+/* A counter of the producer ("stats" in JSON). */
+struct stb_report_stat {
+	const char *key;
+	uint64_t value;
+};
+
+/*
+ * What a report says about the run that made it, in every format (JSON
+ * top-level members, text "# note:" lines, pprof comments). Members that a
+ * producer does not know stay zero / NULL / false and are left out.
+ */
+struct stb_report_meta {
+	const char *producer;    /* "stb-bpf-loader", "stb_dump", ... (text and pprof) */
+	int pid;                 /* the traced process; 0: not known */
+	const char *comm;        /* its command name (the target's bytes); NULL: not printed */
+	bool table;              /* abi_version, table_capacity and untraceable are set */
+	unsigned abi_version;
+	uint32_t table_capacity;
+	uint64_t untraceable;
+	const char *capture;     /* how running tasks were captured ("bpf+context", ...) */
+	bool run;                /* complete, not_traced, failed and finished are set */
+	bool complete;           /* every selected task was traced (or had no stack) */
+	const char *partial;     /* !complete: why ("the target exited during the trace") */
+	uint64_t not_traced;     /* selected tasks left out (the run's deadline) */
+	uint64_t failed;         /* tasks whose trace failed */
+	uint64_t finished;       /* tasks that finished while the run went on */
+	unsigned freq_hz;        /* profiles: samples per second; 0: not printed */
+	const char *notes[STB_REPORT_MAX_NOTES]; /* sentences about the run */
+	unsigned nnotes;
+	const struct stb_report_stat *stats; /* profiles: counters; NULL: none */
+	unsigned nstats;
+};
+
+/* Adds a note to m (ignored beyond STB_REPORT_MAX_NOTES). The string is
+ * borrowed. */
+void stb_report_meta_note(struct stb_report_meta *m, const char *note);
 
 struct stb_report {
 	FILE *out;
-	stb_report_sym_fn sym;  /* NULL: frames are printed as they are */
-	void *sym_ctx;
-	uint64_t now_ns;        /* CLOCK_MONOTONIC_COARSE now, for "blocked for" */
-	bool group;
+	struct stb_sym *sym;     /* symbols of the traced process; NULL: addresses only */
+	struct stb_unw_proc *unw; /* its modules (pprof mappings); may be NULL */
+	uint64_t now_ns;         /* CLOCK_MONOTONIC_COARSE now, for "blocked for" */
+	bool group;              /* each distinct stack once, with its count and ids */
+	const struct stb_report_meta *meta; /* may be NULL */
+	uint64_t sym_deadline;   /* CLOCK_MONOTONIC ns: no symbol lookups after it
+	                            (frames keep their addresses); 0 = none */
 };
 
-/* Formats "#idx 0x%016x symbol+0xoff\n" into buf; returns the full length (snprintf). */
+/* Is frame 0 of a task traced in this mode the interrupted instruction (not
+ * a return address)? */
+bool stb_trace_mode_exact(unsigned mode);
+
+/* Formats "#idx 0x%016x symbol+0xoff\n" into buf (symbol and module
+ * escaped); returns the full length (snprintf). */
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f);
 
 /* Symbolizes frames that have none yet (frame 0 exact for running captures);
@@ -65,24 +114,33 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t,
 struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
 					  size_t *ngroups);
 
-/* Text: one section per task, or per group when r->group. Returns 0 or -errno. */
-int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n);
-
-/* Writes s as a JSON string literal (quoted, escaped). */
-void stb_report_json_str(FILE *out, const char *s);
-
-/* The JSON document of docs/json.md; extra is printed as additional top-level
- * members (must be "" or start with ",\n"). Returns 0 or -errno. */
-int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
-		    const char *extra);
+/*
+ * Writes the report of tasks[0 .. n) to r->out in format (enum stb_format):
+ * text (one section per task, or per group), the "stb-stacks/1" JSON
+ * document, pprof or folded stacks. Returns 0 or -errno (-EINVAL: bad
+ * format; -ENOMEM; -EIO: writing failed). Not thread-safe for one r.
+ */
+int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format);
 
 /*
  * A task list without stacks: text is the header line of each task (as in
- * stb_report_text); json is {"schema": "stb-tasks/1", <extra>, "tasks": [...]}
- * with the task members of stb_report_json except truncated and frames.
- * extra as for stb_report_json. Returns 0.
+ * the text report); json is the "stb-tasks/1" document (the task members of
+ * "stb-stacks/1" except truncated and frames). Returns 0 or -errno.
  */
 int stb_report_list(const struct stb_report *r, const struct stb_report_task *tasks, size_t n,
-		    bool json, const char *extra);
+		    bool json);
+
+struct stb_json;
+
+/* The members of m (those that are set) in the object being written to j:
+ * for every JSON document (report.c, pprof.c). */
+void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m);
+
+/* The comment lines of m for a pprof profile ("<producer> of pid N (comm)",
+ * each note, partial): calls add(arg, line) for each. Returns 0 or add's
+ * first error. */
+int stb_report_meta_lines(const struct stb_report_meta *m,
+			  int (*add)(void *arg, const char *line), void *arg);
 
 #endif /* STB_RUNTIME_REPORT_H */

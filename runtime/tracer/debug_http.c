@@ -60,7 +60,7 @@ struct stb_dh_response {
 	bool head_only;              /* HEAD: no body on the wire */
 };
 
-static const char *stb_dh_reason(int status)
+static const char *dh_reason(int status)
 {
 	switch (status) {
 	case 200: return "OK";
@@ -75,9 +75,9 @@ static const char *stb_dh_reason(int status)
 }
 
 /* Sets a text/plain response "<status> <reason>: <message>\n". */
-static void stb_dh_error(struct stb_dh_response *res, int status, const char *fmt, ...)
+static void dh_error(struct stb_dh_response *res, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static void stb_dh_error(struct stb_dh_response *res, int status, const char *fmt, ...)
+static void dh_error(struct stb_dh_response *res, int status, const char *fmt, ...)
 {
 	char msg[256];
 	va_list ap;
@@ -89,7 +89,7 @@ static void stb_dh_error(struct stb_dh_response *res, int status, const char *fm
 	res->len = 0;
 	res->status = status;
 	res->type = "text/plain; charset=utf-8";
-	int n = asprintf(&res->body, "%d %s: %s\n", status, stb_dh_reason(status), msg);
+	int n = asprintf(&res->body, "%d %s: %s\n", status, dh_reason(status), msg);
 	if (n < 0)
 		res->body = NULL;
 	else
@@ -97,7 +97,7 @@ static void stb_dh_error(struct stb_dh_response *res, int status, const char *fm
 }
 
 /* Strict decimal bthread id (no sign, no leading garbage, fits 64 bits). */
-static bool stb_dh_parse_id(const char *s, size_t len, uint64_t *out)
+static bool dh_parse_id(const char *s, size_t len, uint64_t *out)
 {
 	if (len == 0 || len > 20)
 		return false;
@@ -120,7 +120,7 @@ struct stb_dh_query {
 };
 
 /* Parses "k=v&k=v"; st=0|1 and format=text|json, other keys are ignored. */
-static bool stb_dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
+static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
 			       size_t whylen)
 {
 	size_t i = 0;
@@ -186,14 +186,14 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		res->type = "text/plain; charset=utf-8";
 		res->body = strdup(stb_dh_index);
 		if (!res->body)
-			stb_dh_error(res, 500, "out of memory");
+			dh_error(res, 500, "out of memory");
 		else
 			res->len = strlen(res->body);
 		goto cleanup;
 	}
 	if (plen < pre || memcmp(path, prefix, pre) != 0 ||
 	    (plen > pre && path[pre] != '/')) {
-		stb_dh_error(res, 404, "no page %.*s (try /bthreads)", (int)(plen > 200 ? 200 : plen),
+		dh_error(res, 404, "no page %.*s (try /bthreads)", (int)(plen > 200 ? 200 : plen),
 			     path);
 		goto cleanup;
 	}
@@ -203,13 +203,13 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		list = true;
 	} else if (rlen == 3 && memcmp(rest, "all", 3) == 0) {
 		all = true;
-	} else if (stb_dh_parse_id(rest, rlen, &id) && id != 0) {
+	} else if (dh_parse_id(rest, rlen, &id) && id != 0) {
 		one = true;
 	} else if (memchr(rest, '/', rlen)) {
-		stb_dh_error(res, 404, "no page %.*s", (int)(plen > 200 ? 200 : plen), path);
+		dh_error(res, 404, "no page %.*s", (int)(plen > 200 ? 200 : plen), path);
 		goto cleanup;
 	} else {
-		stb_dh_error(res, 400, "'%.*s' is not a bthread id (a decimal number as listed by "
+		dh_error(res, 400, "'%.*s' is not a bthread id (a decimal number as listed by "
 				       "/bthreads)", (int)(rlen > 64 ? 64 : rlen), rest);
 		goto cleanup;
 	}
@@ -217,33 +217,31 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	bool stacks = all || (one && q->st);
 	int rc = stb_collect_tasks(one ? id : 0, 0, 0, stacks, self_ip, self_sp, self_bp, &set);
 	if (rc == -ESRCH) {
-		stb_dh_error(res, 404, "no live bthread %" PRIu64, id);
+		dh_error(res, 404, "no live bthread %" PRIu64, id);
 		goto cleanup;
 	}
 	if (rc < 0) {
-		stb_dh_error(res, 500, "cannot collect the tasks: %s", strerror(-rc));
+		dh_error(res, 500, "cannot collect the tasks: %s", strerror(-rc));
 		goto cleanup;
 	}
 	out = open_memstream(&res->body, &res->len);
 	if (!out) {
-		stb_dh_error(res, 500, "out of memory");
+		dh_error(res, 500, "out of memory");
 		goto cleanup;
 	}
-	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
-			       .now_ns = stb_now_coarse_ns(), .group = all};
-	char extra[64];
-	snprintf(extra, sizeof(extra), ",\n  \"pid\": %d", (int)getpid());
-	if (stacks && q->json)
-		rc = stb_report_json(&r, set.tasks, set.n, extra);
-	else if (stacks)
-		rc = stb_report_text(&r, set.tasks, set.n);
+	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
+	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
+			       .meta = &meta};
+	stb_trace_self_tools(&r.unw, &r.sym);
+	if (stacks)
+		rc = stb_report_write(&r, set.tasks, set.n, q->json ? STB_FORMAT_JSON : STB_FORMAT_TEXT);
 	else
-		rc = stb_report_list(&r, set.tasks, set.n, q->json, extra);
+		rc = stb_report_list(&r, set.tasks, set.n, q->json);
 	if (list && !q->json)
 		fprintf(out, "%zu tasks\n", set.n);
 	if (fclose(out) != 0 || rc != 0) {
 		out = NULL;
-		stb_dh_error(res, 500, "cannot format the report");
+		dh_error(res, 500, "cannot format the report");
 		goto cleanup;
 	}
 	out = NULL;
@@ -256,7 +254,7 @@ cleanup:
 }
 
 /* Parses the request head (NUL-terminated) and renders the response. */
-static void stb_dh_handle(char *head, struct stb_dh_response *res)
+static void dh_handle(char *head, struct stb_dh_response *res)
 {
 	char *eol = strpbrk(head, "\r\n");
 	if (eol)
@@ -264,38 +262,38 @@ static void stb_dh_handle(char *head, struct stb_dh_response *res)
 	char *sp1 = strchr(head, ' ');
 	char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
 	if (!sp1 || !sp2 || strchr(sp2 + 1, ' ') || sp1 == head || sp2 == sp1 + 1) {
-		stb_dh_error(res, 400, "malformed request line");
+		dh_error(res, 400, "malformed request line");
 		return;
 	}
 	*sp1 = '\0';
 	*sp2 = '\0';
 	const char *method = head, *target = sp1 + 1, *version = sp2 + 1;
 	if (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0) {
-		stb_dh_error(res, 400, "unsupported protocol version");
+		dh_error(res, 400, "unsupported protocol version");
 		return;
 	}
 	if (strcmp(method, "HEAD") == 0) {
 		res->head_only = true;
 	} else if (strcmp(method, "GET") != 0) {
-		stb_dh_error(res, 405, "only GET and HEAD are served");
+		dh_error(res, 405, "only GET and HEAD are served");
 		return;
 	}
 	if (target[0] != '/') {
-		stb_dh_error(res, 400, "the request target must be an absolute path");
+		dh_error(res, 400, "the request target must be an absolute path");
 		return;
 	}
 	const char *qm = strchr(target, '?');
 	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
 	struct stb_dh_query q = {false, false};
 	char why[64];
-	if (qm && !stb_dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
-		stb_dh_error(res, 400, "%s", why);
+	if (qm && !dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
+		dh_error(res, 400, "%s", why);
 		return;
 	}
 	stb_dh_render(target, plen, &q, res);
 }
 
-static struct timespec stb_dh_abstime(int ms)
+static struct timespec dh_abstime(int ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -309,7 +307,7 @@ static struct timespec stb_dh_abstime(int ms)
 }
 
 /* Writes all of buf; 0 or -1 (timeout, error, stopped). */
-static int stb_dh_write_all(int fd, const char *buf, size_t len, const struct timespec *until)
+static int dh_write_all(int fd, const char *buf, size_t len, const struct timespec *until)
 {
 	while (len > 0) {
 		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
@@ -328,15 +326,20 @@ static int stb_dh_write_all(int fd, const char *buf, size_t len, const struct ti
 
 /*
  * Reads the request head into buf (size STB_DH_HEAD_MAX + 1, NUL-terminated).
- * Returns 0, or an HTTP status to answer with (400, 408, 431), or -1 to close
+ * Returns 0, or an HTTP status to answer with (400: incomplete, or a NUL byte;
+ * 408, 431), or -1 to close
  * without answering (peer closed, error, endpoint stopping).
  */
-static int stb_dh_read_head(int fd, char *buf, const struct timespec *until)
+static int dh_read_head(int fd, char *buf, const struct timespec *until)
 {
 	size_t len = 0;
 	for (;;) {
 		ssize_t n = recv(fd, buf + len, STB_DH_HEAD_MAX - len, 0);
 		if (n > 0) {
+			/* A NUL byte is no part of an HTTP head (and would hide its end
+			 * from the string functions below). */
+			if (memchr(buf + len, '\0', (size_t)n))
+				return 400;
 			len += (size_t)n;
 			buf[len] = '\0';
 			if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
@@ -359,7 +362,7 @@ static int stb_dh_read_head(int fd, char *buf, const struct timespec *until)
 	}
 }
 
-static void *stb_dh_conn_main(void *arg)
+static void *dh_conn_main(void *arg)
 {
 	struct stb_dh_conn *c = arg;
 	struct stb_dh_response res = {.status = 500};
@@ -367,18 +370,18 @@ static void *stb_dh_conn_main(void *arg)
 	char *hdr = NULL;
 	if (!head)
 		goto cleanup;
-	struct timespec until = stb_dh_abstime(STB_DH_IO_TIMEOUT_MS);
-	int st = stb_dh_read_head(c->fd, head, &until);
+	struct timespec until = dh_abstime(STB_DH_IO_TIMEOUT_MS);
+	int st = dh_read_head(c->fd, head, &until);
 	if (st < 0)
 		goto cleanup;
 	if (st > 0)
-		stb_dh_error(&res, st, "%s", st == 431 ? "the request head exceeds 8192 bytes"
+		dh_error(&res, st, "%s", st == 431 ? "the request head exceeds 8192 bytes"
 					      : st == 408 ? "no complete request within 5 s"
 							  : "incomplete request");
 	else
-		stb_dh_handle(head, &res);
+		dh_handle(head, &res);
 	if (!res.body) {
-		stb_dh_error(&res, 500, "out of memory");
+		dh_error(&res, 500, "out of memory");
 		if (!res.body)
 			goto cleanup;
 	}
@@ -389,15 +392,15 @@ static void *stb_dh_conn_main(void *arg)
 			    "%s"
 			    "Cache-Control: no-store\r\n"
 			    "Connection: close\r\n\r\n",
-			    res.status, stb_dh_reason(res.status), res.type, res.len,
+			    res.status, dh_reason(res.status), res.type, res.len,
 			    res.status == 405 ? "Allow: GET, HEAD\r\n" : "");
 	if (hlen < 0) {
 		hdr = NULL;
 		goto cleanup;
 	}
-	until = stb_dh_abstime(STB_DH_IO_TIMEOUT_MS);
-	if (stb_dh_write_all(c->fd, hdr, (size_t)hlen, &until) == 0 && !res.head_only)
-		stb_dh_write_all(c->fd, res.body, res.len, &until);
+	until = dh_abstime(STB_DH_IO_TIMEOUT_MS);
+	if (dh_write_all(c->fd, hdr, (size_t)hlen, &until) == 0 && !res.head_only)
+		dh_write_all(c->fd, res.body, res.len, &until);
 	shutdown(c->fd, SHUT_WR);
 cleanup:
 	free(hdr);
@@ -412,7 +415,7 @@ cleanup:
 /* ---- listener ---- */
 
 /* Joins finished connection bthreads; returns a free entry or NULL. */
-static struct stb_dh_conn *stb_dh_reap(void)
+static struct stb_dh_conn *dh_reap(void)
 {
 	struct stb_dh_conn *free_slot = NULL;
 	for (int i = 0; i < STB_DH_MAX_CONNS; i++) {
@@ -427,14 +430,14 @@ static struct stb_dh_conn *stb_dh_reap(void)
 	return free_slot;
 }
 
-static void *stb_dh_listen_main(void *arg)
+static void *dh_listen_main(void *arg)
 {
 	(void)arg;
 	int lfd = stb_dh.lfd;
 	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 	bthread_attr_set_name(&attr, "stb debug http conn");
 	while (!__atomic_load_n(&stb_dh.stopping, __ATOMIC_ACQUIRE)) {
-		struct stb_dh_conn *c = stb_dh_reap();
+		struct stb_dh_conn *c = dh_reap();
 		if (!c) {
 			bthread_usleep(10000); /* all connections busy: let one finish */
 			continue;
@@ -450,7 +453,7 @@ static void *stb_dh_listen_main(void *arg)
 		}
 		c->fd = fd;
 		__atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
-		if (bthread_start_background(&c->tid, &attr, stb_dh_conn_main, c) != 0) {
+		if (bthread_start_background(&c->tid, &attr, dh_conn_main, c) != 0) {
 			c->tid = 0;
 			close(fd);
 		}
@@ -498,7 +501,7 @@ int stb_debug_http_start(uint16_t port, uint16_t *bound_port)
 	memset(stb_dh.conns, 0, sizeof(stb_dh.conns));
 	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 	bthread_attr_set_name(&attr, "stb debug http");
-	int err = bthread_start_background(&stb_dh.listener, &attr, stb_dh_listen_main, NULL);
+	int err = bthread_start_background(&stb_dh.listener, &attr, dh_listen_main, NULL);
 	if (err != 0) {
 		stb_dh.lfd = -1;
 		rc = -err;

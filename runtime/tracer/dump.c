@@ -16,54 +16,58 @@
 #include "pprof.h"
 #include "report.h"
 #include "trace.h"
+#include "tview.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
 
-struct stb_frame_collect {
-	struct stb_frame *frames;
-	unsigned n, max;
+/* The in-process table as the scan sees it: every slot, published or
+ * private (beyond the table's capacity). */
+static struct stb_abi_task *self_entry(void *ctx, uint32_t slot, uint32_t *next)
+{
+	uint32_t first = *(const uint32_t *)ctx; /* slots below: skipped */
+	if (slot < first) {
+		*next = first;
+		return NULL;
+	}
+	struct stb_task *t = stb_task_at(slot);
+	*next = slot + 1;
+	return t ? t->pub : NULL;
+}
+
+struct collect {
+	struct stb_task_set *set;
+	size_t cap;                  /* tasks allocated */
+	bthread_t only;
+	bool stacks;
+	unsigned depth;
+	struct stb_frame *scratch;   /* one trace's frames */
+	size_t used, room;           /* frames arena */
+	uint64_t self_ip, self_sp, self_bp;
+	int err;
 };
 
-static int stb_collect_frame(const struct stb_frame *f, void *arg)
+/* Fills d from the entry copy v without tracing it. */
+static void entry_task(const struct stb_tview_task *v, struct stb_report_task *d)
 {
-	struct stb_frame_collect *c = arg;
-	if (c->n < c->max)
-		c->frames[c->n++] = *f;
-	return 0;
-}
-
-void stb_report_sym_self(void *ctx, struct stb_frame *f, int flags)
-{
-	(void)ctx;
-	stb_trace_symbolize(f->ip, flags, f);
-}
-
-/* Fills d from the table entry of t without tracing it. */
-static void stb_collect_entry(struct stb_task *t, bthread_t id, unsigned st,
-			      struct stb_report_task *d)
-{
-	d->id = id;
-	d->state = st;
+	d->id = v->id;
+	d->state = v->state;
 	d->mode = STB_TRACE_NO_STACK;
-	d->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
-	if (st == STB_TASK_RUNNING || d->is_pthread)
-		d->tid = __atomic_load_n(&t->pub->tid, __ATOMIC_RELAXED);
-	d->since_ns = st == STB_TASK_SUSPENDED ? t->pub->since_ns : 0;
-	memcpy(d->name, t->pub->name, sizeof(d->name));
-	d->name[sizeof(d->name) - 1] = '\0';
+	d->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
+	if (v->state == STB_TASK_RUNNING || d->is_pthread)
+		d->tid = v->tid;
+	d->since_ns = v->state == STB_TASK_SUSPENDED ? v->since_ns : 0;
+	memcpy(d->name, v->name, sizeof(d->name));
 }
 
-/* Traces task id into d (frames without symbols). Returns -ESRCH if it finished. */
-static int stb_collect_trace(bthread_t id, unsigned depth, struct stb_frame *frames,
-			     struct stb_report_task *d, uint64_t self_ip, uint64_t self_sp,
-			     uint64_t self_bp)
+/* Traces task id into d (frames without symbols into c->scratch). Returns
+ * -ESRCH if it finished. */
+static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d)
 {
-	struct stb_frame_collect c = {.frames = frames, .max = depth};
 	/* Symbols are looked up when printing: once per group when grouped. */
-	struct stb_trace_opts to = {.max_depth = depth, .no_symbols = 1,
-				    .on_frame = stb_collect_frame, .arg = &c};
+	struct stb_trace_opts to = {.max_depth = c->depth, .no_symbols = 1};
 	struct stb_trace_info info;
-	int r = stb_trace_impl(id, &to, NULL, 0, &info, self_ip, self_sp, self_bp);
+	int r = stb_trace_impl(id, &to, c->scratch, c->depth, &info, c->self_ip, c->self_sp,
+			       c->self_bp);
 	if (r == -ESRCH)
 		return r;
 	d->id = id;
@@ -76,9 +80,60 @@ static int stb_collect_trace(bthread_t id, unsigned depth, struct stb_frame *fra
 	d->err = r < 0 ? r : 0;
 	memcpy(d->error, info.error, sizeof(d->error));
 	d->truncated = info.truncated;
-	d->frames = c.frames;
-	d->nframes = r < 0 ? 0 : c.n;
+	d->nframes = r < 0 ? 0 : info.nframes;
 	return 0;
+}
+
+/* Appends n frames of c->scratch to the arena. */
+static int keep_frames(struct collect *c, unsigned n)
+{
+	if (c->used + n > c->room) {
+		size_t room = c->room ? c->room * 2 : 4096;
+		while (room < c->used + n)
+			room *= 2;
+		struct stb_frame *grown = realloc(c->set->frames, room * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		c->set->frames = grown;
+		c->room = room;
+	}
+	memcpy(c->set->frames + c->used, c->scratch, n * sizeof(*c->scratch));
+	c->used += n;
+	return 0;
+}
+
+static int collect_one(void *arg, uint32_t slot, struct stb_abi_task *p,
+		       const struct stb_tview_task *v)
+{
+	struct collect *c = arg;
+	(void)slot;
+	(void)p;
+	if (c->only && v->id != c->only)
+		return 0;
+	struct stb_task_set *set = c->set;
+	if (set->n == c->cap) {
+		/* Memory grows with the live tasks, not with the slots. */
+		size_t cap = c->cap ? c->cap * 2 : 256;
+		struct stb_report_task *grown = realloc(set->tasks, cap * sizeof(*grown));
+		if (!grown) {
+			c->err = -ENOMEM;
+			return 1;
+		}
+		set->tasks = grown;
+		c->cap = cap;
+	}
+	struct stb_report_task *d = &set->tasks[set->n];
+	memset(d, 0, sizeof(*d));
+	if (!c->stacks) {
+		entry_task(v, d);
+	} else if (trace_task(c, v->id, d) != 0) {
+		return 0; /* finished meanwhile */
+	} else if (d->nframes && keep_frames(c, d->nframes) != 0) {
+		c->err = -ENOMEM;
+		return 1;
+	}
+	set->n++;
+	return c->only != 0; /* one task: done */
 }
 
 void stb_task_set_free(struct stb_task_set *set)
@@ -92,75 +147,39 @@ int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool 
 		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set)
 {
 	memset(set, 0, sizeof(*set));
-	if (depth == 0)
-		depth = STB_DUMP_DEFAULT_DEPTH;
-	uint32_t nslots = stb_task_slots();
-	size_t cap = only ? 1 : (nslots ? nslots : 1);
-	set->tasks = calloc(cap, sizeof(*set->tasks));
-	/* Each trace goes to scratch, then its frames are appended to one arena
-	 * that grows as needed (100,000 tasks do not need 100,000 x depth frames). */
-	struct stb_frame *scratch = stacks ? calloc(depth, sizeof(*scratch)) : NULL;
-	size_t used = 0, room = 0;
-	int rc = 0;
-	if (!set->tasks || (stacks && !scratch)) {
-		rc = -ENOMEM;
+	struct collect c = {
+		.set = set, .only = only, .stacks = stacks,
+		.depth = depth ? depth : STB_DUMP_DEFAULT_DEPTH,
+		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
+	};
+	uint32_t first = 0;
+	struct stb_tview_src src = {.entry = self_entry, .ctx = &first, .nslots = stb_task_slots()};
+	if (only) {
+		if (!stb_task_lookup(only))
+			return -ESRCH;
+		first = STB_ABI_SLOT(only);
+		src.nslots = first + 1;
+	}
+	if (stacks && !(c.scratch = calloc(c.depth, sizeof(*c.scratch)))) {
+		c.err = -ENOMEM;
 		goto cleanup;
 	}
-	uint32_t first = 0, last = nslots;
-	if (only) {
-		if (!stb_task_lookup(only)) {
-			rc = -ESRCH;
-			goto cleanup;
-		}
-		first = (uint32_t)only;
-		last = first + 1;
-	}
-	for (uint32_t slot = first; slot < last && set->n < cap; slot++) {
-		struct stb_task *t = stb_task_at(slot);
-		if (!t)
-			continue;
-		bthread_t id = __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE);
-		unsigned st = stb_task_state(t);
-		if (st == STB_TASK_UNUSED || st == STB_TASK_DESTROYED || id == 0 ||
-		    (only && id != only))
-			continue;
-		if (state_mask && !(state_mask & (1u << st)))
-			continue;
-		struct stb_report_task *d = &set->tasks[set->n];
-		if (!stacks) {
-			stb_collect_entry(t, id, st, d);
-		} else if (stb_collect_trace(id, depth, scratch, d, self_ip, self_sp, self_bp) != 0) {
-			continue; /* finished meanwhile */
-		} else if (d->nframes) {
-			if (used + d->nframes > room) {
-				size_t nroom = room ? room * 2 : 4096;
-				while (nroom < used + d->nframes)
-					nroom *= 2;
-				struct stb_frame *grown = realloc(set->frames, nroom * sizeof(*grown));
-				if (!grown) {
-					rc = -ENOMEM;
-					goto cleanup;
-				}
-				set->frames = grown;
-				room = nroom;
-			}
-			memcpy(set->frames + used, scratch, d->nframes * sizeof(*scratch));
-			used += d->nframes;
-		}
-		set->n++;
-	}
+	struct stb_tview_scan_result res;
+	stb_tview_scan(&src, state_mask, 0, collect_one, &c, &res);
+	if (c.err)
+		goto cleanup;
 	/* The arena moved while growing: point each task at its frames now. */
 	for (size_t i = 0, off = 0; stacks && i < set->n; i++) {
 		set->tasks[i].frames = set->tasks[i].nframes ? set->frames + off : NULL;
 		off += set->tasks[i].nframes;
 	}
 	if (only && set->n == 0)
-		rc = -ESRCH;
+		c.err = -ESRCH;
 cleanup:
-	free(scratch);
-	if (rc)
+	free(c.scratch);
+	if (c.err)
 		stb_task_set_free(set);
-	return rc;
+	return c.err;
 }
 
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)
@@ -169,33 +188,19 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	uint64_t self_ip, self_sp, self_bp;
 	STB_CALLER_FRAME(self_ip, self_sp, self_bp);
 	const struct stb_dump_opts *o = opts ? opts : &dflt;
-	if (!out || o->format < STB_DUMP_TEXT || o->format > STB_DUMP_JSON)
+	if (!out || !stb_format_name(o->format))
 		return -EINVAL;
 	struct stb_task_set set;
 	int rc = stb_collect_tasks(0, o->max_depth, o->state_mask, true, self_ip, self_sp, self_bp,
 				   &set);
 	if (rc < 0)
 		goto cleanup;
-	struct stb_report r = {.out = out, .sym = stb_report_sym_self,
-			       .now_ns = stb_now_coarse_ns(), .group = o->group != 0};
-	/* pprof / folded / json: runtime/stacks/pprof.c and runtime/stacks/report.c, shared with
-	 * stb-bpf-loader. */
-	if (o->format == STB_DUMP_PPROF || o->format == STB_DUMP_FOLDED) {
-		struct stb_unw_proc *unw;
-		struct stb_sym *sym;
-		stb_trace_self_tools(&unw, &sym);
-		char note[64];
-		snprintf(note, sizeof(note), "stb_dump of pid %d", (int)getpid());
-		rc = stb_report_pprof(&r, sym, unw, set.tasks, set.n,
-				      o->format == STB_DUMP_PPROF ? STB_REPORT_PPROF : STB_REPORT_FOLDED,
-				      note);
-	} else if (o->format == STB_DUMP_JSON) {
-		char extra[64];
-		snprintf(extra, sizeof(extra), ",\n  \"pid\": %d", (int)getpid());
-		rc = stb_report_json(&r, set.tasks, set.n, extra);
-	} else {
-		rc = stb_report_text(&r, set.tasks, set.n);
-	}
+	struct stb_report_meta meta = {.producer = "stb_dump", .pid = (int)getpid()};
+	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = o->group != 0,
+			       .meta = &meta};
+	/* Every format: runtime/stacks/report.c and pprof.c, shared with stb-bpf-loader. */
+	stb_trace_self_tools(&r.unw, &r.sym);
+	rc = stb_report_write(&r, set.tasks, set.n, o->format);
 	fflush(out);
 	if (rc == 0)
 		rc = (int)set.n;
@@ -208,7 +213,7 @@ cleanup:
 
 static int stb_dump_pipe[2] = {-1, -1};
 
-static void stb_dump_on_signal(int sig)
+static void dump_on_signal(int sig)
 {
 	(void)sig;
 	int saved = errno;
@@ -218,7 +223,7 @@ static void stb_dump_on_signal(int sig)
 	errno = saved;
 }
 
-static void *stb_dump_thread(void *arg)
+static void *dump_thread(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_dump");
@@ -238,7 +243,7 @@ static void *stb_dump_thread(void *arg)
 }
 
 /* Parses "SIGQUIT", "QUIT", "quit" or a number; 1 means the default SIGQUIT. */
-static int stb_parse_signal(const char *s)
+static int parse_signal(const char *s)
 {
 	static const struct { const char *name; int sig; } names[] = {
 		{"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
@@ -263,7 +268,7 @@ void stb_dump_signal_init(void)
 	const char *env = getenv("STB_DUMP_SIGNAL");
 	if (!env || !*env || strcmp(env, "0") == 0)
 		return;
-	int sig = stb_parse_signal(env);
+	int sig = parse_signal(env);
 	if (sig < 0) {
 		fprintf(stderr, "stb: ignoring STB_DUMP_SIGNAL=%s (want QUIT, USR1, USR2, ... or a "
 				"number)\n", env);
@@ -272,12 +277,12 @@ void stb_dump_signal_init(void)
 	if (pipe2(stb_dump_pipe, O_CLOEXEC) != 0)
 		goto fail;
 	pthread_t th;
-	if (pthread_create(&th, NULL, stb_dump_thread, NULL) != 0)
+	if (pthread_create(&th, NULL, dump_thread, NULL) != 0)
 		goto fail;
 	pthread_detach(th);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = stb_dump_on_signal;
+	sa.sa_handler = dump_on_signal;
 	sa.sa_flags = SA_RESTART;
 	if (sigaction(sig, &sa, NULL) != 0)
 		goto fail;

@@ -15,7 +15,7 @@
 
 #include "internal.h"
 #include "stb/stb.h"
-#include "hold.h"
+#include "driver.h"
 #include "report.h"
 #include "symbolize.h"
 #include "trace.h"
@@ -68,14 +68,14 @@ static __thread struct stb_task *stb_tls_pthread_task __attribute__((tls_model("
 static pthread_key_t stb_pthread_key;
 static pthread_once_t stb_pthread_once = PTHREAD_ONCE_INIT;
 
-static void stb_count(uint64_t *c)
+static void count(uint64_t *c)
 {
 	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- configuration ---- */
 
-static int stb_parse_int_env(const char *name, int lo, int hi, int dflt)
+static int parse_int_env(const char *name, int lo, int hi, int dflt)
 {
 	const char *s = getenv(name);
 	if (!s || !*s)
@@ -95,10 +95,10 @@ void stb_tracer_attach(void)
 {
 	/* Only when set: a value given to stb_set_signal_trace_timeout_ms()
 	 * before the runtime started must not be reset to the default here. */
-	int ms = stb_parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
+	int ms = parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
 	if (ms)
 		__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
-	int sig = stb_parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
+	int sig = parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
 	stb_dump_signal_init();
@@ -122,7 +122,7 @@ int stb_set_trace_signal(int signo)
 	return 0;
 }
 
-static int stb_signo(void)
+static int trace_signo(void)
 {
 	int s = __atomic_load_n(&stb_trace_signo, __ATOMIC_ACQUIRE);
 	return s ? s : SIGRTMAX - 3;
@@ -130,13 +130,13 @@ static int stb_signo(void)
 
 /* ---- the signal handler (async-signal-safe: no locks, no allocation) ---- */
 
-static struct stb_task *stb_thread_task(void)
+static struct stb_task *thread_task(void)
 {
 	struct stb_task *t = stb_task_self();
 	return t ? t : stb_tls_pthread_task;
 }
 
-static void stb_capture_handler(int sig, siginfo_t *si, void *uctx)
+static void signal_handler(int sig, siginfo_t *si, void *uctx)
 {
 	(void)sig;
 	int saved_errno = errno;
@@ -152,7 +152,7 @@ static void stb_capture_handler(int sig, siginfo_t *si, void *uctx)
 	if (!__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_WRITING, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		goto out; /* stale request: its buffer may belong to someone else now */
-	struct stb_task *t = stb_thread_task();
+	struct stb_task *t = thread_task();
 	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
 	uint64_t sp = (uint64_t)g[REG_RSP];
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
@@ -186,14 +186,14 @@ out:
 	errno = saved_errno;
 }
 
-static void stb_install_handler_once(void)
+static void install_handler_once(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = stb_capture_handler;
+	sa.sa_sigaction = signal_handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
-	if (sigaction(stb_signo(), &sa, NULL) != 0)
+	if (sigaction(trace_signo(), &sa, NULL) != 0)
 		stb_handler_err = errno;
 	else
 		__atomic_store_n(&stb_handler_installed, true, __ATOMIC_RELEASE);
@@ -201,7 +201,7 @@ static void stb_install_handler_once(void)
 
 /* ---- slots, leases ---- */
 
-static struct stb_slot *stb_slot_get(uint64_t deadline)
+static struct stb_slot *slot_get(uint64_t deadline)
 {
 	for (unsigned round = 0;; round++) {
 		for (unsigned i = 0; i < STB_SLOTS; i++) {
@@ -231,23 +231,22 @@ static struct stb_slot *stb_slot_get(uint64_t deadline)
 	}
 }
 
-static void stb_slot_put(struct stb_slot *s)
+static void slot_put(struct stb_slot *s)
 {
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void stb_errmsg(struct stb_trace_info *info, const char *fmt, ...)
+static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(info->error, sizeof(info->error), fmt, ap);
+	vsnprintf(err, len, fmt, ap);
 	va_end(ap);
 }
 
 /* Is signal signo blocked on thread tid of this process? (/proc status) */
-static bool stb_signal_blocked(pid_t tid, int signo)
+static bool signal_blocked(pid_t tid, int signo)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
@@ -266,37 +265,29 @@ static bool stb_signal_blocked(pid_t tid, int signo)
 	return blocked;
 }
 
-/* The capture a trace unwinds. */
-struct stb_capture {
-	struct stb_regs regs;
-	struct stb_stack_copy copy;
-	unsigned mode;
-	unsigned state;
-};
-
 /*
  * Signal mode: asks the handler on the task's thread to copy its registers
  * and stack into slot s. 0 = captured, -EAGAIN = the task was not running
  * there any more (retry), other -errno = failure.
  */
-static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot *s,
-			      uint64_t deadline, struct stb_trace_info *info)
+static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
+			  uint64_t deadline, struct stb_snapshot *snap, char *err, size_t errlen)
 {
-	int signo = stb_signo();
-	pthread_once(&stb_handler_once, stb_install_handler_once);
+	int signo = trace_signo();
+	pthread_once(&stb_handler_once, install_handler_once);
 	if (stb_handler_err) {
-		stb_errmsg(info, "cannot install the handler of signal %d: %s", signo,
+		say(err, errlen, "cannot install the handler of signal %d: %s", signo,
 			   strerror(stb_handler_err));
 		return -stb_handler_err;
 	}
 	struct sigaction cur;
 	if (sigaction(signo, NULL, &cur) == 0 &&
-	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != stb_capture_handler)) {
-		stb_errmsg(info, "the handler of trace signal %d was replaced by the application "
+	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != signal_handler)) {
+		say(err, errlen, "the handler of trace signal %d was replaced by the application "
 				 "(choose another with STB_TRACE_SIGNAL)", signo);
 		return -EPERM;
 	}
-	pid_t ktid = (pid_t)__atomic_load_n(&t->pub->tid, __ATOMIC_ACQUIRE);
+	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
 	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
 	s->want = tid;
 	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
@@ -308,12 +299,12 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 	si.si_uid = getuid();
 	si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
 	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
-		int err = errno;
+		int e = errno;
 		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
-		if (err == ESRCH)
+		if (e == ESRCH)
 			return -EAGAIN; /* the thread is gone: re-read the task */
-		stb_errmsg(info, "cannot signal thread %d: %s", (int)ktid, strerror(err));
-		return -err;
+		say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
+		return -e;
 	}
 	uint64_t st = 0;
 	for (unsigned spins = 0;; spins++) {
@@ -324,12 +315,12 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 			uint64_t armed = tag << 8 | STB_SLOT_ARMED;
 			if (__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_ABANDONED,
 							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-				stb_count(&stb_tstats.signal_timeouts);
-				if (stb_signal_blocked(ktid, signo))
-					stb_errmsg(info, "signal %d is blocked on thread %d", signo,
+				count(&stb_tstats.signal_timeouts);
+				if (signal_blocked(ktid, signo))
+					say(err, errlen, "signal %d is blocked on thread %d", signo,
 						   (int)ktid);
 				else
-					stb_errmsg(info, "no capture from thread %d within the timeout "
+					say(err, errlen, "no capture from thread %d within the timeout "
 							 "(signal %d blocked or ignored?)",
 						   (int)ktid, signo);
 				return -ETIMEDOUT;
@@ -343,126 +334,46 @@ static int stb_capture_signal(struct stb_task *t, bthread_t tid, struct stb_slot
 	}
 	if ((st & 0xff) == STB_SLOT_DECLINED)
 		return -EAGAIN;
-	stb_count(&stb_tstats.signal_captures);
-	info->held_ns = s->handler_ns;
-	info->tid = (uint32_t)ktid;
+	count(&stb_tstats.signal_captures);
+	snap->held_ns = s->handler_ns;
+	snap->tid = (uint32_t)ktid;
 	return 0;
 }
 
-/* Reads this process's memory for stb_hold_copy_context (the range is mapped). */
-static int stb_read_self(void *ctx, uint64_t addr, void *dst, size_t len)
+/* The capture backend of the in-process tracer (driver.h): signal mode. */
+static int signal_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+			  uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+			  char *err, size_t errlen)
+{
+	struct stb_slot *s = ctx;
+	(void)w1;
+	(void)buf;
+	(void)cap;
+	int rc = signal_request(p, id, s, deadline, snap, err, errlen);
+	if (rc != 0)
+		return rc;
+	snap->regs = s->regs;
+	snap->copy.addr = s->addr;
+	snap->copy.bytes = s->buf;
+	snap->copy.len = s->len;
+	snap->mode = STB_TRACE_SIGNAL;
+	return 0;
+}
+
+/* Reads this process's memory (the memory backend: the range is mapped while
+ * the lease holds the task). */
+static int read_self(void *ctx, uint64_t addr, void *dst, size_t len)
 {
 	(void)ctx;
 	stb_unw_copy_raw(dst, (const void *)(uintptr_t)addr, len);
 	return 0;
 }
 
-/*
- * Holds task tid, captures its stack into s and releases it. Returns 0 with
- * cap filled (cap->mode NO_STACK when there is nothing to read) or -errno.
- */
-static int stb_capture(struct stb_task *t, bthread_t tid, uint64_t deadline, struct stb_slot *s,
-		       struct stb_capture *cap, struct stb_trace_info *info)
-{
-	struct stb_abi_task *p = t->pub;
-	uint64_t lease;
-	int rc = stb_hold_acquire(p, tid, deadline, &lease);
-	if (rc == -ESRCH) {
-		stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-		return rc;
-	}
-	if (rc != 0) {
-		stb_errmsg(info, "another tracer held the task for the whole timeout");
-		return rc;
-	}
-	uint64_t held_at = stb_now_ns();
-	__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-
-	for (unsigned spins = 0;; spins++) {
-		rc = spins ? stb_hold_refresh(p, tid, deadline, &lease) : 0;
-		if (rc == -EBUSY) {
-			stb_errmsg(info, "another tracer held the task for the whole timeout");
-			goto cleanup;
-		}
-		if (rc != 0 || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != tid) {
-			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-			rc = -ESRCH;
-			goto cleanup;
-		}
-		uint64_t w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-		unsigned st = STB_ABI_STATE(w1);
-		info->state = st;
-		switch (st) {
-		case STB_TASK_READY:
-		case STB_TASK_SUSPENDED:
-			rc = stb_hold_copy_context(p, tid, w1, lease, stb_read_self, NULL,
-						   s->buf, STB_COPY_MAX, &cap->regs, &cap->copy);
-			cap->mode = STB_TRACE_CONTEXT;
-			cap->state = st;
-			break;
-		case STB_TASK_RUNNING:
-			/* The handler copies the stack on the task's own thread while
-			 * it is interrupted: one consistent snapshot, as the loader's
-			 * BPF record is. Holding the task meanwhile would only stop it
-			 * at its gate (in stb_gate_wait) if it tried to switch before
-			 * the signal arrived, and the capture would show that wait.
-			 * The next attempt, if any, takes the lease again. */
-			stb_hold_release(p, lease);
-			lease = 0;
-			rc = stb_capture_signal(t, tid, s, deadline, info);
-			if (rc == 0) {
-				cap->regs = s->regs;
-				cap->copy.addr = s->addr;
-				cap->copy.bytes = s->buf;
-				cap->copy.len = s->len;
-				cap->mode = STB_TRACE_SIGNAL;
-				cap->state = st;
-			}
-			break;
-		case STB_TASK_CREATED:
-		case STB_TASK_READY_NO_STACK:
-			cap->mode = STB_TRACE_NO_STACK;
-			cap->state = st;
-			rc = 0;
-			break;
-		case STB_TASK_DESTROYED:
-		case STB_TASK_UNUSED:
-			stb_errmsg(info, "bthread %llu has finished", (unsigned long long)tid);
-			rc = -ESRCH;
-			goto cleanup;
-		default: /* ABOUT_TO_RUN, SUSPENDING: a switch is in progress */
-			rc = -EAGAIN;
-			break;
-		}
-		if (rc != -EAGAIN && rc != -ETIMEDOUT)
-			break;
-		if (rc == -ETIMEDOUT && st == STB_TASK_RUNNING)
-			break; /* the signal capture timed out: message already set */
-		stb_count(&stb_tstats.retries);
-		if (stb_now_ns() >= deadline) {
-			stb_errmsg(info, "the task did not settle within the timeout (state %s)",
-				   stb_state_name(st));
-			rc = -ETIMEDOUT;
-			break;
-		}
-		if (spins < 100)
-			stb_cpu_relax();
-		else
-			sched_yield();
-	}
-	if (rc == 0 && cap->mode == STB_TRACE_CONTEXT)
-		info->held_ns = stb_now_ns() - held_at;
-cleanup:
-	__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-	/* If the runtime broke our lease, the copy was validated anyway. */
-	if (lease)
-		stb_hold_release(p, lease);
-	return rc;
-}
+static const struct stb_mem stb_self_mem = {.read = read_self, .flags = STB_MEM_F_FAULTS};
 
 /* ---- unwinding and symbols ---- */
 
-static void stb_self_init(void)
+static void self_init(void)
 {
 	stb_self_proc = stb_unw_proc_new(0);
 	if (!stb_self_proc) {
@@ -477,91 +388,16 @@ static void stb_self_init(void)
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f)
 {
 	struct stb_sym_info si;
-	pthread_once(&stb_self_once, stb_self_init);
+	pthread_once(&stb_self_once, self_init);
 	f->ip = ip;
 	stb_sym_fill_frame(stb_self_sym, flags, f, &si);
 }
 
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
 {
-	pthread_once(&stb_self_once, stb_self_init);
+	pthread_once(&stb_self_once, self_init);
 	*unw = stb_self_proc;
 	*sym = stb_self_sym;
-}
-
-struct stb_walk {
-	const struct stb_trace_opts *opts;
-	struct stb_frame *frames;
-	size_t nframes;
-	unsigned n;          /* frames delivered (including inline ones) */
-	unsigned abs;        /* physical frames seen, counting the skipped ones */
-	bool first_is_return;
-	bool stopped;
-};
-
-static int stb_walk_emit(struct stb_walk *wk, const struct stb_frame *f)
-{
-	if (wk->frames && wk->n < wk->nframes)
-		wk->frames[wk->n] = *f;
-	wk->n++;
-	if (wk->opts->on_frame && wk->opts->on_frame(f, wk->opts->arg)) {
-		wk->stopped = true;
-		return 1;
-	}
-	return 0;
-}
-
-static int stb_walk_frame(const struct stb_unw_frame *uf, void *arg)
-{
-	struct stb_walk *wk = arg;
-	const struct stb_trace_opts *o = wk->opts;
-	unsigned idx = o->skip + wk->abs++;
-	struct stb_frame f;
-	memset(&f, 0, sizeof(f));
-	f.ip = uf->ip;
-	f.sp = uf->sp;
-	f.flags = uf->how == STB_FRAME_FP ? STB_FRAME_F_FP : 0;
-	struct stb_sym_info si;
-	int flags = (idx > 0 || wk->first_is_return ? STB_SYM_RETURN : 0) |
-		    (o->no_source ? STB_SYM_NO_SOURCE : 0);
-	if (!o->no_symbols && stb_sym_fill_frame(stb_self_sym, flags, &f, &si) &&
-	    o->inline_frames) {
-		for (unsigned i = 0; i < si.ninline; i++) {
-			struct stb_frame in = f;
-			in.symbol = si.inlines[i].function;
-			in.file = si.inlines[i].file;
-			in.line = si.inlines[i].line;
-			in.offset = 0;
-			in.flags |= STB_FRAME_F_INLINED;
-			if (stb_walk_emit(wk, &in))
-				return 1;
-		}
-	}
-	return stb_walk_emit(wk, &f);
-}
-
-/* Unwinds a capture into frames/callback. Returns frames delivered or -errno. */
-static int stb_trace_unwind(const struct stb_capture *cap, const struct stb_trace_opts *o,
-			    struct stb_frame *frames, size_t nframes, struct stb_trace_info *info)
-{
-	struct stb_walk wk = {
-		.opts = o, .frames = frames, .nframes = nframes,
-		.first_is_return = (cap->regs.flags & STB_UNW_IP_IS_RETURN) != 0,
-	};
-	unsigned depth = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
-	/* Only the copy: the live stack has moved on since (a deeper stack than
-	 * the copy ends the trace rather than mixing in newer frames). */
-	struct stb_regs regs = cap->regs;
-	regs.flags |= STB_UNW_COPY_ONLY;
-	int rc = stb_unw_walk(stb_self_proc, &regs, &cap->copy, o->skip, depth,
-			      stb_walk_frame, &wk);
-	if (rc < 0) {
-		stb_errmsg(info, "unwinding failed: %s", strerror(-rc));
-		return rc;
-	}
-	info->nframes = wk.n;
-	info->truncated = wk.stopped || (unsigned)rc >= depth;
-	return (int)wk.n;
 }
 
 /*
@@ -584,12 +420,13 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 	uint64_t deadline = stb_now_ns() + (uint64_t)ms * 1000000u;
 	struct stb_task *t = stb_task_lookup(tid);
 	if (!t || __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE) != tid) {
-		stb_errmsg(info, "no live bthread %llu", (unsigned long long)tid);
+		say(info->error, sizeof(info->error), "no live bthread %llu", (unsigned long long)tid);
 		return -ESRCH;
 	}
-	pthread_once(&stb_self_once, stb_self_init);
+	pthread_once(&stb_self_once, self_init);
 	if (stb_self_err) {
-		stb_errmsg(info, "cannot set up unwinding: %s", strerror(stb_self_err));
+		say(info->error, sizeof(info->error), "cannot set up unwinding: %s",
+		    strerror(stb_self_err));
 		return -stb_self_err;
 	}
 	memcpy(info->name, t->pub->name, sizeof(info->name));
@@ -597,44 +434,68 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
 	info->since_ns = t->pub->since_ns;
 
-	struct stb_capture cap;
-	memset(&cap, 0, sizeof(cap));
-	struct stb_slot *s = stb_slot_get(deadline);
+	struct stb_slot *s = slot_get(deadline);
 	if (!s) {
-		stb_errmsg(info, "no capture buffer available");
+		say(info->error, sizeof(info->error), "no capture buffer available");
 		return -ENOMEM;
 	}
+	struct stb_snapshot snap;
 	int rc;
-	if (t == stb_thread_task()) {
+	if (t == thread_task()) {
 		/* Tracing ourselves: our own stack is stable while we read it. */
 		uint64_t hi = t->pub->stack_hi;
 		size_t len = hi > self_sp ? (size_t)(hi - self_sp) : 0;
 		if (len > STB_COPY_MAX)
 			len = STB_COPY_MAX;
 		stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)self_sp, len);
-		cap.copy.addr = self_sp;
-		cap.copy.bytes = s->buf;
-		cap.copy.len = len;
-		memset(&cap.regs, 0, sizeof(cap.regs));
-		cap.regs.ip = self_ip;
-		cap.regs.sp = self_sp;
-		cap.regs.bp = self_bp;
-		cap.regs.flags = STB_UNW_IP_IS_RETURN;
-		cap.mode = STB_TRACE_SELF;
-		cap.state = STB_TASK_RUNNING;
-		info->state = STB_TASK_RUNNING;
-		info->tid = (uint32_t)stb_gettid();
+		memset(&snap, 0, sizeof(snap));
+		snap.copy.addr = self_sp;
+		snap.copy.bytes = s->buf;
+		snap.copy.len = len;
+		snap.regs.ip = self_ip;
+		snap.regs.sp = self_sp;
+		snap.regs.bp = self_bp;
+		snap.regs.flags = STB_UNW_IP_IS_RETURN;
+		snap.mode = STB_TRACE_SELF;
+		snap.state = STB_TASK_RUNNING;
+		snap.tid = (uint32_t)stb_gettid();
 		rc = 0;
 	} else {
-		rc = stb_capture(t, tid, deadline, s, &cap, info);
+		const struct stb_capture_ops cops = {.capture = signal_capture, .ctx = s};
+		const struct stb_driver d = {
+			.mem = &stb_self_mem, .capture = &cops, .flags = STB_DRIVER_F_LEASE,
+			.buf = s->buf, .cap = STB_COPY_MAX,
+		};
+		/* Stacks are not unmapped while a tracer copies one (abi.h). */
+		__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
+		rc = stb_driver_trace(&d, t->pub, tid, deadline, &snap, info->error,
+				      sizeof(info->error));
+		__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
+		if (snap.retries)
+			__atomic_fetch_add(&stb_tstats.retries, snap.retries, __ATOMIC_RELAXED);
 	}
-	info->mode = cap.mode;
-	if (rc == 0 && cap.mode != STB_TRACE_NO_STACK) {
-		rc = stb_trace_unwind(&cap, o, frames, nframes, info);
-		if (rc >= 0)
-			stb_count(&stb_tstats.traces);
+	info->state = snap.state;
+	info->mode = snap.mode;
+	info->held_ns = snap.held_ns;
+	if (snap.tid)
+		info->tid = snap.tid;
+	if (rc == 0 && snap.mode != STB_TRACE_NO_STACK) {
+		struct stb_frame_sink sink = {
+			.frames = frames, .nframes = nframes, .max = o->max_depth, .skip = o->skip,
+			.on_frame = o->on_frame, .arg = o->arg,
+			.sym = o->no_symbols ? NULL : stb_self_sym, .no_source = o->no_source != 0,
+			.inline_frames = o->inline_frames != 0,
+		};
+		rc = stb_snapshot_unwind(stb_self_proc, &snap, &sink);
+		if (rc < 0) {
+			say(info->error, sizeof(info->error), "unwinding failed: %s", strerror(-rc));
+		} else {
+			info->nframes = sink.n;
+			info->truncated = sink.truncated || sink.stopped;
+			count(&stb_tstats.traces);
+		}
 	}
-	stb_slot_put(s);
+	slot_put(s);
 	return rc;
 }
 
@@ -653,7 +514,7 @@ struct stb_text {
 	unsigned idx;
 };
 
-static int stb_text_frame(const struct stb_frame *f, void *arg)
+static int text_frame(const struct stb_frame *f, void *arg)
 {
 	struct stb_text *tx = arg;
 	size_t room = tx->len < tx->size ? tx->size - tx->len : 0;
@@ -670,7 +531,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 	if (size)
 		buf[0] = '\0';
 	struct stb_text tx = {.buf = buf, .size = size};
-	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_text_frame, .arg = &tx};
+	struct stb_trace_opts o = {.no_source = 1, .on_frame = text_frame, .arg = &tx};
 	struct stb_trace_info info;
 	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)
@@ -684,7 +545,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 
 /* ---- registered pthreads ---- */
 
-static void stb_pthread_unregister(void *arg)
+static void pthread_unregister(void *arg)
 {
 	struct stb_task *t = arg;
 	stb_tls_pthread_task = NULL;
@@ -700,9 +561,9 @@ static void stb_pthread_unregister(void *arg)
 	stb_task_release(t);
 }
 
-static void stb_pthread_key_init(void)
+static void pthread_key_init(void)
 {
-	pthread_key_create(&stb_pthread_key, stb_pthread_unregister);
+	pthread_key_create(&stb_pthread_key, pthread_unregister);
 }
 
 bthread_t bthread_init_for_pthread_stack_trace(void)
@@ -719,7 +580,7 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 		errno = rc;
 		return 0;
 	}
-	pthread_once(&stb_pthread_once, stb_pthread_key_init);
+	pthread_once(&stb_pthread_once, pthread_key_init);
 	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 	char name[16] = "";
 	pthread_getname_np(pthread_self(), name, sizeof(name));

@@ -52,7 +52,7 @@ struct stb_task_set {
 /*
  * Collects every live bthread and registered pthread (only != 0: just that
  * one) whose state is in state_mask (0 = all). stacks: trace each task (no
- * symbols; print with stb_report_sym_self as the report's symbolizer), at
+ * symbols; the report symbolizes with stb_trace_self_tools' symbolizer), at
  * most depth frames (0 = 64); otherwise only the table fields (id, name,
  * state, tid, since). self_*: the caller's frame, for the calling task.
  * Returns 0 (set filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH
@@ -61,7 +61,5 @@ struct stb_task_set {
 int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool stacks,
 		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set);
 void stb_task_set_free(struct stb_task_set *set);
-/* stb_report_sym_fn for this process (ctx unused). */
-void stb_report_sym_self(void *ctx, struct stb_frame *f, int flags);
 
 #endif /* STB_RUNTIME_TRACE_H */

@@ -3,9 +3,9 @@
  * The user-space side of the BPF capture program: loads the skeleton for one
  * target, owns the per-worker cpu-clock perf events and their BPF links, the
  * request slots in the program's .bss and the ring-buffer consumer. See
- * capture.h for the contract and bpf/stb_capture.bpf.c for the kernel side.
+ * capture.h for the contract and bpf/stb_record.bpf.c for the kernel side.
  */
-#include "capture.h"
+#include "bpf_prog.h"
 #include "util.h"
 
 #include <errno.h>
@@ -25,16 +25,16 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "stb_capture_bpf.skel.h"
+#include "stb_record_bpf.skel.h"
 
-#define STB_CAPTURE_DEFAULT_PERIOD_CAPTURE 20000ull    /* 20 us */
-#define STB_CAPTURE_DEFAULT_PERIOD_SAMPLE 10000000ull  /* 10 ms */
-#define STB_CAPTURE_DEFAULT_RB_CAPTURE (256u * 1024u)
-#define STB_CAPTURE_DEFAULT_RB_SAMPLE (4u * 1024u * 1024u)
-#define STB_CAPTURE_DEFAULT_SPIN_US 50u
-#define STB_CAPTURE_SLEEP_NS 50000ull
+#define STB_BPF_PROG_DEFAULT_PERIOD_CAPTURE 20000ull    /* 20 us */
+#define STB_BPF_PROG_DEFAULT_PERIOD_SAMPLE 10000000ull  /* 10 ms */
+#define STB_BPF_PROG_DEFAULT_RB_CAPTURE (256u * 1024u)
+#define STB_BPF_PROG_DEFAULT_RB_SAMPLE (4u * 1024u * 1024u)
+#define STB_BPF_PROG_DEFAULT_SPIN_US 50u
+#define STB_BPF_PROG_SLEEP_NS 50000ull
 
-struct stb_capture_worker {
+struct stb_bpf_prog_worker {
 	int perf_fd;        /* cpu-clock event on tid, -1 when none */
 	int link_fd;        /* BPF link of the program to perf_fd */
 	pid_t tid;
@@ -43,7 +43,7 @@ struct stb_capture_worker {
 	                         PERF_EVENT_IOC_DISABLE is left to the next arm */
 };
 
-struct stb_capture {
+struct stb_bpf_prog {
 	pid_t pid;
 	__u32 mode;
 	__u32 backing;
@@ -52,28 +52,28 @@ struct stb_capture {
 	__u64 period_ns;
 	unsigned int spin_us;
 	bool self_disarm;
-	bool on_demand; /* events exist only during stb_capture_take */
+	bool on_demand; /* events exist only during stb_bpf_prog_request */
 	bool sampling;
 	int table_fd; /* BPF_MAP backing: our duplicate; else -1 */
 	int stats_fd; /* BPF_ENABLE_STATS fd, -1 when not enabled */
-	struct stb_capture_bpf *skel;
+	struct stb_record_bpf *skel;
 	struct ring_buffer *rb;
 	__u64 next_tag;
-	/* The request stb_capture_take is waiting for. */
+	/* The request stb_bpf_prog_request is waiting for. */
 	__u64 want_tag;
-	struct stb_capture_record *want_out;
+	struct stb_record *want_out;
 	bool got;
 	__u64 seen_ns;
 	__u64 stale;
-	/* stb_capture_sample_poll's consumer. */
-	stb_capture_sample_fn sample_fn;
+	/* stb_bpf_prog_sample_poll's consumer. */
+	stb_bpf_prog_sample_fn sample_fn;
 	void *sample_arg;
-	struct stb_capture_worker workers[STB_CAPTURE_SLOTS];
+	struct stb_bpf_prog_worker workers[STB_RECORD_SLOTS];
 };
 
 
 /* Does thread tid of process pid exist? */
-static bool stb_capture_thread_alive(pid_t pid, pid_t tid)
+static bool thread_alive(pid_t pid, pid_t tid)
 {
 	char path[64];
 
@@ -83,7 +83,7 @@ static bool stb_capture_thread_alive(pid_t pid, pid_t tid)
 
 /* Kernel >= 6.10 lets a perf_event BPF program that returns 0 suppress the
  * sample's side effects, event_limit included; the SELF disarm relies on it. */
-static bool stb_capture_kernel_self_disarm(void)
+static bool kernel_self_disarm(void)
 {
 	struct utsname u;
 	unsigned int major = 0, minor = 0;
@@ -93,7 +93,7 @@ static bool stb_capture_kernel_self_disarm(void)
 	return major > 6 || (major == 6 && minor >= 10);
 }
 
-static bool stb_capture_header_ok(const struct stb_abi_header *h)
+static bool header_ok(const struct stb_abi_header *h)
 {
 	return h->magic == STB_ABI_MAGIC && h->abi_version == STB_ABI_VERSION &&
 	       h->entry_size == STB_ABI_ENTRY_SIZE && h->header_entries == STB_ABI_HEADER_ENTRIES &&
@@ -101,7 +101,7 @@ static bool stb_capture_header_ok(const struct stb_abi_header *h)
 }
 
 /* Reads len bytes at offset off of the table. 0 or -errno. */
-static int stb_capture_table_read(const struct stb_capture *c, __u64 off, void *buf, size_t len)
+static int table_read(const struct stb_bpf_prog *c, __u64 off, void *buf, size_t len)
 {
 	if (c->backing == STB_ABI_BACKING_BPF_MAP) {
 		unsigned char *p = buf;
@@ -129,7 +129,7 @@ static int stb_capture_table_read(const struct stb_capture *c, __u64 off, void *
 }
 
 /* Checks the table and sets c->task_capacity. 0 or -errno. */
-static int stb_capture_table_check(struct stb_capture *c)
+static int table_check(struct stb_bpf_prog *c)
 {
 	struct stb_abi_header h;
 	int err;
@@ -147,10 +147,10 @@ static int stb_capture_table_check(struct stb_capture *c)
 			return -EPROTO;
 		c->task_capacity = info.max_entries - STB_ABI_TASK_BASE;
 	}
-	err = stb_capture_table_read(c, 0, &h, sizeof(h));
+	err = table_read(c, 0, &h, sizeof(h));
 	if (err)
 		return err;
-	if (!stb_capture_header_ok(&h))
+	if (!header_ok(&h))
 		return -EPROTO;
 	if (c->backing == STB_ABI_BACKING_MEMFD) {
 		if (h.table_addr != c->table_addr || h.task_capacity > STB_ABI_MAX_CAPACITY ||
@@ -163,29 +163,29 @@ static int stb_capture_table_check(struct stb_capture *c)
 	return 0;
 }
 
-static int stb_capture_on_record(void *ctx, void *data, size_t size)
+static int on_record(void *ctx, void *data, size_t size)
 {
-	struct stb_capture *c = ctx;
-	const struct stb_capture_record *rec = data;
+	struct stb_bpf_prog *c = ctx;
+	const struct stb_record *rec = data;
 
-	if (size < STB_CAPTURE_RECORD_HDR_SIZE) {
+	if (size < STB_RECORD_HDR_SIZE) {
 		c->stale++;
 		return 0;
 	}
-	if (c->mode == STB_CAPTURE_MODE_SAMPLE) {
+	if (c->mode == STB_RECORD_MODE_SAMPLE) {
 		if (!c->sample_fn)
 			return 0;
 		return c->sample_fn(c->sample_arg, rec, size);
 	}
-	if (c->want_out && !c->got && rec->kind == STB_CAPTURE_MODE_CAPTURE &&
+	if (c->want_out && !c->got && rec->kind == STB_RECORD_MODE_REQUEST &&
 	    rec->tag == c->want_tag) {
-		size_t n = STB_CAPTURE_RECORD_HDR_SIZE;
+		size_t n = STB_RECORD_HDR_SIZE;
 
-		if (rec->stack_size <= STB_CAPTURE_STACK_MAX &&
-		    STB_CAPTURE_RECORD_HDR_SIZE + rec->stack_size <= size)
+		if (rec->stack_size <= STB_RECORD_STACK_MAX &&
+		    STB_RECORD_HDR_SIZE + rec->stack_size <= size)
 			n += rec->stack_size;
 		memcpy(c->want_out, rec, n);
-		if (n == STB_CAPTURE_RECORD_HDR_SIZE)
+		if (n == STB_RECORD_HDR_SIZE)
 			c->want_out->stack_size = 0;
 		c->got = true;
 		c->seen_ns = stb_now_ns();
@@ -195,22 +195,22 @@ static int stb_capture_on_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static void stb_capture_event_close(struct stb_capture_worker *ev);
+static void event_close(struct stb_bpf_prog_worker *ev);
 
 /* Forgets worker w: closes its event and link, clears its request. */
-static void stb_capture_worker_close(struct stb_capture *c, unsigned int w)
+static void worker_close(struct stb_bpf_prog *c, unsigned int w)
 {
-	struct stb_capture_worker *ev = &c->workers[w];
+	struct stb_bpf_prog_worker *ev = &c->workers[w];
 
-	stb_capture_event_close(ev);
+	event_close(ev);
 	ev->tid = 0;
 	if (c->skel && c->skel->bss)
 		__atomic_store_n(&c->skel->bss->stb_req_tag[w], 0, __ATOMIC_RELEASE);
 }
 
-struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *opts)
+struct stb_bpf_prog *stb_bpf_prog_open(pid_t pid, const struct stb_bpf_prog_opts *opts)
 {
-	struct stb_capture *c = NULL;
+	struct stb_bpf_prog *c = NULL;
 	__u32 rb_bytes;
 	int err;
 
@@ -218,13 +218,13 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((opts->mode != 0 && opts->mode != STB_CAPTURE_MODE_CAPTURE &&
-	     opts->mode != STB_CAPTURE_MODE_SAMPLE) ||
+	if ((opts->mode != 0 && opts->mode != STB_RECORD_MODE_REQUEST &&
+	     opts->mode != STB_RECORD_MODE_SAMPLE) ||
 	    (opts->backing == STB_ABI_BACKING_BPF_MAP && opts->table_fd < 0) ||
 	    (opts->backing == STB_ABI_BACKING_MEMFD && opts->table_addr == 0) ||
 	    (opts->backing != STB_ABI_BACKING_BPF_MAP && opts->backing != STB_ABI_BACKING_MEMFD) ||
-	    opts->disarm > STB_CAPTURE_DISARM_USER ||
-	    (opts->on_demand && opts->mode == STB_CAPTURE_MODE_SAMPLE) ||
+	    opts->disarm > STB_BPF_PROG_DISARM_USER ||
+	    (opts->on_demand && opts->mode == STB_RECORD_MODE_SAMPLE) ||
 	    (opts->period_ns != 0 && opts->period_ns < 10000)) {
 		errno = EINVAL;
 		return NULL;
@@ -233,31 +233,31 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 	if (!c)
 		return NULL;
 	c->pid = pid;
-	c->mode = opts->mode ? opts->mode : STB_CAPTURE_MODE_CAPTURE;
+	c->mode = opts->mode ? opts->mode : STB_RECORD_MODE_REQUEST;
 	c->backing = opts->backing;
 	c->table_addr = opts->table_addr;
 	c->table_fd = -1;
 	c->stats_fd = -1;
 	c->next_tag = 1;
-	c->spin_us = opts->spin_us ? opts->spin_us : STB_CAPTURE_DEFAULT_SPIN_US;
+	c->spin_us = opts->spin_us ? opts->spin_us : STB_BPF_PROG_DEFAULT_SPIN_US;
 	c->on_demand = opts->on_demand;
 	c->period_ns = opts->period_ns;
 	if (!c->period_ns)
-		c->period_ns = c->mode == STB_CAPTURE_MODE_CAPTURE ? STB_CAPTURE_DEFAULT_PERIOD_CAPTURE
-								   : STB_CAPTURE_DEFAULT_PERIOD_SAMPLE;
-	if (opts->disarm == STB_CAPTURE_DISARM_AUTO)
-		c->self_disarm = stb_capture_kernel_self_disarm();
+		c->period_ns = c->mode == STB_RECORD_MODE_REQUEST ? STB_BPF_PROG_DEFAULT_PERIOD_CAPTURE
+								   : STB_BPF_PROG_DEFAULT_PERIOD_SAMPLE;
+	if (opts->disarm == STB_BPF_PROG_DISARM_AUTO)
+		c->self_disarm = kernel_self_disarm();
 	else
-		c->self_disarm = opts->disarm == STB_CAPTURE_DISARM_SELF;
-	for (unsigned int w = 0; w < STB_CAPTURE_SLOTS; w++) {
+		c->self_disarm = opts->disarm == STB_BPF_PROG_DISARM_SELF;
+	for (unsigned int w = 0; w < STB_RECORD_SLOTS; w++) {
 		c->workers[w].perf_fd = -1;
 		c->workers[w].link_fd = -1;
 	}
 	rb_bytes = opts->ringbuf_bytes;
 	if (!rb_bytes)
-		rb_bytes = c->mode == STB_CAPTURE_MODE_CAPTURE ? STB_CAPTURE_DEFAULT_RB_CAPTURE
-							       : STB_CAPTURE_DEFAULT_RB_SAMPLE;
-	if ((rb_bytes & (rb_bytes - 1)) || rb_bytes < 4 * sizeof(struct stb_capture_record)) {
+		rb_bytes = c->mode == STB_RECORD_MODE_REQUEST ? STB_BPF_PROG_DEFAULT_RB_CAPTURE
+							       : STB_BPF_PROG_DEFAULT_RB_SAMPLE;
+	if ((rb_bytes & (rb_bytes - 1)) || rb_bytes < 4 * sizeof(struct stb_record)) {
 		err = -EINVAL;
 		goto cleanup;
 	}
@@ -269,11 +269,11 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 			goto cleanup;
 		}
 	}
-	err = stb_capture_table_check(c);
+	err = table_check(c);
 	if (err)
 		goto cleanup;
 
-	c->skel = stb_capture_bpf__open();
+	c->skel = stb_record_bpf__open();
 	if (!c->skel) {
 		err = -errno;
 		goto cleanup;
@@ -291,14 +291,14 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 		if (err)
 			goto cleanup;
 	}
-	err = stb_capture_bpf__load(c->skel);
+	err = stb_record_bpf__load(c->skel);
 	if (err)
 		goto cleanup;
 	if (!c->skel->bss) {
 		err = -ENOTSUP; /* .bss not mmapable: requests cannot be posted */
 		goto cleanup;
 	}
-	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.stb_records), stb_capture_on_record, c,
+	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.stb_records), on_record, c,
 				 NULL);
 	if (!c->rb) {
 		err = -errno;
@@ -307,19 +307,19 @@ struct stb_capture *stb_capture_open(pid_t pid, const struct stb_capture_opts *o
 	return c;
 
 cleanup:
-	stb_capture_close(c);
+	stb_bpf_prog_close(c);
 	errno = -err;
 	return NULL;
 }
 
-void stb_capture_close(struct stb_capture *c)
+void stb_bpf_prog_close(struct stb_bpf_prog *c)
 {
 	if (!c)
 		return;
-	for (unsigned int w = 0; w < STB_CAPTURE_SLOTS; w++)
-		stb_capture_worker_close(c, w);
+	for (unsigned int w = 0; w < STB_RECORD_SLOTS; w++)
+		worker_close(c, w);
 	ring_buffer__free(c->rb);
-	stb_capture_bpf__destroy(c->skel);
+	stb_record_bpf__destroy(c->skel);
 	if (c->table_fd >= 0)
 		close(c->table_fd);
 	if (c->stats_fd >= 0)
@@ -330,10 +330,10 @@ void stb_capture_close(struct stb_capture *c)
 /* Opens worker w's cpu-clock event on tid, enabled or not, and links the
  * program to it (cookie = w). 0 or -errno (-ESRCH: no such thread in the
  * target). */
-static int stb_capture_event_open(struct stb_capture *c, unsigned int w, pid_t tid, bool enabled)
+static int event_open(struct stb_bpf_prog *c, unsigned int w, pid_t tid, bool enabled)
 {
 	LIBBPF_OPTS(bpf_link_create_opts, lopts);
-	struct stb_capture_worker *ev = &c->workers[w];
+	struct stb_bpf_prog_worker *ev = &c->workers[w];
 	struct perf_event_attr attr;
 	int perf_fd = -1, link_fd = -1;
 	int err;
@@ -358,7 +358,7 @@ static int stb_capture_event_open(struct stb_capture *c, unsigned int w, pid_t t
 	 * cookie, and unlike bpf_program__attach_perf_event it does not enable
 	 * the event. */
 	lopts.perf_event.bpf_cookie = w;
-	link_fd = bpf_link_create(bpf_program__fd(c->skel->progs.stb_capture_prog), perf_fd,
+	link_fd = bpf_link_create(bpf_program__fd(c->skel->progs.stb_record_prog), perf_fd,
 				  BPF_PERF_EVENT, &lopts);
 	if (link_fd < 0) {
 		err = link_fd;
@@ -376,13 +376,13 @@ cleanup:
 	if (perf_fd >= 0)
 		close(perf_fd);
 	/* The thread may have exited between the caller's check and the open. */
-	if (err == -ESRCH || !stb_capture_thread_alive(c->pid, tid))
+	if (err == -ESRCH || !thread_alive(c->pid, tid))
 		return -ESRCH;
 	return err;
 }
 
 /* Closes worker w's event and link, keeping its tid. */
-static void stb_capture_event_close(struct stb_capture_worker *ev)
+static void event_close(struct stb_bpf_prog_worker *ev)
 {
 	if (ev->link_fd >= 0)
 		close(ev->link_fd);
@@ -394,23 +394,23 @@ static void stb_capture_event_close(struct stb_capture_worker *ev)
 	ev->disable_pending = false;
 }
 
-int stb_capture_set_worker(struct stb_capture *c, unsigned int worker, pid_t tid)
+int stb_bpf_prog_set_worker(struct stb_bpf_prog *c, unsigned int worker, pid_t tid)
 {
-	struct stb_capture_worker *ev;
+	struct stb_bpf_prog_worker *ev;
 	int err;
 
-	if (!c || worker >= STB_CAPTURE_SLOTS || tid < 0)
+	if (!c || worker >= STB_RECORD_SLOTS || tid < 0)
 		return -EINVAL;
 	ev = &c->workers[worker];
 	if (tid != 0 && ev->tid == tid && (ev->perf_fd >= 0 || c->on_demand))
 		return 0;
-	stb_capture_worker_close(c, worker);
+	worker_close(c, worker);
 	if (tid == 0)
 		return 0;
-	if (!stb_capture_thread_alive(c->pid, tid))
+	if (!thread_alive(c->pid, tid))
 		return -ESRCH;
 	if (!c->on_demand) {
-		err = stb_capture_event_open(c, worker, tid, c->sampling);
+		err = event_open(c, worker, tid, c->sampling);
 		if (err)
 			return err;
 	}
@@ -418,7 +418,7 @@ int stb_capture_set_worker(struct stb_capture *c, unsigned int worker, pid_t tid
 	return 0;
 }
 
-int stb_capture_sync_workers(struct stb_capture *c)
+int stb_bpf_prog_sync_workers(struct stb_bpf_prog *c)
 {
 	struct stb_abi_header h;
 	struct stb_abi_worker *ws = NULL;
@@ -426,26 +426,27 @@ int stb_capture_sync_workers(struct stb_capture *c)
 
 	if (!c)
 		return -EINVAL;
-	err = stb_capture_table_read(c, 0, &h, sizeof(h));
+	err = table_read(c, 0, &h, sizeof(h));
 	if (err)
 		return err;
-	if (!stb_capture_header_ok(&h) || h.nworkers > STB_ABI_MAX_WORKERS)
+	if (!header_ok(&h))
 		return -EPROTO;
-	if (h.nworkers) {
-		ws = calloc(h.nworkers, sizeof(*ws));
+	/* The target's count, clamped: its worker entries are read, never more. */
+	__u32 nworkers = h.nworkers < STB_ABI_MAX_WORKERS ? h.nworkers : STB_ABI_MAX_WORKERS;
+	if (nworkers) {
+		ws = calloc(nworkers, sizeof(*ws));
 		if (!ws)
 			return -ENOMEM;
-		err = stb_capture_table_read(c, STB_ABI_WORKER_OFFSET(0), ws,
-					     (size_t)h.nworkers * sizeof(*ws));
+		err = table_read(c, STB_ABI_WORKER_OFFSET(0), ws, (size_t)nworkers * sizeof(*ws));
 		if (err)
 			goto cleanup;
 	}
 	for (unsigned int w = 0; w < STB_ABI_MAX_WORKERS; w++) {
-		pid_t tid = w < h.nworkers ? (pid_t)ws[w].tid : 0;
+		pid_t tid = w < nworkers && ws[w].tid <= INT32_MAX ? (pid_t)ws[w].tid : 0;
 
-		err = stb_capture_set_worker(c, w, tid);
+		err = stb_bpf_prog_set_worker(c, w, tid);
 		if (err == -ESRCH)
-			err = stb_capture_set_worker(c, w, 0);
+			err = stb_bpf_prog_set_worker(c, w, 0);
 		if (err)
 			goto cleanup;
 		if (c->workers[w].tid != 0)
@@ -459,22 +460,22 @@ cleanup:
 }
 
 /* Busy-wait hint. */
-static void stb_capture_relax(void)
+static void relax(void)
 {
 	__asm__ __volatile__("pause" ::: "memory");
 }
 
-int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
-		     unsigned int timeout_us, struct stb_capture_record *out,
-		     struct stb_capture_timing *timing)
+int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
+		     unsigned int timeout_us, struct stb_record *out,
+		     struct stb_bpf_prog_timing *timing)
 {
-	struct stb_capture_worker *ev;
+	struct stb_bpf_prog_worker *ev;
 	__u64 tag, arm_ns, now, deadline, spin_end;
 	__u32 polls = 0;
 	int err = 0, n;
 
-	if (!c || !out || worker >= STB_CAPTURE_SLOTS || id == 0 ||
-	    c->mode != STB_CAPTURE_MODE_CAPTURE)
+	if (!c || !out || worker >= STB_RECORD_SLOTS || id == 0 ||
+	    c->mode != STB_RECORD_MODE_REQUEST)
 		return -EINVAL;
 	ev = &c->workers[worker];
 	if (ev->tid == 0)
@@ -499,7 +500,7 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 	 * (IPI), so there is exactly one per capture. */
 	arm_ns = stb_now_ns();
 	if (c->on_demand) {
-		err = stb_capture_event_open(c, worker, ev->tid, true);
+		err = event_open(c, worker, ev->tid, true);
 		/* Already enabled: REFRESH only sets event_limit (no IPI). A
 		 * record produced before it does not disable the event; the
 		 * close below does. */
@@ -544,10 +545,10 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 			break;
 		if (now < spin_end) {
 			for (int i = 0; i < 64; i++)
-				stb_capture_relax();
+				relax();
 		} else {
-			__u64 wait = deadline - now < STB_CAPTURE_SLEEP_NS ? deadline - now
-									  : STB_CAPTURE_SLEEP_NS;
+			__u64 wait = deadline - now < STB_BPF_PROG_SLEEP_NS ? deadline - now
+									  : STB_BPF_PROG_SLEEP_NS;
 			struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)wait };
 
 			nanosleep(&ts, NULL);
@@ -574,10 +575,10 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 		ev->limit_pending = false;
 		err = 0;
 	} else if (!err || err == -ESRCH) {
-		err = stb_capture_thread_alive(c->pid, ev->tid) ? -ETIMEDOUT : -ESRCH;
+		err = thread_alive(c->pid, ev->tid) ? -ETIMEDOUT : -ESRCH;
 	}
 	if (c->on_demand)
-		stb_capture_event_close(ev);
+		event_close(ev);
 	if (timing) {
 		timing->arm_ns = arm_ns;
 		timing->seen_ns = c->got ? c->seen_ns : 0;
@@ -588,7 +589,7 @@ int stb_capture_take(struct stb_capture *c, unsigned int worker, __u64 id,
 	return err;
 }
 
-static int stb_capture_sample_ioctl(struct stb_capture *c, unsigned long req)
+static int sample_ioctl(struct stb_bpf_prog *c, unsigned long req)
 {
 	int err = 0;
 
@@ -601,27 +602,27 @@ static int stb_capture_sample_ioctl(struct stb_capture *c, unsigned long req)
 	return err;
 }
 
-int stb_capture_sample_start(struct stb_capture *c)
+int stb_bpf_prog_sample_start(struct stb_bpf_prog *c)
 {
-	if (!c || c->mode != STB_CAPTURE_MODE_SAMPLE)
+	if (!c || c->mode != STB_RECORD_MODE_SAMPLE)
 		return -EINVAL;
 	c->sampling = true;
-	return stb_capture_sample_ioctl(c, PERF_EVENT_IOC_ENABLE);
+	return sample_ioctl(c, PERF_EVENT_IOC_ENABLE);
 }
 
-int stb_capture_sample_stop(struct stb_capture *c)
+int stb_bpf_prog_sample_stop(struct stb_bpf_prog *c)
 {
-	if (!c || c->mode != STB_CAPTURE_MODE_SAMPLE)
+	if (!c || c->mode != STB_RECORD_MODE_SAMPLE)
 		return -EINVAL;
 	c->sampling = false;
-	return stb_capture_sample_ioctl(c, PERF_EVENT_IOC_DISABLE);
+	return sample_ioctl(c, PERF_EVENT_IOC_DISABLE);
 }
 
-int stb_capture_sample_poll(struct stb_capture *c, stb_capture_sample_fn fn, void *arg)
+int stb_bpf_prog_sample_poll(struct stb_bpf_prog *c, stb_bpf_prog_sample_fn fn, void *arg)
 {
 	int n;
 
-	if (!c || !fn || c->mode != STB_CAPTURE_MODE_SAMPLE)
+	if (!c || !fn || c->mode != STB_RECORD_MODE_SAMPLE)
 		return -EINVAL;
 	c->sample_fn = fn;
 	c->sample_arg = arg;
@@ -631,7 +632,7 @@ int stb_capture_sample_poll(struct stb_capture *c, stb_capture_sample_fn fn, voi
 	return n;
 }
 
-int stb_capture_stats_enable(struct stb_capture *c)
+int stb_bpf_prog_stats_enable(struct stb_bpf_prog *c)
 {
 	int fd;
 
@@ -646,16 +647,16 @@ int stb_capture_stats_enable(struct stb_capture *c)
 	return 0;
 }
 
-int stb_capture_stats_read(const struct stb_capture *c, struct stb_capture_stats *out)
+int stb_bpf_prog_stats_read(const struct stb_bpf_prog *c, struct stb_bpf_prog_stats *out)
 {
 	struct bpf_prog_info info;
 	__u32 len = sizeof(info);
-	const struct stb_capture_bpf__bss *bss;
+	const struct stb_record_bpf__bss *bss;
 
 	if (!c || !out)
 		return -EINVAL;
 	memset(&info, 0, sizeof(info));
-	if (bpf_obj_get_info_by_fd(bpf_program__fd(c->skel->progs.stb_capture_prog), &info,
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(c->skel->progs.stb_record_prog), &info,
 				   &len) != 0)
 		return -errno;
 	bss = c->skel->bss;
@@ -673,7 +674,7 @@ int stb_capture_stats_read(const struct stb_capture *c, struct stb_capture_stats
 	return 0;
 }
 
-int stb_capture_dup_target_fd(pid_t pid, int target_fd)
+int stb_bpf_prog_dup_target_fd(pid_t pid, int target_fd)
 {
 	int pidfd, fd, err;
 
@@ -688,7 +689,7 @@ int stb_capture_dup_target_fd(pid_t pid, int target_fd)
 	return err;
 }
 
-const char *stb_capture_strerror(int err)
+const char *stb_bpf_prog_strerror(int err)
 {
 	switch (err) {
 	case 0:
@@ -707,7 +708,7 @@ const char *stb_capture_strerror(int err)
 		return "the task was not running on that worker during the window (blocked, "
 		       "suspended, or on another worker)";
 	case -ENODEV:
-		return "no perf event for that worker (stb_capture_set_worker/sync_workers)";
+		return "no perf event for that worker (stb_bpf_prog_set_worker/sync_workers)";
 	case -EPROTO:
 		return "the target's task table is missing, not initialised yet, or of "
 		       "another ABI version";

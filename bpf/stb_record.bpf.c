@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * The capture program, linked (cookie = worker index) to a cpu-clock event on
- * each worker thread of the target. Capture mode: one record per armed request
+ * The record program, linked (cookie = worker index) to a cpu-clock event on
+ * each worker thread of the target. Request mode: one record per armed request
  * while the requested bthread is RUNNING there; sample mode: one per sample.
  * Reads the abi.h task table as the target's BPF map or from target memory.
  */
@@ -9,7 +9,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include <stb/abi.h>
-#include "capture.h"
+#include "record.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -22,11 +22,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define STB_OPAQUE(x) asm volatile("" : "=r"(x) : "0"(x))
 
 /*
- * Configuration, written by loader/capture.c before the object is loaded
+ * Configuration, written by loader/bpf_prog.c before the object is loaded
  * (read-only afterwards, so the verifier prunes the unused table backing and
  * mode).
  */
-const volatile __u32 stb_mode = STB_CAPTURE_MODE_CAPTURE;   /* enum stb_capture_mode */
+const volatile __u32 stb_mode = STB_RECORD_MODE_REQUEST;   /* enum stb_record_mode */
 const volatile __u32 stb_backing = STB_ABI_BACKING_BPF_MAP; /* enum stb_abi_backing */
 const volatile __u64 stb_table_addr = 0;    /* memfd: table address in the target */
 const volatile __u32 stb_task_capacity = 0; /* task slots in the table */
@@ -38,8 +38,8 @@ const volatile __u32 stb_sample_stack = 0;  /* sample mode: copy the stack too *
  * store. The program claims a request by a CAS of the tag back to 0, so a
  * request yields at most one record.
  */
-__u64 stb_req_id[STB_CAPTURE_SLOTS];
-__u64 stb_req_tag[STB_CAPTURE_SLOTS];
+__u64 stb_req_id[STB_RECORD_SLOTS];
+__u64 stb_req_tag[STB_RECORD_SLOTS];
 
 /* Counters, atomically incremented, read by user space. */
 __u64 stb_cnt_runs;     /* program runs (samples delivered) */
@@ -153,7 +153,7 @@ static __always_inline long stb_read_task(__u64 id, struct stb_task_view *t)
  * loads with the kernel-mode loads below into loads through a selected
  * pointer, which the verifier rejects ("dereference of modified ctx ptr"). */
 static __noinline int stb_ctx_user_regs(struct bpf_perf_event_data *ctx,
-					struct stb_capture_regs *out)
+					struct stb_record_regs *out)
 {
 	const struct stb_uapi_regs *r = (const void *)ctx;
 
@@ -173,7 +173,7 @@ static __noinline int stb_ctx_user_regs(struct bpf_perf_event_data *ctx,
 /* The user registers at the sample. Returns 1 when the sample hit kernel mode
  * (registers taken from the task's entry frame), else 0. */
 static __always_inline int stb_user_regs(struct bpf_perf_event_data *ctx,
-					 struct stb_capture_regs *out)
+					 struct stb_record_regs *out)
 {
 	const struct stb_uapi_regs *u;
 
@@ -195,7 +195,7 @@ static __always_inline int stb_user_regs(struct bpf_perf_event_data *ctx,
 
 /*
  * Copies the red zone [sp - 128, sp) into rec->red_zone (capture.h), then
- * [sp, min(hi, sp + ~STB_CAPTURE_STACK_MAX)) page by page into
+ * [sp, min(hi, sp + ~STB_RECORD_STACK_MAX)) page by page into
  * rec->stack: first the bytes up to the first page boundary (first, 1..PAGE)
  * at offset 0, then page k >= 1 at offset first + (k - 1) * PAGE, so every
  * read is provably inside the record. Stops at the first page that cannot be
@@ -207,7 +207,7 @@ static __always_inline int stb_user_regs(struct bpf_perf_event_data *ctx,
  * are equal and the verification cost grows linearly with the page count
  * (a "done += n" loop explodes: 16 pages ~47k insns, 32 pages > 1M).
  */
-static __always_inline void stb_copy_stack(struct stb_capture_record *rec, __u64 sp,
+static __always_inline void stb_copy_stack(struct stb_record *rec, __u64 sp,
 					   __u64 lo, __u64 hi)
 {
 	__u64 avail, pgoff, first, off, n;
@@ -218,22 +218,22 @@ static __always_inline void stb_copy_stack(struct stb_capture_record *rec, __u64
 	rec->stack_err = 0;
 	rec->red_zone_len = 0;
 	if (sp < lo || sp >= hi) {
-		rec->flags |= STB_CAPTURE_F_SP_OUTSIDE;
+		rec->flags |= STB_RECORD_F_SP_OUTSIDE;
 		return;
 	}
 	/* The red zone: one fixed-size read; left out (length 0) when it is not
 	 * inside the stack or not resident. */
-	if (sp - lo >= STB_CAPTURE_RED_ZONE &&
-	    bpf_probe_read_user(rec->red_zone, STB_CAPTURE_RED_ZONE,
-				(const void *)(sp - STB_CAPTURE_RED_ZONE)) == 0)
-		rec->red_zone_len = STB_CAPTURE_RED_ZONE;
+	if (sp - lo >= STB_RECORD_RED_ZONE &&
+	    bpf_probe_read_user(rec->red_zone, STB_RECORD_RED_ZONE,
+				(const void *)(sp - STB_RECORD_RED_ZONE)) == 0)
+		rec->red_zone_len = STB_RECORD_RED_ZONE;
 	avail = hi - sp;
-	pgoff = sp & (STB_CAPTURE_PAGE_SIZE - 1);
+	pgoff = sp & (STB_RECORD_PAGE_SIZE - 1);
 	STB_OPAQUE(pgoff);
-	first = STB_CAPTURE_PAGE_SIZE - pgoff;
+	first = STB_RECORD_PAGE_SIZE - pgoff;
 	n = avail < first ? avail : first;
 	STB_OPAQUE(n);
-	if (n > STB_CAPTURE_PAGE_SIZE)
+	if (n > STB_RECORD_PAGE_SIZE)
 		return;
 	err = bpf_probe_read_user(rec->stack, n, (const void *)sp);
 	if (err)
@@ -241,16 +241,16 @@ static __always_inline void stb_copy_stack(struct stb_capture_record *rec, __u64
 	rec->stack_size = n;
 	if (n == avail)
 		return;
-	for (k = 1; k < STB_CAPTURE_STACK_PAGES; k++) {
-		off = first + (__u64)(k - 1) * STB_CAPTURE_PAGE_SIZE;
+	for (k = 1; k < STB_RECORD_STACK_PAGES; k++) {
+		off = first + (__u64)(k - 1) * STB_RECORD_PAGE_SIZE;
 		/* Keeps off a plain scalar added to the record pointer (clang
 		 * would otherwise fold "- pgoff" into the pointer) and bounds
-		 * it: off + PAGE <= STB_CAPTURE_STACK_MAX. */
+		 * it: off + PAGE <= STB_RECORD_STACK_MAX. */
 		STB_OPAQUE(off);
-		if (off > (STB_CAPTURE_STACK_PAGES - 1) * STB_CAPTURE_PAGE_SIZE || off >= avail)
+		if (off > (STB_RECORD_STACK_PAGES - 1) * STB_RECORD_PAGE_SIZE || off >= avail)
 			return;
 		n = avail - off;
-		if (n < STB_CAPTURE_PAGE_SIZE) {
+		if (n < STB_RECORD_PAGE_SIZE) {
 			/* The last, partial page below stack_hi. */
 			err = bpf_probe_read_user(rec->stack + off, n, (const void *)(sp + off));
 			if (err)
@@ -258,24 +258,24 @@ static __always_inline void stb_copy_stack(struct stb_capture_record *rec, __u64
 			rec->stack_size = off + n;
 			return;
 		}
-		err = bpf_probe_read_user(rec->stack + off, STB_CAPTURE_PAGE_SIZE,
+		err = bpf_probe_read_user(rec->stack + off, STB_RECORD_PAGE_SIZE,
 					  (const void *)(sp + off));
 		if (err)
 			goto fault;
-		rec->stack_size = off + STB_CAPTURE_PAGE_SIZE;
+		rec->stack_size = off + STB_RECORD_PAGE_SIZE;
 	}
 	if (rec->stack_size < avail)
-		rec->flags |= STB_CAPTURE_F_STACK_LIMIT;
+		rec->flags |= STB_RECORD_F_STACK_LIMIT;
 	return;
 fault:
 	rec->stack_err = err;
-	rec->flags |= STB_CAPTURE_F_STACK_FAULT;
+	rec->flags |= STB_RECORD_F_STACK_FAULT;
 }
 
 /* Fills everything but kind/flags/tag/id/prog_ns. with_stack: rec has room for
  * the stack copy. */
 static __always_inline void stb_fill(struct bpf_perf_event_data *ctx,
-				     struct stb_capture_record *rec, __u32 w,
+				     struct stb_record *rec, __u32 w,
 				     const struct stb_task_view *t, __u64 t0, int with_stack)
 {
 	long n;
@@ -289,7 +289,7 @@ static __always_inline void stb_fill(struct bpf_perf_event_data *ctx,
 	rec->time_ns = t0;
 	rec->red_zone_len = 0;
 	if (stb_user_regs(ctx, &rec->regs))
-		rec->flags |= STB_CAPTURE_F_KERNEL;
+		rec->flags |= STB_RECORD_F_KERNEL;
 	n = bpf_get_stack(ctx, rec->frames, sizeof(rec->frames), BPF_F_USER_STACK);
 	if (n < 0) {
 		rec->nframes = 0;
@@ -308,7 +308,7 @@ static __always_inline void stb_fill(struct bpf_perf_event_data *ctx,
 
 static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32 w, __u64 t0)
 {
-	struct stb_capture_record *rec;
+	struct stb_record *rec;
 	struct stb_task_view t;
 	__u64 tag, id, cur;
 
@@ -347,8 +347,8 @@ static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 		return 0;
 	}
-	rec->kind = STB_CAPTURE_MODE_CAPTURE;
-	rec->flags = STB_CAPTURE_F_RUNNING;
+	rec->kind = STB_RECORD_MODE_REQUEST;
+	rec->flags = STB_RECORD_F_RUNNING;
 	rec->tag = tag;
 	rec->id = id;
 	stb_fill(ctx, rec, w, &t, t0, 1);
@@ -362,7 +362,7 @@ static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32
 
 static __always_inline int stb_on_sample(struct bpf_perf_event_data *ctx, __u32 w, __u64 t0)
 {
-	struct stb_capture_record *rec;
+	struct stb_record *rec;
 	struct stb_task_view t = {};
 	__u32 flags = 0;
 	__u64 cur = 0;
@@ -372,12 +372,12 @@ static __always_inline int stb_on_sample(struct bpf_perf_event_data *ctx, __u32 
 		cur = 0;
 	}
 	if (!cur) {
-		flags |= STB_CAPTURE_F_NO_TASK;
+		flags |= STB_RECORD_F_NO_TASK;
 	} else if (stb_read_task(cur, &t) || t.id != cur) {
-		flags |= STB_CAPTURE_F_NO_TASK;
+		flags |= STB_RECORD_F_NO_TASK;
 		t.id = t.word = t.stack_lo = t.stack_hi = 0;
 	} else if (STB_ABI_STATE(t.word) == STB_TASK_RUNNING) {
-		flags |= STB_CAPTURE_F_RUNNING;
+		flags |= STB_RECORD_F_RUNNING;
 	}
 
 	if (stb_sample_stack) {
@@ -387,17 +387,17 @@ static __always_inline int stb_on_sample(struct bpf_perf_event_data *ctx, __u32 
 			return 0;
 		}
 		rec->flags = flags;
-		stb_fill(ctx, rec, w, &t, t0, !(flags & STB_CAPTURE_F_NO_TASK));
+		stb_fill(ctx, rec, w, &t, t0, !(flags & STB_RECORD_F_NO_TASK));
 	} else {
-		rec = bpf_ringbuf_reserve(&stb_records, STB_CAPTURE_RECORD_HDR_SIZE, 0);
+		rec = bpf_ringbuf_reserve(&stb_records, STB_RECORD_HDR_SIZE, 0);
 		if (!rec) {
 			stb_count(&stb_cnt_rb_full);
 			return 0;
 		}
-		rec->flags = flags | STB_CAPTURE_F_NO_STACK;
+		rec->flags = flags | STB_RECORD_F_NO_STACK;
 		stb_fill(ctx, rec, w, &t, t0, 0);
 	}
-	rec->kind = STB_CAPTURE_MODE_SAMPLE;
+	rec->kind = STB_RECORD_MODE_SAMPLE;
 	rec->tag = 0;
 	rec->id = cur;
 	rec->prog_ns = bpf_ktime_get_ns() - t0;
@@ -408,15 +408,15 @@ static __always_inline int stb_on_sample(struct bpf_perf_event_data *ctx, __u32 
 }
 
 SEC("perf_event")
-int stb_capture_prog(struct bpf_perf_event_data *ctx)
+int stb_record_prog(struct bpf_perf_event_data *ctx)
 {
 	__u64 t0 = bpf_ktime_get_ns();
 	__u64 w = bpf_get_attach_cookie(ctx);
 
 	stb_count(&stb_cnt_runs);
-	if (w >= STB_CAPTURE_SLOTS)
+	if (w >= STB_RECORD_SLOTS)
 		return 0;
-	if (stb_mode == STB_CAPTURE_MODE_SAMPLE)
+	if (stb_mode == STB_RECORD_MODE_SAMPLE)
 		return w < STB_ABI_MAX_WORKERS ? stb_on_sample(ctx, (__u32)w, t0) : 0;
 	return stb_on_capture(ctx, (__u32)w, t0);
 }

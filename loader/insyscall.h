@@ -5,13 +5,14 @@
  * them run, so their user registers come from /proc/PID/task/TID/syscall (no
  * ptrace stop) and the frame pointer is recovered from the stack.
  */
-#ifndef STB_LOADER_OFFCPU_H
-#define STB_LOADER_OFFCPU_H
+#ifndef STB_LOADER_INSYSCALL_H
+#define STB_LOADER_INSYSCALL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "driver.h"
 #include "stb/stb.h"
 #include "target.h"
 #include "unwind.h"
@@ -23,19 +24,18 @@
  * Returns 0 with regs (ip = pc, sp; bp unknown = 0) and copy filled and *nr
  * set; -EAGAIN when the thread is running or moved; -errno otherwise.
  */
-int stb_offcpu_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
+int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
 		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr);
 
 /*
- * Unwinds such a capture into frames[0 .. max): DWARF as far as it goes
- * without the frame pointer, then the frame-pointer chain found by scanning
- * the copy above the last DWARF frame for a saved rbp / return address pair
- * (frames marked STB_FRAME_F_FP; a record whose return address follows a
- * direct call to the last frame's function is preferred). Returns the number
- * of frames.
+ * Unwinds such a capture (stb_snapshot_unwind_fn; ctx: the struct
+ * stb_target): DWARF as far as it goes without the frame pointer, then the
+ * frame-pointer chain found by scanning the copy above the last DWARF frame
+ * for a saved rbp / return address pair (frames with how = STB_FRAME_FP; a
+ * record whose return address follows a direct call to the last frame's
+ * function is preferred). Returns the number of frames delivered or -errno.
  */
-unsigned stb_offcpu_unwind(struct stb_unw_proc *unw, struct stb_target *tg,
-			   const struct stb_regs *regs, const struct stb_stack_copy *copy,
-			   struct stb_frame *frames, unsigned max);
+int stb_insyscall_unwind(void *tg, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+			 unsigned max, stb_unw_frame_fn fn, void *arg);
 
-#endif /* STB_LOADER_OFFCPU_H */
+#endif /* STB_LOADER_INSYSCALL_H */

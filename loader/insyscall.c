@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Running-but-blocked tasks (see insyscall.h): /proc/PID/task/TID/syscall gives
+ * the user sp and pc at the system call; the stack is stable while the call
+ * blocks. rbp is not published there, so the frame-pointer chain is found by
+ * scanning for a saved rbp whose neighbour is a return address after a call.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "insyscall.h"
+
+#define STB_INSYSCALL_RED_ZONE 128u
+#define STB_INSYSCALL_SCAN 16384u /* bytes scanned above the last DWARF frame */
+
+/* Parses /proc/PID/task/TID/syscall: "nr a1 .. a6 sp pc". -EAGAIN if running. */
+static int read_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
+{
+	char path[96], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	int rc = -EAGAIN;
+	if (fgets(line, sizeof(line), f)) {
+		unsigned long long a[6], s, p;
+		long n;
+		if (sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &n, &a[0], &a[1], &a[2],
+			   &a[3], &a[4], &a[5], &s, &p) == 9) {
+			*nr = n;
+			*sp = s;
+			*pc = p;
+			rc = 0;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
+		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr)
+{
+	uint64_t sp, pc, sp2, pc2;
+	long nr2;
+	int rc = read_syscall(tg->pid, tid, nr, &sp, &pc);
+	if (rc != 0)
+		return rc;
+	if (sp <= STB_INSYSCALL_RED_ZONE || sp >= stack_hi)
+		return -EAGAIN; /* not on its stack (a signal stack?): not this way */
+	uint64_t from = sp - STB_INSYSCALL_RED_ZONE;
+	size_t len = stack_hi - from < cap ? (size_t)(stack_hi - from) : cap;
+	rc = stb_target_read(tg, from, buf, len);
+	if (rc != 0)
+		return rc;
+	/* Still blocked in the same call: the copy is consistent. */
+	rc = read_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
+	if (rc != 0)
+		return rc;
+	if (nr2 != *nr || sp2 != sp || pc2 != pc)
+		return -EAGAIN;
+	memset(regs, 0, sizeof(*regs));
+	regs->ip = pc;
+	regs->sp = sp;
+	regs->flags = STB_UNW_COPY_ONLY;
+	copy->addr = from;
+	copy->bytes = buf;
+	copy->len = len;
+	return 0;
+}
+
+static int copy_u64(const struct stb_stack_copy *c, uint64_t addr, uint64_t *v)
+{
+	if (addr < c->addr || addr - c->addr > c->len || c->len - (addr - c->addr) < 8)
+		return -EFAULT;
+	memcpy(v, (const char *)c->bytes + (addr - c->addr), 8);
+	return 0;
+}
+
+enum { STB_RET_NO = 0, STB_RET_INDIRECT = 1, STB_RET_DIRECT = 2 };
+
+/* A call to a PLT stub goes where its GOT slot points (the call being
+ * blocked has run through it: the slot is bound). Returns that, or addr. */
+static uint64_t plt_target(struct stb_target *tg, uint64_t addr)
+{
+	uint8_t c[11];
+	if (stb_target_read(tg, addr, c, sizeof(c)) != 0)
+		return addr;
+	unsigned at = 0;
+	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+		at = 4; /* endbr64 */
+	if (c[at] == 0xf2)
+		at++; /* bnd */
+	if (at + 6 > sizeof(c) || c[at] != 0xff || c[at + 1] != 0x25)
+		return addr; /* not jmp *rel32(%rip) */
+	int32_t rel;
+	memcpy(&rel, c + at + 2, sizeof(rel));
+	uint64_t slot = addr + at + 6 + (uint64_t)(int64_t)rel, fn;
+	if (stb_target_read(tg, slot, &fn, sizeof(fn)) != 0 || fn == 0)
+		return addr;
+	return fn;
+}
+
+/* Is ret a return address: inside a module, right after a call instruction?
+ * For a direct call (rel32), *target is the function it called (through its
+ * PLT stub). */
+static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret,
+			   uint64_t *target)
+{
+	struct stb_unw_module_info mi;
+	uint8_t code[7];
+	if (ret < 8 || stb_unw_proc_module(unw, ret, &mi) != 0)
+		return STB_RET_NO;
+	if (stb_target_read(tg, ret - 7, code, sizeof(code)) != 0)
+		return STB_RET_NO;
+	if (code[2] == 0xe8) { /* call rel32 */
+		int32_t rel;
+		memcpy(&rel, code + 3, sizeof(rel));
+		*target = ret + (uint64_t)(int64_t)rel;
+		*target = plt_target(tg, *target);
+		return STB_RET_DIRECT;
+	}
+	if (code[5] == 0xff && (code[6] & 0x38) == 0x10) /* call *%reg */
+		return STB_RET_INDIRECT;
+	if (code[4] == 0xff && (code[5] & 0x38) == 0x10) /* call *disp8(%reg) */
+		return STB_RET_INDIRECT;
+	if (code[1] == 0xff && (code[2] & 0x38) == 0x10) /* call *disp32(%reg) */
+		return STB_RET_INDIRECT;
+	return STB_RET_NO;
+}
+
+/* A direct call to code at most this far before the callee's ip is taken as
+ * a call to the callee's function. */
+#define STB_INSYSCALL_FN_SPAN 65536u
+
+/* Forwards the DWARF walk's frames, remembering the last one. */
+struct fwd {
+	stb_unw_frame_fn fn;
+	void *arg;
+	unsigned n;
+	struct stb_unw_frame last;
+	bool stop;
+};
+
+static int fwd_frame(const struct stb_unw_frame *f, void *arg)
+{
+	struct fwd *w = arg;
+	w->n++;
+	w->last = *f;
+	w->stop = w->fn(f, w->arg) != 0;
+	return w->stop;
+}
+
+int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+			 unsigned max, stb_unw_frame_fn fn, void *arg)
+{
+	struct stb_target *tg = tg_ctx;
+	const struct stb_regs *regs = &s->regs;
+	const struct stb_stack_copy *copy = &s->copy;
+	struct fwd w = {.fn = fn, .arg = arg};
+	int rc = stb_unw_walk(unw, regs, copy, 0, max, fwd_frame, &w);
+	if (rc < 0)
+		return rc;
+	if (w.n == 0 || w.n >= max || w.stop)
+		return (int)w.n;
+	/* The walk stopped where rbp was needed: find the frame record of the
+	 * last frame above its stack pointer and follow the chain from there.
+	 * A record whose return address follows a direct call to the last
+	 * frame's function (its PLT stub resolved) is taken first; otherwise the
+	 * lowest plausible one (stale records of earlier calls can look
+	 * plausible, not like that). */
+	uint64_t callee_ip = w.last.ip;
+	uint64_t from = w.last.sp ? w.last.sp : regs->sp;
+	uint64_t hi = copy->addr + copy->len;
+	uint64_t pick = 0, pick_bp = 0, pick_ret = 0;
+	unsigned pick_fit = 0;
+	for (uint64_t x = (from + 7) & ~(uint64_t)7; x + 16 <= hi && x < from + STB_INSYSCALL_SCAN;
+	     x += 8) {
+		uint64_t saved_bp, ret, target = 0;
+		if (copy_u64(copy, x, &saved_bp) || copy_u64(copy, x + 8, &ret))
+			break;
+		if (saved_bp != 0 && (saved_bp <= x || saved_bp >= hi))
+			continue;
+		int kind = return_kind(unw, tg, ret, &target);
+		if (kind == STB_RET_NO)
+			continue;
+		/* A call to the last frame's function (through its PLT stub or
+		 * not) is taken at once; otherwise the lowest plausible record. */
+		unsigned fit = kind == STB_RET_DIRECT && target <= callee_ip &&
+					       callee_ip - target < STB_INSYSCALL_FN_SPAN
+				       ? 3
+				       : 1;
+		if (fit > pick_fit) {
+			pick = x;
+			pick_bp = saved_bp;
+			pick_ret = ret;
+			pick_fit = fit;
+		}
+		if (fit == 3)
+			break;
+	}
+	if (pick) {
+		struct stb_regs fp = {.ip = pick_ret, .sp = pick + 16, .bp = pick_bp,
+				      .flags = STB_UNW_IP_IS_RETURN | STB_UNW_COPY_ONLY};
+		/* Frame-pointer frames: the walk gives them how = STB_FRAME_FP. */
+		rc = stb_unw_walk_fp(unw, &fp, copy, 0, max - w.n, fn, arg);
+		if (rc > 0)
+			w.n += (unsigned)rc;
+	}
+	return (int)w.n;
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the parts of stb-bpf-loader share: the parsed command line, the run's
+ * deadline and its watchdog (watchdog.c), the snapshot (snapshot.c) and the
+ * profile (profile.c) runs.
+ */
+#ifndef STB_LOADER_LOADER_H
+#define STB_LOADER_LOADER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STB_EXIT_OK 0
+#define STB_EXIT_FAIL 1
+#define STB_EXIT_USAGE 64
+
+#define STB_LOADER_MAX_IDS 1024u
+#define STB_LOADER_DEFAULT_DEADLINE_S 30u
+#define STB_LOADER_MAX_DEADLINE_S 86400u
+
+struct stb_loader_opts {
+	pid_t pid;
+	uint64_t ids[STB_LOADER_MAX_IDS];
+	unsigned nids;
+	unsigned state_mask; /* 1u << state, states < STB_TASK_NSTATES */
+	bool group;
+	unsigned max_depth;
+	int format; /* enum stb_format */
+	bool format_set;
+	int timeout_ms;       /* per task */
+	uint64_t deadline_ns; /* the whole run, from its start */
+	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */
+	int verbose;
+	const char *output;
+	/* --profile */
+	bool profile;
+	uint64_t duration_ns;
+	unsigned freq;
+	/* Test builds only (STB_LOADER_TEST_HOOKS): hold every lease this long. */
+	unsigned fault_hold_ms;
+};
+
+/* The run's end (CLOCK_MONOTONIC ns). */
+static inline uint64_t stb_loader_deadline(const struct stb_loader_opts *o)
+{
+	return o->start_ns + o->deadline_ns;
+}
+
+/* Time kept at the end of the run for writing the output: tracing stops
+ * this long before the deadline (a quarter of it, at most 5 s). Symbols are
+ * looked up until a fifth of it is left; then frames keep their addresses
+ * only, and the rest is plain writing. */
+static inline uint64_t stb_loader_reserve_ns(const struct stb_loader_opts *o)
+{
+	uint64_t r = o->deadline_ns / 4;
+	return r < 5000000000ull ? r : 5000000000ull;
+}
+
+static inline uint64_t stb_loader_sym_deadline(const struct stb_loader_opts *o)
+{
+	return stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 5;
+}
+
+/*
+ * Starts the watchdog: a thread that ends the process with exit status 1 and
+ * a message at the run's deadline if it is still running then (a phase that
+ * cannot be interrupted, e.g. parsing a huge module); the message says that
+ * the output is incomplete. Returns 0 or -errno.
+ */
+int stb_watchdog_start(const struct stb_loader_opts *o);
+
+/* Names what the run is doing now, for the watchdog's message (a string
+ * literal). Thread-safe. */
+void stb_watchdog_phase(const char *phase);
+
+/* The snapshot (snapshot.c) and the profile (profile.c): exit status. */
+int stb_snapshot_run(const struct stb_loader_opts *o);
+int stb_profile_run(const struct stb_loader_opts *o);
+
+#endif /* STB_LOADER_LOADER_H */

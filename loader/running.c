@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Capturing running tasks from outside (running.h): /proc/PID/task/TID/syscall
+ * first, then the BPF program on the task's worker, a few milliseconds at a
+ * time, until the trace's deadline.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/libbpf.h>
+
+#include "insyscall.h"
+#include "record.h"
+#include "running.h"
+#include "stb/stb.h"
+#include "util.h"
+
+/* Sampling window of one BPF attempt: a task that does not run in it is
+ * looked for in a blocking system call again. */
+#define STB_RUNNING_SLICE_US 5000u
+
+/* libbpf's own messages: only with -v (a missing privilege is explained once). */
+static int libbpf_quiet;
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (libbpf_quiet || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+int stb_running_init(struct stb_running *r, struct stb_target *tg, int verbose)
+{
+	memset(r, 0, sizeof(*r));
+	r->tg = tg;
+	r->verbose = verbose;
+	r->rec = malloc(sizeof(*r->rec));
+	return r->rec ? 0 : -ENOMEM;
+}
+
+void stb_running_fini(struct stb_running *r)
+{
+	stb_bpf_prog_close(r->prog);
+	free(r->rec);
+	memset(r, 0, sizeof(*r));
+}
+
+static void open_prog(struct stb_running *r)
+{
+	libbpf_quiet = !r->verbose;
+	libbpf_set_print(libbpf_print);
+	struct stb_bpf_prog_opts co;
+	stb_target_bpf_prog_opts(r->tg, STB_RECORD_MODE_REQUEST, &co);
+	r->prog = stb_bpf_prog_open(r->tg->pid, &co);
+	if (!r->prog) {
+		int err = errno;
+		if (err == EPERM || err == EACCES)
+			snprintf(r->note, sizeof(r->note),
+				 "BPF unavailable: permission denied, needs root or "
+				 "CAP_BPF+CAP_PERFMON");
+		else
+			snprintf(r->note, sizeof(r->note), "BPF unavailable: %s",
+				 stb_bpf_prog_strerror(-err));
+		return;
+	}
+	int rc = stb_bpf_prog_sync_workers(r->prog);
+	if (rc < 0) {
+		snprintf(r->note, sizeof(r->note), "perf events unavailable: %s%s",
+			 stb_bpf_prog_strerror(rc),
+			 rc == -EPERM || rc == -EACCES ? " (needs root or CAP_PERFMON)" : "");
+		stb_bpf_prog_close(r->prog);
+		r->prog = NULL;
+	}
+}
+
+/* The program, loaded when the first running bthread needs it: a snapshot in
+ * which every bthread is off-CPU loads no BPF at all. The warning about a
+ * missing capability is printed then, once. */
+static struct stb_bpf_prog *prog(struct stb_running *r)
+{
+	if (!r->tried) {
+		r->tried = true;
+		open_prog(r);
+		if (!r->prog)
+			fprintf(stderr,
+				"stb-bpf-loader: warning: %s; running bthreads will not be "
+				"captured (context mode only)\n",
+				r->note);
+	}
+	return r->prog;
+}
+
+const char *stb_running_mode(const struct stb_running *r)
+{
+	return r->prog ? "bpf+context" : r->tried ? "context-only" : "context";
+}
+
+static int record_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+			 unsigned max, stb_unw_frame_fn fn, void *arg)
+{
+	(void)s;
+	return (int)stb_record_unwind(unw, ctx, sizeof(struct stb_record), max, fn, arg);
+}
+
+static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+/* Blocked in a system call on its thread: 0 with snap set, or -errno. */
+static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, void *buf, size_t cap,
+		      struct stb_snapshot *snap)
+{
+	long nr = -1;
+	int rc = stb_insyscall_read(r->tg, (pid_t)tid, stack_hi, buf, cap, &snap->regs, &snap->copy,
+				    &nr);
+	if (rc == 0) {
+		snap->mode = STB_TRACE_SYSCALL;
+		snap->tid = tid;
+		snap->unwind = stb_insyscall_unwind;
+		snap->unwind_ctx = r->tg;
+	}
+	return rc;
+}
+
+static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t deadline,
+		   void *buf, size_t cap, struct stb_snapshot *snap, char *err, size_t errlen)
+{
+	struct stb_running *r = ctx;
+	bool pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
+	uint32_t worker = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
+	uint32_t tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
+	uint64_t stack_hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	snap->tid = tid;
+	if (!pthread && worker >= STB_ABI_MAX_WORKERS) {
+		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+			return -EAGAIN;
+		say(err, errlen,
+		    "its table entry is inconsistent: running on worker %u (at most "
+		    "%u workers)",
+		    worker, STB_ABI_MAX_WORKERS);
+		return -EPROTO;
+	}
+	if (tid == 0 || tid > INT32_MAX) {
+		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+			return -EAGAIN;
+		say(err, errlen, "its table entry is inconsistent: running on thread %u", tid);
+		return -EPROTO;
+	}
+	/* Blocked in a system call on its thread: nothing to sample. */
+	int rc = in_syscall(r, tid, stack_hi, buf, cap, snap);
+	if (rc == 0)
+		return 0;
+	if (rc == -ESRCH) {
+		/* No such thread in the target: gone meanwhile, or the entry lies. */
+		if (!stb_target_alive(r->tg)) {
+			snap->target_gone = true;
+			say(err, errlen, "the target exited");
+			return -ESRCH;
+		}
+		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+			return -EAGAIN;
+		say(err, errlen,
+		    "its table entry names thread %u, which is not a thread of the "
+		    "target",
+		    tid);
+		return -EPROTO;
+	}
+	struct stb_bpf_prog *bp = prog(r);
+	if (!bp) {
+		say(err, errlen, "running: not captured (%s)", r->note);
+		return -ENOTSUP;
+	}
+	if (pthread) {
+		/* Not a worker: a perf event on its own thread, for this capture. */
+		worker = STB_ABI_MAX_WORKERS;
+		rc = stb_bpf_prog_set_worker(bp, worker, (pid_t)tid);
+		if (rc != 0) {
+			say(err, errlen, "cannot open a perf event on pthread %u: %s", tid,
+			    stb_bpf_prog_strerror(rc));
+			return rc == -ESRCH ? -EAGAIN : rc;
+		}
+	}
+	uint64_t now = stb_now_ns();
+	uint64_t budget = now < deadline ? (deadline - now) / 1000u : 0;
+	if (budget > STB_RUNNING_SLICE_US)
+		budget = STB_RUNNING_SLICE_US;
+	struct stb_bpf_prog_timing tm = {0};
+	rc = stb_bpf_prog_request(bp, worker, id, (unsigned)budget, r->rec, &tm);
+	if (pthread)
+		stb_bpf_prog_set_worker(bp, worker, 0);
+	if (rc == 0) {
+		snap->mode = STB_TRACE_BPF;
+		snap->tid = r->rec->tid;
+		snap->unwind = record_unwind;
+		snap->unwind_ctx = r->rec;
+		snap->held_ns = r->rec->prog_ns;
+		if (tm.seen_ns > tm.arm_ns) {
+			uint64_t wait = tm.seen_ns - tm.arm_ns;
+			r->n++;
+			r->last_wait_ns = wait;
+			r->wait_sum_ns += wait;
+			r->wait_max_ns = wait > r->wait_max_ns ? wait : r->wait_max_ns;
+			r->prog_sum_ns += r->rec->prog_ns;
+			r->prog_max_ns =
+			    r->rec->prog_ns > r->prog_max_ns ? r->rec->prog_ns : r->prog_max_ns;
+		}
+		return 0;
+	}
+	if (rc == -ETIMEDOUT) {
+		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+			return -EAGAIN; /* it moved: read it again */
+		/* Never on a CPU: blocked in a system call on its thread? */
+		if (in_syscall(r, tid, stack_hi, buf, cap, snap) == 0)
+			return 0;
+		if (stb_now_ns() < deadline)
+			return -EAGAIN;
+		say(err, errlen,
+		    "running on worker %u (tid %u) but not seen on a CPU within the "
+		    "timeout (machine overloaded?)",
+		    worker, tid);
+		return -ETIMEDOUT;
+	}
+	if (rc == -ESRCH) {
+		if (!stb_target_alive(r->tg)) {
+			snap->target_gone = true;
+			say(err, errlen, "the target exited");
+			return -ESRCH;
+		}
+		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+			return -EAGAIN;
+		say(err, errlen, "its thread %u is gone although its entry says it runs there",
+		    tid);
+		return -EPROTO;
+	}
+	say(err, errlen, "BPF capture failed: %s", stb_bpf_prog_strerror(rc));
+	return rc;
+}
+
+void stb_running_ops(struct stb_running *r, struct stb_capture_ops *ops)
+{
+	*ops = (struct stb_capture_ops){.capture = capture, .ctx = r};
+}

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader's snapshot (loader.h): every selected task of the target
+ * traced once by the trace driver -- suspended and ready ones from their saved
+ * context read with process_vm_readv, running ones by the capture backend
+ * (running.h) -- then unwound, symbolized and written in the chosen format.
+ * The run is bounded: per task by --timeout, as a whole by --deadline.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "frames.h"
+#include "loader.h"
+#include "report.h"
+#include "running.h"
+#include "symbolize.h"
+#include "target.h"
+#include "tview.h"
+#include "unwind.h"
+#include "util.h"
+
+#define STB_SNAPSHOT_COPY_MAX (256u << 10)
+
+struct snapshot {
+	const struct stb_loader_opts *o;
+	struct stb_target *tg;
+	struct stb_unw_proc *unw;
+	struct stb_sym *sym;
+	struct stb_running run;
+	struct stb_mem mem;
+	struct stb_capture_ops ops;
+	struct stb_driver drv;
+	uint8_t *buf;
+	struct stb_frame *scratch;     /* max_depth frames */
+	struct stb_report_task *tasks; /* grows with the live tasks */
+	size_t n, cap;
+	uint64_t trace_end; /* no task is started after this */
+	bool target_gone;
+	int err; /* -ENOMEM */
+	uint64_t failed, finished, missing, not_traced;
+	/* -v: how long tasks were held (lease taken to released). */
+	uint64_t hold_max_ns, hold_sum_ns;
+	unsigned nhold;
+};
+
+/* Fault injection for tests: keep the lease as a stuck loader would. */
+static void hold_fault(void *arg)
+{
+	const struct stb_loader_opts *o = arg;
+	struct timespec ts = {o->fault_hold_ms / 1000, (long)(o->fault_hold_ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+static struct stb_report_task *new_task(struct snapshot *S)
+{
+	if (S->n == S->cap) {
+		size_t cap = S->cap ? S->cap * 2 : 256;
+		struct stb_report_task *t = realloc(S->tasks, cap * sizeof(*t));
+		if (!t) {
+			S->err = -ENOMEM;
+			return NULL;
+		}
+		S->tasks = t;
+		S->cap = cap;
+	}
+	struct stb_report_task *t = &S->tasks[S->n];
+	memset(t, 0, sizeof(*t));
+	return t;
+}
+
+/* Traces task v->id of entry p. Returns 1 when the run must stop. */
+static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct stb_tview_task *v)
+{
+	const struct stb_loader_opts *o = S->o;
+	struct stb_report_task *t = new_task(S);
+	if (!t)
+		return 1;
+	t->id = v->id;
+	memcpy(t->name, v->name, sizeof(t->name));
+	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
+	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
+	uint64_t deadline = stb_now_ns() + (uint64_t)o->timeout_ms * 1000000u;
+	if (deadline > S->trace_end)
+		deadline = S->trace_end;
+	struct stb_snapshot snap;
+	stb_watchdog_phase("tracing a task");
+	int rc = stb_driver_trace(&S->drv, p, v->id, deadline, &snap, t->error, sizeof(t->error));
+	S->nhold++;
+	S->hold_sum_ns += snap.lease_ns;
+	S->hold_max_ns = snap.lease_ns > S->hold_max_ns ? snap.lease_ns : S->hold_max_ns;
+	if (o->verbose > 1) {
+		fprintf(stderr, "stb-bpf-loader: task %" PRIu64 " %s: held %.1f us", v->id,
+			stb_state_name(snap.state), (double)snap.lease_ns / 1e3);
+		if (snap.mode == STB_TRACE_BPF)
+			fprintf(stderr, ", BPF request to record %.1f us, program %.1f us",
+				(double)S->run.last_wait_ns / 1e3, (double)snap.held_ns / 1e3);
+		fputc('\n', stderr);
+	}
+	if (snap.target_gone || (rc == -ESRCH && !stb_target_alive(S->tg))) {
+		S->target_gone = true;
+		return 1;
+	}
+	if (rc == -ESRCH) {
+		S->finished++; /* finished meanwhile (its slot may be reused): not selected */
+		return 0;
+	}
+	unsigned st = snap.state ? snap.state : v->state; /* 0: failed before reading it */
+	t->state = st < STB_TASK_NSTATES ? st : STB_TASK_UNUSED;
+	if (o->state_mask && !(o->state_mask & (1u << t->state)))
+		return 0; /* moved out of the selected states meanwhile */
+	t->mode = snap.mode;
+	t->tid = snap.tid ? snap.tid : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
+	t->since_ns = t->state == STB_TASK_SUSPENDED ? v->since_ns : 0;
+	S->n++;
+	if (rc != 0) {
+		t->err = rc;
+		S->failed++;
+		return 0;
+	}
+	if (snap.mode == STB_TRACE_NO_STACK)
+		return 0;
+	struct stb_frame_sink sink = {
+	    .frames = S->scratch,
+	    .nframes = o->max_depth,
+	    .max = o->max_depth,
+	    .deadline = S->trace_end,
+	};
+	stb_watchdog_phase("unwinding a stack");
+	stb_snapshot_unwind(S->unw, &snap, &sink);
+	t->truncated = sink.truncated || sink.timed_out;
+	if (sink.n) {
+		t->frames = malloc(sink.n * sizeof(*t->frames));
+		if (!t->frames) {
+			S->err = -ENOMEM;
+			return 1;
+		}
+		memcpy(t->frames, S->scratch, sink.n * sizeof(*t->frames));
+		t->nframes = sink.n;
+	}
+	return 0;
+}
+
+static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
+{
+	(void)slot;
+	return trace_one(arg, p, v);
+}
+
+/* --bthread ids: each looked up in its slot. */
+static void trace_ids(struct snapshot *S)
+{
+	const struct stb_loader_opts *o = S->o;
+	uint32_t capacity = S->tg->info.capacity;
+	for (unsigned i = 0; i < o->nids && !S->target_gone && !S->err; i++) {
+		uint64_t id = o->ids[i];
+		uint32_t slot = STB_ABI_SLOT(id);
+		if (slot >= capacity) {
+			fprintf(stderr,
+				"stb-bpf-loader: bthread %" PRIu64 " is beyond the table "
+				"capacity (%u) and cannot be traced from outside\n",
+				id, capacity);
+			S->missing++;
+			continue;
+		}
+		if (stb_now_ns() >= S->trace_end) {
+			S->not_traced += o->nids - i;
+			break;
+		}
+		struct stb_abi_task *p = stb_target_task(S->tg, slot);
+		struct stb_tview_task v;
+		if (p)
+			stb_tview_read_task(p, &v);
+		if (!p || v.id != id || !stb_tview_live(&v)) {
+			fprintf(stderr,
+				"stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
+				"finished\n",
+				id);
+			S->missing++;
+			continue;
+		}
+		trace_one(S, p, &v);
+	}
+}
+
+static void print_summary(const struct snapshot *S, uint64_t t0, uint64_t t1)
+{
+	const struct stb_running *r = &S->run;
+	fprintf(stderr, "stb-bpf-loader: %zu tasks traced in %.3f ms (%" PRIu64 " failed)%s\n",
+		S->n, (double)(t1 - t0) / 1e6, S->failed,
+		r->prog    ? ", BPF loaded"
+		: r->tried ? ", context mode only"
+			   : ", no BPF needed");
+	if (S->nhold)
+		fprintf(stderr, "stb-bpf-loader: tasks held %.1f us at most, %.1f us on average\n",
+			(double)S->hold_max_ns / 1e3, (double)S->hold_sum_ns / S->nhold / 1e3);
+	if (r->n)
+		fprintf(stderr,
+			"stb-bpf-loader: %u BPF captures: request to record %.1f us at most, "
+			"%.1f us on average; program %.1f us at most, %.1f us on average\n",
+			r->n, (double)r->wait_max_ns / 1e3, (double)r->wait_sum_ns / r->n / 1e3,
+			(double)r->prog_max_ns / 1e3, (double)r->prog_sum_ns / r->n / 1e3);
+}
+
+int stb_snapshot_run(const struct stb_loader_opts *o)
+{
+	struct snapshot S;
+	memset(&S, 0, sizeof(S));
+	S.o = o;
+	S.trace_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o);
+	int status = STB_EXIT_FAIL;
+	FILE *out = stdout;
+	bool written = false;
+	char err[640];
+
+	/* The output first: a bad -o fails before anything is traced. */
+	if (o->output) {
+		out = fopen(o->output, "we");
+		if (!out) {
+			fprintf(stderr, "stb-bpf-loader: cannot write %s: %s\n", o->output,
+				strerror(errno));
+			return STB_EXIT_FAIL;
+		}
+	}
+	stb_watchdog_phase("opening the target's table");
+	S.tg = stb_target_open(o->pid, err, sizeof(err));
+	if (!S.tg) {
+		fprintf(stderr, "stb-bpf-loader: %s\n", err);
+		goto cleanup;
+	}
+	stb_watchdog_phase("reading the target's modules");
+	S.unw = stb_unw_proc_new(o->pid);
+	S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
+	if (!S.unw || !S.sym) {
+		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
+			(int)o->pid, strerror(errno));
+		goto cleanup;
+	}
+	S.buf = malloc(STB_SNAPSHOT_COPY_MAX);
+	S.scratch = calloc(o->max_depth, sizeof(*S.scratch));
+	if (!S.buf || !S.scratch || stb_running_init(&S.run, S.tg, o->verbose) != 0) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		goto cleanup;
+	}
+	stb_target_mem(S.tg, &S.mem);
+	stb_running_ops(&S.run, &S.ops);
+	S.drv = (struct stb_driver){
+	    .mem = &S.mem,
+	    .capture = &S.ops,
+	    .flags = STB_DRIVER_F_LEASE,
+	    .buf = S.buf,
+	    .cap = STB_SNAPSHOT_COPY_MAX,
+	};
+	if (o->fault_hold_ms) {
+		S.drv.on_hold = hold_fault;
+		S.drv.on_hold_arg = (void *)o;
+	}
+
+	/* The tasks. */
+	uint64_t t0 = stb_now_ns();
+	bool hwm_clamped = false;
+	struct stb_tview_scan_result res = {0};
+	if (o->nids) {
+		trace_ids(&S);
+	} else {
+		struct stb_tview_src src = stb_target_src(S.tg, &hwm_clamped);
+		stb_tview_scan(&src, o->state_mask, S.trace_end, scan_fn, &S, &res);
+		S.not_traced = res.left;
+	}
+	uint64_t t1 = stb_now_ns();
+	if (S.err) {
+		fprintf(stderr, "stb-bpf-loader: out of memory after %zu tasks\n", S.n);
+		goto cleanup;
+	}
+	if (!stb_target_alive(S.tg))
+		S.target_gone = true;
+
+	/* What the report says about the run. */
+	const struct stb_tview_info *ti = &S.tg->info;
+	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
+	struct stb_report_meta meta = {
+	    .producer = "stb-bpf-loader snapshot",
+	    .pid = (int)o->pid,
+	    .comm = S.tg->comm,
+	    .table = true,
+	    .abi_version = ti->abi_version,
+	    .table_capacity = ti->capacity,
+	    .untraceable = __atomic_load_n(&S.tg->hdr->untraceable, __ATOMIC_RELAXED),
+	    .capture = stb_running_mode(&S.run),
+	    .run = true,
+	    .complete = !S.target_gone && !S.not_traced,
+	    .not_traced = S.not_traced,
+	    .failed = S.failed,
+	    .finished = S.finished,
+	};
+	if (S.target_gone) {
+		meta.partial = "the target exited during the trace";
+	} else if (S.not_traced) {
+		snprintf(partial, sizeof(partial),
+			 "the run's deadline (--deadline %" PRIu64 " s) came "
+			 "first: %" PRIu64 " selected tasks were not traced",
+			 (uint64_t)(o->deadline_ns / 1000000000u), S.not_traced);
+		meta.partial = partial;
+	}
+	if (S.run.tried && !S.run.prog) {
+		snprintf(note_bpf, sizeof(note_bpf),
+			 "%s; running bthreads are not captured "
+			 "(context mode only)",
+			 S.run.note);
+		stb_report_meta_note(&meta, note_bpf);
+	}
+	if (meta.untraceable) {
+		snprintf(note_untraceable, sizeof(note_untraceable),
+			 "%" PRIu64 " bthreads were created beyond the table capacity (%u) and are "
+			 "untraceable from outside (raise STB_TABLE_CAPACITY)",
+			 meta.untraceable, ti->capacity);
+		stb_report_meta_note(&meta, note_untraceable);
+	}
+	if (hwm_clamped) {
+		snprintf(note_hwm, sizeof(note_hwm),
+			 "the table header claims %" PRIu64 " slots in "
+			 "use, more than its capacity: only its %u slots were read",
+			 (uint64_t)(__atomic_load_n(&S.tg->hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
+			 ti->capacity);
+		stb_report_meta_note(&meta, note_hwm);
+	}
+	if (res.invalid) {
+		snprintf(note_invalid, sizeof(note_invalid),
+			 "%" PRIu64 " table entries have a state "
+			 "out of range (a corrupt table)",
+			 res.invalid);
+		stb_report_meta_note(&meta, note_invalid);
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	struct stb_report r = {
+	    .out = out,
+	    .sym = S.sym,
+	    .unw = S.unw,
+	    .group = o->group,
+	    .meta = &meta,
+	    .now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+	    .sym_deadline = stb_loader_sym_deadline(o),
+	};
+	stb_watchdog_phase("writing the output");
+	int rc = stb_report_write(&r, S.tasks, S.n, o->format);
+	written = true;
+	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
+		fprintf(stderr, "stb-bpf-loader: writing the output failed: %s\n",
+			strerror(rc      ? -rc
+				 : errno ? errno
+					 : EIO));
+		goto cleanup;
+	}
+	if (stb_now_ns() >= r.sym_deadline)
+		fprintf(stderr, "stb-bpf-loader: warning: the deadline came close while the output "
+				"was written: some frames have no symbols\n");
+	if (o->verbose)
+		print_summary(&S, t0, t1);
+	if (S.target_gone)
+		fprintf(stderr,
+			"stb-bpf-loader: process %d exited during the trace; output is "
+			"partial\n",
+			(int)o->pid);
+	else if (S.not_traced)
+		fprintf(stderr, "stb-bpf-loader: %s; output is partial\n", partial);
+	if (S.failed)
+		fprintf(stderr,
+			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "
+			"their errors)\n",
+			S.failed, S.n);
+	bool ok = !S.target_gone && !S.missing && !S.not_traced && !S.failed;
+	status = ok ? STB_EXIT_OK : STB_EXIT_FAIL;
+cleanup:
+	if (out != stdout) {
+		fclose(out);
+		if (!written)
+			unlink(o->output); /* nothing was traced: leave no empty file */
+	}
+	for (size_t i = 0; i < S.n; i++)
+		free(S.tasks[i].frames);
+	free(S.tasks);
+	free(S.scratch);
+	free(S.buf);
+	stb_running_fini(&S.run);
+	stb_sym_free(S.sym);
+	stb_unw_proc_free(S.unw);
+	stb_target_close(S.tg);
+	return status;
+}

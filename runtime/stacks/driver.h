@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The trace driver: how one task of a task table is traced, for every tracer
+ * (the in-process stb_trace, stb-bpf-loader, its profiler's off-CPU
+ * snapshots; a core-file reader later). It owns the lease, the state machine
+ * of abi.h, the retries, the validated copy of a saved context, the call of a
+ * capture backend for running tasks, the deadline -- and then the unwinding of
+ * what it got into a frame sink. The target is reached through two small
+ * backends:
+ *
+ *  - memory (struct stb_mem): reads the target's memory. In process: a
+ *    direct read (it can fault: copies need a lease); from outside:
+ *    process_vm_readv; from a core file: its segments (the target is frozen).
+ *  - capture (struct stb_capture_ops): takes the registers and stack of a
+ *    task that is RUNNING. In process: a signal to its thread; the loader:
+ *    /proc/PID/task/TID/syscall for a thread blocked in a system call, else
+ *    the BPF program; a core file: the thread's NT_PRSTATUS registers.
+ */
+#ifndef STB_RUNTIME_STACKS_DRIVER_H
+#define STB_RUNTIME_STACKS_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frames.h"
+#include "stb/abi.h"
+#include "unwind.h"
+
+/* stb_mem.flags */
+#define STB_MEM_F_FAULTS                                       \
+	0x1u /* read() can fault this process (a direct read): \
+		a stack is copied only under a lease */
+#define STB_MEM_F_FROZEN                                         \
+	0x2u /* the target does not run (a core file): no lease, \
+		no waiting for a task to settle */
+
+struct stb_mem {
+	/* Copies len bytes at target address addr into dst. Returns 0, -EFAULT
+	 * (not mapped), -ESRCH (the target is gone) or -errno. */
+	int (*read)(void *ctx, uint64_t addr, void *dst, size_t len);
+	/* false once the target has exited; NULL: it never does. */
+	bool (*alive)(void *ctx);
+	void *ctx;
+	unsigned flags; /* STB_MEM_F_* */
+};
+
+struct stb_snapshot;
+
+/* Unwinds a snapshot that needs more than its registers and copy (e.g. a BPF
+ * record's frame-pointer chain): same contract as stb_unw_walk. */
+typedef int (*stb_snapshot_unwind_fn)(void *ctx, struct stb_unw_proc *unw,
+				      const struct stb_snapshot *s, unsigned max_depth,
+				      stb_unw_frame_fn fn, void *arg);
+
+/* What a trace got: the registers of the innermost frame and a stack copy. */
+struct stb_snapshot {
+	struct stb_regs regs;
+	struct stb_stack_copy copy;
+	unsigned mode;     /* enum stb_trace_mode (STB_TRACE_NO_STACK: nothing to unwind) */
+	unsigned state;    /* the task's state when it was taken */
+	uint32_t seq;      /* and its run sequence (abi.h) */
+	uint32_t tid;      /* its thread (running captures) */
+	uint64_t held_ns;  /* how long it was held (context) or interrupted (capture) */
+	uint64_t lease_ns; /* how long its lease was held in all */
+	unsigned retries;  /* attempts discarded because the task moved */
+	bool target_gone;  /* the trace failed because the target exited */
+	stb_snapshot_unwind_fn unwind; /* NULL: stb_unw_walk of regs and copy */
+	void *unwind_ctx;
+};
+
+/*
+ * Capture backend. capture() takes task id of entry p while it runs (w1 is
+ * the word read in state RUNNING; the driver holds no lease meanwhile: the
+ * capture stops the task, if at all, only while it copies). The stack goes
+ * into buf[cap] or into the backend's own storage. Returns 0 with *snap
+ * filled (regs, copy, mode, tid, held_ns; unwind when needed), -EAGAIN when
+ * the task was not running there any more (the driver reads its state
+ * again), -ETIMEDOUT when it was not captured by deadline, or another
+ * -errno; err[errlen] says why on failure. May block until deadline.
+ */
+struct stb_capture_ops {
+	int (*capture)(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+		       uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+		       char *err, size_t errlen);
+	void *ctx;
+};
+
+/* struct stb_driver.flags */
+#define STB_DRIVER_F_LEASE 0x1u /* take the task's lease (a live table mapped writable) */
+#define STB_DRIVER_F_NO_WAIT                                     \
+	0x2u /* do not wait for a task to settle: a task that is \
+		running or switching gives -EAGAIN (off-CPU      \
+		snapshots); a moved copy is tried once more */
+
+/* One trace's configuration (cheap: set up on the stack for each trace). */
+struct stb_driver {
+	const struct stb_mem *mem;
+	const struct stb_capture_ops *capture; /* NULL: running tasks are not captured */
+	const char *no_capture;                /* then: why ("BPF unavailable: ..."); may be NULL */
+	unsigned flags;                        /* STB_DRIVER_F_* */
+	void *buf;                             /* stack copies: buf[cap] */
+	size_t cap;
+	/* Called right after the lease was taken (fault injection in test
+	 * builds); NULL: none. */
+	void (*on_hold)(void *arg);
+	void *on_hold_arg;
+};
+
+/*
+ * Traces task id, whose entry is p, until deadline (CLOCK_MONOTONIC ns):
+ * takes its lease (STB_DRIVER_F_LEASE), reads its state and, as abi.h says,
+ * copies its saved context (ready, suspended), calls the capture backend
+ * (running), or finds nothing to read (created, ready without stack); waits
+ * and retries while it switches or moves. Nothing the entry says is trusted:
+ * states are range-checked, stack bounds validated, every loop bounded by
+ * the deadline. Returns 0 with *snap filled, or -errno with err[errlen] set:
+ * -ESRCH the task finished (its slot holds another task or none; with
+ * snap->target_gone: the target exited), -EBUSY another tracer held it the
+ * whole time, -ETIMEDOUT it did not settle (or was not captured) in time,
+ * -EPROTO its entry is inconsistent (state out of range, stack pointer
+ * outside its stack), -ENOTSUP running but no capture backend, -EAGAIN (only
+ * with STB_DRIVER_F_NO_WAIT) not off-CPU now, or the read's -errno.
+ * Thread-safe for distinct buffers; may block until deadline.
+ */
+int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_t id,
+		     uint64_t deadline, struct stb_snapshot *snap, char *err, size_t errlen);
+
+/*
+ * Unwinds snap with unw into sink (at most stb_frame_sink_depth(sink)
+ * physical frames; the sink ends the walk at its limit or deadline). Only
+ * the copy is read, never the live stack. Returns the number of logical
+ * frames delivered (sink->n) or -errno from the unwinder.
+ */
+int stb_snapshot_unwind(struct stb_unw_proc *unw, const struct stb_snapshot *snap,
+			struct stb_frame_sink *sink);
+
+#endif /* STB_RUNTIME_STACKS_DRIVER_H */

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target of the table reader and the trace driver (runtime/stacks/
+ * tview.c, driver.c, hold.c, frames.c): the input is a task table -- a
+ * header, then task entries -- followed by "stack" bytes that the memory
+ * backend serves. Every header is checked, every entry read and scanned
+ * with a state mask from the input, and traced by the driver on a frozen
+ * target (no waiting) with the stack bytes as the target's memory.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "driver.h"
+#include "frames.h"
+#include "fuzz.h"
+#include "symbolize.h"
+#include "tview.h"
+
+#define FT_MAX_TASKS 64u
+#define FT_STACK_BASE 0x7f0000000000ull
+
+struct input {
+	const uint8_t *stack;
+	size_t len;
+};
+
+static int mem_read(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	const struct input *in = ctx;
+	if (addr < FT_STACK_BASE || addr - FT_STACK_BASE > in->len ||
+	    in->len - (addr - FT_STACK_BASE) < len)
+		return -14; /* -EFAULT */
+	memcpy(dst, in->stack + (addr - FT_STACK_BASE), len);
+	return 0;
+}
+
+/* What the code under test calls outside it: the symbolizer (never: no
+ * symbols here), state names, the unwinder's part of a copy (registers only). */
+bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struct stb_sym_info *si)
+{
+	(void)s;
+	(void)flags;
+	(void)f;
+	(void)si;
+	return false;
+}
+
+int stb_unw_walk(struct stb_unw_proc *p, const struct stb_regs *regs,
+		 const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
+		 stb_unw_frame_fn fn, void *arg)
+{
+	(void)p;
+	(void)regs;
+	(void)copy;
+	(void)skip;
+	(void)max_depth;
+	(void)fn;
+	(void)arg;
+	return 0;
+}
+
+const char *stb_state_name(unsigned state)
+{
+	return state < STB_TASK_NSTATES ? "state" : "invalid";
+}
+
+void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, uint64_t bp,
+			      const struct stb_stack_copy *copy)
+{
+	(void)copy;
+	memset(regs, 0, sizeof(*regs));
+	regs->ip = ip;
+	regs->sp = sp;
+	regs->bp = bp;
+	regs->flags = STB_UNW_IP_IS_RETURN;
+}
+
+struct table {
+	struct stb_abi_task *t;
+	uint32_t n;
+};
+
+static struct stb_abi_task *entry(void *ctx, uint32_t slot, uint32_t *next)
+{
+	struct table *tb = ctx;
+	*next = slot + 1 + (slot % 7 == 6 ? 3 : 0); /* and some holes */
+	return slot < tb->n ? &tb->t[slot] : NULL;
+}
+
+static int visit(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
+{
+	const struct stb_driver *d = arg;
+	(void)slot;
+	static uint8_t buf[4096];
+	struct stb_snapshot snap;
+	char err[160];
+	struct stb_driver dd = *d;
+	dd.buf = buf;
+	dd.cap = sizeof(buf);
+	if (stb_driver_trace(&dd, p, v->id, 0, &snap, err, sizeof(err)) == 0 &&
+	    snap.mode == STB_TRACE_CONTEXT && snap.copy.len > sizeof(buf))
+		__builtin_trap(); /* never more than the buffer */
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct stb_abi_task tasks[FT_MAX_TASKS];
+	struct stb_abi_header h;
+	if (size < sizeof(h) + 8)
+		return 0;
+	memcpy(&h, data, sizeof(h));
+	uint64_t real;
+	memcpy(&real, data + sizeof(h), 8);
+	data += sizeof(h) + 8;
+	size -= sizeof(h) + 8;
+	struct stb_tview_info info;
+	char why[256];
+	stb_tview_check_header(&h, real, &info, why, sizeof(why));
+	stb_tview_hwm(&h, &info, NULL);
+	stb_tview_nworkers(&h, NULL);
+
+	uint32_t n = (uint32_t)(size / sizeof(struct stb_abi_task));
+	if (n > FT_MAX_TASKS)
+		n = FT_MAX_TASKS;
+	memcpy(tasks, data, n * sizeof(struct stb_abi_task));
+	struct input in = {.stack = data + n * sizeof(struct stb_abi_task),
+			   .len = size - n * sizeof(struct stb_abi_task)};
+	for (uint32_t i = 0; i < n; i++) {
+		struct stb_tview_task v;
+		stb_tview_read_task(&tasks[i], &v);
+		if (v.name[sizeof(v.name) - 1] != '\0' || v.wait_kind >= STB_WAIT_NKINDS ||
+		    (!(v.bad & STB_TVIEW_BAD_STATE) && v.state >= STB_TASK_NSTATES))
+			__builtin_trap();
+	}
+	struct stb_mem mem = {.read = mem_read, .ctx = &in, .flags = STB_MEM_F_FROZEN};
+	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE | STB_DRIVER_F_NO_WAIT};
+	struct table tb = {.t = tasks, .n = n};
+	struct stb_tview_src src = {.entry = entry, .ctx = &tb, .nslots = (uint32_t)h.slot_hwm};
+	if (src.nslots > n + 16)
+		src.nslots = n + 16;
+	struct stb_tview_scan_result r;
+	stb_tview_scan(&src, (unsigned)h.flags, 0, visit, &d, &r);
+
+	/* The frame sink fed with the entries' words as frames. */
+	struct stb_frame frames[8];
+	struct stb_frame_sink s = {.frames = frames, .nframes = h.pid % 9, .max = h.nworkers % 12};
+	for (uint32_t i = 0; i < n; i++) {
+		struct stb_unw_frame f = {
+		    .ip = tasks[i].ip, .sp = tasks[i].sp, .how = (unsigned)tasks[i].flags & 1};
+		if (stb_frame_sink_add(&f, &s))
+			break;
+	}
+	if (s.n > (s.max ? s.max : STB_UNW_DEFAULT_DEPTH))
+		__builtin_trap();
+	return 0;
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target of the writers of what the target controls (runtime/stacks/
+ * json.c, escape.c, report.c): the input is split into strings used as task
+ * names, errors, symbols, modules, comm and notes; the text and JSON reports
+ * and a task list are written, and checked: no control byte but newlines,
+ * the JSON valid UTF-8 with balanced structure, the text escape's length
+ * contract.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "fuzz.h"
+#include "json.h"
+#include "pprof.h"
+#include "report.h"
+#include "symbolize.h"
+
+/* report.c's other writers and symbolizer are not under test here: reports
+ * are written without symbols (r.sym NULL), in text and JSON only. */
+int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format)
+{
+	(void)r;
+	(void)tasks;
+	(void)n;
+	(void)format;
+	return -EINVAL;
+}
+
+bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struct stb_sym_info *si)
+{
+	(void)s;
+	(void)flags;
+	(void)f;
+	(void)si;
+	return false;
+}
+
+static void check_output(const char *s, size_t n, bool json)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c < 0x20 && c != '\n') || c == 0x7f)
+			__builtin_trap();
+		if (json && c >= 0x80) {
+			uint32_t cp;
+			size_t k = stb_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+			if (k == 0)
+				__builtin_trap(); /* JSON must be valid UTF-8 */
+			i += k;
+			continue;
+		}
+		i++;
+	}
+	if (json) {
+		/* Outside strings, brackets balance. */
+		int depth = 0;
+		bool str = false, esc = false;
+		for (size_t i = 0; i < n; i++) {
+			char c = s[i];
+			if (str) {
+				if (esc)
+					esc = false;
+				else if (c == '\\')
+					esc = true;
+				else if (c == '"')
+					str = false;
+				continue;
+			}
+			if (c == '"')
+				str = true;
+			else if (c == '{' || c == '[')
+				depth++;
+			else if (c == '}' || c == ']')
+				depth--;
+			if (depth < 0)
+				__builtin_trap();
+		}
+		if (depth != 0 || str)
+			__builtin_trap();
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* Up to 8 strings separated by 0xfe. */
+	char *buf = malloc(size + 1);
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	buf[size] = '\0';
+	const char *str[8] = {"", "", "", "", "", "", "", ""};
+	unsigned ns = 0;
+	char *p = buf;
+	str[ns++] = p;
+	for (size_t i = 0; i < size && ns < 8; i++) {
+		if ((unsigned char)buf[i] == 0xfe) {
+			buf[i] = '\0';
+			str[ns++] = buf + i + 1;
+		}
+	}
+	/* The text escape: length contract at every buffer size. */
+	size_t full = stb_text_escape(NULL, 0, str[0], strlen(str[0]));
+	char small[17];
+	size_t got = stb_text_escape(small, sizeof(small), str[0], strlen(str[0]));
+	if (got != full || strlen(small) != (full < sizeof(small) ? full : sizeof(small) - 1))
+		__builtin_trap();
+
+	struct stb_frame frames[2] = {
+	    {.ip = 0x1000, .symbol = str[3], .module = str[4], .file = str[5], .line = 7},
+	    {.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
+	};
+	struct stb_report_task t[2];
+	memset(t, 0, sizeof(t));
+	t[0].id = 1ull << 32;
+	t[0].state = size % STB_TASK_NSTATES;
+	t[0].mode = (unsigned)(size % 7);
+	t[0].nframes = 2;
+	t[0].frames = frames;
+	snprintf(t[0].name, sizeof(t[0].name), "%s", str[1]);
+	t[1].id = 2ull << 32;
+	t[1].state = STB_TASK_SUSPENDED;
+	t[1].since_ns = 1;
+	t[1].err = -EIO;
+	snprintf(t[1].error, sizeof(t[1].error), "%s", str[2]);
+	struct stb_report_meta m = {
+	    .producer = "fuzz",
+	    .pid = 1,
+	    .comm = str[6],
+	    .table = true,
+	    .run = true,
+	    .complete = size & 1,
+	    .partial = str[7],
+	    .capture = str[5],
+	};
+	stb_report_meta_note(&m, str[7]);
+	for (int format = 0; format < 4; format++) {
+		for (int list = 0; list < 2; list++) {
+			char *out = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&out, &len);
+			if (!f)
+				break;
+			struct stb_report r = {
+			    .out = f, .meta = &m, .group = format == 1, .now_ns = 2000000000};
+			int rc = list ? stb_report_list(&r, t, 2, format == STB_FORMAT_JSON)
+				      : stb_report_write(&r, t, 2, format);
+			fclose(f);
+			if (rc == 0)
+				check_output(out, len, format == STB_FORMAT_JSON);
+			free(out);
+		}
+	}
+	free(buf);
+	return 0;
+}

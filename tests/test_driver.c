@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The trace driver (runtime/stacks/driver.c) and the frame sink (frames.c)
+ * on synthetic task entries and a fake memory backend: a good copy, entries
+ * that lie (state and stack pointer out of range), tasks that never settle,
+ * leases always held by "another tracer", a slot reused during the copy, a
+ * target that exits, running tasks with and without a capture backend, the
+ * no-wait and frozen modes; the sink's limit, array bound and deadline.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "driver.h"
+#include "frames.h"
+#include "util.h"
+
+#define STACK_ADDR 0x7f0000100000ull /* where the fake stack lives in the "target" */
+#define STACK_LEN 8192u
+#define ID (3ull << 32 | 7)
+
+static uint8_t stack_bytes[STACK_LEN];
+
+struct fake {
+	struct stb_abi_task *p; /* the entry */
+	bool reuse_during_copy; /* the slot gets another task while it is copied */
+	bool gone;              /* the target has exited */
+	unsigned reads;
+};
+
+static int fake_read(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	struct fake *f = ctx;
+	f->reads++;
+	if (f->gone)
+		return -ESRCH;
+	if (f->reuse_during_copy)
+		__atomic_store_n(&f->p->id, ID + (1ull << 32), __ATOMIC_RELEASE);
+	if (addr < STACK_ADDR || addr - STACK_ADDR > STACK_LEN ||
+	    STACK_LEN - (addr - STACK_ADDR) < len)
+		return -EFAULT;
+	memcpy(dst, stack_bytes + (addr - STACK_ADDR), len);
+	return 0;
+}
+
+static bool fake_alive(void *ctx)
+{
+	return !((struct fake *)ctx)->gone;
+}
+
+static void entry(struct stb_abi_task *p, unsigned state)
+{
+	memset(p, 0, sizeof(*p));
+	p->id = ID;
+	p->word = (uint64_t)9 << 32 | state;
+	p->stack_lo = STACK_ADDR;
+	p->stack_hi = STACK_ADDR + STACK_LEN;
+	p->sp = STACK_ADDR + 4096;
+	p->ip = 0x401000;
+	p->bp = STACK_ADDR + 4200;
+	p->tid = 1234;
+}
+
+struct env {
+	struct stb_abi_task p;
+	struct fake f;
+	struct stb_mem mem;
+	struct stb_driver d;
+	uint8_t buf[STACK_LEN];
+	struct stb_snapshot snap;
+	char err[160];
+};
+
+static void env_init(struct env *e, unsigned state, unsigned flags)
+{
+	memset(e, 0, sizeof(*e));
+	entry(&e->p, state);
+	e->f.p = &e->p;
+	e->mem = (struct stb_mem){.read = fake_read, .alive = fake_alive, .ctx = &e->f};
+	e->d = (struct stb_driver){.mem = &e->mem,
+				   .flags = flags,
+				   .buf = e->buf,
+				   .cap = sizeof(e->buf),
+				   .no_capture = "no BPF here"};
+}
+
+static int trace(struct env *e, uint64_t timeout_ms)
+{
+	return stb_driver_trace(&e->d, &e->p, ID, stb_now_ns() + timeout_ms * 1000000u, &e->snap,
+				e->err, sizeof(e->err));
+}
+
+static void test_context_copy(void **state)
+{
+	(void)state;
+	static struct env e;
+	for (unsigned i = 0; i < STACK_LEN; i++)
+		stack_bytes[i] = (uint8_t)i;
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	assert_int_equal(trace(&e, 100), 0);
+	assert_int_equal(e.snap.mode, STB_TRACE_CONTEXT);
+	assert_int_equal(e.snap.state, STB_TASK_SUSPENDED);
+	assert_int_equal(e.snap.seq, 9);
+	assert_int_equal(e.snap.copy.addr, e.p.sp - STB_ABI_SWITCH_FRAME);
+	assert_int_equal(e.snap.copy.len, STACK_LEN - 4096 + STB_ABI_SWITCH_FRAME);
+	assert_int_equal(e.snap.regs.sp, e.p.sp);
+	assert_int_equal(e.p.trace, 0); /* the lease was given back */
+	/* Without a lease, the same (process_vm_readv cannot fault). */
+	env_init(&e, STB_TASK_READY, 0);
+	assert_int_equal(trace(&e, 100), 0);
+	assert_int_equal(e.snap.mode, STB_TRACE_CONTEXT);
+	/* A direct read needs the lease. */
+	env_init(&e, STB_TASK_READY, 0);
+	e.mem.flags = STB_MEM_F_FAULTS;
+	assert_int_equal(trace(&e, 100), -EINVAL);
+	assert_int_equal(e.f.reads, 0);
+	/* No stack yet. */
+	env_init(&e, STB_TASK_READY_NO_STACK, STB_DRIVER_F_LEASE);
+	assert_int_equal(trace(&e, 100), 0);
+	assert_int_equal(e.snap.mode, STB_TRACE_NO_STACK);
+}
+
+static void test_lying_entries(void **state)
+{
+	(void)state;
+	static struct env e;
+	/* States out of range fail at once, whatever their value. */
+	for (unsigned st = STB_TASK_NSTATES; st < 256; st += 37) {
+		env_init(&e, st, STB_DRIVER_F_LEASE);
+		uint64_t t0 = stb_now_ns();
+		assert_int_equal(trace(&e, 1000), -EPROTO);
+		assert_true(stb_now_ns() - t0 < 100000000ull);
+		assert_non_null(strstr(e.err, "out of range"));
+	}
+	/* sp outside the stack, sp below the switch frame, an empty stack: no read. */
+	const uint64_t sps[] = {0, 8, STACK_ADDR - 8, STACK_ADDR + STACK_LEN + 8, UINT64_MAX};
+	for (size_t i = 0; i < sizeof(sps) / sizeof(sps[0]); i++) {
+		env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+		e.p.sp = sps[i];
+		assert_int_equal(trace(&e, 1000), -EPROTO);
+		assert_int_equal(e.f.reads, 0);
+		assert_non_null(strstr(e.err, "outside its stack"));
+	}
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	e.p.stack_lo = e.p.stack_hi = 0;
+	assert_int_equal(trace(&e, 1000), -EPROTO);
+	/* Bounds that point anywhere readable: bounded by the copy buffer. */
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	e.p.stack_hi = UINT64_MAX;
+	assert_int_equal(trace(&e, 1000), -EFAULT);
+	assert_non_null(strstr(e.err, "cannot read the stack"));
+}
+
+static void test_never_settles(void **state)
+{
+	(void)state;
+	static struct env e;
+	const unsigned states[] = {STB_TASK_ABOUT_TO_RUN, STB_TASK_SUSPENDING};
+	for (int i = 0; i < 2; i++) {
+		env_init(&e, states[i], STB_DRIVER_F_LEASE);
+		uint64_t t0 = stb_now_ns();
+		assert_int_equal(trace(&e, 30), -ETIMEDOUT);
+		uint64_t took = stb_now_ns() - t0;
+		assert_true(took >= 30000000ull && took < 2000000000ull);
+		assert_non_null(strstr(e.err, "did not settle within 30 ms"));
+		assert_true(e.snap.retries > 0);
+		assert_int_equal(e.p.trace, 0);
+	}
+	/* No waiting: one retry, then -EAGAIN. */
+	env_init(&e, STB_TASK_ABOUT_TO_RUN, STB_DRIVER_F_NO_WAIT);
+	assert_int_equal(trace(&e, 1000), -EAGAIN);
+	assert_int_equal(e.snap.retries, 2);
+	/* A frozen target (a core file) does not move: no wait at all. */
+	env_init(&e, STB_TASK_SUSPENDING, STB_DRIVER_F_LEASE);
+	e.mem.flags = STB_MEM_F_FROZEN;
+	uint64_t t0 = stb_now_ns();
+	assert_int_equal(trace(&e, 1000), -ETIMEDOUT);
+	assert_true(stb_now_ns() - t0 < 100000000ull);
+	assert_int_equal(e.p.trace, 0); /* and no lease is written into it */
+}
+
+static void test_held_by_another(void **state)
+{
+	(void)state;
+	static struct env e;
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	uint64_t other = STB_ABI_LEASE_ENCODE(UINT64_MAX >> 1, 0x77);
+	e.p.trace = other; /* a lease that ends in centuries */
+	uint64_t t0 = stb_now_ns();
+	assert_int_equal(trace(&e, 30), -EBUSY);
+	assert_true(stb_now_ns() - t0 < 2000000000ull);
+	assert_non_null(strstr(e.err, "another tracer"));
+	assert_int_equal(e.p.trace, other); /* never taken over */
+	assert_int_equal(e.f.reads, 0);
+}
+
+static void test_slot_reused(void **state)
+{
+	(void)state;
+	static struct env e;
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	e.f.reuse_during_copy = true;
+	assert_int_equal(trace(&e, 100), -ESRCH);
+	assert_false(e.snap.target_gone);
+	assert_non_null(strstr(e.err, "slot was reused"));
+	/* The target exited: said so, not taken for a finished task. */
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	e.f.gone = true;
+	assert_int_equal(trace(&e, 100), -ESRCH);
+	assert_true(e.snap.target_gone);
+	assert_non_null(strstr(e.err, "the target exited"));
+	/* Another task in the slot before the trace. */
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	e.p.id = ID + 1;
+	assert_int_equal(trace(&e, 100), -ESRCH);
+	env_init(&e, STB_TASK_DESTROYED, STB_DRIVER_F_LEASE);
+	assert_int_equal(trace(&e, 100), -ESRCH);
+	assert_non_null(strstr(e.err, "has finished"));
+}
+
+struct cap {
+	unsigned calls, moved_first;
+	uint64_t lease_seen;
+};
+
+static int fake_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+			uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+			char *err, size_t errlen)
+{
+	struct cap *c = ctx;
+	(void)id;
+	(void)w1;
+	(void)deadline;
+	(void)buf;
+	(void)cap;
+	(void)err;
+	(void)errlen;
+	c->calls++;
+	c->lease_seen = p->trace;
+	if (c->calls <= c->moved_first)
+		return -EAGAIN;
+	snap->mode = STB_TRACE_BPF;
+	snap->tid = 99;
+	snap->regs.ip = 0x1234;
+	return 0;
+}
+
+static void test_running(void **state)
+{
+	(void)state;
+	static struct env e;
+	env_init(&e, STB_TASK_RUNNING, STB_DRIVER_F_LEASE);
+	assert_int_equal(trace(&e, 100), -ENOTSUP);
+	assert_non_null(strstr(e.err, "running: not captured (no BPF here)"));
+	assert_int_equal(e.p.trace, 0);
+
+	struct cap c = {.moved_first = 2};
+	struct stb_capture_ops ops = {.capture = fake_capture, .ctx = &c};
+	env_init(&e, STB_TASK_RUNNING, STB_DRIVER_F_LEASE);
+	e.d.capture = &ops;
+	assert_int_equal(trace(&e, 100), 0);
+	assert_int_equal(c.calls, 3);
+	assert_int_equal(c.lease_seen, 0); /* not held while it is captured */
+	assert_int_equal(e.snap.mode, STB_TRACE_BPF);
+	assert_int_equal(e.snap.state, STB_TASK_RUNNING);
+	assert_int_equal(e.snap.tid, 99);
+	assert_int_equal(e.p.trace, 0);
+
+	/* Off-CPU snapshots skip what runs. */
+	env_init(&e, STB_TASK_RUNNING, STB_DRIVER_F_NO_WAIT);
+	assert_int_equal(trace(&e, 100), -EAGAIN);
+}
+
+/* ---- the frame sink ---- */
+
+static void feed(struct stb_frame_sink *s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct stb_unw_frame f = {.ip = 0x1000 + i,
+					  .sp = 0x8000 + 16 * i,
+					  .how = i & 1 ? STB_FRAME_FP : STB_FRAME_DWARF};
+		if (stb_frame_sink_add(&f, s))
+			return;
+	}
+}
+
+static void test_sink(void **state)
+{
+	(void)state;
+	struct stb_frame fr[8];
+	memset(fr, 0xab, sizeof(fr));
+	struct stb_frame_sink s = {.frames = fr, .nframes = 3, .max = 5};
+	assert_int_equal(stb_frame_sink_depth(&s), 6);
+	feed(&s, 10);
+	assert_int_equal(s.n, 5); /* delivered (counted) */
+	assert_true(s.truncated); /* a sixth existed */
+	assert_int_equal(fr[2].ip, 0x1002);
+	assert_int_equal(fr[1].flags, STB_FRAME_F_FP);
+	assert_int_equal(fr[3].ip, 0xababababababababull); /* never past nframes */
+
+	memset(&s, 0, sizeof(s));
+	s.frames = fr;
+	s.nframes = 8;
+	s.max = 5;
+	feed(&s, 5);
+	assert_int_equal(s.n, 5);
+	assert_false(s.truncated); /* exactly max: nothing beyond */
+
+	memset(&s, 0, sizeof(s));
+	s.deadline = 1; /* long past */
+	feed(&s, 5);
+	assert_int_equal(s.n, 0);
+	assert_true(s.timed_out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_context_copy),  cmocka_unit_test(test_lying_entries),
+	    cmocka_unit_test(test_never_settles), cmocka_unit_test(test_held_by_another),
+	    cmocka_unit_test(test_slot_reused),   cmocka_unit_test(test_running),
+	    cmocka_unit_test(test_sink),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

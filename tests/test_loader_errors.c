@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader's errors: usage, no such process, not a stb runtime, another
+ * ABI, and the fallbacks without BPF, perf events or ptrace access (each with
+ * its message and exit status). Exits 77 unprivileged.
+ */
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "loader_checks.h"
+
+/* ---- bad input ---- */
+
+static void test_usage_errors(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *args[8];
+		const char *msg;
+	} cases[] = {
+		{{NULL}, "--pid is required"},
+		{{"--bthread", "4294967296", NULL}, "--pid is required"},
+		{{"--pid", "abc", NULL}, "--pid: 'abc'"},
+		{{"--pid", "0", NULL}, "--pid: '0'"},
+		{{"--pid", "-5", NULL}, "--pid: '-5'"},
+		{{"--pid", "99999999999", NULL}, "--pid: '99999999999'"},
+		{{"--pid", "12x", NULL}, "--pid: '12x'"},
+		{{"--pid", "1", "--bthread", "7", NULL}, "--bthread: '7'"},
+		{{"--pid", "1", "--bthread", "x1", NULL}, "--bthread: 'x1'"},
+		{{"--pid", "1", "--max-depth", "0", NULL}, "--max-depth: '0'"},
+		{{"--pid", "1", "--max-depth", "5000", NULL}, "--max-depth: '5000'"},
+		{{"--pid", "1", "--timeout", "0", NULL}, "--timeout: '0'"},
+		{{"--pid", "1", "--timeout", "1s", NULL}, "--timeout: '1s'"},
+		{{"--pid", "1", "--state", "sleeping", NULL}, "unknown state 'sleeping'"},
+		{{"--pid", "1", "--frob", NULL}, "unknown option --frob"},
+		{{"--pid", "1", "-z", NULL}, "unknown option"},
+		{{"--pid", "1", "--format", "xml", NULL}, "--format: 'xml'"},
+		{{"--pid", "1", "--format", NULL}, "needs a value"},
+		{{"--pid", "1", "extra", NULL}, "unexpected argument 'extra'"},
+		{{"--pid", "1", "--all", "--bthread", "4294967296", NULL}, "exclude each other"},
+		{{"--pid", "1", "--deadline", "0", NULL}, "--deadline: '0'"},
+		{{"--pid", "1", "--deadline", "1.5s", NULL}, "--deadline: '1.5s'"},
+		{{"--pid", "1", "--deadline", "25h", NULL}, "--deadline: '25h'"},
+		{{"--pid", "1", "--profile", "--duration", "10s", "--deadline", "5s", NULL},
+		 "--deadline must be longer than --duration"},
+	};
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[10];
+		int n = 0;
+		argv[n++] = loader_path;
+		for (int k = 0; cases[i].args[k]; k++)
+			argv[n++] = (char *)cases[i].args[k];
+		argv[n] = NULL;
+		struct ts_proc p;
+		assert_int_equal(ts_proc_start(&p, argv, NULL, NULL, NULL), 0);
+		assert_int_equal(ts_proc_wait(&p, LOADER_TIMEOUT_MS), 0);
+		int code = ts_proc_exit_code(&p);
+		if (code != 64 || !strstr(p.err.p, cases[i].msg) || p.out.len != 0 ||
+		    sanitizer_report(p.err.p))
+			fail_msg("case %u (%s ...): exit %d, stderr '%s' (want 64 and '%s')", i,
+				 cases[i].args[0] ? cases[i].args[0] : "no args", code, p.err.p,
+				 cases[i].msg);
+		ts_proc_free(&p);
+	}
+	struct run r;
+	run_loader(&r, "--help", NULL);
+	expect_exit(&r, 0, NULL);
+	assert_non_null(strstr(r.out, "Usage: stb-bpf-loader --pid PID"));
+	assert_non_null(strstr(r.out, "--deadline"));
+	run_free(&r);
+}
+
+/* -o is opened before anything is traced: an output that cannot be written
+ * fails at once, without touching the target's tasks. */
+static void test_output_first(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	uint64_t t0 = ts_now_ns();
+	run_loader(&r, "--pid", pid_arg(&tg), "-v", "-o", "/nonexistent-dir/stacks.txt", NULL);
+	expect_exit(&r, 1, "cannot write /nonexistent-dir/stacks.txt");
+	assert_null(strstr(r.err, "tasks traced"));
+	assert_true(ts_now_ns() - t0 < 5000000000ull);
+	assert_int_equal(r.p.out.len, 0);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+static void test_no_such_process(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid); /* reaped: the pid is free */
+	char p[32];
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	struct run r;
+	run_loader(&r, "--pid", p, NULL);
+	expect_exit(&r, 1, "no such process");
+	assert_int_equal(r.p.out.len, 0);
+	run_free(&r);
+}
+
+static void test_not_stb_runtime(void **state)
+{
+	(void)state;
+	char *argv[] = {"sleep", "60", NULL};
+	struct ts_proc s;
+	assert_int_equal(ts_proc_start(&s, argv, NULL, NULL, NULL), 0);
+	ts_sleep_ms(50); /* let it exec */
+	char p[32];
+	snprintf(p, sizeof(p), "%d", (int)s.pid);
+	struct run r;
+	run_loader(&r, "--pid", p, NULL);
+	ts_proc_free(&s);
+	expect_exit(&r, 1, "not a stb runtime");
+	run_free(&r);
+}
+
+static void test_abi_mismatch(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--fake-abi", "7", NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, args, NULL);
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), NULL);
+	char want[64];
+	snprintf(want, sizeof(want), "understands ABI version %u", STB_ABI_VERSION);
+	expect_exit(&r, 1, "ABI version 7");
+	expect_exit(&r, 1, want);
+	run_free(&r);
+	char bye[128];
+	assert_int_equal(ts_ltarget_quit(&tg, bye, sizeof(bye)), 0);
+	target_forget(&tg);
+	assert_int_equal(ts_field(bye, "signals"), 0);
+}
+
+/* Without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN but with CAP_SYS_PTRACE: context
+ * mode only, with a warning and a note; suspended stacks still complete; the
+ * running bthreads on a CPU fail, so exit 1. For both table backings (BPF map
+ * and memfd). */
+static void test_no_bpf_caps(void **state)
+{
+	(void)state;
+	uint64_t caps = child_caps(drop_bpf_caps);
+	assert_false(caps >> CAP_BPF & 1);
+	assert_false(caps >> CAP_PERFMON & 1);
+	assert_false(caps >> CAP_SYS_ADMIN & 1);
+	assert_true(caps >> CAP_SYS_PTRACE & 1);
+
+	static char memfd_env[] = "STB_TABLE=memfd";
+	char *const envs[2][2] = {{NULL, NULL}, {memfd_env, NULL}};
+	for (int b = 0; b < 2; b++) {
+		struct ts_ltarget tg;
+		target_start(&tg, target_path, NULL, envs[b]);
+		struct run r;
+		run_loader_pre(&r, drop_bpf_caps, NULL, "--pid", pid_arg(&tg), NULL);
+		expect_exit(&r, 1, "warning: BPF unavailable");
+		expect_exit(&r, 1, "context mode only");
+		expect_exit(&r, 1, "could not be traced");
+		assert_true(strncmp(r.out, "# note: ", 8) == 0);
+		struct tout *o = malloc(sizeof(*o));
+		assert_non_null(o);
+		parse_text(r.out, o);
+		assert_true(o->note);
+		assert_int_equal(o->n, DEFAULT_TASKS);
+		for (unsigned k = 0; k < 4; k++) /* the suspended chains */
+			for (unsigned i = 0; i < ts_ltarget_chain(&tg, expects[k].chain)->n; i++)
+				check_text_task(o, &tg, &expects[k], i);
+		const struct ttask *t = text_task(o, chain_id(&tg, "spin", 0));
+		assert_non_null(t);
+		assert_true(t->failed);
+		assert_non_null(strstr(t->error, "not captured"));
+		free(o);
+		run_free(&r);
+
+		/* Only suspended bthreads asked for: BPF is never needed, never
+		 * loaded, and its absence is no warning. */
+		run_loader_pre(&r, drop_bpf_caps, NULL, "--pid", pid_arg(&tg), "--format", "json",
+			       "--state", "suspended", NULL);
+		expect_exit(&r, 0, NULL);
+		assert_null(strstr(r.err, "warning"));
+		struct ts_json *doc = parse_json(r.out);
+		assert_string_equal(ts_json_str(doc, "capture"), "context");
+		for (unsigned k = 0; k < 4; k++)
+			for (unsigned i = 0; i < ts_ltarget_chain(&tg, expects[k].chain)->n; i++)
+				check_json_task(doc, &tg, &expects[k], i, false);
+		ts_json_free(doc);
+		run_free(&r);
+		target_finish(&tg, DEFAULT_TASKS);
+	}
+}
+
+/* In the child: every call of system call *(long *)arg fails with EPERM (a
+ * seccomp filter). */
+static int block_syscall(void *arg)
+{
+	long nr = *(const long *)arg;
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+		return -errno;
+	return 0;
+}
+
+/* bpf(2) or perf_event_open(2) refused: context mode only; the running
+ * bthreads on a CPU fail, so exit 1. */
+static void run_blocked_syscall(long nr, const char *warning)
+{
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	run_loader_pre(&r, block_syscall, &nr, "--pid", pid_arg(&tg), "--format", "json", NULL);
+	expect_exit(&r, 1, warning);
+	struct ts_json *doc = parse_json(r.out);
+	assert_string_equal(ts_json_str(doc, "capture"), "context-only");
+	for (unsigned k = 0; k < 4; k++)
+		for (unsigned i = 0; i < ts_ltarget_chain(&tg, expects[k].chain)->n; i++)
+			check_json_task(doc, &tg, &expects[k], i, false);
+	const struct ts_json *t = json_task(doc, chain_id(&tg, "spin", 0));
+	assert_non_null(t);
+	assert_non_null(strstr(ts_json_str(t, "error"), "not captured"));
+	ts_json_free(doc);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+/* No bpf(2) at all, as on kernels before 6.5 for a process without CAP_BPF
+ * (even BPF_OBJ_GET_INFO_BY_FD is refused under
+ * kernel.unprivileged_bpf_disabled): the table, a BPF map since the target is
+ * root, is still found and mapped; suspended stacks are printed. */
+static void test_no_bpf_syscall(void **state)
+{
+	(void)state;
+	run_blocked_syscall(SYS_bpf, "warning: BPF unavailable");
+}
+
+/* BPF loads but perf events cannot be opened. */
+static void test_no_perf_events(void **state)
+{
+	(void)state;
+	run_blocked_syscall(SYS_perf_event_open, "warning: perf events unavailable");
+}
+
+static void test_no_ptrace(void **state)
+{
+	(void)state;
+	assert_int_equal(child_caps(become_nobody), 0);
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	run_loader_pre(&r, become_nobody, NULL, "--pid", pid_arg(&tg), NULL);
+	expect_exit(&r, 1, "CAP_SYS_PTRACE");
+	assert_int_equal(r.p.out.len, 0);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_usage_errors, teardown),
+		cmocka_unit_test_teardown(test_output_first, teardown),
+		cmocka_unit_test_teardown(test_no_such_process, teardown),
+		cmocka_unit_test_teardown(test_not_stb_runtime, teardown),
+		cmocka_unit_test_teardown(test_abi_mismatch, teardown),
+		cmocka_unit_test_teardown(test_no_bpf_caps, teardown),
+		cmocka_unit_test_teardown(test_no_bpf_syscall, teardown),
+		cmocka_unit_test_teardown(test_no_perf_events, teardown),
+		cmocka_unit_test_teardown(test_no_ptrace, teardown),
+	};
+	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_errors");
+}

@@ -1,0 +1,413 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader against live loader_target processes: the stacks of every
+ * kind of task (text, JSON, BPF captures, with and without frame pointers),
+ * grouping, filters, missing ids, running tasks blocked in a system call.
+ * Exits 77 unprivileged.
+ */
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "loader_checks.h"
+
+/* ---- stacks ---- */
+
+static void test_stacks_text(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	uint64_t hb0 = stat_of(&tg, "heartbeat");
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	struct tout *o = malloc(sizeof(*o));
+	assert_non_null(o);
+	parse_text(r.out, o);
+	assert_false(o->note);
+	assert_false(o->partial);
+	check_text_all(o, &tg);
+	assert_true(stat_of(&tg, "heartbeat") > hb0);
+	free(o);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+static void run_json_stacks(const char *path, bool nofp, int rounds)
+{
+	struct ts_ltarget tg;
+	target_start(&tg, path, NULL, NULL);
+	for (int i = 0; i < rounds; i++) {
+		struct run r;
+		run_loader(&r, "--pid", pid_arg(&tg), "--format", "json", "--timeout",
+			   CAPTURE_TIMEOUT, NULL);
+		expect_exit(&r, 0, NULL);
+		struct ts_json *doc = parse_json(r.out);
+		check_json_all(doc, &tg, nofp);
+		ts_json_free(doc);
+		run_free(&r);
+		assert_int_equal(stat_of(&tg, "signals"), 0);
+	}
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+static void test_stacks_json(void **state)
+{
+	(void)state;
+	run_json_stacks(target_path, false, 2);
+}
+
+/* Without frame pointers in the target: complete stacks of running tasks
+ * only come from DWARF unwinding of the captured stack bytes. */
+static void test_stacks_json_nofp(void **state)
+{
+	(void)state;
+	run_json_stacks(target_nofp_path, true, 3);
+}
+
+/* --state running several times: every capture of a running task is a BPF
+ * one with the whole chain, in both builds. */
+static void test_running_repeated(void **state)
+{
+	(void)state;
+	const char *paths[] = {target_path, target_nofp_path};
+	for (int b = 0; b < 2; b++) {
+		struct ts_ltarget tg;
+		target_start(&tg, paths[b], NULL, NULL);
+		unsigned in_redzone = 0;
+		for (int i = 0; i < 5; i++) {
+			struct run r;
+			run_loader(&r, "--pid", pid_arg(&tg), "--state", "running", "--format", "json",
+				   "--timeout", CAPTURE_TIMEOUT, NULL);
+			expect_exit(&r, 0, NULL);
+			struct ts_json *doc = parse_json(r.out);
+			check_json_task(doc, &tg, &expects[4], 0, b == 1); /* spin */
+			check_json_task(doc, &tg, &expects[5], 0, b == 1); /* pthread */
+			const struct ts_json *t = json_task(doc, chain_id(&tg, "spin", 0));
+			const struct ts_json *f0 = ts_json_get(t, "frames")->child;
+			const char *fn = f0 ? ts_json_str(f0, "function") : NULL;
+			in_redzone += fn && strcmp(fn, "ltgt_spin_redzone") == 0;
+			ts_json_free(doc);
+			run_free(&r);
+		}
+		/* The spinner spends nearly all its time there: the whole chain
+		 * above was unwound through a register saved in the red zone. */
+		assert_true(in_redzone >= 1);
+		target_finish(&tg, DEFAULT_TASKS);
+	}
+}
+
+/* ---- grouping and filters ---- */
+
+static const struct ttask *text_group_with(const struct tout *o, uint64_t id)
+{
+	for (unsigned i = 0; i < o->n; i++)
+		for (unsigned k = 0; o->t[i].group && k < o->t[i].nids; k++)
+			if (o->t[i].ids[k] == id)
+				return &o->t[i];
+	return NULL;
+}
+
+static bool ids_equal(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb)
+{
+	if (na != nb)
+		return false;
+	for (unsigned i = 0; i < na; i++) {
+		bool found = false;
+		for (unsigned k = 0; k < nb && !found; k++)
+			found = a[i] == b[k];
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+static void test_group(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	const struct ts_chain *butex = ts_ltarget_chain(&tg, "butex");
+	const struct ts_chain *sleep = ts_ltarget_chain(&tg, "sleep");
+	assert_non_null(butex);
+	assert_non_null(sleep);
+
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--group", "--timeout", CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	struct tout *o = malloc(sizeof(*o));
+	assert_non_null(o);
+	parse_text(r.out, o);
+	unsigned total = 0;
+	for (unsigned i = 0; i < o->n; i++) {
+		assert_true(o->t[i].group);
+		assert_int_equal(o->t[i].count, o->t[i].nids);
+		total += o->t[i].count;
+	}
+	assert_int_equal(total, DEFAULT_TASKS);
+	const struct ttask *g = text_group_with(o, butex->ids[0]);
+	assert_non_null(g);
+	assert_int_equal(g->count, 3);
+	assert_true(ids_equal(g->ids, g->nids, butex->ids, butex->n));
+	assert_string_equal(g->state, "suspended");
+	assert_true(frames_have((char (*)[96])g->frames, g->nframes, chain_butex));
+	g = text_group_with(o, sleep->ids[0]);
+	assert_non_null(g);
+	assert_int_equal(g->count, 2);
+	assert_true(ids_equal(g->ids, g->nids, sleep->ids, sleep->n));
+	assert_true(frames_have((char (*)[96])g->frames, g->nframes, chain_sleep));
+	/* Most populous group first. */
+	assert_int_equal(o->t[0].count, 3);
+	run_free(&r);
+
+	run_loader(&r, "--pid", pid_arg(&tg), "--group", "--format", "json", "--timeout",
+		   CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *doc = parse_json(r.out);
+	const struct ts_json *groups = ts_json_get(doc, "groups");
+	assert_non_null(groups);
+	bool found = false;
+	unsigned gtotal = 0;
+	for (const struct ts_json *gr = groups->child; gr; gr = gr->next) {
+		const struct ts_json *ids = ts_json_get(gr, "ids");
+		assert_non_null(ids);
+		assert_int_equal(ts_json_u64(gr, "count", 0), ids->n);
+		gtotal += ids->n;
+		uint64_t v[MAX_TASKS];
+		unsigned n = 0;
+		for (const struct ts_json *x = ids->child; x && n < MAX_TASKS; x = x->next)
+			v[n++] = strtoull(x->str, NULL, 10);
+		if (ids_equal(v, n, butex->ids, butex->n)) {
+			found = true;
+			assert_string_equal(ts_json_str(gr, "state"), "suspended");
+			char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+			unsigned nf = json_frames(gr, frames, sources);
+			assert_true(frames_have(frames, nf, chain_butex));
+		}
+	}
+	assert_true(found);
+	assert_int_equal(gtotal, DEFAULT_TASKS);
+	ts_json_free(doc);
+	run_free(&r);
+	free(o);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+static void test_filters(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+
+	/* --state running: only running tasks, spin and pthread among them. */
+	run_loader(&r, "--pid", pid_arg(&tg), "--state", "running", "--format", "json",
+		   "--timeout", CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *doc = parse_json(r.out);
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next)
+		assert_string_equal(ts_json_str(t, "state"), "running");
+	assert_non_null(json_task(doc, chain_id(&tg, "spin", 0)));
+	assert_non_null(json_task(doc, chain_id(&tg, "pthread", 0)));
+	assert_null(json_task(doc, chain_id(&tg, "butex", 0)));
+	ts_json_free(doc);
+	run_free(&r);
+
+	/* --state suspended: the blocked chains, not the spinners. */
+	run_loader(&r, "--pid", pid_arg(&tg), "--state", "suspended", "--format", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	doc = parse_json(r.out);
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next)
+		assert_string_equal(ts_json_str(t, "state"), "suspended");
+	for (unsigned k = 0; k < 4; k++) /* butex, sleep, mutex, fd */
+		for (unsigned i = 0; i < ts_ltarget_chain(&tg, expects[k].chain)->n; i++)
+			check_json_task(doc, &tg, &expects[k], i, false);
+	assert_null(json_task(doc, chain_id(&tg, "spin", 0)));
+	assert_null(json_task(doc, chain_id(&tg, "pthread", 0)));
+	ts_json_free(doc);
+	run_free(&r);
+
+	/* --max-depth 3: at most 3 frames, the rest reported as cut. */
+	run_loader(&r, "--pid", pid_arg(&tg), "--max-depth", "3", "--format", "json", "--timeout",
+		   CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	doc = parse_json(r.out);
+	assert_int_equal(ts_json_get(doc, "tasks")->n, DEFAULT_TASKS);
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next) {
+		const struct ts_json *fr = ts_json_get(t, "frames");
+		assert_non_null(fr);
+		assert_true(fr->n <= 3);
+	}
+	/* Every chain is deeper than 3 frames. */
+	const struct ts_json *bt = json_task(doc, chain_id(&tg, "butex", 0));
+	assert_int_equal(ts_json_get(bt, "frames")->n, 3);
+	assert_int_equal(ts_json_bool(bt, "truncated"), 1);
+	const struct ts_json *sp = json_task(doc, chain_id(&tg, "spin", 0));
+	assert_int_equal(ts_json_get(sp, "frames")->n, 3);
+	assert_int_equal(ts_json_bool(sp, "truncated"), 1);
+	ts_json_free(doc);
+	run_free(&r);
+	run_loader(&r, "--pid", pid_arg(&tg), "--max-depth", "3", "--state", "suspended", NULL);
+	expect_exit(&r, 0, NULL);
+	struct tout *o = malloc(sizeof(*o));
+	assert_non_null(o);
+	parse_text(r.out, o);
+	for (unsigned i = 0; i < o->n; i++) {
+		assert_true(o->t[i].nframes <= 3);
+		assert_true(o->t[i].truncated);
+	}
+	run_free(&r);
+
+	/* --bthread (repeatable): exactly those, in that order. */
+	char a[32], b[32], c[32];
+	snprintf(a, sizeof(a), "%" PRIu64, chain_id(&tg, "sleep", 1));
+	snprintf(b, sizeof(b), "%" PRIu64, chain_id(&tg, "spin", 0));
+	snprintf(c, sizeof(c), "%" PRIu64, chain_id(&tg, "pthread", 0));
+	run_loader(&r, "--pid", pid_arg(&tg), "--bthread", a, "--bthread", b, "--bthread", c,
+		   "--timeout", CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	parse_text(r.out, o);
+	assert_int_equal(o->n, 3);
+	assert_true(o->t[0].id == chain_id(&tg, "sleep", 1));
+	assert_true(o->t[1].id == chain_id(&tg, "spin", 0));
+	assert_true(o->t[2].id == chain_id(&tg, "pthread", 0));
+	check_text_task(o, &tg, &expects[1], 1);
+	check_text_task(o, &tg, &expects[4], 0);
+	check_text_task(o, &tg, &expects[5], 0);
+	run_free(&r);
+	free(o);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+/*
+ * A running bthread blocked in read(2) on its worker is never on a CPU, so
+ * the BPF program cannot see it: its stack comes from the sp/pc that
+ * /proc/PID/task/TID/syscall shows and the frame chain found on its stack.
+ */
+static void test_running_in_syscall(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, blocker_args, NULL);
+	uint64_t blocker = chain_id(&tg, "blocker", 0);
+	char id[32];
+	snprintf(id, sizeof(id), "%" PRIu64, blocker);
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--bthread", id, "--format", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *doc = parse_json(r.out);
+	const struct ts_json *t = json_task(doc, blocker);
+	assert_non_null(t);
+	assert_string_equal(ts_json_str(t, "state"), "running");
+	assert_string_equal(ts_json_str(t, "capture"), "syscall");
+	assert_null(ts_json_str(t, "error"));
+	char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+	unsigned n = json_frames(t, frames, sources);
+	static const char *const want[] = {"ltgt_block_leaf", "ltgt_block_mid", "ltgt_block_main",
+					   "stb_task_entry", NULL};
+	if (!frames_have(frames, n, want)) {
+		dump_frames("blocker", blocker, frames, n);
+		fail_msg("blocker: expected frames missing");
+	}
+	assert_string_equal(frames[n - 1], "stb_ctx_trampoline");
+	/* The stale record that ltgt_block_decoy left in the leaf's locals. */
+	for (unsigned k = 0; k < n; k++)
+		if (strcmp(frames[k], "ltgt_block_decoy") == 0)
+			fail_msg("blocker: frame %u comes from a stale frame record", k);
+	ts_json_free(doc);
+	run_free(&r);
+	char reply[64];
+	assert_int_equal(ts_ltarget_cmd(&tg, "release", reply, sizeof(reply)), 0);
+	target_finish(&tg, BLOCKER_TASKS);
+}
+
+/*
+ * A running thread that keeps calling sched_yield() beside a hog on its CPU
+ * spends most of its time runnable inside that call, off the CPU: the BPF
+ * sample lands in the kernel, takes the user registers saved at the system
+ * call, and the whole chain is still unwound from there (never reported as
+ * blocked in a syscall: /proc shows only sleeping threads' calls).
+ */
+static void test_running_in_sched_yield(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--pthread", "2", "--yield", "0", "--spin", "0", NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, args, NULL);
+	char id[32];
+	uint64_t pth = chain_id(&tg, "pthread", 0);
+	snprintf(id, sizeof(id), "%" PRIu64, pth);
+	for (int round = 0; round < 5; round++) {
+		struct run r;
+		run_loader(&r, "--pid", pid_arg(&tg), "--bthread", id, "--format", "json",
+			   "--timeout", CAPTURE_TIMEOUT, NULL);
+		expect_exit(&r, 0, NULL);
+		struct ts_json *doc = parse_json(r.out);
+		const struct ts_json *t = json_task(doc, pth);
+		assert_non_null(t);
+		assert_null(ts_json_str(t, "error"));
+		assert_string_equal(ts_json_str(t, "state"), "running");
+		assert_string_equal(ts_json_str(t, "capture"), "bpf");
+		char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+		unsigned n = json_frames(t, frames, sources);
+		if (!frames_have(frames, n, chain_pthread)) {
+			dump_frames("pthread", pth, frames, n);
+			fail_msg("pthread in sched_yield: expected frames missing");
+		}
+		ts_json_free(doc);
+		run_free(&r);
+	}
+	target_finish(&tg, 9u); /* butex 3, sleep 2, mutex, fd, heartbeat, pthread */
+}
+
+/* A bthread id that never existed and one that has finished: exit 1; the
+ * ids that exist are still printed. */
+static void test_missing_bthread(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--finished", "1", NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, args, NULL);
+	char never[32], done[32], ok[32];
+	snprintf(never, sizeof(never), "%" PRIu64, (uint64_t)((1ull << 32) | 40000u));
+	snprintf(done, sizeof(done), "%" PRIu64, chain_id(&tg, "finished", 0));
+	snprintf(ok, sizeof(ok), "%" PRIu64, chain_id(&tg, "butex", 1));
+	const char *cases[][2] = {{never, ok}, {done, ok}};
+	for (int i = 0; i < 2; i++) {
+		struct run r;
+		run_loader(&r, "--pid", pid_arg(&tg), "--bthread", cases[i][0], "--bthread",
+			   cases[i][1], NULL);
+		char want[96];
+		snprintf(want, sizeof(want), "bthread %s does not exist or has finished", cases[i][0]);
+		expect_exit(&r, 1, want);
+		struct tout *o = malloc(sizeof(*o));
+		assert_non_null(o);
+		parse_text(r.out, o);
+		assert_int_equal(o->n, 1);
+		check_text_task(o, &tg, &expects[0], 1);
+		free(o);
+		run_free(&r);
+	}
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_stacks_text, teardown),
+		cmocka_unit_test_teardown(test_stacks_json, teardown),
+		cmocka_unit_test_teardown(test_stacks_json_nofp, teardown),
+		cmocka_unit_test_teardown(test_running_repeated, teardown),
+		cmocka_unit_test_teardown(test_group, teardown),
+		cmocka_unit_test_teardown(test_filters, teardown),
+		cmocka_unit_test_teardown(test_missing_bthread, teardown),
+		cmocka_unit_test_teardown(test_running_in_syscall, teardown),
+		cmocka_unit_test_teardown(test_running_in_sched_yield, teardown),
+	};
+	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_stacks");
+}
