@@ -463,6 +463,104 @@ static void test_stop_races(void **state)
 	STB_TEST_END();
 }
 
+/* ---- mixed thread types on one mutex (the lost wake-up of a lone spinner) ---- */
+
+/*
+ * BTHREAD_ATTR_PTHREAD bthreads, normal bthreads and pthreads contend one
+ * mutex; the holder sleeps 20 us while holding it, so the wake-up of the
+ * holder races with the workers going idle. CPU burners beside them get the
+ * workers preempted at every point of the idle path. Each round must finish;
+ * a lost wake-up leaves the holder READY with every free worker parked.
+ */
+enum {
+	STB_MIX_ROUNDS = STB_TEST_SCALE(60, 10),
+	STB_MIX_ROUND_MS = 40,
+	STB_MIX_PTHREAD_ATTR = 16, /* BTHREAD_ATTR_PTHREAD bthreads: each may block a worker */
+	STB_MIX_NORMAL = 16,
+	STB_MIX_PTHREADS = 16,
+	STB_MIX_BURNERS = 2,
+	STB_MIX_WORKERS = 2 * STB_MIX_PTHREAD_ATTR,
+};
+
+static bthread_mutex_t stb_mix_m;
+static int stb_mix_stop;
+static int stb_mix_done;
+static long stb_mix_locks;
+
+static void *stb_mix_loop(void *arg)
+{
+	(void)arg;
+	long n = 0;
+	while (!__atomic_load_n(&stb_mix_stop, __ATOMIC_ACQUIRE)) {
+		bthread_mutex_lock(&stb_mix_m);
+		bthread_usleep(20);
+		bthread_mutex_unlock(&stb_mix_m);
+		n++;
+	}
+	__atomic_fetch_add(&stb_mix_locks, n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&stb_mix_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int stb_burn_stop;
+
+static void *stb_burn(void *arg)
+{
+	(void)arg;
+	volatile unsigned long x = 0;
+	while (!__atomic_load_n(&stb_burn_stop, __ATOMIC_RELAXED))
+		x++;
+	return NULL;
+}
+
+static void test_mixed_types_one_mutex(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(STB_TEST_SCALE(120, 240));
+	if (bthread_getconcurrency() < STB_MIX_WORKERS)
+		assert_int_equal(bthread_setconcurrency(STB_MIX_WORKERS), 0);
+	assert_int_equal(bthread_mutex_init(&stb_mix_m, NULL), 0);
+	pthread_t burners[STB_MIX_BURNERS];
+	__atomic_store_n(&stb_burn_stop, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < STB_MIX_BURNERS; i++)
+		assert_int_equal(pthread_create(&burners[i], NULL, stb_burn, NULL), 0);
+	enum { NB = STB_MIX_PTHREAD_ATTR + STB_MIX_NORMAL, NT = NB + STB_MIX_PTHREADS };
+	long total = 0;
+	for (int r = 0; r < STB_MIX_ROUNDS; r++) {
+		__atomic_store_n(&stb_mix_stop, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&stb_mix_done, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&stb_mix_locks, 0, __ATOMIC_RELEASE);
+		bthread_t tids[NB];
+		pthread_t pts[STB_MIX_PTHREADS];
+		for (int i = 0; i < STB_MIX_PTHREADS; i++)
+			assert_int_equal(pthread_create(&pts[i], NULL, stb_mix_loop, NULL), 0);
+		for (int i = 0; i < NB; i++) {
+			const bthread_attr_t *a = i % 2 ? NULL : &BTHREAD_ATTR_PTHREAD;
+			assert_int_equal(bthread_start_urgent(&tids[i], a, stb_mix_loop, NULL), 0);
+		}
+		stb_test_sleep_ms(STB_MIX_ROUND_MS);
+		__atomic_store_n(&stb_mix_stop, 1, __ATOMIC_RELEASE);
+		if (!STB_WAIT_UNTIL(__atomic_load_n(&stb_mix_done, __ATOMIC_ACQUIRE) == NT, 10000))
+			fail_msg("round %d: %d of %d lockers finished after 10 s: the mutex holder "
+				 "was never run again (lost wake-up)",
+				 r, __atomic_load_n(&stb_mix_done, __ATOMIC_ACQUIRE), NT);
+		for (int i = 0; i < NB; i++)
+			assert_int_equal(bthread_join(tids[i], NULL), 0);
+		for (int i = 0; i < STB_MIX_PTHREADS; i++)
+			assert_int_equal(pthread_join(pts[i], NULL), 0);
+		assert_true(__atomic_load_n(&stb_mix_locks, __ATOMIC_ACQUIRE) > 0);
+		total += stb_mix_locks;
+	}
+	__atomic_store_n(&stb_burn_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < STB_MIX_BURNERS; i++)
+		assert_int_equal(pthread_join(burners[i], NULL), 0);
+	assert_int_equal(bthread_mutex_destroy(&stb_mix_m), 0);
+	print_message("    %d rounds of %d ms, %ld locks, %d workers, %d burners\n",
+		      STB_MIX_ROUNDS, STB_MIX_ROUND_MS, total, bthread_getconcurrency(),
+		      STB_MIX_BURNERS);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -475,6 +573,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_handoff_join),
 		cmocka_unit_test(test_sleepers),
 		cmocka_unit_test(test_stop_races),
+		cmocka_unit_test(test_mixed_types_one_mutex),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -216,6 +216,28 @@ static inline void stb_full_fence(void)
 #endif
 }
 
+/*
+ * The wake-up protocol. Invariant: a queued task is always seen by a worker
+ * that is awake or will wake. It is kept by four rules:
+ * 1. stb_sched_ready queues the task first and signals after: the full fence
+ *    in stb_sched_signal orders the queue store before the loads of
+ *    stb_spinning and stb_park_sleepers.
+ * 2. stb_sched_signal skips the futex wake only when some worker spins
+ *    (stb_spinning > 0: it will see the task, by rule 3) or when no worker is
+ *    parked (every worker is awake and looks into the queues again before it
+ *    parks, by rule 4).
+ * 3. A spinner may absorb the signals of many tasks but takes only one. So a
+ *    worker that leaves the idle state with a task (found while spinning, in
+ *    the re-check before parking, or after a wake-up) calls stb_sched_signal
+ *    before it runs the task: the baton passes to another worker for the
+ *    tasks still queued, and with k queued tasks the chain wakes up to k
+ *    workers. A worker woken from the parking lot spins first, so it counts
+ *    as a spinner while it looks.
+ * 4. A worker parks only after it announced itself (stb_park_sleepers, seq_cst)
+ *    and looked into every queue once more; a signal bumps stb_park_seq
+ *    before the wake, so a wake between the re-check and the futex wait makes
+ *    the wait return at once.
+ */
 void stb_sched_signal(void)
 {
 	stb_full_fence();
@@ -546,6 +568,7 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	stb_task_release(t);
 }
 
+/* Parks the worker unless the re-check finds a task (rule 4 above). */
 static struct stb_task *stb_park(struct stb_worker *w)
 {
 	__atomic_fetch_add(&stb_park_sleepers, 1, __ATOMIC_SEQ_CST);
@@ -562,6 +585,32 @@ static struct stb_task *stb_park(struct stb_worker *w)
 	}
 	__atomic_fetch_sub(&stb_park_sleepers, 1, __ATOMIC_SEQ_CST);
 	return t;
+}
+
+/*
+ * The idle path of a worker that found no task: spin a little (a hand-off then
+ * costs no futex wake), then park; after a wake-up spin again. Returns a task,
+ * having passed the baton on (rule 3 above).
+ */
+static struct stb_task *stb_idle(struct stb_worker *w)
+{
+	for (;;) {
+		struct stb_task *t;
+		__atomic_fetch_add(&stb_spinning, 1, __ATOMIC_SEQ_CST);
+		uint64_t until = stb_now_ns() + STB_SPIN_NS;
+		do {
+			for (int i = 0; i < 32; i++)
+				stb_cpu_relax();
+			t = stb_find_task(w);
+		} while (!t && stb_now_ns() < until);
+		__atomic_fetch_sub(&stb_spinning, 1, __ATOMIC_SEQ_CST);
+		if (!t)
+			t = stb_park(w);
+		if (t) {
+			stb_sched_signal();
+			return t;
+		}
+	}
 }
 
 static void *stb_worker_main(void *arg)
@@ -590,24 +639,8 @@ static void *stb_worker_main(void *arg)
 		w->pending = NULL;
 		if (!t)
 			t = stb_find_task(w);
-		if (!t) {
-			/* Spin a little before parking: a hand-off then costs no futex
-			 * wake. A spinner that finds work passes the baton on. */
-			__atomic_fetch_add(&stb_spinning, 1, __ATOMIC_SEQ_CST);
-			uint64_t until = stb_now_ns() + STB_SPIN_NS;
-			do {
-				for (int i = 0; i < 32; i++)
-					stb_cpu_relax();
-				t = stb_find_task(w);
-			} while (!t && stb_now_ns() < until);
-			__atomic_fetch_sub(&stb_spinning, 1, __ATOMIC_SEQ_CST);
-			if (t)
-				stb_sched_signal();
-		}
 		if (!t)
-			t = stb_park(w);
-		if (!t)
-			continue;
+			t = stb_idle(w);
 		stb_prepare_first_run(t);
 		if (t->flags & STB_TASK_F_WORKER_STACK)
 			stb_run_on_worker_stack(w, t);
