@@ -73,29 +73,63 @@ static void stb_waiter_unlink(struct stb_waiter *w)
 	w->queued = false;
 }
 
-/* Makes a bthread whose waiter was just unlinked runnable again. */
-static void stb_butex_ready(struct stb_task *t)
+/*
+ * Unlinks a queued waiter, under its butex's lock, and forgets it in its
+ * task (a bthread, or a BTHREAD_ATTR_PTHREAD bthread waiting on its worker's
+ * stack; NULL for a plain pthread).
+ */
+static void waiter_detach(struct stb_waiter *w, int result)
 {
-	stb_task_set_state(t, STB_TASK_READY);
-	stb_sched_ready(t, false);
+	stb_waiter_unlink(w);
+	w->result = result;
+	struct stb_task *t = w->task;
+	if (t) {
+		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+		t->waiter = NULL;
+	}
+}
+
+/*
+ * Resumes a detached waiter, outside the butex lock: makes a bthread runnable
+ * again or wakes a pthread. A pthread waiter's node lives on its stack and may
+ * vanish once futex is set: nothing reads it after that.
+ */
+static void waiter_resume(struct stb_waiter *w)
+{
+	if (!w->pthread) {
+		struct stb_task *t = w->task;
+		stb_task_set_state(t, STB_TASK_READY);
+		stb_sched_ready(t, false);
+	} else {
+		__atomic_store_n(&w->futex, 1, __ATOMIC_RELEASE);
+		stb_futex_wake(&w->futex, 1);
+	}
 }
 
 static void stb_butex_timeout(void *arg)
 {
 	struct stb_waiter *w = arg;
 	struct stb_butex *b = w->butex;
-	struct stb_task *t = NULL;
+	bool mine = false;
 	stb_lock(&b->lock);
 	if (w->queued) {
-		stb_waiter_unlink(w);
-		w->result = ETIMEDOUT;
-		t = w->task;
-		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
-		t->waiter = NULL;
+		waiter_detach(w, ETIMEDOUT);
+		mine = true;
 	}
 	stb_unlock(&b->lock);
-	if (t)
-		stb_butex_ready(t);
+	if (mine)
+		waiter_resume(w);
+}
+
+/*
+ * Takes a pending bthread_stop/bthread_interrupt of t (flag set for its
+ * current version): true if the wait must end with EINTR. Under the lock of
+ * the butex named in t->wait_butex (pairs with stb_butex_interrupt).
+ */
+static bool interrupt_take(struct stb_task *t)
+{
+	return __atomic_load_n(&t->interrupted, __ATOMIC_SEQ_CST) == t->version &&
+	       __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == t->version;
 }
 
 #if STB_TRACER
@@ -131,8 +165,7 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	__atomic_store_n(&t->wait_butex, b, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != w->expected) {
 		w->result = EWOULDBLOCK;
-	} else if (__atomic_load_n(&t->interrupted, __ATOMIC_SEQ_CST) == t->version &&
-		   __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == t->version) {
+	} else if (interrupt_take(t)) {
 		w->result = EINTR;
 	} else {
 		stb_waiter_link(b, w);
@@ -150,19 +183,36 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	}
 	__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
 	stb_unlock(&b->lock);
-	stb_butex_ready(t);
+	waiter_resume(w);
 }
 
-static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline)
+/*
+ * A wait that blocks the calling thread on a futex: plain pthreads, and
+ * bthreads running on their worker's stack (t != NULL), which register their
+ * waiter so that bthread_stop interrupts them as it does a suspended bthread.
+ */
+static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline,
+				  struct stb_task *t)
 {
 	struct stb_waiter w;
 	memset(&w, 0, sizeof(w));
 	w.butex = b;
+	w.task = t;
+	w.pthread = true;
 	w.expected = expected;
 	stb_lock(&b->lock);
 	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != expected) {
 		stb_unlock(&b->lock);
 		return EWOULDBLOCK;
+	}
+	if (t) {
+		__atomic_store_n(&t->wait_butex, b, __ATOMIC_SEQ_CST);
+		if (interrupt_take(t)) {
+			__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+			stb_unlock(&b->lock);
+			return EINTR;
+		}
+		t->waiter = &w;
 	}
 	stb_waiter_link(b, &w);
 	stb_unlock(&b->lock);
@@ -176,7 +226,7 @@ static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t de
 				stb_lock(&b->lock);
 				bool mine = w.queued;
 				if (mine)
-					stb_waiter_unlink(&w);
+					waiter_detach(&w, ETIMEDOUT);
 				stb_unlock(&b->lock);
 				if (mine)
 					return ETIMEDOUT;
@@ -201,7 +251,7 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 	if (deadline && stb_now_ns() >= deadline)
 		return ETIMEDOUT;
 	if (!stb_can_suspend())
-		return stb_butex_wait_pthread(b, expected, deadline);
+		return stb_butex_wait_pthread(b, expected, deadline, stb_task_self());
 
 	struct stb_waiter w;
 	memset(&w, 0, sizeof(w));
@@ -223,11 +273,7 @@ int stb_butex_wake(struct stb_butex *b, bool all)
 	stb_lock(&b->lock);
 	while (b->head.next != &b->head) {
 		struct stb_waiter *w = b->head.next;
-		stb_waiter_unlink(w);
-		if (w->task) {
-			__atomic_store_n(&w->task->wait_butex, NULL, __ATOMIC_RELAXED);
-			w->task->waiter = NULL;
-		}
+		waiter_detach(w, 0);
 		w->next = list;
 		list = w;
 		n++;
@@ -239,13 +285,7 @@ int stb_butex_wake(struct stb_butex *b, bool all)
 	while (list) {
 		struct stb_waiter *w = list;
 		list = w->next;
-		struct stb_task *t = w->task;
-		if (t) {
-			stb_butex_ready(t);
-		} else {
-			__atomic_store_n(&w->futex, 1, __ATOMIC_RELEASE);
-			stb_futex_wake(&w->futex, 1);
-		}
+		waiter_resume(w);
 	}
 	return n;
 }
@@ -256,21 +296,17 @@ void stb_butex_interrupt(struct stb_task *t, uint32_t version)
 	struct stb_butex *b = __atomic_load_n(&t->wait_butex, __ATOMIC_SEQ_CST);
 	if (!b)
 		return;
-	bool ready = false;
+	struct stb_waiter *w = NULL;
 	stb_lock(&b->lock);
-	struct stb_waiter *w = t->waiter;
-	if (__atomic_load_n(&t->wait_butex, __ATOMIC_RELAXED) == b && w && w->queued &&
-	    __atomic_load_n(&t->version, __ATOMIC_ACQUIRE) == version &&
+	if (__atomic_load_n(&t->wait_butex, __ATOMIC_RELAXED) == b && t->waiter &&
+	    t->waiter->queued && __atomic_load_n(&t->version, __ATOMIC_ACQUIRE) == version &&
 	    __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == version) {
-		stb_waiter_unlink(w);
-		w->result = EINTR;
-		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
-		t->waiter = NULL;
-		ready = true;
+		w = t->waiter;
+		waiter_detach(w, EINTR);
 	}
 	stb_unlock(&b->lock);
-	if (ready)
-		stb_butex_ready(t);
+	if (w)
+		waiter_resume(w);
 }
 
 /* ---- public API ---- */

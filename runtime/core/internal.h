@@ -280,7 +280,8 @@ struct stb_task *stb_worker_current(struct stb_worker *w);
 struct stb_waiter {
 	struct stb_waiter *prev, *next; /* in the butex list, under its lock */
 	struct stb_butex *butex;
-	struct stb_task *task;          /* NULL for a pthread waiter */
+	struct stb_task *task;          /* waiting task; NULL for a plain pthread */
+	bool pthread;                   /* blocks its thread on futex (pthread, worker stack) */
 	uint32_t futex;                 /* pthread waiter: becomes 1 when woken */
 	int expected;
 	int result;                     /* 0, ETIMEDOUT, EINTR, EWOULDBLOCK */

@@ -592,7 +592,7 @@ static struct stb_task *stb_park(struct stb_worker *w)
  * costs no futex wake), then park; after a wake-up spin again. Returns a task,
  * having passed the baton on (rule 3 above).
  */
-static struct stb_task *stb_idle(struct stb_worker *w)
+static struct stb_task *idle_wait(struct stb_worker *w)
 {
 	for (;;) {
 		struct stb_task *t;
@@ -640,7 +640,7 @@ static void *stb_worker_main(void *arg)
 		if (!t)
 			t = stb_find_task(w);
 		if (!t)
-			t = stb_idle(w);
+			t = idle_wait(w);
 		stb_prepare_first_run(t);
 		if (t->flags & STB_TASK_F_WORKER_STACK)
 			stb_run_on_worker_stack(w, t);
