@@ -106,12 +106,26 @@ static void waiter_resume(struct stb_waiter *w)
 	}
 }
 
+/*
+ * Locks the butex waiter w is queued on. butex_requeue may move a queued
+ * waiter to another butex, so its butex is read again under the lock.
+ */
+static struct stb_butex *waiter_lock(struct stb_waiter *w)
+{
+	for (;;) {
+		struct stb_butex *b = __atomic_load_n(&w->butex, __ATOMIC_ACQUIRE);
+		stb_lock(&b->lock);
+		if (__atomic_load_n(&w->butex, __ATOMIC_RELAXED) == b)
+			return b;
+		stb_unlock(&b->lock);
+	}
+}
+
 static void stb_butex_timeout(void *arg)
 {
 	struct stb_waiter *w = arg;
-	struct stb_butex *b = w->butex;
 	bool mine = false;
-	stb_lock(&b->lock);
+	struct stb_butex *b = waiter_lock(w);
 	if (w->queued) {
 		waiter_detach(w, ETIMEDOUT);
 		mine = true;
@@ -133,8 +147,13 @@ static bool interrupt_take(struct stb_task *t)
 }
 
 #if STB_TRACER
-/* The wait block of the task's entry (abi.h), written before SUSPENDED. */
-static void stb_wait_publish(struct stb_abi_task *p, const struct stb_waiter *w)
+/*
+ * The wait block of the task's entry (abi.h). A suspending bthread writes it
+ * before SUSPENDED; a thread that blocks while its entry says RUNNING (a
+ * registered pthread, a BTHREAD_ATTR_PTHREAD bthread) writes wait_word last
+ * (release) and resets it to STB_WAIT_NONE when the wait ends.
+ */
+static void wait_publish(struct stb_abi_task *p, const struct stb_waiter *w, bool running)
 {
 	static const struct stb_wait plain = {.word = STB_ABI_WAIT_WORD(STB_WAIT_BUTEX, 0, 0, 0)};
 	const struct stb_wait *why = w->why ? w->why : &plain;
@@ -142,11 +161,14 @@ static void stb_wait_publish(struct stb_abi_task *p, const struct stb_waiter *w)
 	if (w->deadline)
 		word |= STB_ABI_WAIT_WORD(0, STB_ABI_WAIT_F_TIMED, 0, 0);
 	p->since_ns = stb_now_coarse_ns();
-	p->wait_word = word;
 	p->wait_object = why->object ? why->object : (uint64_t)(uintptr_t)&w->butex->value;
 	p->wait_owner = why->owner;
 	p->wait_deadline = w->deadline;
 	p->wait_extra = why->extra;
+	if (running)
+		__atomic_store_n(&p->wait_word, word, __ATOMIC_RELEASE);
+	else
+		p->wait_word = word;
 }
 #endif
 
@@ -157,7 +179,7 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	struct stb_waiter *w = arg;
 	struct stb_butex *b = w->butex;
 #if STB_TRACER
-	stb_wait_publish(t->pub, w);
+	wait_publish(t->pub, w, false);
 #endif
 	stb_task_set_state(t, STB_TASK_SUSPENDED);
 	stb_lock(&b->lock);
@@ -191,17 +213,11 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
  * bthreads running on their worker's stack (t != NULL), which register their
  * waiter so that bthread_stop interrupts them as it does a suspended bthread.
  */
-static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline,
-				  struct stb_task *t)
+static int wait_on_futex(struct stb_waiter *w, struct stb_task *t)
 {
-	struct stb_waiter w;
-	memset(&w, 0, sizeof(w));
-	w.butex = b;
-	w.task = t;
-	w.pthread = true;
-	w.expected = expected;
+	struct stb_butex *b = w->butex;
 	stb_lock(&b->lock);
-	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != expected) {
+	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != w->expected) {
 		stb_unlock(&b->lock);
 		return EWOULDBLOCK;
 	}
@@ -212,35 +228,60 @@ static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t de
 			stb_unlock(&b->lock);
 			return EINTR;
 		}
-		t->waiter = &w;
+		t->waiter = w;
 	}
-	stb_waiter_link(b, &w);
+	stb_waiter_link(b, w);
 	stb_unlock(&b->lock);
 	for (;;) {
-		if (__atomic_load_n(&w.futex, __ATOMIC_ACQUIRE))
-			return w.result;
+		if (__atomic_load_n(&w->futex, __ATOMIC_ACQUIRE))
+			return w->result;
 		struct timespec rel, *relp = NULL;
-		if (deadline) {
+		if (w->deadline) {
 			uint64_t now = stb_now_ns();
-			if (now >= deadline) {
-				stb_lock(&b->lock);
-				bool mine = w.queued;
+			if (now >= w->deadline) {
+				b = waiter_lock(w);
+				bool mine = w->queued;
 				if (mine)
-					waiter_detach(&w, ETIMEDOUT);
+					waiter_detach(w, ETIMEDOUT);
 				stb_unlock(&b->lock);
 				if (mine)
 					return ETIMEDOUT;
 				/* A waker unlinked us: wait until it is done with w. */
-				while (!__atomic_load_n(&w.futex, __ATOMIC_ACQUIRE))
-					stb_futex_wait(&w.futex, 0, NULL);
-				return w.result;
+				while (!__atomic_load_n(&w->futex, __ATOMIC_ACQUIRE))
+					stb_futex_wait(&w->futex, 0, NULL);
+				return w->result;
 			}
-			rel.tv_sec = (time_t)((deadline - now) / 1000000000u);
-			rel.tv_nsec = (long)((deadline - now) % 1000000000u);
+			rel.tv_sec = (time_t)((w->deadline - now) / 1000000000u);
+			rel.tv_nsec = (long)((w->deadline - now) % 1000000000u);
 			relp = &rel;
 		}
-		stb_futex_wait(&w.futex, 0, relp);
+		stb_futex_wait(&w->futex, 0, relp);
 	}
+}
+
+static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline,
+				  const struct stb_wait *why)
+{
+	struct stb_waiter w;
+	memset(&w, 0, sizeof(w));
+	w.butex = b;
+	w.task = stb_task_self(); /* a BTHREAD_ATTR_PTHREAD bthread, or NULL */
+	w.pthread = true;
+	w.expected = expected;
+	w.deadline = deadline;
+	w.why = why;
+#if STB_TRACER
+	struct stb_task *pt = stb_task_current();
+	if (pt)
+		wait_publish(pt->pub, &w, true);
+#endif
+	int rc = wait_on_futex(&w, w.task);
+#if STB_TRACER
+	if (pt)
+		__atomic_store_n(&pt->pub->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_NONE, 0, 0, 0),
+				 __ATOMIC_RELEASE);
+#endif
+	return rc;
 }
 
 int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
@@ -248,10 +289,11 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 {
 	if (__atomic_load_n(&b->value, __ATOMIC_ACQUIRE) != expected)
 		return EWOULDBLOCK;
-	if (deadline && stb_now_ns() >= deadline)
+	/* As bRPC, a wait shorter than MIN_SLEEP_US (2 us) times out at once. */
+	if (deadline && stb_now_ns() + 2000u >= deadline)
 		return ETIMEDOUT;
 	if (!stb_can_suspend())
-		return stb_butex_wait_pthread(b, expected, deadline, stb_task_self());
+		return stb_butex_wait_pthread(b, expected, deadline, why);
 
 	struct stb_waiter w;
 	memset(&w, 0, sizeof(w));
@@ -266,28 +308,66 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 	return w.result;
 }
 
-int stb_butex_wake(struct stb_butex *b, bool all)
+int stb_butex_wake_n(struct stb_butex *b, size_t n, bthread_t except)
 {
 	struct stb_waiter *list = NULL;
-	int n = 0;
+	int woken = 0;
 	stb_lock(&b->lock);
-	while (b->head.next != &b->head) {
-		struct stb_waiter *w = b->head.next;
+	struct stb_waiter *w = b->head.next;
+	while (w != &b->head && (size_t)woken < n) {
+		struct stb_waiter *next = w->next;
+		if (except && w->task && stb_task_id(w->task) == except) {
+			w = next;
+			continue;
+		}
 		waiter_detach(w, 0);
 		w->next = list;
 		list = w;
-		n++;
-		if (!all)
-			break;
+		woken++;
+		w = next;
 	}
 	stb_unlock(&b->lock);
 	/* Outside the lock. A node may vanish once its owner runs: read it first. */
 	while (list) {
-		struct stb_waiter *w = list;
+		w = list;
 		list = w->next;
 		waiter_resume(w);
 	}
-	return n;
+	return woken;
+}
+
+int stb_butex_wake(struct stb_butex *b, bool all)
+{
+	return stb_butex_wake_n(b, all ? SIZE_MAX : 1, 0);
+}
+
+/* Wakes one waiter of b1 and moves the others to b2. */
+static int butex_requeue_impl(struct stb_butex *b1, struct stb_butex *b2)
+{
+	if (b1 == b2)
+		return stb_butex_wake_n(b1, 1, 0);
+	/* Both locks, in address order. */
+	struct stb_butex *first = b1 < b2 ? b1 : b2, *second = b1 < b2 ? b2 : b1;
+	stb_lock(&first->lock);
+	stb_lock(&second->lock);
+	struct stb_waiter *woken = NULL;
+	if (b1->head.next != &b1->head) {
+		woken = b1->head.next;
+		waiter_detach(woken, 0);
+	}
+	while (b1->head.next != &b1->head) {
+		struct stb_waiter *w = b1->head.next;
+		stb_waiter_unlink(w);
+		__atomic_store_n(&w->butex, b2, __ATOMIC_RELEASE);
+		if (w->task && __atomic_load_n(&w->task->wait_butex, __ATOMIC_RELAXED) == b1)
+			__atomic_store_n(&w->task->wait_butex, b2, __ATOMIC_SEQ_CST);
+		stb_waiter_link(b2, w);
+	}
+	stb_unlock(&second->lock);
+	stb_unlock(&first->lock);
+	if (woken)
+		waiter_resume(woken);
+	return woken ? 1 : 0;
 }
 
 void stb_butex_interrupt(struct stb_task *t, uint32_t version)
@@ -353,6 +433,23 @@ int butex_wake_all(void *butex)
 	return butex ? stb_butex_wake(stb_butex_of(butex), true) : 0;
 }
 
+int butex_wake_n(void *butex, size_t n)
+{
+	return butex ? stb_butex_wake_n(stb_butex_of(butex), n, 0) : 0;
+}
+
+int butex_wake_except(void *butex, bthread_t excluded)
+{
+	return butex ? stb_butex_wake_n(stb_butex_of(butex), SIZE_MAX, excluded) : 0;
+}
+
+int butex_requeue(void *butex1, void *butex2)
+{
+	if (!butex1 || !butex2)
+		return 0;
+	return butex_requeue_impl(stb_butex_of(butex1), stb_butex_of(butex2));
+}
+
 int bthread_usleep(uint64_t microseconds)
 {
 	struct stb_task *t = stb_task_self();
@@ -378,6 +475,10 @@ int bthread_usleep(uint64_t microseconds)
 			return 0;
 		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
 			stb_errno_set(ESTOP); /* may run on another worker now */
+			return -1;
+		}
+		if (rc == EINTR) {
+			stb_errno_set(EINTR); /* bthread_interrupt */
 			return -1;
 		}
 		/* Spurious (stale wake of the slot's butex): sleep on. */
