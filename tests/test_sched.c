@@ -3,13 +3,17 @@
  * Scheduling and the bthread lifecycle: urgent vs background start order,
  * yield fairness, join results and its EINVAL cases, joins of bthreads that
  * finished long ago, bthread_self and bthread_equal, concurrency settings,
- * 100,000 bthreads created and joined, and BTHREAD_ATTR_PTHREAD bthreads.
+ * 100,000 bthreads created and joined, BTHREAD_ATTR_PTHREAD bthreads, worker
+ * pools (tags), bthread_getattr, bthread_interrupt, about_to_quit, the CPU
+ * clock ($STB_CPU_CLOCK=1, set by main), spans, worker start functions,
+ * NOSIGNAL + bthread_flush, and bthread_stop_world (in a child, --stop-world).
  * Starts with one worker on purpose ($STB_CONCURRENCY=1, the expert override
  * below BTHREAD_MIN_CONCURRENCY).
  */
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
@@ -903,12 +907,346 @@ static void test_join_after_gone(void **state)
 	STB_TEST_END();
 }
 
+/* ---- worker pools (tags) ---- */
+
+struct stb_tag_job {
+	int tags[3];    /* bthread_self_tag: start, after a sleep, after a butex wake */
+	int *butex;
+};
+
+static void *stb_tag_run(void *arg)
+{
+	struct stb_tag_job *j = arg;
+	j->tags[0] = bthread_self_tag();
+	bthread_usleep(1000);
+	j->tags[1] = bthread_self_tag();
+	while (__atomic_load_n(j->butex, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(j->butex, 0, NULL);
+	j->tags[2] = bthread_self_tag();
+	return NULL;
+}
+
+static void *stb_tag_child_of(void *arg)
+{
+	/* tag INVALID: the pool of the starting worker. */
+	bthread_t t;
+	struct stb_tag_job *j = arg;
+	if (bthread_start_urgent(&t, NULL, stb_tag_run, j) != 0)
+		return (void *)1;
+	return (void *)(intptr_t)bthread_join(t, NULL);
+}
+
+static void test_tags(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	assert_int_equal(bthread_self_tag(), BTHREAD_TAG_DEFAULT);
+	assert_int_equal(bthread_getconcurrency_by_tag(BTHREAD_TAG_MAX), EINVAL);
+	assert_int_equal(bthread_getconcurrency_by_tag(-1), EINVAL);
+	assert_int_equal(bthread_getconcurrency_by_tag(7), 0); /* not started */
+	int total = bthread_getconcurrency();
+	assert_int_equal(bthread_setconcurrency_by_tag(5, 7), 0);
+	assert_int_equal(bthread_getconcurrency_by_tag(7), 5);
+	assert_int_equal(bthread_getconcurrency(), total + 5);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, 7), EPERM);
+	assert_int_equal(bthread_setconcurrency_by_tag(5, 7), 0);
+	/* A bad tag in attr. */
+	bthread_attr_t bad = BTHREAD_ATTR_NORMAL;
+	bad.tag = BTHREAD_TAG_MAX;
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, &bad, stb_tag_run, NULL), EINVAL);
+	bad.tag = -2;
+	assert_int_equal(bthread_start_background(&t, &bad, stb_tag_run, NULL), EINVAL);
+	/* Tags 7 (grown above) and 9 (started on first use), and a child of a
+	 * tag-9 bthread with tag INVALID: each stays in its pool, through a sleep
+	 * and a butex wake from this pthread. */
+	int *b = butex_create();
+	assert_non_null(b);
+	struct stb_tag_job j7 = {.butex = b}, j9 = {.butex = b}, jc = {.butex = b};
+	bthread_attr_t a = BTHREAD_ATTR_NORMAL;
+	a.tag = 7;
+	bthread_t t7, t9, tc;
+	assert_int_equal(bthread_start_background(&t7, &a, stb_tag_run, &j7), 0);
+	a.tag = 9;
+	assert_int_equal(bthread_start_urgent(&t9, &a, stb_tag_run, &j9), 0);
+	assert_int_equal(bthread_start_background(&tc, &a, stb_tag_child_of, &jc), 0);
+	assert_int_equal(bthread_getconcurrency_by_tag(9), BTHREAD_MIN_CONCURRENCY);
+	bthread_attr_t got;
+	assert_int_equal(bthread_getattr(t9, &got), 0);
+	assert_int_equal(got.tag, 9);
+	stb_test_sleep_ms(20);
+	__atomic_store_n(b, 1, __ATOMIC_RELEASE);
+	butex_wake_all(b);
+	void *rc = (void *)1;
+	assert_int_equal(bthread_join(t7, NULL), 0);
+	assert_int_equal(bthread_join(t9, NULL), 0);
+	assert_int_equal(bthread_join(tc, &rc), 0);
+	assert_null(rc);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(j7.tags[i], 7);
+		assert_int_equal(j9.tags[i], 9);
+		assert_int_equal(jc.tags[i], 9);
+	}
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* ---- bthread_getattr, bthread_interrupt, about_to_quit ---- */
+
+struct stb_intr_job {
+	int *butex;
+	int sleep_rc, sleep_err;
+	int wait_rc, wait_err;
+	int quit_rc;
+};
+
+static void *stb_intr_run(void *arg)
+{
+	struct stb_intr_job *j = arg;
+	j->quit_rc = bthread_about_to_quit();
+	j->sleep_rc = bthread_usleep(5000000);
+	j->sleep_err = j->sleep_rc ? stb_test_errno() : 0;
+	j->wait_rc = butex_wait(j->butex, 0, NULL);
+	j->wait_err = j->wait_rc ? stb_test_errno() : 0;
+	return NULL;
+}
+
+static void test_getattr_interrupt(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	bthread_attr_t attr = BTHREAD_ATTR_SMALL;
+	attr.flags |= BTHREAD_NEVER_QUIT;
+	bthread_attr_set_name(&attr, "interrupted");
+	int *b = butex_create();
+	assert_non_null(b);
+	struct stb_intr_job j = {.butex = b};
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, &attr, stb_intr_run, &j), 0);
+	bthread_attr_t got;
+	memset(&got, 0xff, sizeof(got));
+	assert_int_equal(bthread_getattr(t, &got), 0);
+	assert_int_equal(got.stack_type, BTHREAD_STACKTYPE_SMALL);
+	assert_int_equal(got.flags, BTHREAD_NEVER_QUIT);
+	assert_string_equal(got.name, "interrupted");
+	assert_int_equal(bthread_getattr(t, NULL), EINVAL);
+	assert_int_equal(bthread_getattr(0, &got), EINVAL);
+	/* An interrupt ends the sleep with EINTR, and one before the wait ends it at once. */
+	stb_test_sleep_ms(20);
+	assert_int_equal(bthread_interrupt(t), 0);
+	assert_true(STB_WAIT_UNTIL(j.sleep_rc == -1, 5000));
+	assert_int_equal(bthread_interrupt(t), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(j.quit_rc, 0);
+	assert_int_equal(j.sleep_err, EINTR);
+	assert_int_equal(j.wait_rc, -1);
+	assert_int_equal(j.wait_err, EINTR);
+	assert_false(bthread_stopped(t) == 0); /* finished */
+	assert_int_equal(bthread_getattr(t, &got), EINVAL);
+	assert_int_equal(bthread_interrupt(t), EINVAL);
+	assert_int_equal(bthread_interrupt(0), EINVAL);
+	assert_int_equal(bthread_about_to_quit(), EPERM); /* a pthread */
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* ---- CPU clock, spans, worker start functions, flush ---- */
+
+static void *stb_cpu_run(void *arg)
+{
+	(void)arg;
+	uint64_t t0 = bthread_cpu_clock_ns();
+	bthread_usleep(50000); /* not counted */
+	uint64_t t1 = bthread_cpu_clock_ns();
+	uint64_t end = stb_now_ns() + 30000000;
+	while (stb_now_ns() < end)
+		;
+	uint64_t t2 = bthread_cpu_clock_ns();
+	uint64_t *out = malloc(3 * sizeof(*out));
+	if (out) {
+		out[0] = t0;
+		out[1] = t1;
+		out[2] = t2;
+	}
+	return out;
+}
+
+static void test_cpu_clock(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	assert_int_equal(bthread_cpu_clock_ns(), 0); /* a pthread */
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_cpu_run, NULL), 0);
+	uint64_t *v = NULL;
+	assert_int_equal(bthread_join(t, (void **)&v), 0);
+	assert_non_null(v);
+	print_message("    cpu clock: %llu, after 50 ms asleep %llu, after 30 ms spinning %llu ns\n",
+		      (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)v[2]);
+	assert_true(v[1] - v[0] < 10000000ull);  /* the sleep costs no CPU */
+	assert_true(v[2] - v[1] >= 10000000ull); /* the spin does (preemption aside) */
+	free(v);
+	STB_TEST_END();
+}
+
+static int stb_spans_created, stb_spans_ended, stb_spans_destroyed;
+static void *stb_span_seen;
+
+static void *stb_span_create_fn(void)
+{
+	__atomic_fetch_add(&stb_spans_created, 1, __ATOMIC_RELAXED);
+	return (void *)0x5a5a;
+}
+
+static void stb_span_destroy_fn(void *span)
+{
+	stb_span_seen = span;
+	__atomic_fetch_add(&stb_spans_destroyed, 1, __ATOMIC_RELAXED);
+}
+
+static void stb_span_end_fn(void)
+{
+	__atomic_fetch_add(&stb_spans_ended, 1, __ATOMIC_RELAXED);
+}
+
+static void test_spans(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	assert_int_equal(bthread_set_span_funcs(stb_span_create_fn, NULL, NULL), -1);
+	assert_int_equal(stb_test_errno(), EINVAL);
+	assert_int_equal(bthread_set_span_funcs(stb_span_create_fn, stb_span_destroy_fn,
+						stb_span_end_fn), 0);
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	attr.flags |= BTHREAD_INHERIT_SPAN;
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(stb_spans_created, 0); /* no INHERIT_SPAN: no span */
+	assert_int_equal(bthread_start_background(&t, &attr, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(stb_spans_created, 1);
+	assert_int_equal(stb_spans_ended, 1);
+	assert_int_equal(stb_spans_destroyed, 1);
+	assert_ptr_equal(stb_span_seen, (void *)0x5a5a);
+	assert_int_equal(bthread_set_span_funcs(NULL, NULL, NULL), 0);
+	assert_int_equal(bthread_start_background(&t, &attr, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(stb_spans_created, 1);
+	STB_TEST_END();
+}
+
+static int stb_startfn_calls, stb_tagged_calls, stb_tagged_last;
+
+static void stb_startfn(void)
+{
+	__atomic_fetch_add(&stb_startfn_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void stb_tagged_startfn(bthread_tag_t tag)
+{
+	__atomic_fetch_add(&stb_tagged_calls, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&stb_tagged_last, tag, __ATOMIC_RELAXED);
+}
+
+/* Set by main before the runtime starts: every worker runs them first. */
+static void test_worker_startfn(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	assert_int_equal(bthread_set_worker_startfn(NULL), EINVAL);
+	assert_int_equal(bthread_set_tagged_worker_startfn(NULL), EINVAL);
+	bthread_t t; /* the runtime runs (also when this test runs alone) */
+	assert_int_equal(bthread_start_background(&t, NULL, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	int n = bthread_getconcurrency();
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_startfn_calls, __ATOMIC_RELAXED) == n,
+				   5000));
+	assert_int_equal(__atomic_load_n(&stb_tagged_calls, __ATOMIC_RELAXED), n);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, 11), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tagged_calls, __ATOMIC_RELAXED) == n + 4,
+				   5000));
+	assert_int_equal(stb_tagged_last, 11);
+	STB_TEST_END();
+}
+
+/* NOSIGNAL from a pthread: queued, run once bthread_flush wakes a worker (or someone looks). */
+static void test_nosignal_flush(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	enum { N = 50 };
+	int ran[N];
+	memset(ran, 0, sizeof(ran));
+	bthread_attr_t attr = BTHREAD_ATTR_SMALL;
+	attr.flags |= BTHREAD_NOSIGNAL;
+	bthread_t t[N];
+	for (int i = 0; i < N; i++)
+		assert_int_equal(bthread_start_background(&t[i], &attr, stb_flag_set, &ran[i]), 0);
+	bthread_flush();
+	bthread_flush(); /* nothing left to flush: harmless */
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(bthread_join(t[i], NULL), 0);
+		assert_int_equal(ran[i], 1);
+	}
+	STB_TEST_END();
+}
+
+/* ---- bthread_stop_world (child) ---- */
+
+static void *stb_forever(void *arg)
+{
+	int *b = arg;
+	while (__atomic_load_n(b, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(b, 0, NULL);
+	return NULL;
+}
+
+/* Child: workers running, one bthread blocked for good; stop_world returns; starts fail. */
+static int stb_stop_world_child(void)
+{
+	int *b = butex_create();
+	bthread_t t;
+	int ran = 0;
+	if (!b || bthread_start_background(&t, NULL, stb_forever, b) != 0 ||
+	    bthread_start_background(&t, NULL, stb_flag_set, &ran) != 0 ||
+	    bthread_join(t, NULL) != 0 || !ran)
+		return 10;
+	bthread_stop_world();
+	bthread_stop_world(); /* twice: nothing more to do */
+	if (bthread_start_background(&t, NULL, stb_flag_set, &ran) != EPERM)
+		return 11;
+	return 0;
+}
+
+static void test_stop_world(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_sched", "--stop-world", (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--stop-world") == 0)
+		return stb_stop_world_child();
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
 	/* Before the first bthread call: the order tests need a single worker. */
 	setenv("STB_CONCURRENCY", "1", 1);
+	setenv("STB_CPU_CLOCK", "1", 1);
+	bthread_set_worker_startfn(stb_startfn);
+	bthread_set_tagged_worker_startfn(stb_tagged_startfn);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrency_before_start),
 		cmocka_unit_test(test_urgent_runs_before_caller),
@@ -929,6 +1267,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_10k_blocked_then_join),
 		cmocka_unit_test(test_attr_pthread),
 		cmocka_unit_test(test_join_after_gone),
+		cmocka_unit_test(test_worker_startfn),
+		cmocka_unit_test(test_tags),
+		cmocka_unit_test(test_getattr_interrupt),
+		cmocka_unit_test(test_cpu_clock),
+		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_nosignal_flush),
+		cmocka_unit_test(test_stop_world),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

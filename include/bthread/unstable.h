@@ -54,10 +54,11 @@ STB_EXPORT int bthread_timer_del(bthread_timer_t id);
  * EPOLLPRI, EPOLLRDHUP; EPOLLERR and EPOLLHUP are always reported; EPOLLET
  * and EPOLLONESHOT are accepted and have no effect) or, for the timed form,
  * until abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks
- * in poll(2). Returns 0 when an event occurred, -1 with errno: EINVAL (fd < 0,
- * not a valid fd, or no event to wait for), ETIMEDOUT, EINTR (interrupted:
- * bthread_stop, bthread_interrupt), ENOMEM. Only one
- * bthread may wait on a given fd at a time per direction (EPOLLIN / EPOLLOUT).
+ * in poll(2). bthread_stop/bthread_interrupt do not end the wait (as bRPC).
+ * Returns 0 when an event occurred or bthread_close closed fd, -1 with errno:
+ * EINVAL (fd < 0, or no event to wait for), EBADF (not an open fd),
+ * ETIMEDOUT, ENOMEM. Only one bthread may wait on a given fd at a time per
+ * direction (EPOLLIN / EPOLLOUT).
  */
 STB_EXPORT int bthread_fd_wait(int fd, unsigned events);
 STB_EXPORT int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime);

@@ -184,6 +184,9 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 		const struct stb_wait why = {
 			.word = STB_ABI_WAIT_WORD(STB_WAIT_FD, 0, events, fd)};
 		rc = stb_butex_wait_mono(e->butex, expected, deadline, &why);
+		/* As bRPC, bthread_stop/interrupt do not end an fd wait (EINTR: wait on). */
+		if (rc == EINTR)
+			continue;
 		if (rc != 0 && rc != EWOULDBLOCK) {
 			stb_errno_set(rc); /* may run on another worker now */
 			return -1;
@@ -269,3 +272,10 @@ int bthread_connect(int sockfd, const struct sockaddr *serv_addr, socklen_t addr
 {
 	return bthread_timed_connect(sockfd, serv_addr, addrlen, NULL);
 }
+
+/*
+ * bRPC's debug builds count fd-wait retries in bthread::break_nums and its
+ * fd test reads it; the symbol (an int) keeps such code linking.
+ */
+STB_EXPORT int stb_brpc_break_nums __asm__("_ZN7bthread10break_numsE");
+int stb_brpc_break_nums;

@@ -36,7 +36,7 @@ static void worker_publish(struct stb_abi_worker *w, uint32_t seq, uint64_t sinc
 }
 
 /* One pass over the workers. Returns true if any worker is not parked. */
-static bool monitor_pass(struct stb_abi_header *h, uint64_t now)
+static bool monitor_pass(struct stb_abi_header *h)
 {
 	uint32_t n = __atomic_load_n(&h->nworkers, __ATOMIC_ACQUIRE);
 	if (n > STB_ABI_MAX_WORKERS)
@@ -60,13 +60,14 @@ static bool monitor_pass(struct stb_abi_header *h, uint64_t now)
 		}
 		uint32_t seq = STB_ABI_SEQ(__atomic_load_n(&t->word, __ATOMIC_ACQUIRE));
 		if (cur != s->current || seq != s->seq) {
-			/* A new run since the last pass: it started at most a period ago. */
+			/* A new run since the last pass: it started at most a period
+			 * ago, and no later than now, read after it was seen. */
 			s->current = cur;
 			s->seq = seq;
-			worker_publish(w, seq, now);
+			worker_publish(w, seq, stb_now_ns());
 		}
 	}
-	__atomic_store_n(&h->monitor_ns, now, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->monitor_ns, stb_now_ns(), __ATOMIC_RELEASE);
 	return busy;
 }
 
@@ -77,14 +78,14 @@ static void *monitor_main(void *arg)
 	struct stb_abi_header *h = stb_table.hdr;
 	const struct timespec period = {0, STB_ABI_MONITOR_PERIOD_NS / 2};
 	for (;;) {
-		if (monitor_pass(h, stb_now_ns())) {
+		if (monitor_pass(h)) {
 			nanosleep(&period, NULL);
 			continue;
 		}
 		/* Every worker parked: sleep until one leaves its parking lot (Dekker
 		 * with stb_monitor_kick: idle is set before the states are read again). */
 		__atomic_store_n(&stb_monitor_idle, 1, __ATOMIC_SEQ_CST);
-		if (monitor_pass(h, stb_now_ns())) {
+		if (monitor_pass(h)) {
 			__atomic_store_n(&stb_monitor_idle, 0, __ATOMIC_RELAXED);
 			continue;
 		}
