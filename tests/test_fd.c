@@ -339,7 +339,7 @@ static void test_regular_file(void **state)
 	STB_TEST_END();
 }
 
-/* bthread_close wakes a waiting bthread (its wait returns 0); stop does not end a wait. */
+/* bthread_close wakes a waiting bthread (its wait returns 0); a stop ends a wait with EINTR. */
 static void test_close_and_stop(void **state)
 {
 	(void)state;
@@ -349,10 +349,6 @@ static void test_close_and_stop(void **state)
 	struct stb_fdw_job j = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
 	bthread_t t;
 	stb_wait_then(&j, &t, 30);
-	/* As bRPC, a stop does not end an fd wait. */
-	assert_int_equal(bthread_stop(t), 0);
-	stb_test_sleep_ms(30);
-	assert_false(stb_done(&j));
 	assert_int_equal(bthread_close(p[0]), 0);
 	assert_int_equal(bthread_join(t, NULL), 0);
 	assert_int_equal(j.rc, 0);
@@ -363,6 +359,17 @@ static void test_close_and_stop(void **state)
 	assert_int_equal(bthread_close(p[1]), 0);
 	assert_int_equal(bthread_close(p[1]), -1);
 	assert_int_equal(stb_test_errno(), EBADF);
+	/* A stop ends a wait at once. */
+	assert_int_equal(pipe(p), 0);
+	struct stb_fdw_job k = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+	stb_wait_then(&k, &t, 30);
+	assert_int_equal(bthread_stop(t), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(k.rc, -1);
+	assert_int_equal(k.err, EINTR);
+	assert_true(k.took_ms < 1000.0);
+	close(p[0]);
+	close(p[1]);
 	STB_TEST_END();
 }
 

@@ -425,7 +425,8 @@ static void test_stop_many_sleepers(void **state)
 
 struct stb_tm_job {
 	int order[4];
-	int n;
+	int n;          /* callbacks that started */
+	int recorded;   /* callbacks that recorded (release: order[] and tid are set) */
 	pid_t tid;
 	int *gate;          /* the callback waits until *gate != 0 */
 	int running, done;
@@ -441,6 +442,7 @@ static void stb_tm_record(void *arg)
 	if (i < 4)
 		stb_tm.order[i] = (int)(intptr_t)arg;
 	stb_tm.tid = (pid_t)syscall(SYS_gettid);
+	__atomic_fetch_add(&stb_tm.recorded, 1, __ATOMIC_RELEASE);
 }
 
 static void test_timer_add_del(void **state)
@@ -467,9 +469,9 @@ static void test_timer_add_del(void **state)
 	assert_true(a != 0 && b != 0 && c != 0 && d != 0 && a != b);
 	assert_int_equal(bthread_timer_del(c), 0);
 	assert_int_equal(bthread_timer_del(c), EINVAL); /* gone */
-	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.n, __ATOMIC_ACQUIRE) == 3, 5000));
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.recorded, __ATOMIC_ACQUIRE) == 3, 5000));
 	stb_test_sleep_ms(60);
-	assert_int_equal(stb_tm.n, 3);
+	assert_int_equal(__atomic_load_n(&stb_tm.recorded, __ATOMIC_ACQUIRE), 3);
 	assert_int_equal(stb_tm.order[0], 0);
 	assert_int_equal(stb_tm.order[1], 1);
 	assert_int_equal(stb_tm.order[2], 2);

@@ -54,11 +54,11 @@ STB_EXPORT int bthread_timer_del(bthread_timer_t id);
  * EPOLLPRI, EPOLLRDHUP; EPOLLERR and EPOLLHUP are always reported; EPOLLET
  * and EPOLLONESHOT are accepted and have no effect) or, for the timed form,
  * until abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks
- * in poll(2). bthread_stop/bthread_interrupt do not end the wait (as bRPC).
- * Returns 0 when an event occurred or bthread_close closed fd, -1 with errno:
- * EINVAL (fd < 0, or no event to wait for), EBADF (not an open fd),
- * ETIMEDOUT, ENOMEM. Only one bthread may wait on a given fd at a time per
- * direction (EPOLLIN / EPOLLOUT).
+ * in poll(2). Returns 0 when an event occurred or bthread_close closed fd,
+ * -1 with errno: EINVAL (fd < 0, or no event to wait for), EBADF (not an
+ * open fd), ETIMEDOUT, EINTR (bthread_stop or bthread_interrupt of the
+ * waiting bthread; bRPC waits on instead), ENOMEM. Only one bthread may wait
+ * on a given fd at a time per direction (EPOLLIN / EPOLLOUT).
  */
 STB_EXPORT int bthread_fd_wait(int fd, unsigned events);
 STB_EXPORT int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime);
@@ -73,8 +73,9 @@ STB_EXPORT int bthread_close(int fd);
 
 /*
  * connect(2) that suspends the calling bthread instead of blocking (the
- * socket is made non-blocking for the call and restored). Returns 0 or -1
- * with errno (connect's, or ETIMEDOUT when abstime, CLOCK_REALTIME, passed).
+ * socket is made non-blocking for the call and restored). Not ended by
+ * bthread_stop/bthread_interrupt (as bRPC). Returns 0 or -1 with errno
+ * (connect's, or ETIMEDOUT when abstime, CLOCK_REALTIME, passed).
  */
 STB_EXPORT int bthread_connect(int sockfd, const struct sockaddr *serv_addr, socklen_t addrlen);
 STB_EXPORT int bthread_timed_connect(int sockfd, const struct sockaddr *serv_addr,

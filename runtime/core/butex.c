@@ -160,15 +160,15 @@ static void wait_publish(struct stb_abi_task *p, const struct stb_waiter *w, boo
 	uint64_t word = why->word;
 	if (w->deadline)
 		word |= STB_ABI_WAIT_WORD(0, STB_ABI_WAIT_F_TIMED, 0, 0);
-	p->since_ns = stb_now_coarse_ns();
-	p->wait_object = why->object ? why->object : (uint64_t)(uintptr_t)&w->butex->value;
-	p->wait_owner = why->owner;
-	p->wait_deadline = w->deadline;
-	p->wait_extra = why->extra;
+	__atomic_store_n(&p->since_ns, stb_now_coarse_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->wait_object, why->object ? why->object : (uint64_t)(uintptr_t)&w->butex->value, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->wait_owner, why->owner, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->wait_deadline, w->deadline, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->wait_extra, why->extra, __ATOMIC_RELAXED);
 	if (running)
 		__atomic_store_n(&p->wait_word, word, __ATOMIC_RELEASE);
 	else
-		p->wait_word = word;
+		__atomic_store_n(&p->wait_word, word, __ATOMIC_RELAXED);
 }
 #endif
 

@@ -143,7 +143,12 @@ static int stb_fd_wait_pthread(int fd, unsigned events, const struct timespec *a
 	}
 }
 
-int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime)
+/*
+ * The fd wait of a bthread or pthread. interruptible: bthread_stop and
+ * bthread_interrupt end it with EINTR (bthread_fd_*wait); otherwise they do
+ * not (bthread_connect, as bRPC: a stopped bthread can still connect).
+ */
+static int fd_wait(int fd, unsigned events, const struct timespec *abstime, bool interruptible)
 {
 	if (fd < 0 || !(events & STB_FD_WAITABLE)) {
 		errno = EINVAL;
@@ -184,8 +189,7 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 		const struct stb_wait why = {
 			.word = STB_ABI_WAIT_WORD(STB_WAIT_FD, 0, events, fd)};
 		rc = stb_butex_wait_mono(e->butex, expected, deadline, &why);
-		/* As bRPC, bthread_stop/interrupt do not end an fd wait (EINTR: wait on). */
-		if (rc == EINTR)
+		if (rc == EINTR && !interruptible)
 			continue;
 		if (rc != 0 && rc != EWOULDBLOCK) {
 			stb_errno_set(rc); /* may run on another worker now */
@@ -200,9 +204,14 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 	}
 }
 
+int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime)
+{
+	return fd_wait(fd, events, abstime, true);
+}
+
 int bthread_fd_wait(int fd, unsigned events)
 {
-	return bthread_fd_timedwait(fd, events, NULL);
+	return fd_wait(fd, events, NULL, true);
 }
 
 int bthread_close(int fd)
@@ -236,7 +245,7 @@ static int connect_wait(int sockfd, const struct sockaddr *addr, socklen_t len,
 		return 0;
 	if (stb_errno_get() != EINPROGRESS)
 		return -1;
-	if (bthread_fd_timedwait(sockfd, EPOLLOUT, abstime) != 0)
+	if (fd_wait(sockfd, EPOLLOUT, abstime, false) != 0)
 		return -1;
 	int err = 0;
 	socklen_t elen = sizeof(err);

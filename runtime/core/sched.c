@@ -978,9 +978,9 @@ static void task_set_creator(struct stb_task *t, void *ip)
 #if STB_TRACER
 	struct stb_task *c = stb_task_current();
 	struct stb_abi_task *p = t->pub;
-	p->creator_id = c ? stb_task_id(c) : 0;
-	p->creator_ip = (uint64_t)(uintptr_t)ip;
-	p->creator_tid = (uint32_t)stb_tid_self();
+	__atomic_store_n(&p->creator_id, c ? stb_task_id(c) : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->creator_ip, (uint64_t)(uintptr_t)ip, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->creator_tid, (uint32_t)stb_tid_self(), __ATOMIC_RELAXED);
 #else
 	(void)t;
 	(void)ip;
@@ -1022,7 +1022,7 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 		return errno == EAGAIN ? EAGAIN : ENOMEM;
 	t->tag = tag;
 #if STB_TRACER
-	t->pub->tag = (uint32_t)tag;
+	__atomic_store_n(&t->pub->tag, (uint32_t)tag, __ATOMIC_RELAXED);
 #endif
 	task_set_creator(t, caller_ip);
 	if (!(t->flags & STB_TASK_F_WORKER_STACK)) {
