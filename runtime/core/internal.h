@@ -136,6 +136,9 @@ void stb_stack_put(struct stb_stack *s);
 #define STB_TASK_F_WORKER_STACK 0x2u /* runs on its worker's stack (BTHREAD_ATTR_PTHREAD) */
 #define STB_TASK_F_PTHREAD 0x4u      /* a pthread registered for tracing */
 #define STB_TASK_F_LOG_SWITCH 0x8u   /* BTHREAD_LOG_CONTEXT_SWITCH */
+#define STB_TASK_F_CPU_CLOCK 0x10u   /* count its CPU time ($STB_CPU_CLOCK=1) */
+/* Anything to do at a switch beyond the state changes (one test of flags). */
+#define STB_TASK_F_SWITCH_HOOKS (STB_TASK_F_LOG_SWITCH | STB_TASK_F_CPU_CLOCK)
 
 struct stb_butex;
 struct stb_waiter;

@@ -424,10 +424,15 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void log_switch(const struct stb_task *t, const struct stb_worker *w)
+/* The rare work at a switch-in: CPU time accounting, BTHREAD_LOG_CONTEXT_SWITCH. */
+static __attribute__((noinline)) void switch_in_hooks(const struct stb_task *t,
+						      struct stb_worker *w)
 {
-	fprintf(stderr, "bthread %llu switched in on worker %u (tag %d)\n",
-		(unsigned long long)t->id, w->index, w->pool->tag);
+	if (t->flags & STB_TASK_F_CPU_CLOCK)
+		w->cpu_in = thread_cpu_ns();
+	if (t->flags & STB_TASK_F_LOG_SWITCH)
+		fprintf(stderr, "bthread %llu switched in on worker %u (tag %d)\n",
+			(unsigned long long)t->id, w->index, w->pool->tag);
 }
 
 /* Runs after every switch, on the resumed context: finishes both halves. */
@@ -449,10 +454,8 @@ static inline __attribute__((always_inline)) void stb_after_switch(void)
 			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
 #endif
 		stb_task_set_state(cur, STB_TASK_RUNNING);
-		if (STB_UNLIKELY(stb_cpu_clock))
-			w->cpu_in = thread_cpu_ns();
-		if (STB_UNLIKELY(cur->flags & STB_TASK_F_LOG_SWITCH))
-			log_switch(cur, w);
+		if (STB_UNLIKELY(cur->flags & STB_TASK_F_SWITCH_HOOKS))
+			switch_in_hooks(cur, w);
 	} else {
 #if STB_TRACER
 		__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
@@ -482,7 +485,7 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 	struct stb_ctx *fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 	struct stb_ctx *tctx = to ? stb_task_ctx(to) : &w->main_ctx;
 	if (from) {
-		if (STB_UNLIKELY(stb_cpu_clock))
+		if (STB_UNLIKELY(from->flags & STB_TASK_F_CPU_CLOCK))
 			from->cpu_ns += thread_cpu_ns() - w->cpu_in;
 		stb_task_set_state(from, STB_TASK_SUSPENDING);
 	}
@@ -515,18 +518,22 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 	stb_after_switch();
 }
 
-/* Post-switch action of a yield (or of an urgent start's caller): queue it again. */
+/*
+ * Post-switch action of a yield (or of an urgent start's caller): queue it
+ * again. arg non-NULL: without waking an idle worker (the caller of an urgent
+ * start of a BTHREAD_NOSIGNAL bthread, as bRPC: NOSIGNAL applies to the
+ * caller, which thus stays here until the new bthread gives the worker up).
+ */
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 	(void)w;
-	(void)arg;
 #if STB_TRACER
 	/* The wait block of a READY task says why it is not running (abi.h). */
 	__atomic_store_n(&prev->pub->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
 			 __ATOMIC_RELAXED);
 #endif
 	stb_task_set_state(prev, STB_TASK_READY);
-	stb_sched_ready(prev, prev->about_to_quit);
+	stb_sched_ready(prev, arg != NULL || prev->about_to_quit);
 }
 
 /*
@@ -662,8 +669,8 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	__atomic_store_n(&w->pub->current, stb_task_id(t), __ATOMIC_RELEASE);
 #endif
 	stb_task_set_state(t, STB_TASK_RUNNING);
-	if (STB_UNLIKELY(stb_cpu_clock))
-		w->cpu_in = thread_cpu_ns();
+	if (STB_UNLIKELY(t->flags & STB_TASK_F_SWITCH_HOOKS))
+		switch_in_hooks(t, w);
 	if (setjmp(w->exit_jmp) == 0) {
 		t->exit_ret = t->fn(t->arg);
 		task_exit_hooks(t);
@@ -823,6 +830,8 @@ static int pool_add_worker(struct stb_pool *p)
 	uint32_t index = stb_nworkers;
 	if (index >= STB_MAX_WORKERS)
 		return EAGAIN;
+	if (__atomic_load_n(&stb_world_stopped, __ATOMIC_ACQUIRE))
+		return EPERM;
 	struct stb_worker *w;
 	if (posix_memalign((void **)&w, STB_CACHELINE, sizeof(*w)) != 0)
 		return ENOMEM;
@@ -1021,6 +1030,8 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 	if (!t)
 		return errno == EAGAIN ? EAGAIN : ENOMEM;
 	t->tag = tag;
+	if (STB_UNLIKELY(stb_cpu_clock))
+		t->flags |= STB_TASK_F_CPU_CLOCK;
 #if STB_TRACER
 	__atomic_store_n(&t->pub->tag, (uint32_t)tag, __ATOMIC_RELAXED);
 #endif
@@ -1054,7 +1065,7 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 	if (urgent && w && w->pool == pool && stb_can_suspend() &&
 	    !(t->flags & STB_TASK_F_WORKER_STACK)) {
 		w->post_fn = stb_post_ready;
-		w->post_arg = NULL;
+		w->post_arg = nosignal ? (void *)1 : NULL;
 		stb_jump_stack(w, w->cur, t, false);
 		return 0;
 	}
