@@ -94,7 +94,7 @@ static void waiter_detach(struct stb_waiter *w, int result)
  * again or wakes a pthread. A pthread waiter's node lives on its stack and may
  * vanish once futex is set: nothing reads it after that.
  */
-static void waiter_resume(struct stb_waiter *w)
+static inline __attribute__((always_inline)) void waiter_resume(struct stb_waiter *w)
 {
 	if (!w->pthread) {
 		struct stb_task *t = w->task;
@@ -153,7 +153,9 @@ static bool interrupt_take(struct stb_task *t)
  * registered pthread, a BTHREAD_ATTR_PTHREAD bthread) writes wait_word last
  * (release) and resets it to STB_WAIT_NONE when the wait ends.
  */
-static void wait_publish(struct stb_abi_task *p, const struct stb_waiter *w, bool running)
+static inline __attribute__((always_inline)) void wait_publish(struct stb_abi_task *p,
+								 const struct stb_waiter *w,
+								 bool running)
 {
 	static const struct stb_wait plain = {.word = STB_ABI_WAIT_WORD(STB_WAIT_BUTEX, 0, 0, 0)};
 	const struct stb_wait *why = w->why ? w->why : &plain;
@@ -308,8 +310,26 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 	return w.result;
 }
 
+/* The common wake: the first waiter, if any. */
+static int butex_wake_one(struct stb_butex *b)
+{
+	struct stb_waiter *w = NULL;
+	stb_lock(&b->lock);
+	if (b->head.next != &b->head) {
+		w = b->head.next;
+		waiter_detach(w, 0);
+	}
+	stb_unlock(&b->lock);
+	if (!w)
+		return 0;
+	waiter_resume(w);
+	return 1;
+}
+
 int stb_butex_wake_n(struct stb_butex *b, size_t n, bthread_t except)
 {
+	if (n == 1 && except == 0)
+		return butex_wake_one(b);
 	struct stb_waiter *list = NULL;
 	int woken = 0;
 	stb_lock(&b->lock);

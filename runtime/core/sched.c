@@ -37,7 +37,7 @@ struct stb_rq {
 	struct stb_task *buf[STB_RQ_CAP] STB_ALIGNED_CL;
 };
 
-static bool stb_rq_push(struct stb_rq *q, struct stb_task *t)
+static inline __attribute__((always_inline)) bool stb_rq_push(struct stb_rq *q, struct stb_task *t)
 {
 	uint64_t b = __atomic_load_n(&q->bottom, __ATOMIC_RELAXED);
 	uint64_t top = __atomic_load_n(&q->top, __ATOMIC_ACQUIRE);
@@ -208,6 +208,8 @@ static void (*stb_tagged_worker_startfn)(bthread_tag_t);
 static uint32_t stb_spin_max = 1;
 /* CPU time accounting (STB_CPU_CLOCK=1). */
 static bool stb_cpu_clock;
+/* Some task may need switch_hooks (sticky): CPU clock on, or a BTHREAD_LOG_CONTEXT_SWITCH start. */
+static bool stb_switch_hooks_on;
 #define STB_SPIN_NS 20000u
 
 /*
@@ -330,18 +332,24 @@ static struct stb_task *ovf_pop(struct stb_pool *p)
 	return t;
 }
 
-/* Queues t in pool p: on the caller's worker when it belongs to p, else remotely. */
-static void pool_push(struct stb_pool *p, struct stb_task *t)
+/* Queues t in pool p on a worker's remote queue (or the overflow). */
+static __attribute__((noinline)) void pool_push_remote(struct stb_pool *p, struct stb_task *t)
 {
-	struct stb_worker *w = stb_worker_self();
-	if (w && w->pool == p && stb_rq_push(&w->rq, t))
-		return;
 	uint32_t n = __atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE);
 	uint32_t start = __atomic_fetch_add(&p->remote_rr, 1, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < n; i++)
 		if (stb_mpmc_push(&p->workers[(start + i) % n]->remote, t))
 			return;
 	ovf_push(p, t);
+}
+
+/* Queues t in pool p: on the caller's worker when it belongs to p, else remotely. */
+static inline __attribute__((always_inline)) void pool_push(struct stb_pool *p, struct stb_task *t)
+{
+	struct stb_worker *w = stb_worker_self();
+	if (STB_LIKELY(w && w->pool == p && stb_rq_push(&w->rq, t)))
+		return;
+	pool_push_remote(p, t);
 }
 
 void stb_sched_ready(struct stb_task *t, bool nosignal)
@@ -424,15 +432,28 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The rare work at a switch-in: CPU time accounting, BTHREAD_LOG_CONTEXT_SWITCH. */
-static __attribute__((noinline)) void switch_in_hooks(const struct stb_task *t,
-						      struct stb_worker *w)
+/*
+ * The rare work at a switch, on the resumed side: CPU time accounting of the
+ * task that left (prev) and of the one that runs now (cur), and
+ * BTHREAD_LOG_CONTEXT_SWITCH. Runs at every switch once any task needed it
+ * (stb_switch_hooks_on). Returns w, so that the hot path keeps nothing live
+ * across the call.
+ */
+static __attribute__((noinline, cold)) struct stb_worker *switch_hooks(struct stb_worker *w)
 {
-	if (t->flags & STB_TASK_F_CPU_CLOCK)
-		w->cpu_in = thread_cpu_ns();
-	if (t->flags & STB_TASK_F_LOG_SWITCH)
+	struct stb_task *cur = w->cur, *prev = w->prev;
+	uint64_t now = 0;
+	if ((prev && (prev->flags & STB_TASK_F_CPU_CLOCK)) ||
+	    (cur && (cur->flags & STB_TASK_F_CPU_CLOCK)))
+		now = thread_cpu_ns();
+	if (prev && (prev->flags & STB_TASK_F_CPU_CLOCK))
+		prev->cpu_ns += now - w->cpu_in;
+	if (cur && (cur->flags & STB_TASK_F_CPU_CLOCK))
+		w->cpu_in = now;
+	if (cur && (cur->flags & STB_TASK_F_LOG_SWITCH))
 		fprintf(stderr, "bthread %llu switched in on worker %u (tag %d)\n",
-			(unsigned long long)t->id, w->index, w->pool->tag);
+			(unsigned long long)cur->id, w->index, w->pool->tag);
+	return w;
 }
 
 /* Runs after every switch, on the resumed context: finishes both halves. */
@@ -454,14 +475,14 @@ static inline __attribute__((always_inline)) void stb_after_switch(void)
 			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
 #endif
 		stb_task_set_state(cur, STB_TASK_RUNNING);
-		if (STB_UNLIKELY(cur->flags & STB_TASK_F_SWITCH_HOOKS))
-			switch_in_hooks(cur, w);
 	} else {
 #if STB_TRACER
 		__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
 #endif
 	}
+	if (STB_UNLIKELY(__atomic_load_n(&stb_switch_hooks_on, __ATOMIC_RELAXED)))
+		w = switch_hooks(w);
 	stb_post_fn post = w->post_fn;
 	if (post) {
 		w->post_fn = NULL;
@@ -484,11 +505,8 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 {
 	struct stb_ctx *fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 	struct stb_ctx *tctx = to ? stb_task_ctx(to) : &w->main_ctx;
-	if (from) {
-		if (STB_UNLIKELY(from->flags & STB_TASK_F_CPU_CLOCK))
-			from->cpu_ns += thread_cpu_ns() - w->cpu_in;
+	if (from)
 		stb_task_set_state(from, STB_TASK_SUSPENDING);
-	}
 	if (to)
 		stb_task_set_state(to, STB_TASK_ABOUT_TO_RUN);
 	w->prev = from;
@@ -526,14 +544,18 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
  */
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
-	(void)w;
 #if STB_TRACER
 	/* The wait block of a READY task says why it is not running (abi.h). */
 	__atomic_store_n(&prev->pub->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
 			 __ATOMIC_RELAXED);
 #endif
 	stb_task_set_state(prev, STB_TASK_READY);
-	stb_sched_ready(prev, arg != NULL || prev->about_to_quit);
+	/* prev ran here, so it belongs to this worker's pool: queue it locally. */
+	struct stb_pool *p = w->pool;
+	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev)))
+		pool_push_remote(p, prev);
+	if (STB_LIKELY(arg == NULL && !prev->about_to_quit))
+		pool_signal(p);
 }
 
 /*
@@ -669,8 +691,9 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	__atomic_store_n(&w->pub->current, stb_task_id(t), __ATOMIC_RELEASE);
 #endif
 	stb_task_set_state(t, STB_TASK_RUNNING);
-	if (STB_UNLIKELY(t->flags & STB_TASK_F_SWITCH_HOOKS))
-		switch_in_hooks(t, w);
+	w->prev = NULL;
+	if (STB_UNLIKELY(__atomic_load_n(&stb_switch_hooks_on, __ATOMIC_RELAXED)))
+		w = switch_hooks(w);
 	if (setjmp(w->exit_jmp) == 0) {
 		t->exit_ret = t->fn(t->arg);
 		task_exit_hooks(t);
@@ -1032,6 +1055,8 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 	t->tag = tag;
 	if (STB_UNLIKELY(stb_cpu_clock))
 		t->flags |= STB_TASK_F_CPU_CLOCK;
+	if (STB_UNLIKELY((t->flags & STB_TASK_F_SWITCH_HOOKS) && !stb_switch_hooks_on))
+		__atomic_store_n(&stb_switch_hooks_on, true, __ATOMIC_RELAXED);
 #if STB_TRACER
 	__atomic_store_n(&t->pub->tag, (uint32_t)tag, __ATOMIC_RELAXED);
 #endif
@@ -1110,11 +1135,11 @@ int bthread_about_to_quit(void)
 
 int bthread_yield(void)
 {
-	if (!stb_can_suspend()) {
+	struct stb_worker *w = stb_worker_self();
+	if (!w || !w->cur || (w->cur->flags & STB_TASK_F_WORKER_STACK)) {
 		sched_yield();
 		return 0;
 	}
-	struct stb_worker *w = stb_worker_self();
 	struct stb_task *to = stb_find_task(w);
 	if (!to)
 		return 0;
