@@ -2,7 +2,7 @@
 /*
  * Runtime-core benchmarks against their pthread equivalents in the same run:
  * context switch, yield throughput, create+join, mutex+cond and butex
- * ping-pong; rounds alternate bthread/pthread, medians reported. Built against
+ * ping-pong, timer add+del; rounds alternate bthread/pthread, medians reported. Built against
  * bthread_static (tracer in) and bthread_notrace (out); each benchmark runs in
  * a forked child with a fresh runtime and its own worker count.
  */
@@ -10,6 +10,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,11 +150,23 @@ static void *stb_cs_pthread(void *arg)
 	return NULL;
 }
 
+/*
+ * The worker count of this child's fresh runtime: the expert override
+ * $STB_CONCURRENCY, which (unlike bthread_setconcurrency) may go below
+ * BTHREAD_MIN_CONCURRENCY. Before the first bthread call.
+ */
+static void stb_bench_workers(int n)
+{
+	char v[16];
+	snprintf(v, sizeof(v), "%d", n);
+	setenv("STB_CONCURRENCY", v, 1);
+}
+
 static void stb_bench_ctxswitch(void)
 {
 	/* Everything of this child -- the worker too -- on one CPU. */
 	stb_bench_pin(stb_cfg.cpu);
-	STB_CHECK(bthread_setconcurrency(1));
+	stb_bench_workers(1);
 	double b[STB_BENCH_MAX_ROUNDS], p[STB_BENCH_MAX_ROUNDS];
 	for (int r = 0; r < stb_cfg.rounds; r++) {
 		bthread_t t;
@@ -219,7 +232,7 @@ static void stb_sleep_s(double s)
 
 static void stb_bench_yield(void)
 {
-	STB_CHECK(bthread_setconcurrency(stb_cfg.workers));
+	stb_bench_workers(stb_cfg.workers);
 	double b[STB_BENCH_MAX_ROUNDS], p[STB_BENCH_MAX_ROUNDS];
 	for (int r = 0; r < stb_cfg.rounds; r++) {
 		bthread_t t[STB_YIELDERS];
@@ -303,7 +316,7 @@ static void *stb_cj_parent(void *arg)
 
 static void stb_bench_create(void)
 {
-	STB_CHECK(bthread_setconcurrency(stb_cfg.workers));
+	stb_bench_workers(stb_cfg.workers);
 	enum { NB = 200000, NP = 5000 };
 	const char *names[3] = {"urgent start+join in a bthread", "background start+join in a bthread",
 				"start+join from a pthread"};
@@ -465,7 +478,7 @@ static double stb_pp_pthreads(void *(*fn)(void *), long rounds)
 
 static void stb_bench_pingpong(void)
 {
-	STB_CHECK(bthread_setconcurrency(stb_cfg.workers));
+	stb_bench_workers(stb_cfg.workers);
 	double bc[STB_BENCH_MAX_ROUNDS], pc[STB_BENCH_MAX_ROUNDS];
 	double bb[STB_BENCH_MAX_ROUNDS], pb[STB_BENCH_MAX_ROUNDS];
 	for (int r = 0; r < stb_cfg.rounds; r++) {
@@ -483,6 +496,62 @@ static void stb_bench_pingpong(void)
 	stb_bench_report("butex", "ns/handoff", false, bdesc, bb, "futex wait/wake, 2 pthreads", pb);
 }
 
+/* ---- timers: bthread_timer_add + bthread_timer_del vs POSIX timer_create/settime/delete ---- */
+
+#define STB_TIMER_OPS 200000
+
+static void stb_timer_noop(void *arg)
+{
+	(void)arg;
+}
+
+/* Adds a timer 10 s ahead and deletes it before it runs, from this pthread. */
+static double stb_timer_bthread(void)
+{
+	struct timespec at;
+	clock_gettime(CLOCK_REALTIME, &at);
+	at.tv_sec += 10;
+	double t0 = stb_bench_now();
+	for (long i = 0; i < STB_TIMER_OPS; i++) {
+		bthread_timer_t id;
+		STB_CHECK(bthread_timer_add(&id, at, stb_timer_noop, NULL));
+		if (bthread_timer_del(id) != 0)
+			STB_CHECK(EINVAL);
+	}
+	return (stb_bench_now() - t0) * 1e9 / STB_TIMER_OPS;
+}
+
+/* The POSIX equivalent: a thread-notified timer armed 10 s ahead, then deleted. */
+static double stb_timer_posix(void)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_NONE;
+	struct itimerspec its;
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = 10;
+	double t0 = stb_bench_now();
+	for (long i = 0; i < STB_TIMER_OPS; i++) {
+		timer_t t;
+		if (timer_create(CLOCK_MONOTONIC, &sev, &t) != 0 ||
+		    timer_settime(t, 0, &its, NULL) != 0 || timer_delete(t) != 0)
+			STB_CHECK(errno);
+	}
+	return (stb_bench_now() - t0) * 1e9 / STB_TIMER_OPS;
+}
+
+static void stb_bench_timer(void)
+{
+	double b[STB_BENCH_MAX_ROUNDS], p[STB_BENCH_MAX_ROUNDS];
+	stb_timer_bthread(); /* warm-up: the timer thread and its heap */
+	for (int r = 0; r < stb_cfg.rounds; r++) {
+		b[r] = stb_timer_bthread();
+		p[r] = stb_timer_posix();
+	}
+	stb_bench_report("timer", "ns/add+del", false, "bthread_timer_add + bthread_timer_del", b,
+			 "timer_create+settime+delete", p);
+}
+
 /* ---- driver ---- */
 
 static const struct {
@@ -493,13 +562,14 @@ static const struct {
 	{"yield", stb_bench_yield},
 	{"create", stb_bench_create},
 	{"pingpong", stb_bench_pingpong},
+	{"timer", stb_bench_timer},
 };
 
 static void stb_bench_usage(void)
 {
 	fprintf(stderr,
 		"usage: bench_core [--rounds N] [--workers N] [--cpu N] [--secs S] [name...]\n"
-		"names: ctxswitch yield create pingpong (default: all)\n");
+		"names: ctxswitch yield create pingpong timer (default: all)\n");
 	exit(2);
 }
 

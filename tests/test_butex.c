@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * butex: wake counts (one, all, none), EWOULDBLOCK when the value differs,
- * ETIMEDOUT with an abstime, and waiters from bthreads and pthreads mixed.
+ * butex: wake counts (one, all, none, n, all but one), requeue to another
+ * butex (with timeouts and stops of the moved waiters), EWOULDBLOCK when the
+ * value differs, ETIMEDOUT with an abstime, stops, and waiters from bthreads
+ * and pthreads mixed.
  * Links the static library to count the waiters queued on a butex, so that
  * every wake count is exact rather than timing-dependent.
  */
@@ -338,6 +340,172 @@ static void test_wake_before_timeout(void **state)
 	STB_TEST_END();
 }
 
+/*
+ * bthread_stop ends a butex_wait at once with EINTR, in a bthread on its own
+ * stack and in a BTHREAD_ATTR_PTHREAD one (which waits on its worker's
+ * stack), whether the stop comes while it waits or before it starts waiting.
+ */
+static void test_stop_interrupts_wait(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	int *b = butex_create();
+	assert_non_null(b);
+	const bthread_attr_t *attrs[2] = {&BTHREAD_ATTR_SMALL, &BTHREAD_ATTR_PTHREAD};
+	for (int k = 0; k < 2; k++) {
+		struct stb_waiter_job j = {.butex = b, .timeout_ms = 5000};
+		bthread_t t;
+		assert_int_equal(bthread_start_background(&t, attrs[k], stb_waiter_run, &j), 0);
+		assert_true(STB_WAIT_WAITERS(b, 1));
+		assert_int_equal(bthread_stop(t), 0);
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_int_equal(j.rc, -1);
+		assert_int_equal(j.err, EINTR);
+		assert_true(j.waited_ms < 1000.0);
+		assert_int_equal(stb_test_butex_waiters(b), 0);
+	}
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* A stopped bthread's next butex_wait returns EINTR without sleeping. */
+struct stb_stop_self_job {
+	int *butex;
+	int rc, err;
+};
+
+static void *stb_stop_self_run(void *arg)
+{
+	struct stb_stop_self_job *j = arg;
+	bthread_stop(bthread_self());
+	struct timespec abs = stb_realtime_after_ms(5000);
+	j->rc = butex_wait(j->butex, 0, &abs);
+	j->err = j->rc ? stb_test_errno() : 0;
+	return NULL;
+}
+
+static void test_stop_before_wait(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	int *b = butex_create();
+	assert_non_null(b);
+	const bthread_attr_t *attrs[2] = {&BTHREAD_ATTR_SMALL, &BTHREAD_ATTR_PTHREAD};
+	for (int k = 0; k < 2; k++) {
+		struct stb_stop_self_job j = {.butex = b};
+		bthread_t t;
+		uint64_t t0 = stb_now_ns();
+		assert_int_equal(bthread_start_background(&t, attrs[k], stb_stop_self_run, &j), 0);
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_true(stb_test_ms_since(t0) < 1000.0);
+		assert_int_equal(j.rc, -1);
+		assert_int_equal(j.err, EINTR);
+	}
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* butex_wake_n and butex_wake_except, with bthread and pthread waiters. */
+static void test_wake_n_and_except(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	enum { N = 6 };
+	int *b = butex_create();
+	assert_non_null(b);
+	struct stb_waiter_job j[N];
+	struct stb_runner r[N];
+	memset(j, 0, sizeof(j));
+	for (int i = 0; i < N; i++) {
+		j[i].butex = b;
+		stb_runner_start(&r[i], i % 2, &j[i]);
+		assert_true(STB_WAIT_WAITERS(b, i + 1)); /* queued in order */
+	}
+	assert_int_equal(butex_wake_n(b, 0), 0);
+	assert_int_equal(butex_wake_n(b, 2), 2); /* the first two */
+	assert_true(STB_WAIT_UNTIL(stb_jobs_done(j, N) == 2, 5000));
+	assert_true(j[0].done && j[1].done);
+	/* All but bthread r[2] (a bthread: kind 0). */
+	assert_int_equal(butex_wake_except(b, r[2].bt), N - 3);
+	assert_true(STB_WAIT_UNTIL(stb_jobs_done(j, N) == N - 1, 5000));
+	assert_false(__atomic_load_n(&j[2].done, __ATOMIC_ACQUIRE));
+	assert_int_equal(stb_test_butex_waiters(b), 1);
+	assert_int_equal(butex_wake_except(b, 0), 1);
+	for (int i = 0; i < N; i++) {
+		stb_runner_join(&r[i]);
+		assert_int_equal(j[i].rc, 0);
+	}
+	assert_int_equal(butex_wake_n(NULL, 3), 0);
+	assert_int_equal(butex_wake_except(NULL, 0), 0);
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/*
+ * butex_requeue wakes one waiter of b1 and moves the rest to b2: they are
+ * then woken by b2 (not b1), time out there, and can be stopped there.
+ */
+static void test_requeue(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	enum { N = 5 };
+	int *b1 = butex_create(), *b2 = butex_create();
+	assert_non_null(b1);
+	assert_non_null(b2);
+	struct stb_waiter_job j[N];
+	struct stb_runner r[N];
+	memset(j, 0, sizeof(j));
+	for (int i = 0; i < N; i++) {
+		j[i].butex = b1;
+		j[i].timeout_ms = i == N - 1 ? 300 : 0; /* the last one times out on b2 */
+		stb_runner_start(&r[i], i == 1, &j[i]); /* r[1] is a pthread */
+		assert_true(STB_WAIT_WAITERS(b1, i + 1));
+	}
+	assert_int_equal(butex_requeue(b1, b2), 1);
+	assert_true(STB_WAIT_UNTIL(stb_jobs_done(j, N) == 1, 5000));
+	assert_true(j[0].done);
+	assert_int_equal(stb_test_butex_waiters(b1), 0);
+	assert_int_equal(stb_test_butex_waiters(b2), N - 1);
+	assert_int_equal(butex_wake(b1), 0);
+	/* The timed one times out on b2. */
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&j[N - 1].done, __ATOMIC_ACQUIRE), 5000));
+	assert_int_equal(j[N - 1].rc, -1);
+	assert_int_equal(j[N - 1].err, ETIMEDOUT);
+	assert_int_equal(stb_test_butex_waiters(b2), N - 2);
+	/* A stop reaches a moved bthread. */
+	assert_int_equal(bthread_stop(r[2].bt), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&j[2].done, __ATOMIC_ACQUIRE), 5000));
+	assert_int_equal(j[2].err, EINTR);
+	assert_int_equal(butex_wake_all(b2), N - 3);
+	for (int i = 0; i < N; i++)
+		stb_runner_join(&r[i]);
+	assert_int_equal(j[1].rc, 0);
+	assert_int_equal(j[3].rc, 0);
+	/* Same butex twice: a plain wake. Nothing queued: 0. */
+	assert_int_equal(butex_requeue(b1, b1), 0);
+	assert_int_equal(butex_requeue(b1, b2), 0);
+	assert_int_equal(butex_requeue(NULL, b2), 0);
+	butex_destroy(b1);
+	butex_destroy(b2);
+	STB_TEST_END();
+}
+
+/* As bRPC, a wait whose deadline is less than 2 us away times out at once. */
+static void test_min_sleep(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	int *b = butex_create();
+	assert_non_null(b);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	assert_int_equal(butex_wait(b, 0, &now), -1);
+	assert_int_equal(stb_test_errno(), ETIMEDOUT);
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -351,6 +519,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mixed_waiters),
 		cmocka_unit_test(test_wake_one_mixed),
 		cmocka_unit_test(test_wake_before_timeout),
+		cmocka_unit_test(test_stop_interrupts_wait),
+		cmocka_unit_test(test_stop_before_wait),
+		cmocka_unit_test(test_wake_n_and_except),
+		cmocka_unit_test(test_requeue),
+		cmocka_unit_test(test_min_sleep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

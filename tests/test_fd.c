@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <bthread/bthread.h>
@@ -25,6 +26,7 @@ struct stb_fdw_job {
 	int waiting;
 	int ready_after; /* poll(2) saw the event when the wait returned */
 	int done;
+	int want;       /* test_invalid: the errno expected */
 };
 
 static int stb_done(const struct stb_fdw_job *j)
@@ -247,12 +249,16 @@ static void test_invalid(void **state)
 	int closed = p[0];
 	close(p[0]);
 	close(p[1]);
+	/* EINVAL for a negative fd or nothing to wait for (EPOLLET alone used to
+	 * block a pthread forever), EBADF for a closed fd (as bRPC). */
 	struct stb_fdw_job jobs[] = {
-		{.fd = -1, .events = EPOLLIN},
-		{.fd = -5, .events = EPOLLIN, .timeout_ms = 100},
-		{.fd = closed, .events = EPOLLIN},
-		{.fd = closed, .events = EPOLLIN, .timeout_ms = 100},
-		{.fd = 0, .events = 0},
+		{.fd = -1, .events = EPOLLIN, .want = EINVAL},
+		{.fd = -5, .events = EPOLLIN, .timeout_ms = 100, .want = EINVAL},
+		{.fd = closed, .events = EPOLLIN, .want = EBADF},
+		{.fd = closed, .events = EPOLLIN, .timeout_ms = 100, .want = EBADF},
+		{.fd = 0, .events = 0, .want = EINVAL},
+		{.fd = 0, .events = EPOLLET, .want = EINVAL},
+		{.fd = 0, .events = EPOLLET | EPOLLONESHOT, .timeout_ms = 100, .want = EINVAL},
 	};
 	for (unsigned i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
 		/* From a bthread, then from this pthread. */
@@ -260,11 +266,11 @@ static void test_invalid(void **state)
 		assert_int_equal(bthread_start_background(&t, NULL, stb_fdw_run, &jobs[i]), 0);
 		assert_int_equal(bthread_join(t, NULL), 0);
 		assert_int_equal(jobs[i].rc, -1);
-		assert_int_equal(jobs[i].err, EINVAL);
+		assert_int_equal(jobs[i].err, jobs[i].want);
 		struct stb_fdw_job pj = jobs[i];
 		stb_fdw_run(&pj);
 		assert_int_equal(pj.rc, -1);
-		assert_int_equal(pj.err, EINVAL);
+		assert_int_equal(pj.err, jobs[i].want);
 	}
 	STB_TEST_END();
 }
@@ -333,6 +339,120 @@ static void test_regular_file(void **state)
 	STB_TEST_END();
 }
 
+/* bthread_close wakes a waiting bthread (its wait returns 0); a stop ends a wait with EINTR. */
+static void test_close_and_stop(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	struct stb_fdw_job j = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+	bthread_t t;
+	stb_wait_then(&j, &t, 30);
+	assert_int_equal(bthread_close(p[0]), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(j.rc, 0);
+	assert_true(j.took_ms < 1000.0);
+	/* The fd is gone now. */
+	assert_int_equal(bthread_fd_wait(p[0], EPOLLIN), -1);
+	assert_int_equal(stb_test_errno(), EBADF);
+	assert_int_equal(bthread_close(p[1]), 0);
+	assert_int_equal(bthread_close(p[1]), -1);
+	assert_int_equal(stb_test_errno(), EBADF);
+	/* A stop ends a wait at once. */
+	assert_int_equal(pipe(p), 0);
+	struct stb_fdw_job k = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+	stb_wait_then(&k, &t, 30);
+	assert_int_equal(bthread_stop(t), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(k.rc, -1);
+	assert_int_equal(k.err, EINTR);
+	assert_true(k.took_ms < 1000.0);
+	close(p[0]);
+	close(p[1]);
+	STB_TEST_END();
+}
+
+struct stb_conn_job {
+	struct sockaddr_in addr;
+	int timeout_ms; /* 0: bthread_connect */
+	int rc, err;
+	int blocking_kept;
+};
+
+static void *stb_conn_run(void *arg)
+{
+	struct stb_conn_job *j = arg;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int before = fcntl(fd, F_GETFL);
+	if (j->timeout_ms) {
+		struct timespec abs = stb_realtime_after_ms((uint64_t)j->timeout_ms);
+		j->rc = bthread_timed_connect(fd, (struct sockaddr *)&j->addr, sizeof(j->addr), &abs);
+	} else {
+		j->rc = bthread_connect(fd, (struct sockaddr *)&j->addr, sizeof(j->addr));
+	}
+	j->err = j->rc ? stb_test_errno() : 0;
+	j->blocking_kept = fcntl(fd, F_GETFL) == before;
+	close(fd);
+	return NULL;
+}
+
+/*
+ * bthread_connect / bthread_timed_connect from a bthread and a pthread: a
+ * local listener connects, keeping the socket's blocking mode; a full
+ * accept queue times out (or is refused); a closed port is refused.
+ */
+static void test_connect(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	socklen_t len = sizeof(a);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	assert_int_equal(listen(l, 16), 0);
+	for (int kind = 0; kind < 2; kind++) {
+		for (int timed = 0; timed < 2; timed++) {
+			struct stb_conn_job j = {.addr = a, .timeout_ms = timed ? 5000 : 0};
+			if (kind == 0) {
+				bthread_t t;
+				assert_int_equal(bthread_start_background(&t, NULL, stb_conn_run, &j), 0);
+				assert_int_equal(bthread_join(t, NULL), 0);
+			} else {
+				stb_conn_run(&j);
+			}
+			assert_int_equal(j.rc, 0);
+			assert_true(j.blocking_kept);
+			int c = accept(l, NULL, NULL);
+			assert_true(c >= 0);
+			close(c);
+		}
+	}
+	/* A full accept queue (backlog 0: one queued connection). */
+	assert_int_equal(listen(l, 0), 0);
+	struct stb_conn_job fill = {.addr = a, .timeout_ms = 5000};
+	int q = socket(AF_INET, SOCK_STREAM, 0);
+	struct timespec abs = stb_realtime_after_ms(5000);
+	assert_int_equal(bthread_timed_connect(q, (struct sockaddr *)&a, sizeof(a), &abs), 0);
+	fill.timeout_ms = 50;
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_conn_run, &fill), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(fill.rc, -1);
+	assert_true(fill.err == ETIMEDOUT || fill.err == ECONNREFUSED);
+	assert_true(fill.blocking_kept);
+	close(q);
+	close(l);
+	/* Nobody listens any more. */
+	struct stb_conn_job refused = {.addr = a};
+	assert_int_equal(bthread_start_background(&t, NULL, stb_conn_run, &refused), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(refused.rc, -1);
+	assert_int_equal(refused.err, ECONNREFUSED);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -345,6 +465,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_many_pipes),
 		cmocka_unit_test(test_regular_file),
+		cmocka_unit_test(test_close_and_stop),
+		cmocka_unit_test(test_connect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Scheduling and the bthread lifecycle: urgent vs background start order,
- * yield fairness, join results and its EINVAL/ESRCH cases, bthread_self and
- * bthread_equal, concurrency settings, 100,000 bthreads created and joined,
- * and BTHREAD_ATTR_PTHREAD bthreads. Starts with one worker on purpose.
+ * yield fairness, join results and its EINVAL cases, joins of bthreads that
+ * finished long ago, bthread_self and bthread_equal, concurrency settings,
+ * 100,000 bthreads created and joined, BTHREAD_ATTR_PTHREAD bthreads, worker
+ * pools (tags), bthread_getattr, bthread_interrupt, about_to_quit, the CPU
+ * clock ($STB_CPU_CLOCK=1, set by main), spans, worker start functions,
+ * NOSIGNAL + bthread_flush, and bthread_stop_world (in a child, --stop-world).
+ * Starts with one worker on purpose ($STB_CONCURRENCY=1, the expert override
+ * below BTHREAD_MIN_CONCURRENCY).
  */
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
+#include <stb/stb.h>
 
 /* ---- event log (order of execution) ---- */
 
@@ -41,12 +48,16 @@ static void test_concurrency_before_start(void **state)
 {
 	(void)state;
 	STB_TEST_BEGIN(10);
-	/* main() set 1 before anything else. */
+	/* main() set STB_CONCURRENCY=1 before anything else. */
 	assert_int_equal(bthread_getconcurrency(), 1);
+	assert_int_equal(BTHREAD_MIN_CONCURRENCY, 4);
+	assert_int_equal(BTHREAD_MAX_CONCURRENCY, 1024);
 	assert_int_equal(bthread_setconcurrency(0), EINVAL);
-	assert_int_equal(bthread_setconcurrency(257), EINVAL);
+	assert_int_equal(bthread_setconcurrency(BTHREAD_MIN_CONCURRENCY - 1), EINVAL);
+	assert_int_equal(bthread_setconcurrency(BTHREAD_MAX_CONCURRENCY + 1), EINVAL);
 	assert_int_equal(bthread_setconcurrency(-3), EINVAL);
 	assert_int_equal(bthread_getconcurrency(), 1);
+	assert_int_equal(bthread_getconcurrency_by_tag(0), EPERM); /* not started yet */
 	STB_TEST_END();
 }
 
@@ -321,9 +332,13 @@ static void test_join_stale_id(void **state)
 		assert_int_equal(bthread_join(held[i], &ret), 0);
 		assert_ptr_equal(ret, (void *)7);
 	}
-	/* The slot held a later bthread that finished: t1 is stale. */
-	assert_int_equal(bthread_join(t1, &ret), ESRCH);
-	assert_int_equal(bthread_stop(t1), 0);
+	/* The slot held a later bthread that finished: t1's result is gone, but
+	 * joining it still succeeds at once, however long ago it finished. */
+	ret = (void *)1;
+	assert_int_equal(bthread_join(t1, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(bthread_stop(t1), EINVAL);
+	assert_int_equal(bthread_interrupt(t1), EINVAL);
 	assert_true(bthread_stopped(t1));
 	butex_destroy(flag);
 	free(held);
@@ -333,7 +348,8 @@ static void test_join_stale_id(void **state)
 
 /*
  * Start t1 and join it, then start and join more bthreads one at a time until
- * one of them takes t1's slot; join(t1) must then return ESRCH. Runs in a
+ * one of them takes t1's slot; join(t1) must then return 0 with a NULL result
+ * (reclaimed). Runs in a
  * bthread on the single worker: a finished bthread's slot is released before
  * its joiner runs again, so the loop is deterministic there.
  */
@@ -357,7 +373,9 @@ static void *stb_stale_loop(void *arg)
 		tries++;
 	}
 	STB_EXPECT(reused);
-	STB_EXPECT_EQ(bthread_join(t1, &ret), ESRCH);
+	ret = (void *)1;
+	STB_EXPECT_EQ(bthread_join(t1, &ret), 0);
+	STB_EXPECT(ret == NULL);
 	STB_EXPECT(bthread_stopped(t1));
 	return (void *)tries;
 }
@@ -427,7 +445,20 @@ static void test_start_errors(void **state)
 	memset(&attr, 0xff, sizeof(attr));
 	assert_int_equal(bthread_attr_init(&attr), 0);
 	assert_int_equal(attr.stack_type, BTHREAD_STACKTYPE_NORMAL);
-	assert_int_equal(bthread_attr_set_name(&attr, "named"), 0);
+	bthread_attr_set_name(&attr, "named");
+	assert_string_equal(attr.name, "named");
+	/* Copied, cut at BTHREAD_NAME_MAX_LENGTH. */
+	char longname[100];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	bthread_attr_set_name(&attr, longname);
+	assert_int_equal(strlen(attr.name), BTHREAD_NAME_MAX_LENGTH);
+	longname[0] = 'y';
+	assert_int_equal(attr.name[0], 'x');
+	bthread_attr_set_name(&attr, NULL);
+	assert_string_equal(attr.name, "");
+	bthread_attr_set_name(NULL, "x"); /* nothing happens */
+	bthread_attr_set_name(&attr, "named");
 	/* tid may be NULL. */
 	int ran = 0;
 	assert_int_equal(bthread_start_background(NULL, &attr, stb_flag_set, &ran), 0);
@@ -456,12 +487,17 @@ static void test_grow_concurrency(void **state)
 	(void)state;
 	STB_TEST_BEGIN(20);
 	assert_int_equal(bthread_getconcurrency(), 1);
-	assert_int_equal(bthread_setconcurrency(2), 0);
-	assert_int_equal(bthread_getconcurrency(), 2);
-	assert_int_equal(bthread_setconcurrency(1), EPERM);
+	assert_int_equal(bthread_getconcurrency_by_tag(0), 1);
+	assert_int_equal(bthread_setconcurrency(4), 0);
+	assert_int_equal(bthread_getconcurrency(), 4);
+	assert_int_equal(bthread_getconcurrency_by_tag(0), 4);
+	assert_int_equal(bthread_setconcurrency(2), EINVAL);
 	assert_int_equal(bthread_setconcurrency(0), EINVAL);
-	assert_int_equal(bthread_setconcurrency(2), 0);
-	assert_int_equal(bthread_getconcurrency(), 2);
+	assert_int_equal(bthread_setconcurrency(4), 0);
+	assert_int_equal(bthread_setconcurrency_by_tag(3, 0), EINVAL);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, BTHREAD_TAG_MAX), EINVAL);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, BTHREAD_TAG_INVALID), 0);
+	assert_int_equal(bthread_getconcurrency(), 4);
 	bthread_t a, b;
 	void *ra = NULL, *rb = NULL;
 	assert_int_equal(bthread_start_background(&a, NULL, stb_spin_until_both, NULL), 0);
@@ -485,15 +521,15 @@ static void *stb_twice_plus_one(void *arg)
 
 struct stb_many_result {
 	long bad;       /* failed starts, wrong results, unexpected join codes */
-	long reclaimed; /* joins that returned the documented ESRCH */
+	long reclaimed; /* joins that returned 0 with the result reclaimed (NULL) */
 };
 
 /*
  * Joins tids[0..n) in order; tids[i] must return 2i+1. A join must return 0
- * with that value, except ESRCH when strict is false and a later bthread in
- * tids took the same slot (the documented reclaim: the only bthreads started
- * while this runs are these). A bthread whose slot was not reused by a later
- * one must always deliver its result.
+ * with that value, except a NULL result when strict is false and a later
+ * bthread in tids took the same slot (the documented reclaim: the only
+ * bthreads started while this runs are these). A bthread whose slot was not
+ * reused by a later one must always deliver its result.
  */
 static struct stb_many_result stb_join_checked(const bthread_t *tids, long n, bool strict)
 {
@@ -517,7 +553,7 @@ static struct stb_many_result stb_join_checked(const bthread_t *tids, long n, bo
 		bool reused_later = last[(uint32_t)tids[i]] > i;
 		if (rc == 0 && (uintptr_t)ret == (uintptr_t)i * 2 + 1)
 			continue;
-		if (rc == ESRCH && !strict && reused_later) {
+		if (rc == 0 && ret == NULL && !strict && reused_later) {
 			r.reclaimed++;
 			continue;
 		}
@@ -606,7 +642,7 @@ static void test_100k_create_then_join_from_pthread(void **state)
 	uint64_t t0 = stb_now_ns();
 	struct stb_many_result r = stb_create_then_join(tids, STB_MANY, false, false);
 	print_message("    %d bthreads started then joined from a pthread in %.0f ms "
-		      "(%ld results reclaimed: ESRCH)\n",
+		      "(%ld results reclaimed: NULL)\n",
 		      STB_MANY, stb_test_ms_since(t0), r.reclaimed);
 	free(tids);
 	assert_int_equal(r.bad, 0);
@@ -624,7 +660,7 @@ static void test_100k_from_bthread(void **state)
 		assert_int_equal(bthread_start_background(&p, NULL, stb_many_parent, (void *)mode), 0);
 		assert_int_equal(bthread_join(p, NULL), 0);
 		print_message("    %d bthreads from a bthread, %s of %d: %.0f ms "
-			      "(%ld results reclaimed: ESRCH)\n",
+			      "(%ld results reclaimed: NULL)\n",
 			      STB_MANY, what[mode], STB_BATCH, stb_test_ms_since(t0),
 			      stb_many_out.reclaimed);
 		assert_int_equal(stb_many_out.bad, 0);
@@ -645,7 +681,7 @@ static void test_100k_batches_from_pthread(void **state)
 		r.reclaimed += k.reclaimed;
 	}
 	print_message("    %d bthreads in batches of %d from a pthread: %.0f ms "
-		      "(%ld results reclaimed: ESRCH)\n",
+		      "(%ld results reclaimed: NULL)\n",
 		      STB_MANY, STB_BATCH, stb_test_ms_since(t0), r.reclaimed);
 	assert_int_equal(r.bad, 0);
 	STB_TEST_END();
@@ -783,16 +819,452 @@ static void test_attr_pthread(void **state)
 	STB_TEST_END();
 }
 
+/*
+ * A join returns only after the joined bthread is gone: its stack can no
+ * longer be traced (-ESRCH). Each round a bthread waits on a butex while a
+ * bthread and a pthread join it; when it is released it wakes the bthread
+ * joiner first and then the pthread (a futex wake: microseconds), and the
+ * bthread joiner, stolen by another worker, traces it meanwhile.
+ */
+static int *stb_gone_go;
+static bthread_t stb_gone_target;
+static int stb_gone_round;  /* round the pthread joiner should join, -1: quit */
+static int stb_gone_joined; /* rounds the pthread joiner joined */
+
+static void *stb_gone_wait(void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(stb_gone_go, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(stb_gone_go, 0, NULL);
+	return NULL;
+}
+
+static void *stb_gone_bjoin(void *arg)
+{
+	bthread_t t = (bthread_t)(uintptr_t)arg;
+	char buf[256];
+	if (bthread_join(t, NULL) != 0)
+		return (void *)-1;
+	int rc = bthread_stack_trace(t, buf, sizeof(buf));
+	if (rc != -ESRCH) {
+		fprintf(stderr, "bthread_stack_trace right after join = %d:\n%s", rc, buf);
+		return (void *)1;
+	}
+	return NULL;
+}
+
+static void *stb_gone_pjoin(void *arg)
+{
+	(void)arg;
+	for (int r = 0;; r++) {
+		int want;
+		while ((want = __atomic_load_n(&stb_gone_round, __ATOMIC_ACQUIRE)) != r && want != -1)
+			sched_yield();
+		if (want == -1)
+			return NULL;
+		bthread_join(__atomic_load_n(&stb_gone_target, __ATOMIC_ACQUIRE), NULL);
+		__atomic_store_n(&stb_gone_joined, r + 1, __ATOMIC_RELEASE);
+	}
+}
+
+static void test_join_after_gone(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	enum { ROUNDS = STB_TEST_SCALE(2000, 200) };
+	if (bthread_getconcurrency() < 4)
+		assert_int_equal(bthread_setconcurrency(4), 0);
+	__atomic_store_n(&stb_gone_round, -2, __ATOMIC_RELEASE);
+	pthread_t pj;
+	assert_int_equal(pthread_create(&pj, NULL, stb_gone_pjoin, NULL), 0);
+	long bad = 0;
+	for (int r = 0; r < ROUNDS; r++) {
+		stb_gone_go = butex_create();
+		assert_non_null(stb_gone_go);
+		bthread_t t, j;
+		assert_int_equal(bthread_start_background(&t, NULL, stb_gone_wait, NULL), 0);
+		__atomic_store_n(&stb_gone_target, t, __ATOMIC_RELEASE);
+		assert_int_equal(bthread_start_background(&j, NULL, stb_gone_bjoin,
+							  (void *)(uintptr_t)t),
+				 0);
+		stb_test_sleep_ms(0); /* let the bthread joiner queue first */
+		__atomic_store_n(&stb_gone_round, r, __ATOMIC_RELEASE);
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+		__atomic_store_n(stb_gone_go, 1, __ATOMIC_RELEASE);
+		butex_wake_all(stb_gone_go);
+		void *res = NULL;
+		assert_int_equal(bthread_join(j, &res), 0);
+		assert_true((intptr_t)res >= 0);
+		bad += (long)(intptr_t)res;
+		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_gone_joined, __ATOMIC_ACQUIRE) == r + 1,
+					   5000));
+		butex_destroy(stb_gone_go);
+	}
+	__atomic_store_n(&stb_gone_round, -1, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_join(pj, NULL), 0);
+	assert_int_equal(bad, 0);
+	STB_TEST_END();
+}
+
+/* ---- worker pools (tags) ---- */
+
+struct stb_tag_job {
+	int tags[3];    /* bthread_self_tag: start, after a sleep, after a butex wake */
+	int *butex;
+};
+
+static void *stb_tag_run(void *arg)
+{
+	struct stb_tag_job *j = arg;
+	j->tags[0] = bthread_self_tag();
+	bthread_usleep(1000);
+	j->tags[1] = bthread_self_tag();
+	while (__atomic_load_n(j->butex, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(j->butex, 0, NULL);
+	j->tags[2] = bthread_self_tag();
+	return NULL;
+}
+
+static void *stb_tag_child_of(void *arg)
+{
+	/* tag INVALID: the pool of the starting worker. */
+	bthread_t t;
+	struct stb_tag_job *j = arg;
+	if (bthread_start_urgent(&t, NULL, stb_tag_run, j) != 0)
+		return (void *)1;
+	return (void *)(intptr_t)bthread_join(t, NULL);
+}
+
+static void test_tags(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	assert_int_equal(bthread_self_tag(), BTHREAD_TAG_DEFAULT);
+	assert_int_equal(bthread_getconcurrency_by_tag(BTHREAD_TAG_MAX), EINVAL);
+	assert_int_equal(bthread_getconcurrency_by_tag(-1), EINVAL);
+	assert_int_equal(bthread_getconcurrency_by_tag(7), 0); /* not started */
+	int total = bthread_getconcurrency();
+	assert_int_equal(bthread_setconcurrency_by_tag(5, 7), 0);
+	assert_int_equal(bthread_getconcurrency_by_tag(7), 5);
+	assert_int_equal(bthread_getconcurrency(), total + 5);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, 7), EPERM);
+	assert_int_equal(bthread_setconcurrency_by_tag(5, 7), 0);
+	/* A bad tag in attr. */
+	bthread_attr_t bad = BTHREAD_ATTR_NORMAL;
+	bad.tag = BTHREAD_TAG_MAX;
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, &bad, stb_tag_run, NULL), EINVAL);
+	bad.tag = -2;
+	assert_int_equal(bthread_start_background(&t, &bad, stb_tag_run, NULL), EINVAL);
+	/* Tags 7 (grown above) and 9 (started on first use), and a child of a
+	 * tag-9 bthread with tag INVALID: each stays in its pool, through a sleep
+	 * and a butex wake from this pthread. */
+	int *b = butex_create();
+	assert_non_null(b);
+	struct stb_tag_job j7 = {.butex = b}, j9 = {.butex = b}, jc = {.butex = b};
+	bthread_attr_t a = BTHREAD_ATTR_NORMAL;
+	a.tag = 7;
+	bthread_t t7, t9, tc;
+	assert_int_equal(bthread_start_background(&t7, &a, stb_tag_run, &j7), 0);
+	a.tag = 9;
+	assert_int_equal(bthread_start_urgent(&t9, &a, stb_tag_run, &j9), 0);
+	assert_int_equal(bthread_start_background(&tc, &a, stb_tag_child_of, &jc), 0);
+	assert_int_equal(bthread_getconcurrency_by_tag(9), BTHREAD_MIN_CONCURRENCY);
+	bthread_attr_t got;
+	assert_int_equal(bthread_getattr(t9, &got), 0);
+	assert_int_equal(got.tag, 9);
+	stb_test_sleep_ms(20);
+	__atomic_store_n(b, 1, __ATOMIC_RELEASE);
+	butex_wake_all(b);
+	void *rc = (void *)1;
+	assert_int_equal(bthread_join(t7, NULL), 0);
+	assert_int_equal(bthread_join(t9, NULL), 0);
+	assert_int_equal(bthread_join(tc, &rc), 0);
+	assert_null(rc);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(j7.tags[i], 7);
+		assert_int_equal(j9.tags[i], 9);
+		assert_int_equal(jc.tags[i], 9);
+	}
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* ---- bthread_getattr, bthread_interrupt, about_to_quit ---- */
+
+struct stb_intr_job {
+	int *butex;
+	int sleep_rc, sleep_err;
+	int wait_rc, wait_err;
+	int quit_rc;
+};
+
+static void *stb_intr_run(void *arg)
+{
+	struct stb_intr_job *j = arg;
+	j->quit_rc = bthread_about_to_quit();
+	int rc = bthread_usleep(5000000);
+	j->sleep_err = rc ? stb_test_errno() : 0;
+	__atomic_store_n(&j->sleep_rc, rc, __ATOMIC_RELEASE);
+	j->wait_rc = butex_wait(j->butex, 0, NULL);
+	j->wait_err = j->wait_rc ? stb_test_errno() : 0;
+	return NULL;
+}
+
+static void test_getattr_interrupt(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	bthread_attr_t attr = BTHREAD_ATTR_SMALL;
+	attr.flags |= BTHREAD_NEVER_QUIT;
+	bthread_attr_set_name(&attr, "interrupted");
+	int *b = butex_create();
+	assert_non_null(b);
+	struct stb_intr_job j = {.butex = b};
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, &attr, stb_intr_run, &j), 0);
+	bthread_attr_t got;
+	memset(&got, 0xff, sizeof(got));
+	assert_int_equal(bthread_getattr(t, &got), 0);
+	assert_int_equal(got.stack_type, BTHREAD_STACKTYPE_SMALL);
+	assert_int_equal(got.flags, BTHREAD_NEVER_QUIT);
+	assert_string_equal(got.name, "interrupted");
+	assert_int_equal(bthread_getattr(t, NULL), EINVAL);
+	assert_int_equal(bthread_getattr(0, &got), EINVAL);
+	/* An interrupt ends the sleep with EINTR, and one before the wait ends it at once. */
+	stb_test_sleep_ms(20);
+	assert_int_equal(bthread_interrupt(t), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&j.sleep_rc, __ATOMIC_ACQUIRE) == -1, 5000));
+	assert_int_equal(bthread_interrupt(t), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(j.quit_rc, 0);
+	assert_int_equal(j.sleep_err, EINTR);
+	assert_int_equal(j.wait_rc, -1);
+	assert_int_equal(j.wait_err, EINTR);
+	assert_false(bthread_stopped(t) == 0); /* finished */
+	assert_int_equal(bthread_getattr(t, &got), EINVAL);
+	assert_int_equal(bthread_interrupt(t), EINVAL);
+	assert_int_equal(bthread_interrupt(0), EINVAL);
+	assert_int_equal(bthread_about_to_quit(), EPERM); /* a pthread */
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* ---- CPU clock, spans, worker start functions, flush ---- */
+
+static uint64_t stb_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * out[0..1]: the bthread's CPU clock around a 50 ms sleep; out[2..3] around a
+ * 20 ms spin, out[4..5] the worker thread's CPU time around the same spin
+ * (no switch in between: the same thread).
+ */
+static void *stb_cpu_run(void *arg)
+{
+	(void)arg;
+	uint64_t *out = malloc(6 * sizeof(*out));
+	if (!out)
+		return NULL;
+	out[0] = bthread_cpu_clock_ns();
+	bthread_usleep(50000); /* not counted */
+	out[1] = bthread_cpu_clock_ns();
+	out[2] = bthread_cpu_clock_ns();
+	out[4] = stb_thread_cpu_ns();
+	uint64_t end = stb_now_ns() + 20000000;
+	while (stb_now_ns() < end)
+		;
+	out[5] = stb_thread_cpu_ns();
+	out[3] = bthread_cpu_clock_ns();
+	return out;
+}
+
+static void test_cpu_clock(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	assert_int_equal(bthread_cpu_clock_ns(), 0); /* a pthread */
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_cpu_run, NULL), 0);
+	uint64_t *v = NULL;
+	assert_int_equal(bthread_join(t, (void **)&v), 0);
+	assert_non_null(v);
+	uint64_t spin = v[3] - v[2], thread = v[5] - v[4];
+	print_message("    cpu clock: %llu ns over a 50 ms sleep; %llu ns over a 20 ms spin that "
+		      "took the worker %llu ns\n",
+		      (unsigned long long)(v[1] - v[0]), (unsigned long long)spin,
+		      (unsigned long long)thread);
+	assert_true(v[1] - v[0] < 10000000ull); /* the sleep costs (almost) no CPU */
+	/* The spin counts as the worker's CPU time does (within 1 ms of reads). */
+	assert_true(spin + 1000000ull >= thread && spin <= thread + 1000000ull);
+	assert_true(thread > 0);
+	free(v);
+	STB_TEST_END();
+}
+
+static int stb_spans_created, stb_spans_ended, stb_spans_destroyed;
+static void *stb_span_seen;
+
+static void *stb_span_create_fn(void)
+{
+	__atomic_fetch_add(&stb_spans_created, 1, __ATOMIC_RELAXED);
+	return (void *)0x5a5a;
+}
+
+static void stb_span_destroy_fn(void *span)
+{
+	stb_span_seen = span;
+	__atomic_fetch_add(&stb_spans_destroyed, 1, __ATOMIC_RELAXED);
+}
+
+static void stb_span_end_fn(void)
+{
+	__atomic_fetch_add(&stb_spans_ended, 1, __ATOMIC_RELAXED);
+}
+
+static void test_spans(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	assert_int_equal(bthread_set_span_funcs(stb_span_create_fn, NULL, NULL), -1);
+	assert_int_equal(stb_test_errno(), EINVAL);
+	assert_int_equal(bthread_set_span_funcs(stb_span_create_fn, stb_span_destroy_fn,
+						stb_span_end_fn), 0);
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	attr.flags |= BTHREAD_INHERIT_SPAN;
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(stb_spans_created, 0); /* no INHERIT_SPAN: no span */
+	assert_int_equal(bthread_start_background(&t, &attr, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(stb_spans_created, 1);
+	assert_int_equal(stb_spans_ended, 1);
+	assert_int_equal(stb_spans_destroyed, 1);
+	assert_ptr_equal(stb_span_seen, (void *)0x5a5a);
+	assert_int_equal(bthread_set_span_funcs(NULL, NULL, NULL), 0);
+	assert_int_equal(bthread_start_background(&t, &attr, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(stb_spans_created, 1);
+	STB_TEST_END();
+}
+
+static int stb_startfn_calls, stb_tagged_calls, stb_tagged_last;
+
+static void stb_startfn(void)
+{
+	__atomic_fetch_add(&stb_startfn_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void stb_tagged_startfn(bthread_tag_t tag)
+{
+	__atomic_fetch_add(&stb_tagged_calls, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&stb_tagged_last, tag, __ATOMIC_RELAXED);
+}
+
+/* Set by main before the runtime starts: every worker runs them first. */
+static void test_worker_startfn(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	assert_int_equal(bthread_set_worker_startfn(NULL), EINVAL);
+	assert_int_equal(bthread_set_tagged_worker_startfn(NULL), EINVAL);
+	bthread_t t; /* the runtime runs (also when this test runs alone) */
+	assert_int_equal(bthread_start_background(&t, NULL, stb_flag_set, &(int){0}), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	int n = bthread_getconcurrency();
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_startfn_calls, __ATOMIC_RELAXED) == n,
+				   5000));
+	assert_int_equal(__atomic_load_n(&stb_tagged_calls, __ATOMIC_RELAXED), n);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, 11), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tagged_calls, __ATOMIC_RELAXED) == n + 4,
+				   5000));
+	assert_int_equal(__atomic_load_n(&stb_tagged_last, __ATOMIC_RELAXED), 11);
+	STB_TEST_END();
+}
+
+/* NOSIGNAL from a pthread: queued, run once bthread_flush wakes a worker (or someone looks). */
+static void test_nosignal_flush(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	enum { N = 50 };
+	int ran[N];
+	memset(ran, 0, sizeof(ran));
+	bthread_attr_t attr = BTHREAD_ATTR_SMALL;
+	attr.flags |= BTHREAD_NOSIGNAL;
+	bthread_t t[N];
+	for (int i = 0; i < N; i++)
+		assert_int_equal(bthread_start_background(&t[i], &attr, stb_flag_set, &ran[i]), 0);
+	bthread_flush();
+	bthread_flush(); /* nothing left to flush: harmless */
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(bthread_join(t[i], NULL), 0);
+		assert_int_equal(ran[i], 1);
+	}
+	STB_TEST_END();
+}
+
+/* ---- bthread_stop_world (child) ---- */
+
+static void *stb_forever(void *arg)
+{
+	int *b = arg;
+	while (__atomic_load_n(b, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(b, 0, NULL);
+	return NULL;
+}
+
+/* Child: workers running, one bthread blocked for good; stop_world returns; starts fail. */
+static int stb_stop_world_child(void)
+{
+	int *b = butex_create();
+	bthread_t t;
+	int ran = 0;
+	if (!b || bthread_start_background(&t, NULL, stb_forever, b) != 0 ||
+	    bthread_start_background(&t, NULL, stb_flag_set, &ran) != 0 ||
+	    bthread_join(t, NULL) != 0 || !ran)
+		return 10;
+	bthread_stop_world();
+	bthread_stop_world(); /* twice: nothing more to do */
+	if (bthread_start_background(&t, NULL, stb_flag_set, &ran) != EPERM)
+		return 11;
+	return 0;
+}
+
+static void test_stop_world(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_sched", "--stop-world", (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--stop-world") == 0)
+		return stb_stop_world_child();
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
-	/* Must be the first bthread call: the order tests need a single worker. */
-	int rc = bthread_setconcurrency(1);
-	if (rc != 0) {
-		fprintf(stderr, "bthread_setconcurrency(1) = %d\n", rc);
-		return 1;
-	}
+	/* Before the first bthread call: the order tests need a single worker. */
+	setenv("STB_CONCURRENCY", "1", 1);
+	setenv("STB_CPU_CLOCK", "1", 1);
+	bthread_set_worker_startfn(stb_startfn);
+	bthread_set_tagged_worker_startfn(stb_tagged_startfn);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrency_before_start),
 		cmocka_unit_test(test_urgent_runs_before_caller),
@@ -804,7 +1276,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_join_stale_one_worker),
 		cmocka_unit_test(test_start_errors),
 		cmocka_unit_test(test_100k_one_worker_strict),
-		/* From here on: two workers. */
+		/* From here on: four workers. */
 		cmocka_unit_test(test_grow_concurrency),
 		cmocka_unit_test(test_join_stale_id),
 		cmocka_unit_test(test_100k_create_then_join_from_pthread),
@@ -812,6 +1284,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_100k_batches_from_pthread),
 		cmocka_unit_test(test_10k_blocked_then_join),
 		cmocka_unit_test(test_attr_pthread),
+		cmocka_unit_test(test_join_after_gone),
+		cmocka_unit_test(test_worker_startfn),
+		cmocka_unit_test(test_tags),
+		cmocka_unit_test(test_getattr_interrupt),
+		cmocka_unit_test(test_cpu_clock),
+		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_nosignal_flush),
+		cmocka_unit_test(test_stop_world),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

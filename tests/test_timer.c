@@ -4,10 +4,14 @@
  * concurrent sleepers finishing in about one period, stop waking a sleeper
  * early with ESTOP (and every later sleep failing at once), bthread_stopped
  * before/after stop and after finish, and a stopped butex_wait returning EINTR.
+ * bthread_timer_add/del: callbacks run on the timer thread in deadline order,
+ * del before the run (0), after it (EINVAL), while it runs (1, after waiting
+ * for it, on a butex that the task table names), from the callback itself.
  */
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
@@ -223,9 +227,9 @@ static void test_stop_wakes_sleeper(void **state)
 		assert_int_equal(j.rc2, -1);
 		assert_int_equal(j.err2, ESTOP);
 		assert_true(j.took2_ms < 1000.0);
-		/* Finished: still reported stopped; stopping it again is fine. */
+		/* Finished: still reported stopped; stopping it again is EINVAL (as bRPC). */
 		assert_true(bthread_stopped(t));
-		assert_int_equal(bthread_stop(t), 0);
+		assert_int_equal(bthread_stop(t), EINVAL);
 	}
 	STB_TEST_END();
 }
@@ -289,9 +293,9 @@ static void test_stop_invalid(void **state)
 	assert_int_equal(bthread_start_background(&t, NULL, stb_sleep_run, &j), 0);
 	assert_int_equal(bthread_join(t, NULL), 0);
 	assert_int_equal(bthread_stop(t + ((bthread_t)1000 << 32)), EINVAL);
-	/* A finished, unstopped bthread counts as stopped; stop is harmless. */
+	/* A finished, unstopped bthread counts as stopped; stopping it is EINVAL. */
 	assert_true(bthread_stopped(t));
-	assert_int_equal(bthread_stop(t), 0);
+	assert_int_equal(bthread_stop(t), EINVAL);
 	assert_int_equal(j.rc, 0);
 	STB_TEST_END();
 }
@@ -417,6 +421,156 @@ static void test_stop_many_sleepers(void **state)
 	STB_TEST_END();
 }
 
+/* ---- bthread_timer_add / bthread_timer_del ---- */
+
+struct stb_tm_job {
+	int order[4];
+	int n;          /* callbacks that started */
+	int recorded;   /* callbacks that recorded (release: order[] and tid are set) */
+	pid_t tid;
+	int *gate;          /* the callback waits until *gate != 0 */
+	int running, done;
+	bthread_timer_t self_id;
+	int self_del;       /* bthread_timer_del of itself from the callback */
+};
+
+static struct stb_tm_job stb_tm;
+
+static void stb_tm_record(void *arg)
+{
+	int i = __atomic_fetch_add(&stb_tm.n, 1, __ATOMIC_ACQ_REL);
+	if (i < 4)
+		stb_tm.order[i] = (int)(intptr_t)arg;
+	stb_tm.tid = (pid_t)syscall(SYS_gettid);
+	__atomic_fetch_add(&stb_tm.recorded, 1, __ATOMIC_RELEASE);
+}
+
+static void test_timer_add_del(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	memset(&stb_tm, 0, sizeof(stb_tm));
+	bthread_timer_t a, b, c, d;
+	assert_int_equal(bthread_timer_add(NULL, stb_realtime_after_ms(10), stb_tm_record, NULL),
+			 EINVAL);
+	assert_int_equal(bthread_timer_add(&a, stb_realtime_after_ms(10), NULL, NULL), EINVAL);
+	/* Added out of order; c is cancelled before it runs. */
+	assert_int_equal(bthread_timer_add(&b, stb_realtime_after_ms(60), stb_tm_record,
+					   (void *)2), 0);
+	assert_int_equal(bthread_timer_add(&a, stb_realtime_after_ms(30), stb_tm_record,
+					   (void *)1), 0);
+	assert_int_equal(bthread_timer_add(&c, stb_realtime_after_ms(40), stb_tm_record,
+					   (void *)9), 0);
+	/* A deadline in the past runs at once. */
+	struct timespec past;
+	clock_gettime(CLOCK_REALTIME, &past);
+	past.tv_sec -= 5;
+	assert_int_equal(bthread_timer_add(&d, past, stb_tm_record, (void *)0), 0);
+	assert_true(a != 0 && b != 0 && c != 0 && d != 0 && a != b);
+	assert_int_equal(bthread_timer_del(c), 0);
+	assert_int_equal(bthread_timer_del(c), EINVAL); /* gone */
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.recorded, __ATOMIC_ACQUIRE) == 3, 5000));
+	stb_test_sleep_ms(60);
+	assert_int_equal(__atomic_load_n(&stb_tm.recorded, __ATOMIC_ACQUIRE), 3);
+	assert_int_equal(stb_tm.order[0], 0);
+	assert_int_equal(stb_tm.order[1], 1);
+	assert_int_equal(stb_tm.order[2], 2);
+	/* On the timer thread, not on this one. */
+	assert_true(stb_tm.tid != (pid_t)syscall(SYS_gettid));
+	assert_int_equal(bthread_timer_del(a), EINVAL); /* already ran */
+	assert_int_equal(bthread_timer_del(0), EINVAL);
+	assert_int_equal(bthread_timer_del(0x7fffffff00000001ull), EINVAL);
+	STB_TEST_END();
+}
+
+static void stb_tm_block(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&stb_tm.running, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(stb_tm.gate, __ATOMIC_ACQUIRE))
+		stb_test_sleep_ms(1);
+	stb_test_sleep_ms(20);
+	__atomic_store_n(&stb_tm.done, 1, __ATOMIC_RELEASE);
+}
+
+struct stb_del_job {
+	bthread_timer_t id;
+	int rc;
+	int done_seen;
+	int finished;
+};
+
+static void *stb_tm_del_run(void *arg)
+{
+	struct stb_del_job *j = arg;
+	j->rc = bthread_timer_del(j->id);
+	j->done_seen = __atomic_load_n(&stb_tm.done, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&j->finished, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* del of a running timer waits for the callback; a bthread waits on a butex (STB_WAIT_TIMER). */
+static void test_timer_del_waits_for_callback(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	for (int kind = 0; kind < 2; kind++) {
+		memset(&stb_tm, 0, sizeof(stb_tm));
+		int gate = 0;
+		stb_tm.gate = &gate;
+		struct stb_del_job j = {0};
+		assert_int_equal(bthread_timer_add(&j.id, stb_realtime_after_ms(1), stb_tm_block, NULL),
+				 0);
+		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.running, __ATOMIC_ACQUIRE), 5000));
+		bthread_t t = 0;
+		pthread_t pt;
+		if (kind == 0)
+			assert_int_equal(bthread_start_background(&t, NULL, stb_tm_del_run, &j), 0);
+		else
+			assert_int_equal(pthread_create(&pt, NULL, stb_tm_del_run, &j), 0);
+		stb_test_sleep_ms(30);
+		assert_int_equal(__atomic_load_n(&j.finished, __ATOMIC_ACQUIRE), 0);
+		if (kind == 0) {
+			/* Suspended, and the table says why. */
+			struct stb_task *task = stb_task_lookup(t);
+			assert_non_null(task);
+			assert_int_equal(stb_task_state(task), STB_TASK_SUSPENDED);
+			assert_int_equal(STB_ABI_WAIT_KIND(task->pub->wait_word), STB_WAIT_TIMER);
+			assert_int_equal(task->pub->wait_object, j.id);
+		}
+		__atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+		if (kind == 0)
+			assert_int_equal(bthread_join(t, NULL), 0);
+		else
+			assert_int_equal(pthread_join(pt, NULL), 0);
+		assert_int_equal(j.rc, 1);
+		assert_int_equal(j.done_seen, 1);
+		assert_int_equal(bthread_timer_del(j.id), EINVAL);
+	}
+	STB_TEST_END();
+}
+
+static void stb_tm_self(void *arg)
+{
+	(void)arg;
+	stb_tm.self_del = bthread_timer_del(__atomic_load_n(&stb_tm.self_id, __ATOMIC_ACQUIRE));
+	__atomic_store_n(&stb_tm.done, 1, __ATOMIC_RELEASE);
+}
+
+static void test_timer_del_from_callback(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	memset(&stb_tm, 0, sizeof(stb_tm));
+	bthread_timer_t id;
+	/* The id is stored before the callback can read it: 20 ms ahead. */
+	assert_int_equal(bthread_timer_add(&id, stb_realtime_after_ms(20), stb_tm_self, NULL), 0);
+	__atomic_store_n(&stb_tm.self_id, id, __ATOMIC_RELEASE);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.done, __ATOMIC_ACQUIRE), 5000));
+	assert_int_equal(stb_tm.self_del, 1); /* running: itself, no wait */
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -431,6 +585,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stop_interrupts_butex_wait),
 		cmocka_unit_test(test_stop_does_not_break_mutex),
 		cmocka_unit_test(test_stop_many_sleepers),
+		cmocka_unit_test(test_timer_add_del),
+		cmocka_unit_test(test_timer_del_waits_for_callback),
+		cmocka_unit_test(test_timer_del_from_callback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
