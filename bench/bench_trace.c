@@ -218,9 +218,8 @@ static void *stb_creator(void *arg)
 
 static int stb_child_idle(double secs)
 {
-	int rc = bthread_setconcurrency(2);
-	if (rc)
-		stb_die("bthread_setconcurrency", rc);
+	/* 2 workers: below BTHREAD_MIN_CONCURRENCY only through the expert override. */
+	setenv("STB_CONCURRENCY", "2", 1);
 	stb_yielders_start();
 	usleep(100000); /* warm-up */
 	double yield_cpu;
@@ -321,7 +320,7 @@ static void stb_lat_print(const char *key, struct stb_lat *r)
 
 static int stb_child_latency(unsigned n)
 {
-	bthread_setconcurrency(2);
+	setenv("STB_CONCURRENCY", "2", 1);
 	stb_set_signal_trace_timeout_ms(5000);
 	stb_lat_butex = butex_create();
 	bthread_t sus, run;
@@ -388,7 +387,7 @@ static int stb_child_dump(unsigned n)
 	int rc = stb_table_set_capacity(n + 4096);
 	if (rc)
 		stb_die("stb_table_set_capacity", rc);
-	bthread_setconcurrency(2);
+	setenv("STB_CONCURRENCY", "2", 1);
 	stb_set_signal_trace_timeout_ms(5000);
 	stb_dump_butex = butex_create();
 	bthread_t *ids = calloc(n, sizeof(bthread_t));
@@ -501,7 +500,7 @@ static double stb_traced_rate(double secs, unsigned pace_us, double *traces_per_
 
 static int stb_child_traced_yield(int rounds, double secs)
 {
-	bthread_setconcurrency(2);
+	setenv("STB_CONCURRENCY", "2", 1);
 	stb_set_signal_trace_timeout_ms(5000);
 	stb_yielders_start();
 	usleep(100000);

@@ -343,7 +343,7 @@ static void client_usage(FILE *out)
 		"                        (default 0), taken in rotation from --kinds\n"
 		"  -k, --kinds LIST      special kinds for --mix, comma-separated from db, retry,\n"
 		"                        cpu (default db,retry,cpu)\n"
-		"  -w, --workers N       bthread worker pthreads, 1..256 (default: CPUs)\n"
+		"  -w, --workers N       bthread worker pthreads, 1..256 (default: 9)\n"
 		"  -t, --timeout-ms N    a request fails if its reply takes longer, 1..600000\n"
 		"                        (default 10000)\n"
 		"  -j, --json            print only a one-line JSON summary\n"
@@ -567,7 +567,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (resolve(o->host, o->port, &g.addr) != 0)
 		goto cleanup;
-	if (o->workers && (rc = bthread_setconcurrency(o->workers)) != 0) {
+	/* Fewer than BTHREAD_MIN_CONCURRENCY workers only through the expert override. */
+	if (o->workers && o->workers < BTHREAD_MIN_CONCURRENCY) {
+		char n[16];
+		snprintf(n, sizeof(n), "%d", o->workers);
+		setenv("STB_CONCURRENCY", n, 1);
+	} else if (o->workers && (rc = bthread_setconcurrency(o->workers)) != 0) {
 		fprintf(stderr, "stb-echo-client: cannot use %d workers: %s\n", o->workers,
 			strerror(rc));
 		goto cleanup;

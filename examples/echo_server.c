@@ -556,7 +556,7 @@ static void echo_usage(FILE *out)
 		"  -p, --port N          TCP port, 0 = any free port (default 0); prints\n"
 		"                        \"listening on port N\" once it accepts\n"
 		"  -b, --bind ADDR       IPv4 address to listen on (default 127.0.0.1)\n"
-		"  -w, --workers N       bthread worker pthreads, 1..256 (default: CPUs)\n"
+		"  -w, --workers N       bthread worker pthreads, 1..256 (default: 9)\n"
 		"  -d, --debug-port N    serve /bthreads, /bthreads/<id>?st=1, /bthreads/all on\n"
 		"                        127.0.0.1:N (0 = any free port; the port is printed)\n"
 		"  -D, --self-dump-ms N  dump every bthread's stack to /dev/null every N ms from a\n"
@@ -726,7 +726,12 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (o.workers && (rc = bthread_setconcurrency(o.workers)) != 0) {
+	/* Fewer than BTHREAD_MIN_CONCURRENCY workers only through the expert override. */
+	if (o.workers && o.workers < BTHREAD_MIN_CONCURRENCY) {
+		char n[16];
+		snprintf(n, sizeof(n), "%d", o.workers);
+		setenv("STB_CONCURRENCY", n, 1);
+	} else if (o.workers && (rc = bthread_setconcurrency(o.workers)) != 0) {
 		fprintf(stderr, "stb-echo-server: cannot use %d workers: %s\n", o.workers,
 			strerror(rc));
 		goto cleanup;

@@ -775,7 +775,7 @@ int main(int argc, char **argv)
 		snprintf(names[c], sizeof(names[c]), "ltgt-%s", chains[c].name);
 		bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 		attr.stack_type = chains[c].stack_type;
-		attr.name = names[c];
+		bthread_attr_set_name(&attr, names[c]);
 		for (int i = 0; i < chains[c].n; i++) {
 			if (bthread_start_background(&chains[c].ids[i], &attr, chains[c].fn, NULL) != 0) {
 				fprintf(stderr, "loader_target: cannot start a %s bthread\n",
@@ -788,7 +788,7 @@ int main(int argc, char **argv)
 	if (o.many) {
 		many = calloc((size_t)o.many, sizeof(*many));
 		bthread_attr_t attr = BTHREAD_ATTR_SMALL;
-		attr.name = "ltgt-many";
+		bthread_attr_set_name(&attr, "ltgt-many");
 		for (long i = 0; many && i < o.many; i++) {
 			if (bthread_start_background(&many[i], &attr, ltgt_many_main, NULL) != 0) {
 				fprintf(stderr, "loader_target: cannot start many[%ld]\n", i);

@@ -338,6 +338,71 @@ static void test_wake_before_timeout(void **state)
 	STB_TEST_END();
 }
 
+/*
+ * bthread_stop ends a butex_wait at once with EINTR, in a bthread on its own
+ * stack and in a BTHREAD_ATTR_PTHREAD one (which waits on its worker's
+ * stack), whether the stop comes while it waits or before it starts waiting.
+ */
+static void test_stop_interrupts_wait(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	int *b = butex_create();
+	assert_non_null(b);
+	const bthread_attr_t *attrs[2] = {&BTHREAD_ATTR_SMALL, &BTHREAD_ATTR_PTHREAD};
+	for (int k = 0; k < 2; k++) {
+		struct stb_waiter_job j = {.butex = b, .timeout_ms = 5000};
+		bthread_t t;
+		assert_int_equal(bthread_start_background(&t, attrs[k], stb_waiter_run, &j), 0);
+		assert_true(STB_WAIT_WAITERS(b, 1));
+		assert_int_equal(bthread_stop(t), 0);
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_int_equal(j.rc, -1);
+		assert_int_equal(j.err, EINTR);
+		assert_true(j.waited_ms < 1000.0);
+		assert_int_equal(stb_test_butex_waiters(b), 0);
+	}
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
+/* A stopped bthread's next butex_wait returns EINTR without sleeping. */
+struct stb_stop_self_job {
+	int *butex;
+	int rc, err;
+};
+
+static void *stb_stop_self_run(void *arg)
+{
+	struct stb_stop_self_job *j = arg;
+	bthread_stop(bthread_self());
+	struct timespec abs = stb_realtime_after_ms(5000);
+	j->rc = butex_wait(j->butex, 0, &abs);
+	j->err = j->rc ? stb_test_errno() : 0;
+	return NULL;
+}
+
+static void test_stop_before_wait(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	int *b = butex_create();
+	assert_non_null(b);
+	const bthread_attr_t *attrs[2] = {&BTHREAD_ATTR_SMALL, &BTHREAD_ATTR_PTHREAD};
+	for (int k = 0; k < 2; k++) {
+		struct stb_stop_self_job j = {.butex = b};
+		bthread_t t;
+		uint64_t t0 = stb_now_ns();
+		assert_int_equal(bthread_start_background(&t, attrs[k], stb_stop_self_run, &j), 0);
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_true(stb_test_ms_since(t0) < 1000.0);
+		assert_int_equal(j.rc, -1);
+		assert_int_equal(j.err, EINTR);
+	}
+	butex_destroy(b);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -351,6 +416,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mixed_waiters),
 		cmocka_unit_test(test_wake_one_mixed),
 		cmocka_unit_test(test_wake_before_timeout),
+		cmocka_unit_test(test_stop_interrupts_wait),
+		cmocka_unit_test(test_stop_before_wait),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -315,7 +315,7 @@ static int stb_dump_setup(void **state)
 	for (int i = 0; i < STB_NBLOCKED; i++) {
 		bthread_attr_t a = BTHREAD_ATTR_NORMAL;
 		snprintf(stb_names[i], sizeof(stb_names[i]), "dump-%d", i);
-		a.name = stb_names[i];
+		bthread_attr_set_name(&a, stb_names[i]);
 		if (bthread_start_background(&stb_blocked[i], &a, stb_dump_f1, NULL) != 0)
 			return -1;
 	}
@@ -324,7 +324,7 @@ static int stb_dump_setup(void **state)
 					     NULL) != 0)
 			return -1;
 	bthread_attr_t sa = BTHREAD_ATTR_NORMAL;
-	sa.name = "dump-spin";
+	bthread_attr_set_name(&sa, "dump-spin");
 	if (bthread_start_background(&stb_spinner, &sa, stb_spin_f1, NULL) != 0)
 		return -1;
 	if (pipe2(stb_pth_fds, O_CLOEXEC) != 0 || pthread_create(&stb_pth, NULL, stb_pth_main, NULL))

@@ -25,6 +25,7 @@ struct stb_fdw_job {
 	int waiting;
 	int ready_after; /* poll(2) saw the event when the wait returned */
 	int done;
+	int want;       /* test_invalid: the errno expected */
 };
 
 static int stb_done(const struct stb_fdw_job *j)
@@ -247,12 +248,16 @@ static void test_invalid(void **state)
 	int closed = p[0];
 	close(p[0]);
 	close(p[1]);
+	/* EINVAL for a negative fd or nothing to wait for (EPOLLET alone used to
+	 * block a pthread forever), EBADF for a closed fd (as bRPC). */
 	struct stb_fdw_job jobs[] = {
-		{.fd = -1, .events = EPOLLIN},
-		{.fd = -5, .events = EPOLLIN, .timeout_ms = 100},
-		{.fd = closed, .events = EPOLLIN},
-		{.fd = closed, .events = EPOLLIN, .timeout_ms = 100},
-		{.fd = 0, .events = 0},
+		{.fd = -1, .events = EPOLLIN, .want = EINVAL},
+		{.fd = -5, .events = EPOLLIN, .timeout_ms = 100, .want = EINVAL},
+		{.fd = closed, .events = EPOLLIN, .want = EBADF},
+		{.fd = closed, .events = EPOLLIN, .timeout_ms = 100, .want = EBADF},
+		{.fd = 0, .events = 0, .want = EINVAL},
+		{.fd = 0, .events = EPOLLET, .want = EINVAL},
+		{.fd = 0, .events = EPOLLET | EPOLLONESHOT, .timeout_ms = 100, .want = EINVAL},
 	};
 	for (unsigned i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
 		/* From a bthread, then from this pthread. */
@@ -260,11 +265,11 @@ static void test_invalid(void **state)
 		assert_int_equal(bthread_start_background(&t, NULL, stb_fdw_run, &jobs[i]), 0);
 		assert_int_equal(bthread_join(t, NULL), 0);
 		assert_int_equal(jobs[i].rc, -1);
-		assert_int_equal(jobs[i].err, EINVAL);
+		assert_int_equal(jobs[i].err, jobs[i].want);
 		struct stb_fdw_job pj = jobs[i];
 		stb_fdw_run(&pj);
 		assert_int_equal(pj.rc, -1);
-		assert_int_equal(pj.err, EINVAL);
+		assert_int_equal(pj.err, jobs[i].want);
 	}
 	STB_TEST_END();
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Scheduling and the bthread lifecycle: urgent vs background start order,
- * yield fairness, join results and its EINVAL/ESRCH cases, bthread_self and
- * bthread_equal, concurrency settings, 100,000 bthreads created and joined,
- * and BTHREAD_ATTR_PTHREAD bthreads. Starts with one worker on purpose.
+ * yield fairness, join results and its EINVAL cases, joins of bthreads that
+ * finished long ago, bthread_self and bthread_equal, concurrency settings,
+ * 100,000 bthreads created and joined, and BTHREAD_ATTR_PTHREAD bthreads.
+ * Starts with one worker on purpose ($STB_CONCURRENCY=1, the expert override
+ * below BTHREAD_MIN_CONCURRENCY).
  */
 #include "test_util.h"
 
@@ -11,6 +13,7 @@
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
+#include <stb/stb.h>
 
 /* ---- event log (order of execution) ---- */
 
@@ -41,12 +44,16 @@ static void test_concurrency_before_start(void **state)
 {
 	(void)state;
 	STB_TEST_BEGIN(10);
-	/* main() set 1 before anything else. */
+	/* main() set STB_CONCURRENCY=1 before anything else. */
 	assert_int_equal(bthread_getconcurrency(), 1);
+	assert_int_equal(BTHREAD_MIN_CONCURRENCY, 4);
+	assert_int_equal(BTHREAD_MAX_CONCURRENCY, 1024);
 	assert_int_equal(bthread_setconcurrency(0), EINVAL);
-	assert_int_equal(bthread_setconcurrency(257), EINVAL);
+	assert_int_equal(bthread_setconcurrency(BTHREAD_MIN_CONCURRENCY - 1), EINVAL);
+	assert_int_equal(bthread_setconcurrency(BTHREAD_MAX_CONCURRENCY + 1), EINVAL);
 	assert_int_equal(bthread_setconcurrency(-3), EINVAL);
 	assert_int_equal(bthread_getconcurrency(), 1);
+	assert_int_equal(bthread_getconcurrency_by_tag(0), EPERM); /* not started yet */
 	STB_TEST_END();
 }
 
@@ -321,9 +328,13 @@ static void test_join_stale_id(void **state)
 		assert_int_equal(bthread_join(held[i], &ret), 0);
 		assert_ptr_equal(ret, (void *)7);
 	}
-	/* The slot held a later bthread that finished: t1 is stale. */
-	assert_int_equal(bthread_join(t1, &ret), ESRCH);
-	assert_int_equal(bthread_stop(t1), 0);
+	/* The slot held a later bthread that finished: t1's result is gone, but
+	 * joining it still succeeds at once, however long ago it finished. */
+	ret = (void *)1;
+	assert_int_equal(bthread_join(t1, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(bthread_stop(t1), EINVAL);
+	assert_int_equal(bthread_interrupt(t1), EINVAL);
 	assert_true(bthread_stopped(t1));
 	butex_destroy(flag);
 	free(held);
@@ -333,7 +344,8 @@ static void test_join_stale_id(void **state)
 
 /*
  * Start t1 and join it, then start and join more bthreads one at a time until
- * one of them takes t1's slot; join(t1) must then return ESRCH. Runs in a
+ * one of them takes t1's slot; join(t1) must then return 0 with a NULL result
+ * (reclaimed). Runs in a
  * bthread on the single worker: a finished bthread's slot is released before
  * its joiner runs again, so the loop is deterministic there.
  */
@@ -357,7 +369,9 @@ static void *stb_stale_loop(void *arg)
 		tries++;
 	}
 	STB_EXPECT(reused);
-	STB_EXPECT_EQ(bthread_join(t1, &ret), ESRCH);
+	ret = (void *)1;
+	STB_EXPECT_EQ(bthread_join(t1, &ret), 0);
+	STB_EXPECT(ret == NULL);
 	STB_EXPECT(bthread_stopped(t1));
 	return (void *)tries;
 }
@@ -427,7 +441,20 @@ static void test_start_errors(void **state)
 	memset(&attr, 0xff, sizeof(attr));
 	assert_int_equal(bthread_attr_init(&attr), 0);
 	assert_int_equal(attr.stack_type, BTHREAD_STACKTYPE_NORMAL);
-	assert_int_equal(bthread_attr_set_name(&attr, "named"), 0);
+	bthread_attr_set_name(&attr, "named");
+	assert_string_equal(attr.name, "named");
+	/* Copied, cut at BTHREAD_NAME_MAX_LENGTH. */
+	char longname[100];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	bthread_attr_set_name(&attr, longname);
+	assert_int_equal(strlen(attr.name), BTHREAD_NAME_MAX_LENGTH);
+	longname[0] = 'y';
+	assert_int_equal(attr.name[0], 'x');
+	bthread_attr_set_name(&attr, NULL);
+	assert_string_equal(attr.name, "");
+	bthread_attr_set_name(NULL, "x"); /* nothing happens */
+	bthread_attr_set_name(&attr, "named");
 	/* tid may be NULL. */
 	int ran = 0;
 	assert_int_equal(bthread_start_background(NULL, &attr, stb_flag_set, &ran), 0);
@@ -456,12 +483,17 @@ static void test_grow_concurrency(void **state)
 	(void)state;
 	STB_TEST_BEGIN(20);
 	assert_int_equal(bthread_getconcurrency(), 1);
-	assert_int_equal(bthread_setconcurrency(2), 0);
-	assert_int_equal(bthread_getconcurrency(), 2);
-	assert_int_equal(bthread_setconcurrency(1), EPERM);
+	assert_int_equal(bthread_getconcurrency_by_tag(0), 1);
+	assert_int_equal(bthread_setconcurrency(4), 0);
+	assert_int_equal(bthread_getconcurrency(), 4);
+	assert_int_equal(bthread_getconcurrency_by_tag(0), 4);
+	assert_int_equal(bthread_setconcurrency(2), EINVAL);
 	assert_int_equal(bthread_setconcurrency(0), EINVAL);
-	assert_int_equal(bthread_setconcurrency(2), 0);
-	assert_int_equal(bthread_getconcurrency(), 2);
+	assert_int_equal(bthread_setconcurrency(4), 0);
+	assert_int_equal(bthread_setconcurrency_by_tag(3, 0), EINVAL);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, BTHREAD_TAG_MAX), EINVAL);
+	assert_int_equal(bthread_setconcurrency_by_tag(4, BTHREAD_TAG_INVALID), 0);
+	assert_int_equal(bthread_getconcurrency(), 4);
 	bthread_t a, b;
 	void *ra = NULL, *rb = NULL;
 	assert_int_equal(bthread_start_background(&a, NULL, stb_spin_until_both, NULL), 0);
@@ -485,15 +517,15 @@ static void *stb_twice_plus_one(void *arg)
 
 struct stb_many_result {
 	long bad;       /* failed starts, wrong results, unexpected join codes */
-	long reclaimed; /* joins that returned the documented ESRCH */
+	long reclaimed; /* joins that returned 0 with the result reclaimed (NULL) */
 };
 
 /*
  * Joins tids[0..n) in order; tids[i] must return 2i+1. A join must return 0
- * with that value, except ESRCH when strict is false and a later bthread in
- * tids took the same slot (the documented reclaim: the only bthreads started
- * while this runs are these). A bthread whose slot was not reused by a later
- * one must always deliver its result.
+ * with that value, except a NULL result when strict is false and a later
+ * bthread in tids took the same slot (the documented reclaim: the only
+ * bthreads started while this runs are these). A bthread whose slot was not
+ * reused by a later one must always deliver its result.
  */
 static struct stb_many_result stb_join_checked(const bthread_t *tids, long n, bool strict)
 {
@@ -517,7 +549,7 @@ static struct stb_many_result stb_join_checked(const bthread_t *tids, long n, bo
 		bool reused_later = last[(uint32_t)tids[i]] > i;
 		if (rc == 0 && (uintptr_t)ret == (uintptr_t)i * 2 + 1)
 			continue;
-		if (rc == ESRCH && !strict && reused_later) {
+		if (rc == 0 && ret == NULL && !strict && reused_later) {
 			r.reclaimed++;
 			continue;
 		}
@@ -606,7 +638,7 @@ static void test_100k_create_then_join_from_pthread(void **state)
 	uint64_t t0 = stb_now_ns();
 	struct stb_many_result r = stb_create_then_join(tids, STB_MANY, false, false);
 	print_message("    %d bthreads started then joined from a pthread in %.0f ms "
-		      "(%ld results reclaimed: ESRCH)\n",
+		      "(%ld results reclaimed: NULL)\n",
 		      STB_MANY, stb_test_ms_since(t0), r.reclaimed);
 	free(tids);
 	assert_int_equal(r.bad, 0);
@@ -624,7 +656,7 @@ static void test_100k_from_bthread(void **state)
 		assert_int_equal(bthread_start_background(&p, NULL, stb_many_parent, (void *)mode), 0);
 		assert_int_equal(bthread_join(p, NULL), 0);
 		print_message("    %d bthreads from a bthread, %s of %d: %.0f ms "
-			      "(%ld results reclaimed: ESRCH)\n",
+			      "(%ld results reclaimed: NULL)\n",
 			      STB_MANY, what[mode], STB_BATCH, stb_test_ms_since(t0),
 			      stb_many_out.reclaimed);
 		assert_int_equal(stb_many_out.bad, 0);
@@ -645,7 +677,7 @@ static void test_100k_batches_from_pthread(void **state)
 		r.reclaimed += k.reclaimed;
 	}
 	print_message("    %d bthreads in batches of %d from a pthread: %.0f ms "
-		      "(%ld results reclaimed: ESRCH)\n",
+		      "(%ld results reclaimed: NULL)\n",
 		      STB_MANY, STB_BATCH, stb_test_ms_since(t0), r.reclaimed);
 	assert_int_equal(r.bad, 0);
 	STB_TEST_END();
@@ -783,16 +815,100 @@ static void test_attr_pthread(void **state)
 	STB_TEST_END();
 }
 
+/*
+ * A join returns only after the joined bthread is gone: its stack can no
+ * longer be traced (-ESRCH). Each round a bthread waits on a butex while a
+ * bthread and a pthread join it; when it is released it wakes the bthread
+ * joiner first and then the pthread (a futex wake: microseconds), and the
+ * bthread joiner, stolen by another worker, traces it meanwhile.
+ */
+static int *stb_gone_go;
+static bthread_t stb_gone_target;
+static int stb_gone_round;  /* round the pthread joiner should join, -1: quit */
+static int stb_gone_joined; /* rounds the pthread joiner joined */
+
+static void *stb_gone_wait(void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(stb_gone_go, __ATOMIC_ACQUIRE) == 0)
+		butex_wait(stb_gone_go, 0, NULL);
+	return NULL;
+}
+
+static void *stb_gone_bjoin(void *arg)
+{
+	bthread_t t = (bthread_t)(uintptr_t)arg;
+	char buf[256];
+	if (bthread_join(t, NULL) != 0)
+		return (void *)-1;
+	int rc = bthread_stack_trace(t, buf, sizeof(buf));
+	if (rc != -ESRCH) {
+		fprintf(stderr, "bthread_stack_trace right after join = %d:\n%s", rc, buf);
+		return (void *)1;
+	}
+	return NULL;
+}
+
+static void *stb_gone_pjoin(void *arg)
+{
+	(void)arg;
+	for (int r = 0;; r++) {
+		int want;
+		while ((want = __atomic_load_n(&stb_gone_round, __ATOMIC_ACQUIRE)) != r && want != -1)
+			sched_yield();
+		if (want == -1)
+			return NULL;
+		bthread_join(__atomic_load_n(&stb_gone_target, __ATOMIC_ACQUIRE), NULL);
+		__atomic_store_n(&stb_gone_joined, r + 1, __ATOMIC_RELEASE);
+	}
+}
+
+static void test_join_after_gone(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	enum { ROUNDS = STB_TEST_SCALE(2000, 200) };
+	if (bthread_getconcurrency() < 4)
+		assert_int_equal(bthread_setconcurrency(4), 0);
+	__atomic_store_n(&stb_gone_round, -2, __ATOMIC_RELEASE);
+	pthread_t pj;
+	assert_int_equal(pthread_create(&pj, NULL, stb_gone_pjoin, NULL), 0);
+	long bad = 0;
+	for (int r = 0; r < ROUNDS; r++) {
+		stb_gone_go = butex_create();
+		assert_non_null(stb_gone_go);
+		bthread_t t, j;
+		assert_int_equal(bthread_start_background(&t, NULL, stb_gone_wait, NULL), 0);
+		__atomic_store_n(&stb_gone_target, t, __ATOMIC_RELEASE);
+		assert_int_equal(bthread_start_background(&j, NULL, stb_gone_bjoin,
+							  (void *)(uintptr_t)t),
+				 0);
+		stb_test_sleep_ms(0); /* let the bthread joiner queue first */
+		__atomic_store_n(&stb_gone_round, r, __ATOMIC_RELEASE);
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+		__atomic_store_n(stb_gone_go, 1, __ATOMIC_RELEASE);
+		butex_wake_all(stb_gone_go);
+		void *res = NULL;
+		assert_int_equal(bthread_join(j, &res), 0);
+		assert_true((intptr_t)res >= 0);
+		bad += (long)(intptr_t)res;
+		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_gone_joined, __ATOMIC_ACQUIRE) == r + 1,
+					   5000));
+		butex_destroy(stb_gone_go);
+	}
+	__atomic_store_n(&stb_gone_round, -1, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_join(pj, NULL), 0);
+	assert_int_equal(bad, 0);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
-	/* Must be the first bthread call: the order tests need a single worker. */
-	int rc = bthread_setconcurrency(1);
-	if (rc != 0) {
-		fprintf(stderr, "bthread_setconcurrency(1) = %d\n", rc);
-		return 1;
-	}
+	/* Before the first bthread call: the order tests need a single worker. */
+	setenv("STB_CONCURRENCY", "1", 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrency_before_start),
 		cmocka_unit_test(test_urgent_runs_before_caller),
@@ -804,7 +920,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_join_stale_one_worker),
 		cmocka_unit_test(test_start_errors),
 		cmocka_unit_test(test_100k_one_worker_strict),
-		/* From here on: two workers. */
+		/* From here on: four workers. */
 		cmocka_unit_test(test_grow_concurrency),
 		cmocka_unit_test(test_join_stale_id),
 		cmocka_unit_test(test_100k_create_then_join_from_pthread),
@@ -812,6 +928,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_100k_batches_from_pthread),
 		cmocka_unit_test(test_10k_blocked_then_join),
 		cmocka_unit_test(test_attr_pthread),
+		cmocka_unit_test(test_join_after_gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -223,9 +223,9 @@ static void test_stop_wakes_sleeper(void **state)
 		assert_int_equal(j.rc2, -1);
 		assert_int_equal(j.err2, ESTOP);
 		assert_true(j.took2_ms < 1000.0);
-		/* Finished: still reported stopped; stopping it again is fine. */
+		/* Finished: still reported stopped; stopping it again is EINVAL (as bRPC). */
 		assert_true(bthread_stopped(t));
-		assert_int_equal(bthread_stop(t), 0);
+		assert_int_equal(bthread_stop(t), EINVAL);
 	}
 	STB_TEST_END();
 }
@@ -289,9 +289,9 @@ static void test_stop_invalid(void **state)
 	assert_int_equal(bthread_start_background(&t, NULL, stb_sleep_run, &j), 0);
 	assert_int_equal(bthread_join(t, NULL), 0);
 	assert_int_equal(bthread_stop(t + ((bthread_t)1000 << 32)), EINVAL);
-	/* A finished, unstopped bthread counts as stopped; stop is harmless. */
+	/* A finished, unstopped bthread counts as stopped; stopping it is EINVAL. */
 	assert_true(bthread_stopped(t));
-	assert_int_equal(bthread_stop(t), 0);
+	assert_int_equal(bthread_stop(t), EINVAL);
 	assert_int_equal(j.rc, 0);
 	STB_TEST_END();
 }

@@ -587,14 +587,14 @@ static void test_gate_holds_task(void **state)
 	STB_TEST_END();
 }
 
-/* ---- two workers from here on ---- */
+/* ---- more workers from here on ---- */
 
 static void test_grow_workers(void **state)
 {
 	(void)state;
 	STB_TEST_BEGIN(10);
-	assert_int_equal(bthread_setconcurrency(2), 0);
-	assert_int_equal(bthread_getconcurrency(), 2);
+	assert_int_equal(bthread_setconcurrency(BTHREAD_MIN_CONCURRENCY), 0);
+	assert_int_equal(bthread_getconcurrency(), BTHREAD_MIN_CONCURRENCY);
 	STB_TEST_END();
 }
 
@@ -679,17 +679,18 @@ static void test_blocked_fd_wait(void **state)
 	STB_TEST_END();
 }
 
-/* Three yielders on two workers: traced in the queue (context) and running (signal). */
+/* More yielders than workers: traced in the queue (context) and running (signal). */
 static void test_yield(void **state)
 {
 	(void)state;
 	STB_TEST_BEGIN(30);
-	static struct stb_blk b[3];
-	for (int i = 0; i < 3; i++) {
+	enum { NY = 2 * BTHREAD_MIN_CONCURRENCY };
+	static struct stb_blk b[NY];
+	for (int i = 0; i < NY; i++) {
 		stb_blk_init(&b[i], STB_K_YIELD);
 		assert_int_equal(stb_blk_start(&b[i], NULL), 0);
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NY; i++)
 		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&b[i].started, __ATOMIC_ACQUIRE), 5000));
 	static const char *const prims[] = {"bthread_yield"};
 	unsigned ready = 0, running = 0;
@@ -697,7 +698,7 @@ static void test_yield(void **state)
 	for (int i = 0; i < 5000 && (ready < 20 || running < 5); i++) {
 		struct stb_frame fr[STB_NFRAMES];
 		struct stb_trace_info info;
-		int n = stb_trace(b[i % 3].id, NULL, fr, STB_NFRAMES, &info);
+		int n = stb_trace(b[i % NY].id, NULL, fr, STB_NFRAMES, &info);
 		if (n <= 0)
 			fail_msg("stb_trace of a yielder = %d (%s)", n, info.error);
 		if (info.mode == STB_TRACE_CONTEXT) {
@@ -721,7 +722,7 @@ static void test_yield(void **state)
 	assert_true(bthread_stack_trace(b[0].id, text, sizeof(text)) > 0);
 	if (stb_text_check(text, NULL, 0, why, sizeof(why)) < 5)
 		fail_msg("text: %s\n%s", why, text);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NY; i++)
 		stb_blk_finish(&b[i], -1);
 	STB_TEST_END();
 }
@@ -1337,12 +1338,9 @@ static int stb_generous_timeout(void **state)
 
 int main(void)
 {
-	/* Must be the first bthread call: the state tests need one busy worker. */
-	int rc = bthread_setconcurrency(1);
-	if (rc != 0) {
-		fprintf(stderr, "bthread_setconcurrency(1) = %d\n", rc);
-		return 1;
-	}
+	/* Before the first bthread call: the state tests need one busy worker
+	 * (below BTHREAD_MIN_CONCURRENCY only through the expert override). */
+	setenv("STB_CONCURRENCY", "1", 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_timeout_set_before_start),

@@ -32,16 +32,25 @@ STB_BEGIN_DECLS
 STB_EXPORT int bthread_attr_init(bthread_attr_t *attr);
 /* Nothing to release; returns 0 (EINVAL if attr is NULL). */
 STB_EXPORT int bthread_attr_destroy(bthread_attr_t *attr);
-/* Sets the name shown by the tracer; the string must outlive bthread_start_*. */
-STB_EXPORT int bthread_attr_set_name(bthread_attr_t *attr, const char *name);
+/*
+ * Stores the attributes bthread bt was started with (name as copied at
+ * start) in *attr. Returns 0, or EINVAL when bt is not a live bthread or attr
+ * is NULL. Thread-safe; does not block.
+ */
+STB_EXPORT int bthread_getattr(bthread_t bt, bthread_attr_t *attr);
 
 /*
  * Starts fn(arg) in a new bthread and stores its id in *tid (tid may be NULL).
- * bthread_start_urgent: when called from a bthread, the caller is queued and
- * the new bthread runs at once on this worker. bthread_start_background: the
- * new bthread is queued. From a pthread both queue it.
- * attr NULL means BTHREAD_ATTR_NORMAL. Thread-safe; does not block.
- * Returns 0, EINVAL (fn NULL or bad attr) or ENOMEM.
+ * bthread_start_urgent: when called from a bthread of the same worker pool,
+ * the caller is queued and the new bthread runs at once on this worker.
+ * bthread_start_background: the new bthread is queued. From a pthread both
+ * queue it. attr NULL means BTHREAD_ATTR_NORMAL; attr->tag picks the worker
+ * pool (BTHREAD_TAG_INVALID: the caller's). The stack is allocated here, so a
+ * bthread that started always has its own stack. Thread-safe; does not block.
+ * Returns 0; EINVAL (fn NULL, bad stack type or tag); ENOMEM (no memory for
+ * the task); EAGAIN (no stack could be mapped: the process is out of
+ * address space or of mappings; a message on stderr names vm.max_map_count);
+ * EPERM after bthread_stop_world.
  */
 STB_EXPORT int bthread_start_urgent(bthread_t *tid, const bthread_attr_t *attr,
 				    void *(*fn)(void *), void *arg);
@@ -50,12 +59,13 @@ STB_EXPORT int bthread_start_background(bthread_t *tid, const bthread_attr_t *at
 
 /*
  * Waits until bthread bt finishes; when ret is not NULL stores fn's return
- * value (or bthread_exit's argument) there. Blocks the calling bthread (or
- * pthread). Returns 0; EINVAL if bt was never returned by bthread_start_* or is
- * the caller itself; ESRCH if bt is stale: it finished and its result has been
- * reclaimed. A result is kept until the finished bthread's slot is reused and
- * that later bthread finished too; slots are reused oldest first and only
- * after 4096 other bthreads finished, so a result survives at least that long.
+ * value (or bthread_exit's argument) there, or NULL once that result was
+ * reclaimed (the finished bthread's slot was reused and that later bthread
+ * finished too). Blocks the calling bthread (or pthread); not ended by
+ * bthread_stop or bthread_interrupt. When join returns, bt is gone: it is no
+ * longer traceable (bthread_stack_trace gives -ESRCH). Returns 0 (also for a
+ * bthread that finished long ago), or EINVAL if bt was never returned by
+ * bthread_start_* or is the caller itself.
  */
 STB_EXPORT int bthread_join(bthread_t bt, void **ret);
 
@@ -72,38 +82,106 @@ STB_EXPORT bthread_t bthread_self(void);
 STB_EXPORT int bthread_equal(bthread_t t1, bthread_t t2);
 
 /*
- * Lets other ready bthreads run; the caller is queued behind them. From a
- * pthread it is sched_yield(). Returns 0.
+ * Lets other ready bthreads of the pool run; the caller is queued behind
+ * them. From a pthread (or a BTHREAD_ATTR_PTHREAD bthread) it is
+ * sched_yield(). Returns 0.
  */
 STB_EXPORT int bthread_yield(void);
 
 /*
- * Suspends the calling bthread for at least microseconds (a pthread sleeps).
+ * Suspends the calling bthread for at least microseconds (a pthread or a
+ * BTHREAD_ATTR_PTHREAD bthread sleeps in the kernel, not interruptible).
  * Returns 0; -1 with errno ESTOP when the bthread was stopped (see
- * bthread_stop), also when stopped before the call.
+ * bthread_stop), also when stopped before the call, or EINTR when it was
+ * interrupted (bthread_interrupt).
  */
 STB_EXPORT int bthread_usleep(uint64_t microseconds);
 
 /*
- * Sets the number of worker pthreads. Before the runtime starts (the first
- * bthread call) any value in [1, 256] is taken; afterwards it may only grow.
- * Returns 0, EINVAL (out of range) or EPERM (decrease after start).
- * The default is the number of CPUs, at least 2, or $STB_CONCURRENCY.
+ * Sets the number of worker pthreads, all pools together. num must be in
+ * [BTHREAD_MIN_CONCURRENCY, BTHREAD_MAX_CONCURRENCY] (else EINVAL). Before
+ * the runtime starts (the first bthread call) the first call sets the value
+ * and later ones may only raise it (a lower value is ignored, returns 0).
+ * Afterwards it may only grow: new workers are added to the pools in turn;
+ * a lower value returns EPERM. The default is 8 + BTHREAD_EPOLL_THREAD_NUM,
+ * as bRPC, or $STB_CONCURRENCY (1 .. 1024: an expert override that may go
+ * below BTHREAD_MIN_CONCURRENCY). Returns 0, EINVAL, EPERM or EAGAIN (a
+ * worker pthread could not be created). Thread-safe.
  */
 STB_EXPORT int bthread_setconcurrency(int num);
-/* Number of worker pthreads (the configured value before start). */
+/* Number of worker pthreads, all pools (the configured value before start). */
 STB_EXPORT int bthread_getconcurrency(void);
+/*
+ * Workers of pool tag (0 for a pool that never started). Returns EPERM
+ * before the runtime started, EINVAL for a tag out of [0, BTHREAD_TAG_MAX).
+ */
+STB_EXPORT int bthread_getconcurrency_by_tag(bthread_tag_t tag);
+/*
+ * Grows pool tag to num workers (starting the pool if needed). Returns 0
+ * (also for BTHREAD_TAG_INVALID: nothing done), EINVAL (tag or num out of
+ * range), EPERM (num below the pool's size) or EAGAIN.
+ */
+STB_EXPORT int bthread_setconcurrency_by_tag(int num, bthread_tag_t tag);
+/* Tag of the calling worker's pool; BTHREAD_TAG_DEFAULT on other threads. */
+STB_EXPORT bthread_tag_t bthread_self_tag(void);
 
 /*
- * Asks bthread tid to stop: bthread_stopped(tid) becomes non-zero, a current
- * or later bthread_usleep in it returns -1/ESTOP and a current butex_wait
- * returns -1/EINTR. Does not end the bthread. Thread-safe, does not block.
- * Returns 0, or EINVAL for an id that was never valid (a finished bthread
- * is fine: nothing happens).
+ * Wakes bthread tid from what it waits in: butex_wait (and so fd waits,
+ * condition variables, semaphores...) returns -1/EINTR, bthread_usleep -1 with
+ * EINTR (ESTOP when stopped); mutex locks and joins are not affected (they
+ * keep waiting). When tid does not wait, its next such wait returns at once.
+ * Returns 0, or EINVAL when tid is not a live bthread. Thread-safe, does not
+ * block. (C++: an overload takes a tag, as bRPC's default argument.)
+ */
+STB_EXPORT int bthread_interrupt(bthread_t tid);
+
+/*
+ * Asks bthread tid to stop: bthread_stopped(tid) becomes non-zero and tid is
+ * interrupted (bthread_interrupt): a current or later bthread_usleep in it
+ * returns -1/ESTOP, a current butex_wait -1/EINTR. Does not end the bthread.
+ * Thread-safe, does not block. Returns 0, or EINVAL when tid is not a live
+ * bthread (never started, or finished).
  */
 STB_EXPORT int bthread_stop(bthread_t tid);
-/* Non-zero if tid was stopped or has finished; 0 otherwise. */
+/* Non-zero if tid was stopped or does not run any more (finished, or never was); 0 otherwise. */
 STB_EXPORT int bthread_stopped(bthread_t tid);
+
+/*
+ * bthread_list_*: a set of bthreads to stop and join together. Not
+ * thread-safe (one thread uses a list at a time). init returns 0, ENOMEM or
+ * EINVAL (list NULL; size hints are ignored); destroy frees it (no join);
+ * add returns 0, ENOMEM or EINVAL (list not initialized, tid 0); stop and
+ * join return 0 or EINVAL (list not initialized). join blocks until every
+ * bthread added finished, and empties the list. A list drops finished
+ * bthreads when it grows, so it stays as large as the live ones.
+ */
+STB_EXPORT int bthread_list_init(bthread_list_t *list, unsigned size, unsigned conflict_size);
+STB_EXPORT void bthread_list_destroy(bthread_list_t *list);
+STB_EXPORT int bthread_list_add(bthread_list_t *list, bthread_t tid);
+STB_EXPORT int bthread_list_stop(bthread_list_t *list);
+STB_EXPORT int bthread_list_join(bthread_list_t *list);
+
+/*
+ * CPU time consumed by the calling bthread, in ns, when the runtime counts it
+ * ($STB_CPU_CLOCK=1 at start: two CLOCK_THREAD_CPUTIME_ID reads per switch);
+ * 0 otherwise and on pthreads. Thread-safe; does not block.
+ */
+STB_EXPORT uint64_t bthread_cpu_clock_ns(void);
+
+/*
+ * Span callbacks for tracing frameworks. create_fn runs in the creator when a
+ * bthread is started with BTHREAD_INHERIT_SPAN and returns the new bthread's
+ * span context (NULL: none); when such a bthread ends, end_fn runs on it and
+ * then destroy_fn(span). All three set, or all NULL to turn spans off.
+ * Returns 0, or -1 with errno EINVAL when only some are NULL. Call once at
+ * initialization, before such bthreads start.
+ */
+typedef void *(*bthread_create_span_fn)(void);
+typedef void (*bthread_destroy_span_fn)(void *);
+typedef void (*bthread_end_span_fn)(void);
+STB_EXPORT int bthread_set_span_funcs(bthread_create_span_fn create_fn,
+				      bthread_destroy_span_fn destroy_fn,
+				      bthread_end_span_fn end_fn);
 
 /* ---- mutex ---- */
 
@@ -138,6 +216,15 @@ STB_EXPORT int bthread_cond_signal(bthread_cond_t *c);
 STB_EXPORT int bthread_cond_broadcast(bthread_cond_t *c);
 
 STB_END_DECLS
+
+#if defined(__cplusplus)
+/* bRPC declares bthread_interrupt(tid, tag = BTHREAD_TAG_DEFAULT); the tag is not needed. */
+inline int bthread_interrupt(bthread_t tid, bthread_tag_t tag)
+{
+	(void)tag;
+	return bthread_interrupt(tid);
+}
+#endif
 
 /* Calls whose bRPC counterparts live in bthread/unstable.h (fd waits, ...). */
 #include <bthread/unstable.h>

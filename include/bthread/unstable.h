@@ -1,31 +1,99 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The part of the bthread API that bRPC keeps in bthread/unstable.h: waits on
- * file descriptors (and, as in bRPC, other calls outside the core API).
- * Included by bthread/bthread.h.
+ * file descriptors, connect and close, timers on the timer thread, flushing
+ * NOSIGNAL starts, worker start functions, stopping the runtime. Included
+ * by bthread/bthread.h.
  */
 #ifndef STB_BTHREAD_UNSTABLE_H
 #define STB_BTHREAD_UNSTABLE_H
 
+#include <pthread.h>
+#include <sys/socket.h>
 #include <time.h>
 
+#include <bthread/errno.h>
 #include <bthread/types.h>
 #include <stb/export.h>
 
 STB_BEGIN_DECLS
 
+/*
+ * Wakes workers for the bthreads started with BTHREAD_NOSIGNAL by the
+ * calling thread (they were queued, but no idle worker was woken). Does not
+ * block.
+ */
+STB_EXPORT void bthread_flush(void);
+
+/*
+ * Marks the calling bthread as about to quit: when it is queued again (a
+ * yield, an urgent start) no idle worker is woken for it. No effect in a
+ * bthread started with BTHREAD_NEVER_QUIT. Returns 0, or EPERM on a thread
+ * that is not a bthread.
+ */
+STB_EXPORT int bthread_about_to_quit(void);
+
+/*
+ * Runs on_timer(arg) on the timer thread at or after abstime (CLOCK_REALTIME)
+ * and stores the timer's id in *id. Keep on_timer short: it delays the other
+ * timers. Returns 0, EINVAL (id or on_timer NULL) or ENOMEM. Thread-safe.
+ */
+STB_EXPORT int bthread_timer_add(bthread_timer_t *id, struct timespec abstime,
+				 void (*on_timer)(void *), void *arg);
+/*
+ * Cancels timer id. Returns 0 when it was removed before it ran; 1 when its
+ * callback was running: it then waits until the callback returned (a bthread
+ * is suspended meanwhile, waiting on a butex; from the callback itself it
+ * returns 1 at once); EINVAL when id is unknown or the timer has already run.
+ */
+STB_EXPORT int bthread_timer_del(bthread_timer_t id);
+
 /* ---- fd waits ---- */
 /*
  * Suspends the calling bthread until fd has one of events (EPOLLIN, EPOLLOUT,
- * ...; EPOLLERR and EPOLLHUP are always reported) or, for the timed form, until
- * abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks in
- * poll(2). Returns 0 when an event occurred, -1 with errno: EINVAL (bad fd or
- * events), ETIMEDOUT, EINTR (the bthread was stopped, see bthread_stop),
- * ENOMEM. Only one bthread may wait on a given fd at a time
- * per direction (EPOLLIN / EPOLLOUT).
+ * EPOLLPRI, EPOLLRDHUP; EPOLLERR and EPOLLHUP are always reported; EPOLLET
+ * and EPOLLONESHOT are accepted and have no effect) or, for the timed form,
+ * until abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks
+ * in poll(2). Returns 0 when an event occurred, -1 with errno: EINVAL (fd < 0,
+ * not a valid fd, or no event to wait for), ETIMEDOUT, EINTR (interrupted:
+ * bthread_stop, bthread_interrupt), ENOMEM. Only one
+ * bthread may wait on a given fd at a time per direction (EPOLLIN / EPOLLOUT).
  */
 STB_EXPORT int bthread_fd_wait(int fd, unsigned events);
 STB_EXPORT int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime);
+
+/*
+ * Closes fd, waking every bthread waiting on it in bthread_fd_*wait or
+ * bthread_connect (their waits return 0, as bRPC; the next call on the fd
+ * fails with EBADF); pthreads waiting in poll(2) are not woken. Use instead
+ * of close(2) on fds that bthreads wait on. Returns close(2)'s result.
+ */
+STB_EXPORT int bthread_close(int fd);
+
+/*
+ * connect(2) that suspends the calling bthread instead of blocking (the
+ * socket is made non-blocking for the call and restored). Returns 0 or -1
+ * with errno (connect's, or ETIMEDOUT when abstime, CLOCK_REALTIME, passed).
+ */
+STB_EXPORT int bthread_connect(int sockfd, const struct sockaddr *serv_addr, socklen_t addrlen);
+STB_EXPORT int bthread_timed_connect(int sockfd, const struct sockaddr *serv_addr,
+				     socklen_t addrlen, const struct timespec *abstime);
+
+/*
+ * Functions every worker pthread started afterwards runs first (the tagged
+ * one gets the worker's tag); both run when both are set. Returns 0, or
+ * EINVAL for NULL.
+ */
+STB_EXPORT int bthread_set_worker_startfn(void (*start_fn)(void));
+STB_EXPORT int bthread_set_tagged_worker_startfn(void (*start_fn)(bthread_tag_t));
+
+/*
+ * Stops the runtime: every worker quits once it finds no work, and the call
+ * waits for them (from a worker: for the others). Bthreads still blocked
+ * never run again; later bthread_start_* fail with EPERM. For the end of
+ * main(). Does not return before the workers exited.
+ */
+STB_EXPORT void bthread_stop_world(void);
 
 STB_END_DECLS
 

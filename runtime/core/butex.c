@@ -73,34 +73,87 @@ static void stb_waiter_unlink(struct stb_waiter *w)
 	w->queued = false;
 }
 
-/* Makes a bthread whose waiter was just unlinked runnable again. */
-static void stb_butex_ready(struct stb_task *t)
+/*
+ * Unlinks a queued waiter, under its butex's lock, and forgets it in its
+ * task (a bthread, or a BTHREAD_ATTR_PTHREAD bthread waiting on its worker's
+ * stack; NULL for a plain pthread).
+ */
+static void waiter_detach(struct stb_waiter *w, int result)
 {
-	stb_task_set_state(t, STB_TASK_READY);
-	stb_sched_ready(t, false);
+	stb_waiter_unlink(w);
+	w->result = result;
+	struct stb_task *t = w->task;
+	if (t) {
+		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+		t->waiter = NULL;
+	}
+}
+
+/*
+ * Resumes a detached waiter, outside the butex lock: makes a bthread runnable
+ * again or wakes a pthread. A pthread waiter's node lives on its stack and may
+ * vanish once futex is set: nothing reads it after that.
+ */
+static void waiter_resume(struct stb_waiter *w)
+{
+	if (!w->pthread) {
+		struct stb_task *t = w->task;
+		stb_task_set_state(t, STB_TASK_READY);
+		stb_sched_ready(t, false);
+	} else {
+		__atomic_store_n(&w->futex, 1, __ATOMIC_RELEASE);
+		stb_futex_wake(&w->futex, 1);
+	}
+}
+
+/*
+ * Locks the butex waiter w is queued on. butex_requeue may move a queued
+ * waiter to another butex, so its butex is read again under the lock.
+ */
+static struct stb_butex *waiter_lock(struct stb_waiter *w)
+{
+	for (;;) {
+		struct stb_butex *b = __atomic_load_n(&w->butex, __ATOMIC_ACQUIRE);
+		stb_lock(&b->lock);
+		if (__atomic_load_n(&w->butex, __ATOMIC_RELAXED) == b)
+			return b;
+		stb_unlock(&b->lock);
+	}
 }
 
 static void stb_butex_timeout(void *arg)
 {
 	struct stb_waiter *w = arg;
-	struct stb_butex *b = w->butex;
-	struct stb_task *t = NULL;
-	stb_lock(&b->lock);
+	bool mine = false;
+	struct stb_butex *b = waiter_lock(w);
 	if (w->queued) {
-		stb_waiter_unlink(w);
-		w->result = ETIMEDOUT;
-		t = w->task;
-		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
-		t->waiter = NULL;
+		waiter_detach(w, ETIMEDOUT);
+		mine = true;
 	}
 	stb_unlock(&b->lock);
-	if (t)
-		stb_butex_ready(t);
+	if (mine)
+		waiter_resume(w);
+}
+
+/*
+ * Takes a pending bthread_stop/bthread_interrupt of t (flag set for its
+ * current version): true if the wait must end with EINTR. Under the lock of
+ * the butex named in t->wait_butex (pairs with stb_butex_interrupt).
+ */
+static bool interrupt_take(struct stb_task *t)
+{
+	return __atomic_load_n(&t->interrupted, __ATOMIC_SEQ_CST) == t->version &&
+	       __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == t->version;
 }
 
 #if STB_TRACER
-/* The wait block of the task's entry (abi.h), written before SUSPENDED. */
-static void stb_wait_publish(struct stb_abi_task *p, const struct stb_waiter *w)
+/*
+ * The wait block of the task's entry (abi.h). A suspending bthread writes it
+ * before SUSPENDED; a thread that blocks while its entry says RUNNING (a
+ * registered pthread, a BTHREAD_ATTR_PTHREAD bthread) writes wait_word last
+ * (release) and resets it to STB_WAIT_NONE when the wait ends.
+ */
+static void wait_publish(struct stb_abi_task *p, const struct stb_waiter *w, bool running)
 {
 	static const struct stb_wait plain = {.word = STB_ABI_WAIT_WORD(STB_WAIT_BUTEX, 0, 0, 0)};
 	const struct stb_wait *why = w->why ? w->why : &plain;
@@ -108,11 +161,14 @@ static void stb_wait_publish(struct stb_abi_task *p, const struct stb_waiter *w)
 	if (w->deadline)
 		word |= STB_ABI_WAIT_WORD(0, STB_ABI_WAIT_F_TIMED, 0, 0);
 	p->since_ns = stb_now_coarse_ns();
-	p->wait_word = word;
 	p->wait_object = why->object ? why->object : (uint64_t)(uintptr_t)&w->butex->value;
 	p->wait_owner = why->owner;
 	p->wait_deadline = w->deadline;
 	p->wait_extra = why->extra;
+	if (running)
+		__atomic_store_n(&p->wait_word, word, __ATOMIC_RELEASE);
+	else
+		p->wait_word = word;
 }
 #endif
 
@@ -123,7 +179,7 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	struct stb_waiter *w = arg;
 	struct stb_butex *b = w->butex;
 #if STB_TRACER
-	stb_wait_publish(t->pub, w);
+	wait_publish(t->pub, w, false);
 #endif
 	stb_task_set_state(t, STB_TASK_SUSPENDED);
 	stb_lock(&b->lock);
@@ -131,8 +187,7 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	__atomic_store_n(&t->wait_butex, b, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != w->expected) {
 		w->result = EWOULDBLOCK;
-	} else if (__atomic_load_n(&t->interrupted, __ATOMIC_SEQ_CST) == t->version &&
-		   __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == t->version) {
+	} else if (interrupt_take(t)) {
 		w->result = EINTR;
 	} else {
 		stb_waiter_link(b, w);
@@ -150,47 +205,83 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	}
 	__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
 	stb_unlock(&b->lock);
-	stb_butex_ready(t);
+	waiter_resume(w);
 }
 
-static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline)
+/*
+ * A wait that blocks the calling thread on a futex: plain pthreads, and
+ * bthreads running on their worker's stack (t != NULL), which register their
+ * waiter so that bthread_stop interrupts them as it does a suspended bthread.
+ */
+static int wait_on_futex(struct stb_waiter *w, struct stb_task *t)
 {
-	struct stb_waiter w;
-	memset(&w, 0, sizeof(w));
-	w.butex = b;
-	w.expected = expected;
+	struct stb_butex *b = w->butex;
 	stb_lock(&b->lock);
-	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != expected) {
+	if (__atomic_load_n(&b->value, __ATOMIC_RELAXED) != w->expected) {
 		stb_unlock(&b->lock);
 		return EWOULDBLOCK;
 	}
-	stb_waiter_link(b, &w);
+	if (t) {
+		__atomic_store_n(&t->wait_butex, b, __ATOMIC_SEQ_CST);
+		if (interrupt_take(t)) {
+			__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
+			stb_unlock(&b->lock);
+			return EINTR;
+		}
+		t->waiter = w;
+	}
+	stb_waiter_link(b, w);
 	stb_unlock(&b->lock);
 	for (;;) {
-		if (__atomic_load_n(&w.futex, __ATOMIC_ACQUIRE))
-			return w.result;
+		if (__atomic_load_n(&w->futex, __ATOMIC_ACQUIRE))
+			return w->result;
 		struct timespec rel, *relp = NULL;
-		if (deadline) {
+		if (w->deadline) {
 			uint64_t now = stb_now_ns();
-			if (now >= deadline) {
-				stb_lock(&b->lock);
-				bool mine = w.queued;
+			if (now >= w->deadline) {
+				b = waiter_lock(w);
+				bool mine = w->queued;
 				if (mine)
-					stb_waiter_unlink(&w);
+					waiter_detach(w, ETIMEDOUT);
 				stb_unlock(&b->lock);
 				if (mine)
 					return ETIMEDOUT;
 				/* A waker unlinked us: wait until it is done with w. */
-				while (!__atomic_load_n(&w.futex, __ATOMIC_ACQUIRE))
-					stb_futex_wait(&w.futex, 0, NULL);
-				return w.result;
+				while (!__atomic_load_n(&w->futex, __ATOMIC_ACQUIRE))
+					stb_futex_wait(&w->futex, 0, NULL);
+				return w->result;
 			}
-			rel.tv_sec = (time_t)((deadline - now) / 1000000000u);
-			rel.tv_nsec = (long)((deadline - now) % 1000000000u);
+			rel.tv_sec = (time_t)((w->deadline - now) / 1000000000u);
+			rel.tv_nsec = (long)((w->deadline - now) % 1000000000u);
 			relp = &rel;
 		}
-		stb_futex_wait(&w.futex, 0, relp);
+		stb_futex_wait(&w->futex, 0, relp);
 	}
+}
+
+static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t deadline,
+				  const struct stb_wait *why)
+{
+	struct stb_waiter w;
+	memset(&w, 0, sizeof(w));
+	w.butex = b;
+	w.task = stb_task_self(); /* a BTHREAD_ATTR_PTHREAD bthread, or NULL */
+	w.pthread = true;
+	w.expected = expected;
+	w.deadline = deadline;
+	w.why = why;
+#if STB_TRACER
+	struct stb_task *pt = stb_task_current();
+	if (pt)
+		wait_publish(pt->pub, &w, true);
+#endif
+	int rc = wait_on_futex(&w, w.task);
+#if STB_TRACER
+	if (pt)
+		__atomic_store_n(&pt->pub->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_NONE, 0, 0, 0),
+				 __ATOMIC_RELEASE);
+#endif
+	return rc;
 }
 
 int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
@@ -198,10 +289,11 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 {
 	if (__atomic_load_n(&b->value, __ATOMIC_ACQUIRE) != expected)
 		return EWOULDBLOCK;
-	if (deadline && stb_now_ns() >= deadline)
+	/* As bRPC, a wait shorter than MIN_SLEEP_US (2 us) times out at once. */
+	if (deadline && stb_now_ns() + 2000u >= deadline)
 		return ETIMEDOUT;
 	if (!stb_can_suspend())
-		return stb_butex_wait_pthread(b, expected, deadline);
+		return stb_butex_wait_pthread(b, expected, deadline, why);
 
 	struct stb_waiter w;
 	memset(&w, 0, sizeof(w));
@@ -216,38 +308,66 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 	return w.result;
 }
 
-int stb_butex_wake(struct stb_butex *b, bool all)
+int stb_butex_wake_n(struct stb_butex *b, size_t n, bthread_t except)
 {
 	struct stb_waiter *list = NULL;
-	int n = 0;
+	int woken = 0;
 	stb_lock(&b->lock);
-	while (b->head.next != &b->head) {
-		struct stb_waiter *w = b->head.next;
-		stb_waiter_unlink(w);
-		if (w->task) {
-			__atomic_store_n(&w->task->wait_butex, NULL, __ATOMIC_RELAXED);
-			w->task->waiter = NULL;
+	struct stb_waiter *w = b->head.next;
+	while (w != &b->head && (size_t)woken < n) {
+		struct stb_waiter *next = w->next;
+		if (except && w->task && stb_task_id(w->task) == except) {
+			w = next;
+			continue;
 		}
+		waiter_detach(w, 0);
 		w->next = list;
 		list = w;
-		n++;
-		if (!all)
-			break;
+		woken++;
+		w = next;
 	}
 	stb_unlock(&b->lock);
 	/* Outside the lock. A node may vanish once its owner runs: read it first. */
 	while (list) {
-		struct stb_waiter *w = list;
+		w = list;
 		list = w->next;
-		struct stb_task *t = w->task;
-		if (t) {
-			stb_butex_ready(t);
-		} else {
-			__atomic_store_n(&w->futex, 1, __ATOMIC_RELEASE);
-			stb_futex_wake(&w->futex, 1);
-		}
+		waiter_resume(w);
 	}
-	return n;
+	return woken;
+}
+
+int stb_butex_wake(struct stb_butex *b, bool all)
+{
+	return stb_butex_wake_n(b, all ? SIZE_MAX : 1, 0);
+}
+
+/* Wakes one waiter of b1 and moves the others to b2. */
+static int butex_requeue_impl(struct stb_butex *b1, struct stb_butex *b2)
+{
+	if (b1 == b2)
+		return stb_butex_wake_n(b1, 1, 0);
+	/* Both locks, in address order. */
+	struct stb_butex *first = b1 < b2 ? b1 : b2, *second = b1 < b2 ? b2 : b1;
+	stb_lock(&first->lock);
+	stb_lock(&second->lock);
+	struct stb_waiter *woken = NULL;
+	if (b1->head.next != &b1->head) {
+		woken = b1->head.next;
+		waiter_detach(woken, 0);
+	}
+	while (b1->head.next != &b1->head) {
+		struct stb_waiter *w = b1->head.next;
+		stb_waiter_unlink(w);
+		__atomic_store_n(&w->butex, b2, __ATOMIC_RELEASE);
+		if (w->task && __atomic_load_n(&w->task->wait_butex, __ATOMIC_RELAXED) == b1)
+			__atomic_store_n(&w->task->wait_butex, b2, __ATOMIC_SEQ_CST);
+		stb_waiter_link(b2, w);
+	}
+	stb_unlock(&second->lock);
+	stb_unlock(&first->lock);
+	if (woken)
+		waiter_resume(woken);
+	return woken ? 1 : 0;
 }
 
 void stb_butex_interrupt(struct stb_task *t, uint32_t version)
@@ -256,21 +376,17 @@ void stb_butex_interrupt(struct stb_task *t, uint32_t version)
 	struct stb_butex *b = __atomic_load_n(&t->wait_butex, __ATOMIC_SEQ_CST);
 	if (!b)
 		return;
-	bool ready = false;
+	struct stb_waiter *w = NULL;
 	stb_lock(&b->lock);
-	struct stb_waiter *w = t->waiter;
-	if (__atomic_load_n(&t->wait_butex, __ATOMIC_RELAXED) == b && w && w->queued &&
-	    __atomic_load_n(&t->version, __ATOMIC_ACQUIRE) == version &&
+	if (__atomic_load_n(&t->wait_butex, __ATOMIC_RELAXED) == b && t->waiter &&
+	    t->waiter->queued && __atomic_load_n(&t->version, __ATOMIC_ACQUIRE) == version &&
 	    __atomic_exchange_n(&t->interrupted, 0, __ATOMIC_SEQ_CST) == version) {
-		stb_waiter_unlink(w);
-		w->result = EINTR;
-		__atomic_store_n(&t->wait_butex, NULL, __ATOMIC_RELAXED);
-		t->waiter = NULL;
-		ready = true;
+		w = t->waiter;
+		waiter_detach(w, EINTR);
 	}
 	stb_unlock(&b->lock);
-	if (ready)
-		stb_butex_ready(t);
+	if (w)
+		waiter_resume(w);
 }
 
 /* ---- public API ---- */
@@ -317,6 +433,23 @@ int butex_wake_all(void *butex)
 	return butex ? stb_butex_wake(stb_butex_of(butex), true) : 0;
 }
 
+int butex_wake_n(void *butex, size_t n)
+{
+	return butex ? stb_butex_wake_n(stb_butex_of(butex), n, 0) : 0;
+}
+
+int butex_wake_except(void *butex, bthread_t excluded)
+{
+	return butex ? stb_butex_wake_n(stb_butex_of(butex), SIZE_MAX, excluded) : 0;
+}
+
+int butex_requeue(void *butex1, void *butex2)
+{
+	if (!butex1 || !butex2)
+		return 0;
+	return butex_requeue_impl(stb_butex_of(butex1), stb_butex_of(butex2));
+}
+
 int bthread_usleep(uint64_t microseconds)
 {
 	struct stb_task *t = stb_task_self();
@@ -342,6 +475,10 @@ int bthread_usleep(uint64_t microseconds)
 			return 0;
 		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
 			stb_errno_set(ESTOP); /* may run on another worker now */
+			return -1;
+		}
+		if (rc == EINTR) {
+			stb_errno_set(EINTR); /* bthread_interrupt */
 			return -1;
 		}
 		/* Spurious (stale wake of the slot's butex): sleep on. */

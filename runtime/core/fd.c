@@ -4,8 +4,10 @@
  * with EPOLLONESHOT and sleeps on the fd's butex; the dispatcher bumps that
  * butex and wakes every waiter of the fd when an event arrives. A waiter whose
  * events were not among those reported (it waits for EPOLLOUT, another one
- * for EPOLLIN) arms the fd again and goes back to sleep.
+ * for EPOLLIN) arms the fd again and goes back to sleep. Also bthread_close
+ * (wakes the fd's waiters) and bthread_connect on top of the fd waits.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,11 @@ struct stb_fd_entry {
 	uint32_t seen;            /* events of the latest dispatch */
 	struct stb_butex *butex;
 };
+
+/* The events a wait may ask for (EPOLLERR and EPOLLHUP are always reported). */
+#define STB_FD_WAITABLE (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP)
+/* entry.seen after bthread_close: wakes every waiter of the fd. */
+#define STB_FD_CLOSED 0x80000000u
 
 static struct stb_fd_entry *stb_fd_chunks[STB_FD_MAX_CHUNKS];
 static struct stb_lock stb_fd_grow_lock;
@@ -126,7 +133,7 @@ static int stb_fd_wait_pthread(int fd, unsigned events, const struct timespec *a
 		int n = poll(&p, 1, timeout);
 		if (n > 0) {
 			if (p.revents & POLLNVAL) {
-				errno = EINVAL;
+				errno = EBADF;
 				return -1;
 			}
 			return 0;
@@ -138,7 +145,7 @@ static int stb_fd_wait_pthread(int fd, unsigned events, const struct timespec *a
 
 int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime)
 {
-	if (fd < 0 || events == 0) {
+	if (fd < 0 || !(events & STB_FD_WAITABLE)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -158,7 +165,7 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 	for (;;) {
 		stb_lock(&e->lock);
 		int expected = __atomic_load_n(&e->butex->value, __ATOMIC_ACQUIRE);
-		uint32_t want = e->events | events | EPOLLONESHOT;
+		uint32_t want = e->events | (events & STB_FD_WAITABLE) | EPOLLONESHOT;
 		struct epoll_event ev = {.events = want, .data.u32 = (uint32_t)fd};
 		/* errno through the helpers: this loop can suspend and change workers. */
 		int rc = epoll_ctl(stb_epfd, EPOLL_CTL_MOD, fd, &ev);
@@ -171,7 +178,7 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 		if (rc != 0) {
 			if (err == EPERM)
 				return 0; /* regular files are always ready */
-			stb_errno_set(err == EBADF ? EINVAL : err);
+			stb_errno_set(err);
 			return -1;
 		}
 		const struct stb_wait why = {
@@ -185,7 +192,7 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 		stb_lock(&e->lock);
 		uint32_t seen = e->seen;
 		stb_unlock(&e->lock);
-		if (seen & (events | EPOLLERR | EPOLLHUP))
+		if (seen & (events | EPOLLERR | EPOLLHUP | STB_FD_CLOSED))
 			return 0;
 	}
 }
@@ -193,4 +200,72 @@ int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime
 int bthread_fd_wait(int fd, unsigned events)
 {
 	return bthread_fd_timedwait(fd, events, NULL);
+}
+
+int bthread_close(int fd)
+{
+	struct stb_fd_entry *e = NULL;
+	if (fd >= 0 && __atomic_load_n(&stb_epfd, __ATOMIC_ACQUIRE) >= 0) {
+		uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
+		struct stb_fd_entry *chunk =
+			ci < STB_FD_MAX_CHUNKS ? __atomic_load_n(&stb_fd_chunks[ci], __ATOMIC_ACQUIRE)
+					       : NULL;
+		e = chunk ? &chunk[(uint32_t)fd % STB_FD_CHUNK] : NULL;
+	}
+	if (e) {
+		stb_lock(&e->lock);
+		if (e->events)
+			epoll_ctl(stb_epfd, EPOLL_CTL_DEL, fd, NULL);
+		e->events = 0;
+		e->seen = STB_FD_CLOSED;
+		__atomic_fetch_add(&e->butex->value, 1, __ATOMIC_RELEASE);
+		stb_unlock(&e->lock);
+		stb_butex_wake(e->butex, true);
+	}
+	return close(fd);
+}
+
+/* connect(2) of a non-blocking socket, then a wait for its completion. */
+static int connect_wait(int sockfd, const struct sockaddr *addr, socklen_t len,
+			const struct timespec *abstime)
+{
+	if (connect(sockfd, addr, len) == 0)
+		return 0;
+	if (stb_errno_get() != EINPROGRESS)
+		return -1;
+	if (bthread_fd_timedwait(sockfd, EPOLLOUT, abstime) != 0)
+		return -1;
+	int err = 0;
+	socklen_t elen = sizeof(err);
+	if (getsockopt(sockfd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+		return -1;
+	if (err != 0) {
+		stb_errno_set(err);
+		return -1;
+	}
+	return 0;
+}
+
+int bthread_timed_connect(int sockfd, const struct sockaddr *serv_addr, socklen_t addrlen,
+			  const struct timespec *abstime)
+{
+	if (!stb_can_suspend() && !abstime)
+		return connect(sockfd, serv_addr, addrlen);
+	int flags = fcntl(sockfd, F_GETFL);
+	if (flags < 0)
+		return -1;
+	if (!(flags & O_NONBLOCK) && fcntl(sockfd, F_SETFL, flags | O_NONBLOCK) != 0)
+		return -1;
+	int rc = connect_wait(sockfd, serv_addr, addrlen, abstime);
+	if (!(flags & O_NONBLOCK)) {
+		int err = stb_errno_get();
+		fcntl(sockfd, F_SETFL, flags);
+		stb_errno_set(err);
+	}
+	return rc;
+}
+
+int bthread_connect(int sockfd, const struct sockaddr *serv_addr, socklen_t addrlen)
+{
+	return bthread_timed_connect(sockfd, serv_addr, addrlen, NULL);
 }

@@ -112,17 +112,21 @@ static inline void stb_unlock(struct stb_lock *l)
 /* ---- stacks (stack.c) ---- */
 
 struct stb_stack {
-	void *map;           /* mmap'd region including the guard page */
-	size_t map_size;
 	void *lo;            /* lowest usable address (just above the guard page) */
 	size_t size;         /* usable bytes */
 	unsigned type;       /* BTHREAD_STACKTYPE_* */
+	bool cold;           /* its pages were given back (MADV_DONTNEED) */
 	struct stb_stack *next;
 };
 
-/* Returns a stack of the given type from the pool or a new mapping; NULL+errno. */
+/*
+ * Returns a stack of the given type (SMALL, NORMAL, LARGE; others: NORMAL)
+ * from the pool or carved from a slab. NULL with errno EAGAIN when no stack
+ * can be mapped (a message on stderr, rate-limited, names vm.max_map_count)
+ * or ENOMEM. Thread-safe; never blocks on anything but a short lock.
+ */
 struct stb_stack *stb_stack_get(unsigned type);
-/* Returns a stack to its pool (or unmaps it when the pool is full). Accepts NULL. */
+/* Returns a stack to its pool (its pages are given back beyond the pool's warm part). Accepts NULL. */
 void stb_stack_put(struct stb_stack *s);
 
 /* ---- tasks (task.c) ---- */
@@ -131,9 +135,11 @@ void stb_stack_put(struct stb_stack *s);
 #define STB_TASK_F_NOSIGNAL 0x1u     /* start without waking an idle worker */
 #define STB_TASK_F_WORKER_STACK 0x2u /* runs on its worker's stack (BTHREAD_ATTR_PTHREAD) */
 #define STB_TASK_F_PTHREAD 0x4u      /* a pthread registered for tracing */
+#define STB_TASK_F_LOG_SWITCH 0x8u   /* BTHREAD_LOG_CONTEXT_SWITCH */
 
 struct stb_butex;
 struct stb_waiter;
+struct stb_wait;
 
 struct stb_task {
 	struct stb_abi_task *pub;      /* table entry, or &own when untraceable */
@@ -143,20 +149,26 @@ struct stb_task {
 	uint32_t seq;                  /* run sequence number (mirrors pub->word) */
 	uint32_t last_worker;          /* worker index + 1 last published in pub, 0 = none */
 	uint32_t flags;
-	unsigned stack_type;
+	int tag;                       /* worker pool */
 	struct stb_stack *stack;
 	void *(*fn)(void *);
 	void *arg;
 	void *ret;                     /* return value of the occupant ret_version */
+	void *exit_ret;                /* return value of the current occupant, until published */
 	uint32_t ret_version;
 	uint32_t stopped;              /* version that bthread_stop() stopped (sticky) */
 	uint32_t interrupted;          /* version whose next/current butex wait ends with EINTR */
+	bool about_to_quit;            /* bthread_about_to_quit */
 	struct stb_butex *wait_butex;  /* butex the task waits on, under that butex's lock */
 	struct stb_waiter *waiter;     /* its waiter node, under the same lock */
 	uint32_t free_next;            /* free-list link (slot + 1), 0 = end; under the free lock */
 	struct stb_task *next;         /* run-queue overflow link */
 	struct stb_butex *join;        /* value = version of the last finished occupant */
 	struct stb_butex *sleep;       /* private butex of bthread_usleep */
+	bthread_attr_t attr;           /* as started (bthread_getattr) */
+	void *keytable;                /* bthread-local storage (keys), NULL = none */
+	void *span;                    /* span context (bthread_set_span_funcs), NULL = none */
+	uint64_t cpu_ns;               /* CPU time before the current run (STB_CPU_CLOCK) */
 #if defined(STB_ASAN)
 	void *asan_fake_stack;
 #endif
@@ -166,12 +178,23 @@ struct stb_task {
 	struct stb_abi_task own;       /* published state when the slot is untraceable */
 };
 
+/*
+ * Called on a finishing bthread (its own stack, or its worker's for
+ * BTHREAD_ATTR_PTHREAD) before it is marked DESTROYED, when t->keytable is
+ * set: runs the bthread-local storage destructors and frees or returns the
+ * table. Defined by the bthread-local storage module (weak: absent when that
+ * module is not linked).
+ */
+void stb_keys_task_exit(struct stb_task *t) __attribute__((weak));
+
 /* Allocates a task slot (state CREATED, new version). NULL+errno on ENOMEM. */
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Returns a DESTROYED task's slot to the free list. */
 void stb_task_release(struct stb_task *t);
 /* The task with this id if the id was ever issued (it may have finished); NULL otherwise. */
 struct stb_task *stb_task_lookup(bthread_t id);
+/* The task of id if it has not finished yet; NULL otherwise (never issued, or finished). */
+struct stb_task *stb_task_live(bthread_t id);
 /* Task by slot, or NULL if the slot was never allocated. */
 struct stb_task *stb_task_at(uint32_t slot);
 /* Number of slots ever allocated. */
@@ -253,11 +276,22 @@ struct stb_worker *stb_worker_self(void);
 struct stb_task *stb_task_self(void);
 /* True when the caller runs on its own bthread stack (can suspend). */
 bool stb_can_suspend(void);
+/*
+ * The task whose table entry describes the calling thread: the running
+ * bthread (also on a worker's stack) or the registered pthread; NULL for
+ * other pthreads.
+ */
+struct stb_task *stb_task_current(void);
+/* Sets (NULL: clears) the registered-pthread task of the calling thread (tracer). */
+void stb_pthread_task_set(struct stb_task *t);
+/* Kernel tid of the calling thread (cached). */
+pid_t stb_tid_self(void);
 
 /*
  * Makes t runnable (state READY or READY_NO_STACK must already be set) and
- * queues it: on the caller's worker when it is one, otherwise on a worker's
- * remote queue. Wakes an idle worker unless nosignal. Never fails.
+ * queues it in its pool: on the caller's worker when that is one of the pool,
+ * otherwise on a worker's remote queue. Wakes an idle worker of the pool
+ * unless nosignal. Never fails.
  */
 void stb_sched_ready(struct stb_task *t, bool nosignal);
 
@@ -269,18 +303,26 @@ void stb_sched_ready(struct stb_task *t, bool nosignal);
  */
 void stb_sched_suspend(stb_post_fn post, void *arg);
 
-/* Wakes one idle worker if any is parked. */
-void stb_sched_signal(void);
-
 /* Task on worker index w's current slot for signal mode (tracer). */
 struct stb_task *stb_worker_current(struct stb_worker *w);
+
+/* Joins id publishing why (NULL: a plain join). bthread_join's contract. */
+int stb_join(bthread_t id, void **ret, const struct stb_wait *why);
+
+/* ---- the monitor (monitor.c) ---- */
+
+/* Starts the monitor thread if there is a table (once). 0 or errno. */
+int stb_monitor_start(void);
+/* A worker left its parking lot: wakes the monitor if it sleeps. Not on the switch path. */
+void stb_monitor_kick(void);
 
 /* ---- butex (butex.c) ---- */
 
 struct stb_waiter {
 	struct stb_waiter *prev, *next; /* in the butex list, under its lock */
 	struct stb_butex *butex;
-	struct stb_task *task;          /* NULL for a pthread waiter */
+	struct stb_task *task;          /* waiting task; NULL for a plain pthread */
+	bool pthread;                   /* blocks its thread on futex (pthread, worker stack) */
 	uint32_t futex;                 /* pthread waiter: becomes 1 when woken */
 	int expected;
 	int result;                     /* 0, ETIMEDOUT, EINTR, EWOULDBLOCK */
@@ -320,6 +362,8 @@ void stb_butex_free(struct stb_butex *b);
 int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 			const struct stb_wait *why);
 int stb_butex_wake(struct stb_butex *b, bool all);
+/* Wakes up to n waiters, skipping the bthread except (0: none). Returns the number woken. */
+int stb_butex_wake_n(struct stb_butex *b, size_t n, bthread_t except);
 /* Interrupts the current or next butex wait of t's occupant `version` (bthread_stop). */
 void stb_butex_interrupt(struct stb_task *t, uint32_t version);
 
@@ -329,8 +373,10 @@ typedef void (*stb_timer_fn)(void *arg);
 /* Runs fn(arg) on the timer thread at CLOCK_MONOTONIC deadline. Returns an id (never 0) or 0 on ENOMEM. */
 uint64_t stb_timer_add(uint64_t deadline, stb_timer_fn fn, void *arg);
 /*
- * Cancels a timer. Returns 0 if it was removed before running, 1 if it has run
- * or is running (waits until the callback returned). May block briefly.
+ * Cancels a timer. Returns 0 if it was removed before running; 1 if its
+ * callback was running, after it returned (a bthread waits on a butex, a
+ * pthread on the timer lock; from the callback itself it returns at once);
+ * -1 if the id is unknown or the timer already ran.
  */
 int stb_timer_cancel(uint64_t id);
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Workers and scheduling: one scheduler per worker pthread with a lock-free
- * work-stealing run queue, a bounded remote queue for tasks made ready by other
- * threads, a parking lot that wakes one idle worker at a time, and
- * stb_jump_stack(), the single function that switches stacks. Also the public
- * bthread start/join/yield/exit/stop calls.
+ * Workers and scheduling: worker pools (tags), one scheduler per worker
+ * pthread with a lock-free work-stealing run queue, a bounded remote queue for
+ * tasks made ready by other threads, a parking lot per pool that wakes one
+ * idle worker at a time, and stb_jump_stack(), the single function that
+ * switches stacks. Also the public bthread start/join/yield/exit/stop/
+ * interrupt calls and the concurrency, tag and worker-start settings.
  */
 #include <sched.h>
 #include <setjmp.h>
@@ -126,7 +127,12 @@ static struct stb_task *stb_mpmc_pop(struct stb_mpmc *q)
 	return t;
 }
 
-/* ---- workers ---- */
+/* ---- workers and pools ---- */
+
+#define STB_MAX_WORKERS BTHREAD_MAX_CONCURRENCY
+#define STB_DEFAULT_CONCURRENCY (8 + (int)BTHREAD_EPOLL_THREAD_NUM) /* as bRPC */
+
+struct stb_pool;
 
 struct stb_worker {
 	/* Owned by the worker thread. */
@@ -137,10 +143,12 @@ struct stb_worker {
 	void *post_arg;
 	struct stb_ctx main_ctx;       /* the worker's own (pthread) stack */
 	struct stb_abi_worker *pub;
-	uint32_t index;
+	struct stb_pool *pool;
+	uint32_t index;                /* over all pools: its table entry */
 	pid_t tid;
 	uint64_t rng;
 	uint32_t picks;                /* stb_find_task calls, for remote-queue fairness */
+	uint64_t cpu_in;               /* thread CPU time when cur was switched in (STB_CPU_CLOCK) */
 	void *main_stack_lo;
 	size_t main_stack_size;
 	jmp_buf exit_jmp;              /* bthread_exit of a worker-stack task */
@@ -156,26 +164,50 @@ struct stb_worker {
 	struct stb_mpmc remote;
 };
 
-static __thread struct stb_worker *stb_tls_worker __attribute__((tls_model("initial-exec")));
+/*
+ * A worker pool (bthread_tag_t): its workers steal only from each other, and
+ * a task of the pool is queued only on them. Pools are created on first use
+ * and never freed.
+ */
+struct stb_pool {
+	/* Parking lot: sleepers wait on park_seq; each signal wakes one. */
+	uint32_t park_seq STB_ALIGNED_CL;
+	uint32_t park_sleepers;
+	/* Idle workers spinning for work before they park: no need to wake anyone. */
+	uint32_t spinning;
+	int tag;
+	uint32_t nworkers STB_ALIGNED_CL; /* started (release; workers[] below it are set) */
+	uint32_t remote_rr;
+	/* Overflow for the rare case where every queue of the pool is full. */
+	struct stb_lock ovf_lock;
+	struct stb_task *ovf_head, *ovf_tail;
+	uint64_t ovf_count;
+	struct stb_worker *workers[STB_MAX_WORKERS];
+};
 
-static struct stb_worker *stb_workers[STB_ABI_MAX_WORKERS];
-static uint32_t stb_nworkers;           /* started */
+static __thread struct stb_worker *stb_tls_worker __attribute__((tls_model("initial-exec")));
+/* Registered pthread (tracer) of this thread; its entry takes its wait blocks. */
+static __thread struct stb_task *stb_tls_ptask __attribute__((tls_model("initial-exec")));
+static __thread pid_t stb_tls_tid __attribute__((tls_model("initial-exec")));
+/* Pool that NOSIGNAL starts of this (non-worker) thread went to, for bthread_flush. */
+static __thread struct stb_pool *stb_tls_nosignal_pool;
+
+static struct stb_pool *stb_pools[BTHREAD_TAG_MAX];
+static uint32_t stb_nworkers;           /* started, all pools */
 static int stb_concurrency_req;         /* requested before start, 0 = default */
+static bool stb_concurrency_set;        /* bthread_setconcurrency was called before start */
 static pthread_once_t stb_init_once = PTHREAD_ONCE_INIT;
 static int stb_init_err;
+static bool stb_started;                /* the default pool exists */
+static int stb_world_stopped;           /* bthread_stop_world */
+/* Serializes pool creation, worker starts and the concurrency settings. */
 static pthread_mutex_t stb_workers_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint32_t stb_remote_rr;
-
-/* Overflow for the rare case where every queue is full. */
-static struct stb_lock stb_ovf_lock;
-static struct stb_task *stb_ovf_head, *stb_ovf_tail;
-static uint64_t stb_ovf_count;
-
-/* Parking lot: sleepers wait on stb_park_seq; each signal wakes one. */
-static uint32_t stb_park_seq;
-static uint32_t stb_park_sleepers;
-/* Idle workers spinning for work before they park: no need to wake anyone. */
-static uint32_t stb_spinning;
+static void (*stb_worker_startfn)(void);
+static void (*stb_tagged_worker_startfn)(bthread_tag_t);
+/* At most this many workers spin at once (half the CPUs): more would only take CPU from busy ones. */
+static uint32_t stb_spin_max = 1;
+/* CPU time accounting (STB_CPU_CLOCK=1). */
+static bool stb_cpu_clock;
 #define STB_SPIN_NS 20000u
 
 /*
@@ -201,6 +233,24 @@ bool stb_can_suspend(void)
 	return w && w->cur && !(w->cur->flags & STB_TASK_F_WORKER_STACK);
 }
 
+struct stb_task *stb_task_current(void)
+{
+	struct stb_task *t = stb_task_self();
+	return t ? t : stb_tls_ptask;
+}
+
+void stb_pthread_task_set(struct stb_task *t)
+{
+	stb_tls_ptask = t;
+}
+
+pid_t stb_tid_self(void)
+{
+	if (STB_UNLIKELY(stb_tls_tid == 0))
+		stb_tls_tid = stb_gettid();
+	return stb_tls_tid;
+}
+
 struct stb_task *stb_worker_current(struct stb_worker *w)
 {
 	return w->cur;
@@ -216,59 +266,90 @@ static inline void stb_full_fence(void)
 #endif
 }
 
-void stb_sched_signal(void)
+/*
+ * The wake-up protocol, per pool. Invariant: a queued task is always seen by
+ * a worker that is awake or will wake. It is kept by four rules:
+ * 1. stb_sched_ready queues the task first and signals after: the full fence
+ *    in pool_signal orders the queue store before the loads of spinning and
+ *    park_sleepers.
+ * 2. pool_signal skips the futex wake only when some worker spins
+ *    (spinning > 0: it will see the task, by rule 3) or when no worker is
+ *    parked (every worker is awake and looks into the queues again before it
+ *    parks, by rule 4).
+ * 3. A spinner may absorb the signals of many tasks but takes only one. So a
+ *    worker that leaves the idle state with a task (found while spinning, in
+ *    the re-check before parking, or after a wake-up) looks, after it stopped
+ *    counting as spinner or sleeper (seq_cst), whether any queue of the pool
+ *    still holds a task, and if so signals before it runs its own: the baton
+ *    passes to another worker for the tasks still queued, and with k queued
+ *    tasks the chain wakes up to k workers. (A task queued after that look
+ *    signals for itself: it sees no spinner.) A worker woken from the
+ *    parking lot spins first, so it counts as a spinner while it looks.
+ * 4. A worker parks only after it announced itself (park_sleepers, seq_cst)
+ *    and looked into every queue once more; a signal bumps park_seq before
+ *    the wake, so a wake between the re-check and the futex wait makes the
+ *    wait return at once.
+ * (BTHREAD_NOSIGNAL starts skip rule 1 on purpose; bthread_flush signals.)
+ */
+static void pool_signal(struct stb_pool *p)
 {
 	stb_full_fence();
-	if (__atomic_load_n(&stb_spinning, __ATOMIC_RELAXED) != 0 ||
-	    __atomic_load_n(&stb_park_sleepers, __ATOMIC_RELAXED) == 0)
+	if (__atomic_load_n(&p->spinning, __ATOMIC_RELAXED) != 0 ||
+	    __atomic_load_n(&p->park_sleepers, __ATOMIC_RELAXED) == 0)
 		return;
-	__atomic_fetch_add(&stb_park_seq, 1, __ATOMIC_SEQ_CST);
-	stb_futex_wake(&stb_park_seq, 1);
+	__atomic_fetch_add(&p->park_seq, 1, __ATOMIC_SEQ_CST);
+	stb_futex_wake(&p->park_seq, 1);
 }
 
-static void stb_ovf_push(struct stb_task *t)
+static void ovf_push(struct stb_pool *p, struct stb_task *t)
 {
 	t->next = NULL;
-	stb_lock(&stb_ovf_lock);
-	if (stb_ovf_tail)
-		stb_ovf_tail->next = t;
+	stb_lock(&p->ovf_lock);
+	if (p->ovf_tail)
+		p->ovf_tail->next = t;
 	else
-		stb_ovf_head = t;
-	stb_ovf_tail = t;
-	__atomic_fetch_add(&stb_ovf_count, 1, __ATOMIC_RELEASE);
-	stb_unlock(&stb_ovf_lock);
+		p->ovf_head = t;
+	p->ovf_tail = t;
+	__atomic_fetch_add(&p->ovf_count, 1, __ATOMIC_RELEASE);
+	stb_unlock(&p->ovf_lock);
 }
 
-static struct stb_task *stb_ovf_pop(void)
+static struct stb_task *ovf_pop(struct stb_pool *p)
 {
-	if (__atomic_load_n(&stb_ovf_count, __ATOMIC_ACQUIRE) == 0)
+	if (__atomic_load_n(&p->ovf_count, __ATOMIC_ACQUIRE) == 0)
 		return NULL;
-	stb_lock(&stb_ovf_lock);
-	struct stb_task *t = stb_ovf_head;
+	stb_lock(&p->ovf_lock);
+	struct stb_task *t = p->ovf_head;
 	if (t) {
-		stb_ovf_head = t->next;
-		if (!stb_ovf_head)
-			stb_ovf_tail = NULL;
-		__atomic_fetch_sub(&stb_ovf_count, 1, __ATOMIC_RELAXED);
+		p->ovf_head = t->next;
+		if (!p->ovf_head)
+			p->ovf_tail = NULL;
+		__atomic_fetch_sub(&p->ovf_count, 1, __ATOMIC_RELAXED);
 	}
-	stb_unlock(&stb_ovf_lock);
+	stb_unlock(&p->ovf_lock);
 	return t;
+}
+
+/* Queues t in pool p: on the caller's worker when it belongs to p, else remotely. */
+static void pool_push(struct stb_pool *p, struct stb_task *t)
+{
+	struct stb_worker *w = stb_worker_self();
+	if (w && w->pool == p && stb_rq_push(&w->rq, t))
+		return;
+	uint32_t n = __atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE);
+	uint32_t start = __atomic_fetch_add(&p->remote_rr, 1, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < n; i++)
+		if (stb_mpmc_push(&p->workers[(start + i) % n]->remote, t))
+			return;
+	ovf_push(p, t);
 }
 
 void stb_sched_ready(struct stb_task *t, bool nosignal)
 {
-	struct stb_worker *w = stb_worker_self();
-	if (!(w && stb_rq_push(&w->rq, t))) {
-		uint32_t n = __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
-		uint32_t start = __atomic_fetch_add(&stb_remote_rr, 1, __ATOMIC_RELAXED);
-		bool done = false;
-		for (uint32_t i = 0; i < n && !done; i++)
-			done = stb_mpmc_push(&stb_workers[(start + i) % n]->remote, t);
-		if (!done)
-			stb_ovf_push(t);
-	}
+	struct stb_pool *p = stb_pools[t->tag];
+	pool_push(p, t);
 	if (!nosignal)
-		stb_sched_signal();
+		pool_signal(p);
 }
 
 static uint64_t stb_rand(struct stb_worker *w)
@@ -286,6 +367,7 @@ static uint64_t stb_rand(struct stb_worker *w)
 
 static struct stb_task *stb_find_task(struct stb_worker *w)
 {
+	struct stb_pool *p = w->pool;
 	struct stb_task *t;
 	/*
 	 * Tasks made ready by other threads (timers, fd events, pthreads) wait in
@@ -295,12 +377,12 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 	if (STB_UNLIKELY(++w->picks % STB_REMOTE_FAIR_PICKS == 0)) {
 		t = stb_mpmc_pop(&w->remote);
 		if (!t)
-			t = stb_ovf_pop();
+			t = ovf_pop(p);
 		/* Nor may a worker stuck in a long-running bthread strand the tasks
 		 * queued behind it while this one keeps busy: take one of them. */
-		uint32_t n = __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
+		uint32_t n = __atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE);
 		if (!t && n > 1) {
-			struct stb_worker *v = stb_workers[stb_rand(w) % n];
+			struct stb_worker *v = p->workers[stb_rand(w) % n];
 			if (v != w)
 				t = stb_rq_pop(&v->rq);
 		}
@@ -313,15 +395,15 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 	t = stb_mpmc_pop(&w->remote);
 	if (t)
 		return t;
-	t = stb_ovf_pop();
+	t = ovf_pop(p);
 	if (t)
 		return t;
-	uint32_t n = __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
+	uint32_t n = __atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE);
 	if (n <= 1)
 		return NULL;
 	uint32_t start = (uint32_t)(stb_rand(w) % n);
 	for (uint32_t i = 0; i < n; i++) {
-		struct stb_worker *v = stb_workers[(start + i) % n];
+		struct stb_worker *v = p->workers[(start + i) % n];
 		if (v == w)
 			continue;
 		t = stb_rq_pop(&v->rq);
@@ -335,25 +417,17 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 
 /* ---- switching ---- */
 
-static void stb_task_entry(void *arg);
-
-/* Gives a task that never ran its stack and initial context. */
-static void stb_prepare_first_run(struct stb_task *t)
+static uint64_t thread_cpu_ns(void)
 {
-	if (t->stack || (t->flags & STB_TASK_F_WORKER_STACK))
-		return;
-	t->stack = stb_stack_get(t->stack_type);
-	if (!t->stack) {
-		/* Out of memory or mappings: run it on the worker's stack instead. */
-		t->flags |= STB_TASK_F_WORKER_STACK;
-		t->pub->flags |= STB_ABI_TASK_F_WORKER_STACK;
-		return;
-	}
-	stb_ctx_make((struct stb_ctx *)&t->pub->sp, t->stack->lo, t->stack->size, stb_task_entry, t);
-#if STB_TRACER
-	t->pub->stack_lo = (uint64_t)(uintptr_t)t->stack->lo;
-	t->pub->stack_hi = (uint64_t)(uintptr_t)t->stack->lo + t->stack->size;
-#endif
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void log_switch(const struct stb_task *t, const struct stb_worker *w)
+{
+	fprintf(stderr, "bthread %llu switched in on worker %u (tag %d)\n",
+		(unsigned long long)t->id, w->index, w->pool->tag);
 }
 
 /* Runs after every switch, on the resumed context: finishes both halves. */
@@ -361,9 +435,6 @@ static inline __attribute__((always_inline)) void stb_after_switch(void)
 {
 	struct stb_worker *w = stb_worker_self();
 	struct stb_task *cur = w->cur;
-#if defined(STB_TSAN)
-	/* nothing: the fiber switch already synchronized */
-#endif
 	if (cur) {
 #if STB_TRACER
 		/* Store only what changed: a task mostly stays on its worker. The
@@ -378,6 +449,10 @@ static inline __attribute__((always_inline)) void stb_after_switch(void)
 			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
 #endif
 		stb_task_set_state(cur, STB_TASK_RUNNING);
+		if (STB_UNLIKELY(stb_cpu_clock))
+			w->cpu_in = thread_cpu_ns();
+		if (STB_UNLIKELY(cur->flags & STB_TASK_F_LOG_SWITCH))
+			log_switch(cur, w);
 	} else {
 #if STB_TRACER
 		__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
@@ -406,8 +481,11 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 {
 	struct stb_ctx *fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 	struct stb_ctx *tctx = to ? stb_task_ctx(to) : &w->main_ctx;
-	if (from)
+	if (from) {
+		if (STB_UNLIKELY(stb_cpu_clock))
+			from->cpu_ns += thread_cpu_ns() - w->cpu_in;
 		stb_task_set_state(from, STB_TASK_SUSPENDING);
+	}
 	if (to)
 		stb_task_set_state(to, STB_TASK_ABOUT_TO_RUN);
 	w->prev = from;
@@ -437,12 +515,34 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 	stb_after_switch();
 }
 
+/* Post-switch action of a yield (or of an urgent start's caller): queue it again. */
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 	(void)w;
 	(void)arg;
+#if STB_TRACER
+	/* The wait block of a READY task says why it is not running (abi.h). */
+	__atomic_store_n(&prev->pub->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
+			 __ATOMIC_RELAXED);
+#endif
 	stb_task_set_state(prev, STB_TASK_READY);
-	stb_sched_ready(prev, false);
+	stb_sched_ready(prev, prev->about_to_quit);
+}
+
+/*
+ * Records the finished occupant's result for joiners and wakes them. Runs
+ * after the task was marked DESTROYED (a joiner that returns finds it gone)
+ * and before its slot goes back to the free list.
+ */
+static void task_publish_exit(struct stb_task *t)
+{
+	struct stb_butex *j = t->join;
+	stb_lock(&j->lock);
+	t->ret = t->exit_ret;
+	t->ret_version = t->version;
+	__atomic_store_n(&j->value, (int)t->version, __ATOMIC_RELEASE);
+	stb_unlock(&j->lock);
+	stb_butex_wake(j, true);
 }
 
 static void stb_post_finish(struct stb_worker *w, struct stb_task *prev, void *arg)
@@ -458,6 +558,7 @@ static void stb_post_finish(struct stb_worker *w, struct stb_task *prev, void *a
 #endif
 	stb_stack_put(prev->stack);
 	prev->stack = NULL;
+	task_publish_exit(prev);
 	stb_task_release(prev);
 }
 
@@ -466,12 +567,9 @@ static void stb_switch_out(struct stb_worker *w, stb_post_fn post, void *arg, bo
 {
 	struct stb_task *from = w->cur;
 	struct stb_task *to = stb_find_task(w);
-	if (to) {
-		stb_prepare_first_run(to);
-		if (to->flags & STB_TASK_F_WORKER_STACK) {
-			w->pending = to;
-			to = NULL;
-		}
+	if (to && (to->flags & STB_TASK_F_WORKER_STACK)) {
+		w->pending = to;
+		to = NULL;
 	}
 	w->post_fn = post;
 	w->post_arg = arg;
@@ -484,21 +582,53 @@ void stb_sched_suspend(stb_post_fn post, void *arg)
 	stb_switch_out(w, post, arg, false);
 }
 
-/* Records the result for joiners and wakes them. */
-static void stb_task_publish_exit(struct stb_task *t, void *ret)
+/* ---- spans ---- */
+
+static bthread_create_span_fn stb_span_create;
+static bthread_destroy_span_fn stb_span_destroy;
+static bthread_end_span_fn stb_span_end;
+
+int bthread_set_span_funcs(bthread_create_span_fn create_fn, bthread_destroy_span_fn destroy_fn,
+			   bthread_end_span_fn end_fn)
 {
-	struct stb_butex *j = t->join;
-	stb_lock(&j->lock);
-	t->ret = ret;
-	t->ret_version = t->version;
-	__atomic_store_n(&j->value, (int)t->version, __ATOMIC_RELEASE);
-	stb_unlock(&j->lock);
-	stb_butex_wake(j, true);
+	bool all = create_fn && destroy_fn && end_fn;
+	bool none = !create_fn && !destroy_fn && !end_fn;
+	if (!all && !none) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* The three are read together by starting and ending bthreads. */
+	__atomic_store_n(&stb_span_end, end_fn, __ATOMIC_RELAXED);
+	__atomic_store_n(&stb_span_destroy, destroy_fn, __ATOMIC_RELAXED);
+	__atomic_store_n(&stb_span_create, create_fn, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * What a finishing bthread does on its own stack (or its worker's) before it
+ * is marked DESTROYED: bthread-local storage destructors, the span, the log.
+ */
+static void task_exit_hooks(struct stb_task *t)
+{
+	if (t->keytable && stb_keys_task_exit)
+		stb_keys_task_exit(t);
+	if (t->span) {
+		bthread_end_span_fn end = __atomic_load_n(&stb_span_end, __ATOMIC_ACQUIRE);
+		bthread_destroy_span_fn destroy = __atomic_load_n(&stb_span_destroy, __ATOMIC_ACQUIRE);
+		if (end)
+			end();
+		if (destroy)
+			destroy(t->span);
+		t->span = NULL;
+	}
+	if (t->attr.flags & BTHREAD_LOG_START_AND_FINISH)
+		fprintf(stderr, "bthread %llu finished\n", (unsigned long long)t->id);
 }
 
 static __attribute__((noreturn)) void stb_task_exit(struct stb_task *t, void *ret)
 {
-	stb_task_publish_exit(t, ret);
+	t->exit_ret = ret;
+	task_exit_hooks(t);
 	struct stb_worker *w = stb_worker_self();
 	if (t->flags & STB_TASK_F_WORKER_STACK)
 		longjmp(w->exit_jmp, 1);
@@ -532,9 +662,11 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	__atomic_store_n(&w->pub->current, stb_task_id(t), __ATOMIC_RELEASE);
 #endif
 	stb_task_set_state(t, STB_TASK_RUNNING);
+	if (STB_UNLIKELY(stb_cpu_clock))
+		w->cpu_in = thread_cpu_ns();
 	if (setjmp(w->exit_jmp) == 0) {
-		void *ret = t->fn(t->arg);
-		stb_task_publish_exit(t, ret);
+		t->exit_ret = t->fn(t->arg);
+		task_exit_hooks(t);
 	}
 	w = stb_worker_self();
 	stb_task_set_state(t, STB_TASK_SUSPENDING);
@@ -543,25 +675,81 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
 #endif
 	stb_task_set_state(t, STB_TASK_DESTROYED);
+	task_publish_exit(t);
 	stb_task_release(t);
 }
 
+/*
+ * True if some queue of pool p holds a task (rule 3 above). Called after the
+ * caller's seq_cst decrement of spinning or park_sleepers.
+ */
+static bool pool_has_work(struct stb_pool *p)
+{
+	if (__atomic_load_n(&p->ovf_count, __ATOMIC_SEQ_CST) != 0)
+		return true;
+	uint32_t n = __atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		struct stb_worker *v = p->workers[i];
+		if (__atomic_load_n(&v->rq.bottom, __ATOMIC_SEQ_CST) !=
+			    __atomic_load_n(&v->rq.top, __ATOMIC_SEQ_CST) ||
+		    __atomic_load_n(&v->remote.enq, __ATOMIC_SEQ_CST) !=
+			    __atomic_load_n(&v->remote.deq, __ATOMIC_SEQ_CST))
+			return true;
+	}
+	return false;
+}
+
+/* Parks the worker unless the re-check finds a task (rule 4 above). */
 static struct stb_task *stb_park(struct stb_worker *w)
 {
-	__atomic_fetch_add(&stb_park_sleepers, 1, __ATOMIC_SEQ_CST);
-	uint32_t seq = __atomic_load_n(&stb_park_seq, __ATOMIC_SEQ_CST);
+	struct stb_pool *p = w->pool;
+	__atomic_fetch_add(&p->park_sleepers, 1, __ATOMIC_SEQ_CST);
+	uint32_t seq = __atomic_load_n(&p->park_seq, __ATOMIC_SEQ_CST);
 	struct stb_task *t = stb_find_task(w);
-	if (!t) {
+	if (!t && !__atomic_load_n(&stb_world_stopped, __ATOMIC_ACQUIRE)) {
 #if STB_TRACER
 		__atomic_store_n(&w->pub->state, STB_WORKER_PARKED, __ATOMIC_RELAXED);
 #endif
-		stb_futex_wait(&stb_park_seq, seq, NULL);
+		stb_futex_wait(&p->park_seq, seq, NULL);
 #if STB_TRACER
 		__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
+		stb_monitor_kick();
 #endif
 	}
-	__atomic_fetch_sub(&stb_park_sleepers, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_sub(&p->park_sleepers, 1, __ATOMIC_SEQ_CST);
 	return t;
+}
+
+/*
+ * The idle path of a worker that found no task: spin a little (a hand-off then
+ * costs no futex wake), then park; after a wake-up spin again. Returns a task,
+ * having passed the baton on (rule 3 above); NULL when the world stopped.
+ */
+static struct stb_task *idle_wait(struct stb_worker *w)
+{
+	struct stb_pool *p = w->pool;
+	for (;;) {
+		struct stb_task *t = NULL;
+		if (__atomic_load_n(&p->spinning, __ATOMIC_RELAXED) < stb_spin_max) {
+			__atomic_fetch_add(&p->spinning, 1, __ATOMIC_SEQ_CST);
+			uint64_t until = stb_now_ns() + STB_SPIN_NS;
+			do {
+				for (int i = 0; i < 32; i++)
+					stb_cpu_relax();
+				t = stb_find_task(w);
+			} while (!t && stb_now_ns() < until);
+			__atomic_fetch_sub(&p->spinning, 1, __ATOMIC_SEQ_CST);
+		}
+		if (!t)
+			t = stb_park(w);
+		if (t) {
+			if (pool_has_work(p))
+				pool_signal(p);
+			return t;
+		}
+		if (__atomic_load_n(&stb_world_stopped, __ATOMIC_ACQUIRE))
+			return NULL;
+	}
 }
 
 static void *stb_worker_main(void *arg)
@@ -569,6 +757,7 @@ static void *stb_worker_main(void *arg)
 	struct stb_worker *w = arg;
 	stb_tls_worker = w;
 	w->tid = stb_gettid();
+	stb_tls_tid = w->tid;
 	pthread_attr_t pa;
 	if (pthread_getattr_np(pthread_self(), &pa) == 0) {
 		pthread_attr_getstack(&pa, &w->main_stack_lo, &w->main_stack_size);
@@ -579,44 +768,40 @@ static void *stb_worker_main(void *arg)
 #endif
 #if STB_TRACER
 	__atomic_store_n(&w->pub->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->pub->tag, (uint32_t)w->pool->tag, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELEASE);
 #endif
 	char name[16];
 	snprintf(name, sizeof(name), "bthread_w%u", w->index);
 	pthread_setname_np(pthread_self(), name);
+	void (*startfn)(void) = __atomic_load_n(&stb_worker_startfn, __ATOMIC_ACQUIRE);
+	void (*tagged)(bthread_tag_t) = __atomic_load_n(&stb_tagged_worker_startfn, __ATOMIC_ACQUIRE);
+	if (startfn)
+		startfn();
+	if (tagged)
+		tagged(w->pool->tag);
 
 	for (;;) {
 		struct stb_task *t = w->pending;
 		w->pending = NULL;
 		if (!t)
 			t = stb_find_task(w);
-		if (!t) {
-			/* Spin a little before parking: a hand-off then costs no futex
-			 * wake. A spinner that finds work passes the baton on. */
-			__atomic_fetch_add(&stb_spinning, 1, __ATOMIC_SEQ_CST);
-			uint64_t until = stb_now_ns() + STB_SPIN_NS;
-			do {
-				for (int i = 0; i < 32; i++)
-					stb_cpu_relax();
-				t = stb_find_task(w);
-			} while (!t && stb_now_ns() < until);
-			__atomic_fetch_sub(&stb_spinning, 1, __ATOMIC_SEQ_CST);
-			if (t)
-				stb_sched_signal();
-		}
 		if (!t)
-			t = stb_park(w);
+			t = idle_wait(w);
 		if (!t)
-			continue;
-		stb_prepare_first_run(t);
+			break; /* bthread_stop_world */
 		if (t->flags & STB_TASK_F_WORKER_STACK)
 			stb_run_on_worker_stack(w, t);
 		else
 			stb_jump_stack(w, NULL, t, false);
 	}
+#if STB_TRACER
+	__atomic_store_n(&w->pub->state, STB_WORKER_STOPPED, __ATOMIC_RELEASE);
+#endif
 	return NULL;
 }
 
+/* $STB_CONCURRENCY (1 .. BTHREAD_MAX_CONCURRENCY), else bRPC's default. */
 static int stb_default_concurrency(void)
 {
 	const char *env = getenv("STB_CONCURRENCY");
@@ -624,52 +809,99 @@ static int stb_default_concurrency(void)
 		char *end;
 		errno = 0;
 		long v = strtol(env, &end, 10);
-		if (errno == 0 && *end == '\0' && v >= 1 && v <= (long)STB_ABI_MAX_WORKERS)
+		if (errno == 0 && *end == '\0' && v >= 1 && v <= STB_MAX_WORKERS)
 			return (int)v;
-		fprintf(stderr, "stb: ignoring STB_CONCURRENCY=%s (want 1..%u)\n", env,
-			STB_ABI_MAX_WORKERS);
+		fprintf(stderr, "stb: ignoring STB_CONCURRENCY=%s (want 1..%d)\n", env,
+			STB_MAX_WORKERS);
 	}
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	if (n < 2)
-		n = 2;
-	if (n > (long)STB_ABI_MAX_WORKERS)
-		n = STB_ABI_MAX_WORKERS;
-	return (int)n;
+	return STB_DEFAULT_CONCURRENCY;
 }
 
-/* Starts workers up to n. Called with stb_workers_lock held. */
-static int stb_start_workers(uint32_t n)
+/* Starts one more worker in pool p. Called with stb_workers_lock held. 0 or errno. */
+static int pool_add_worker(struct stb_pool *p)
 {
-	while (stb_nworkers < n) {
-		uint32_t i = stb_nworkers;
-		struct stb_worker *w;
-		if (posix_memalign((void **)&w, STB_CACHELINE, sizeof(*w)) != 0)
-			return ENOMEM;
-		memset(w, 0, sizeof(*w));
-		w->index = i;
-		w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
-		stb_mpmc_init(&w->remote);
-		w->pub = stb_table_worker(i);
-		if (!w->pub)
-			w->pub = &w->own_pub;
-		stb_workers[i] = w;
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, 8u << 20);
-		int rc = pthread_create(&w->thread, &attr, stb_worker_main, w);
-		pthread_attr_destroy(&attr);
-		if (rc != 0) {
-			stb_workers[i] = NULL;
-			free(w);
-			return rc;
-		}
-		__atomic_store_n(&stb_nworkers, i + 1, __ATOMIC_RELEASE);
+	uint32_t index = stb_nworkers;
+	if (index >= STB_MAX_WORKERS)
+		return EAGAIN;
+	struct stb_worker *w;
+	if (posix_memalign((void **)&w, STB_CACHELINE, sizeof(*w)) != 0)
+		return ENOMEM;
+	memset(w, 0, sizeof(*w));
+	w->index = index;
+	w->pool = p;
+	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+	stb_mpmc_init(&w->remote);
+	w->pub = stb_table_worker(index);
+	if (!w->pub)
+		w->pub = &w->own_pub;
+	uint32_t n = p->nworkers;
+	p->workers[n] = w;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 8u << 20);
+	int rc = pthread_create(&w->thread, &attr, stb_worker_main, w);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		p->workers[n] = NULL;
+		free(w);
+		return rc == EAGAIN ? EAGAIN : rc;
+	}
+	__atomic_store_n(&p->nworkers, n + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&stb_nworkers, index + 1, __ATOMIC_RELEASE);
 #if STB_TRACER
-		if (stb_table.hdr)
-			__atomic_store_n(&stb_table.hdr->nworkers, i + 1, __ATOMIC_RELEASE);
+	if (stb_table.hdr && index < STB_ABI_MAX_WORKERS)
+		__atomic_store_n(&stb_table.hdr->nworkers, index + 1, __ATOMIC_RELEASE);
 #endif
+	return 0;
+}
+
+/* Grows pool p to n workers. Called with stb_workers_lock held. */
+static int pool_grow(struct stb_pool *p, uint32_t n)
+{
+	while (p->nworkers < n) {
+		int rc = pool_add_worker(p);
+		if (rc != 0)
+			return rc;
 	}
 	return 0;
+}
+
+/* Pool of tag, created with nworkers workers if it does not exist. Lock held. */
+static struct stb_pool *pool_create_locked(int tag, uint32_t nworkers, int *err)
+{
+	struct stb_pool *p = stb_pools[tag];
+	if (p)
+		return p;
+	if (posix_memalign((void **)&p, STB_CACHELINE, sizeof(*p)) != 0) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	memset(p, 0, sizeof(*p));
+	p->tag = tag;
+	int rc = pool_grow(p, nworkers);
+	if (p->nworkers == 0) {
+		/* No worker at all: the pool cannot run anything. */
+		free(p);
+		*err = rc ? rc : EAGAIN;
+		return NULL;
+	}
+	__atomic_store_n(&stb_pools[tag], p, __ATOMIC_RELEASE);
+	return p;
+}
+
+/* The pool of tag, started with BTHREAD_MIN_CONCURRENCY workers on first use. NULL + errno. */
+static struct stb_pool *pool_get(int tag)
+{
+	struct stb_pool *p = __atomic_load_n(&stb_pools[tag], __ATOMIC_ACQUIRE);
+	if (STB_LIKELY(p))
+		return p;
+	int err = 0;
+	pthread_mutex_lock(&stb_workers_lock);
+	p = pool_create_locked(tag, BTHREAD_MIN_CONCURRENCY, &err);
+	pthread_mutex_unlock(&stb_workers_lock);
+	if (!p)
+		errno = err;
+	return p;
 }
 
 static void stb_runtime_init_once(void)
@@ -680,24 +912,34 @@ static void stb_runtime_init_once(void)
 				"outside this process\n", strerror(-rc));
 #if STB_TRACER
 	stb_tracer_attach();
+	rc = stb_monitor_start();
+	if (rc != 0)
+		fprintf(stderr, "stb: no monitor thread (%s): run times of running bthreads are "
+				"not published\n", strerror(rc));
 #endif
-	int n = __atomic_load_n(&stb_concurrency_req, __ATOMIC_ACQUIRE);
-	if (n <= 0)
-		n = stb_default_concurrency();
+	const char *cc = getenv("STB_CPU_CLOCK");
+	stb_cpu_clock = cc && strcmp(cc, "1") == 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	stb_spin_max = ncpu >= 2 ? (uint32_t)ncpu / 2 : 1;
 	pthread_mutex_lock(&stb_workers_lock);
-	stb_init_err = stb_start_workers((uint32_t)n);
+	int n = stb_concurrency_set ? stb_concurrency_req : stb_default_concurrency();
+	int err = 0;
+	if (pool_create_locked(BTHREAD_TAG_DEFAULT, (uint32_t)n, &err))
+		__atomic_store_n(&stb_started, true, __ATOMIC_RELEASE);
+	stb_init_err = err;
 	pthread_mutex_unlock(&stb_workers_lock);
 }
 
 int stb_runtime_init(void)
 {
-	if (STB_LIKELY(__atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE) != 0))
+	if (STB_LIKELY(__atomic_load_n(&stb_started, __ATOMIC_ACQUIRE)))
 		return 0;
 	pthread_once(&stb_init_once, stb_runtime_init_once);
-	return __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE) ? 0 : (stb_init_err ? stb_init_err : EAGAIN);
+	return __atomic_load_n(&stb_started, __ATOMIC_ACQUIRE) ? 0
+							       : (stb_init_err ? stb_init_err : EAGAIN);
 }
 
-/* ---- public API ---- */
+/* ---- public API: starting ---- */
 
 int bthread_attr_init(bthread_attr_t *attr)
 {
@@ -712,56 +954,148 @@ int bthread_attr_destroy(bthread_attr_t *attr)
 	return attr ? 0 : EINVAL;
 }
 
-int bthread_attr_set_name(bthread_attr_t *attr, const char *name)
+void bthread_attr_set_name(bthread_attr_t *attr, const char *name)
 {
 	if (!attr)
+		return;
+	size_t n = name ? strnlen(name, BTHREAD_NAME_MAX_LENGTH) : 0;
+	memcpy(attr->name, name ? name : "", n);
+	attr->name[n] = '\0';
+}
+
+int bthread_getattr(bthread_t bt, bthread_attr_t *attr)
+{
+	struct stb_task *t = stb_task_live(bt);
+	if (!t || !attr || (t->flags & STB_TASK_F_PTHREAD))
 		return EINVAL;
-	attr->name = name;
+	*attr = t->attr;
 	return 0;
 }
 
+/* Creator of a new task: the bthread or registered pthread that starts it. */
+static void task_set_creator(struct stb_task *t, void *ip)
+{
+#if STB_TRACER
+	struct stb_task *c = stb_task_current();
+	struct stb_abi_task *p = t->pub;
+	p->creator_id = c ? stb_task_id(c) : 0;
+	p->creator_ip = (uint64_t)(uintptr_t)ip;
+	p->creator_tid = (uint32_t)stb_tid_self();
+#else
+	(void)t;
+	(void)ip;
+#endif
+}
+
+/* Ends a task that never ran (its start failed). */
+static void task_abort(struct stb_task *t)
+{
+	stb_stack_put(t->stack);
+	t->stack = NULL;
+	stb_task_set_state(t, STB_TASK_DESTROYED);
+	task_publish_exit(t);
+	stb_task_release(t);
+}
+
 static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(void *), void *arg,
-		     bool urgent)
+		     bool urgent, void *caller_ip)
 {
 	if (!fn)
 		return EINVAL;
 	if (!attr)
 		attr = &BTHREAD_ATTR_NORMAL;
-	if (attr->stack_type > BTHREAD_STACKTYPE_LARGE)
+	if (attr->stack_type > BTHREAD_STACKTYPE_LARGE || attr->tag < BTHREAD_TAG_INVALID ||
+	    attr->tag >= BTHREAD_TAG_MAX)
 		return EINVAL;
 	int rc = stb_runtime_init();
 	if (rc != 0)
 		return rc;
+	if (STB_UNLIKELY(__atomic_load_n(&stb_world_stopped, __ATOMIC_ACQUIRE)))
+		return EPERM;
+	struct stb_worker *w = stb_worker_self();
+	int tag = attr->tag != BTHREAD_TAG_INVALID ? attr->tag : (w ? w->pool->tag : 0);
+	struct stb_pool *pool = pool_get(tag);
+	if (!pool)
+		return errno == ENOMEM ? ENOMEM : EAGAIN;
 	struct stb_task *t = stb_task_alloc(attr, fn, arg);
 	if (!t)
 		return errno == EAGAIN ? EAGAIN : ENOMEM;
-	if (tid)
-		*tid = stb_task_id(t);
-	stb_task_set_state(t, STB_TASK_READY_NO_STACK);
-	if (urgent && stb_can_suspend() && !(t->flags & STB_TASK_F_WORKER_STACK)) {
-		struct stb_worker *w = stb_worker_self();
-		stb_prepare_first_run(t);
-		if (!(t->flags & STB_TASK_F_WORKER_STACK)) {
-			w->post_fn = stb_post_ready;
-			w->post_arg = NULL;
-			stb_jump_stack(w, w->cur, t, false);
-			return 0;
+	t->tag = tag;
+#if STB_TRACER
+	t->pub->tag = (uint32_t)tag;
+#endif
+	task_set_creator(t, caller_ip);
+	if (!(t->flags & STB_TASK_F_WORKER_STACK)) {
+		/* The stack now, in the caller: a failure is the caller's, never a worker's. */
+		t->stack = stb_stack_get(attr->stack_type);
+		if (!t->stack) {
+			int err = errno == ENOMEM ? ENOMEM : EAGAIN;
+			task_abort(t);
+			return err;
 		}
+		stb_ctx_make(stb_task_ctx(t), t->stack->lo, t->stack->size, stb_task_entry, t);
+#if STB_TRACER
+		t->pub->stack_lo = (uint64_t)(uintptr_t)t->stack->lo;
+		t->pub->stack_hi = (uint64_t)(uintptr_t)t->stack->lo + t->stack->size;
+#endif
 	}
-	stb_sched_ready(t, (t->flags & STB_TASK_F_NOSIGNAL) != 0);
+	if (attr->flags & BTHREAD_INHERIT_SPAN) {
+		bthread_create_span_fn create = __atomic_load_n(&stb_span_create, __ATOMIC_ACQUIRE);
+		if (create)
+			t->span = create();
+	}
+	bthread_t id = stb_task_id(t);
+	if (tid)
+		*tid = id;
+	if (attr->flags & BTHREAD_LOG_START_AND_FINISH)
+		fprintf(stderr, "bthread %llu started\n", (unsigned long long)id);
+	stb_task_set_state(t, STB_TASK_READY_NO_STACK);
+	bool nosignal = (t->flags & STB_TASK_F_NOSIGNAL) != 0;
+	if (urgent && w && w->pool == pool && stb_can_suspend() &&
+	    !(t->flags & STB_TASK_F_WORKER_STACK)) {
+		w->post_fn = stb_post_ready;
+		w->post_arg = NULL;
+		stb_jump_stack(w, w->cur, t, false);
+		return 0;
+	}
+	if (nosignal && !w)
+		stb_tls_nosignal_pool = pool;
+	stb_sched_ready(t, nosignal);
 	return 0;
 }
 
 int bthread_start_urgent(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	return stb_start(tid, attr, fn, arg, true);
+	return stb_start(tid, attr, fn, arg, true, __builtin_return_address(0));
 }
 
 int bthread_start_background(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(void *),
 			     void *arg)
 {
-	return stb_start(tid, attr, fn, arg, false);
+	return stb_start(tid, attr, fn, arg, false, __builtin_return_address(0));
 }
+
+void bthread_flush(void)
+{
+	struct stb_worker *w = stb_worker_self();
+	struct stb_pool *p = w ? w->pool : stb_tls_nosignal_pool;
+	if (!w)
+		stb_tls_nosignal_pool = NULL;
+	if (p)
+		pool_signal(p);
+}
+
+int bthread_about_to_quit(void)
+{
+	struct stb_task *t = stb_task_self();
+	if (!t)
+		return EPERM;
+	if (!(t->attr.flags & BTHREAD_NEVER_QUIT))
+		t->about_to_quit = true;
+	return 0;
+}
+
+/* ---- public API: running bthreads ---- */
 
 int bthread_yield(void)
 {
@@ -773,7 +1107,6 @@ int bthread_yield(void)
 	struct stb_task *to = stb_find_task(w);
 	if (!to)
 		return 0;
-	stb_prepare_first_run(to);
 	if (to->flags & STB_TASK_F_WORKER_STACK) {
 		w->pending = to;
 		to = NULL;
@@ -803,7 +1136,7 @@ void bthread_exit(void *retval)
 	stb_task_exit(t, retval);
 }
 
-int bthread_join(bthread_t id, void **ret)
+int stb_join(bthread_t id, void **ret, const struct stb_wait *why)
 {
 	struct stb_task *t = stb_task_lookup(id);
 	if (!t)
@@ -812,59 +1145,48 @@ int bthread_join(bthread_t id, void **ret)
 		return EINVAL;
 	uint32_t v = (uint32_t)(id >> 32);
 	struct stb_butex *j = t->join;
-	const struct stb_wait why = {.word = STB_ABI_WAIT_WORD(STB_WAIT_JOIN, 0, 0, 0),
-				     .owner = id};
+	struct stb_wait plain;
+	if (!why) {
+		plain = (struct stb_wait){.word = STB_ABI_WAIT_WORD(STB_WAIT_JOIN, 0, 0, 0),
+					  .owner = id};
+		why = &plain;
+	}
 	for (;;) {
 		int fin = __atomic_load_n(&j->value, __ATOMIC_ACQUIRE);
 		if ((int32_t)((uint32_t)fin - v) >= 0)
 			break;
-		stb_butex_wait_mono(j, fin, 0, &why);
+		/* EINTR (an interrupt) or a stale wake: joins are not interruptible. */
+		stb_butex_wait_mono(j, fin, 0, why);
 	}
 	stb_lock(&j->lock);
 	uint32_t rv = t->ret_version;
 	void *r = t->ret;
 	stb_unlock(&j->lock);
-	if (rv != v)
-		return ESRCH;
 	if (ret)
-		*ret = r;
+		*ret = rv == v ? r : NULL;
 	return 0;
 }
 
-int bthread_setconcurrency(int num)
+int bthread_join(bthread_t id, void **ret)
 {
-	if (num < 1 || num > (int)STB_ABI_MAX_WORKERS)
-		return EINVAL;
-	pthread_mutex_lock(&stb_workers_lock);
-	int rc = 0;
-	uint32_t n = __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
-	if (n == 0)
-		__atomic_store_n(&stb_concurrency_req, num, __ATOMIC_RELEASE);
-	else if ((uint32_t)num < n)
-		rc = EPERM;
-	else
-		rc = stb_start_workers((uint32_t)num);
-	pthread_mutex_unlock(&stb_workers_lock);
-	return rc;
+	return stb_join(id, ret, NULL);
 }
 
-int bthread_getconcurrency(void)
+int bthread_interrupt(bthread_t id)
 {
-	uint32_t n = __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
-	if (n)
-		return (int)n;
-	int req = __atomic_load_n(&stb_concurrency_req, __ATOMIC_ACQUIRE);
-	return req > 0 ? req : stb_default_concurrency();
+	struct stb_task *t = stb_task_live(id);
+	if (!t)
+		return EINVAL;
+	stb_butex_interrupt(t, (uint32_t)(id >> 32));
+	return 0;
 }
 
 int bthread_stop(bthread_t id)
 {
-	struct stb_task *t = stb_task_lookup(id);
+	struct stb_task *t = stb_task_live(id);
 	if (!t)
 		return EINVAL;
 	uint32_t v = (uint32_t)(id >> 32);
-	if (__atomic_load_n(&t->version, __ATOMIC_ACQUIRE) != v)
-		return 0; /* finished */
 	__atomic_store_n(&t->stopped, v, __ATOMIC_SEQ_CST);
 	stb_butex_interrupt(t, v);
 	return 0;
@@ -872,14 +1194,148 @@ int bthread_stop(bthread_t id)
 
 int bthread_stopped(bthread_t id)
 {
-	struct stb_task *t = stb_task_lookup(id);
+	struct stb_task *t = stb_task_live(id);
 	if (!t)
 		return 1;
-	uint32_t v = (uint32_t)(id >> 32);
-	if (__atomic_load_n(&t->version, __ATOMIC_ACQUIRE) != v)
-		return 1;
-	int fin = __atomic_load_n(&t->join->value, __ATOMIC_ACQUIRE);
-	if ((int32_t)((uint32_t)fin - v) >= 0)
-		return 1;
-	return __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == v;
+	return __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == (uint32_t)(id >> 32);
+}
+
+uint64_t bthread_cpu_clock_ns(void)
+{
+	struct stb_worker *w = stb_worker_self();
+	if (!w || !w->cur || !stb_cpu_clock)
+		return 0;
+	return w->cur->cpu_ns + (thread_cpu_ns() - w->cpu_in);
+}
+
+/* ---- public API: workers ---- */
+
+static uint32_t pools_total(void)
+{
+	return __atomic_load_n(&stb_nworkers, __ATOMIC_ACQUIRE);
+}
+
+int bthread_setconcurrency(int num)
+{
+	if (num < BTHREAD_MIN_CONCURRENCY || num > BTHREAD_MAX_CONCURRENCY)
+		return EINVAL;
+	int rc = 0;
+	pthread_mutex_lock(&stb_workers_lock);
+	if (!__atomic_load_n(&stb_started, __ATOMIC_ACQUIRE)) {
+		/* As bRPC: the first call sets the value, later ones may only raise it. */
+		if (!stb_concurrency_set || num > stb_concurrency_req)
+			__atomic_store_n(&stb_concurrency_req, num, __ATOMIC_RELEASE);
+		stb_concurrency_set = true;
+		goto cleanup;
+	}
+	uint32_t total = pools_total();
+	if ((uint32_t)num < total) {
+		rc = EPERM;
+		goto cleanup;
+	}
+	/* New workers go to the pools in turn. */
+	for (int tag = 0; pools_total() < (uint32_t)num; tag = (tag + 1) % BTHREAD_TAG_MAX) {
+		struct stb_pool *p = stb_pools[tag];
+		if (!p)
+			continue;
+		rc = pool_add_worker(p);
+		if (rc != 0)
+			break;
+	}
+cleanup:
+	pthread_mutex_unlock(&stb_workers_lock);
+	return rc;
+}
+
+int bthread_getconcurrency(void)
+{
+	if (__atomic_load_n(&stb_started, __ATOMIC_ACQUIRE))
+		return (int)pools_total();
+	pthread_mutex_lock(&stb_workers_lock);
+	int n = stb_concurrency_set ? stb_concurrency_req : stb_default_concurrency();
+	pthread_mutex_unlock(&stb_workers_lock);
+	return n;
+}
+
+int bthread_getconcurrency_by_tag(bthread_tag_t tag)
+{
+	if (tag < 0 || tag >= BTHREAD_TAG_MAX)
+		return EINVAL;
+	if (!__atomic_load_n(&stb_started, __ATOMIC_ACQUIRE))
+		return EPERM;
+	struct stb_pool *p = __atomic_load_n(&stb_pools[tag], __ATOMIC_ACQUIRE);
+	return p ? (int)__atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE) : 0;
+}
+
+int bthread_setconcurrency_by_tag(int num, bthread_tag_t tag)
+{
+	if (tag == BTHREAD_TAG_INVALID)
+		return 0;
+	if (tag < 0 || tag >= BTHREAD_TAG_MAX || num < BTHREAD_MIN_CONCURRENCY ||
+	    num > BTHREAD_MAX_CONCURRENCY)
+		return EINVAL;
+	int rc = stb_runtime_init();
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&stb_workers_lock);
+	struct stb_pool *p = stb_pools[tag];
+	if (p && p->nworkers > (uint32_t)num)
+		rc = EPERM;
+	else if (p)
+		rc = pool_grow(p, (uint32_t)num);
+	else if (!pool_create_locked(tag, (uint32_t)num, &rc))
+		rc = rc ? rc : EAGAIN;
+	else if (stb_pools[tag]->nworkers < (uint32_t)num)
+		rc = EAGAIN;
+	pthread_mutex_unlock(&stb_workers_lock);
+	return rc;
+}
+
+bthread_tag_t bthread_self_tag(void)
+{
+	struct stb_worker *w = stb_worker_self();
+	return w ? w->pool->tag : BTHREAD_TAG_DEFAULT;
+}
+
+int bthread_set_worker_startfn(void (*start_fn)(void))
+{
+	if (!start_fn)
+		return EINVAL;
+	__atomic_store_n(&stb_worker_startfn, start_fn, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int bthread_set_tagged_worker_startfn(void (*start_fn)(bthread_tag_t))
+{
+	if (!start_fn)
+		return EINVAL;
+	__atomic_store_n(&stb_tagged_worker_startfn, start_fn, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void bthread_stop_world(void)
+{
+	if (!__atomic_load_n(&stb_started, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&stb_workers_lock);
+	bool first = !__atomic_exchange_n(&stb_world_stopped, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&stb_workers_lock);
+	if (!first)
+		return;
+	struct stb_worker *self = stb_worker_self();
+	for (int tag = 0; tag < BTHREAD_TAG_MAX; tag++) {
+		struct stb_pool *p = __atomic_load_n(&stb_pools[tag], __ATOMIC_ACQUIRE);
+		if (!p)
+			continue;
+		__atomic_fetch_add(&p->park_seq, 1, __ATOMIC_SEQ_CST);
+		stb_futex_wake(&p->park_seq, INT32_MAX);
+	}
+	/* Pools and workers are frozen now: no new worker can start. */
+	for (int tag = 0; tag < BTHREAD_TAG_MAX; tag++) {
+		struct stb_pool *p = __atomic_load_n(&stb_pools[tag], __ATOMIC_ACQUIRE);
+		uint32_t n = p ? __atomic_load_n(&p->nworkers, __ATOMIC_ACQUIRE) : 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (p->workers[i] != self)
+				pthread_join(p->workers[i]->thread, NULL);
+	}
 }

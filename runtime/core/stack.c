@@ -1,10 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * bthread stacks: mmap'd regions with a PROT_NONE guard page below the usable
- * part (an overflow faults with SIGSEGV instead of corrupting memory), pooled
- * per size class and reused.
+ * bthread stacks: carved from large slabs, each stack with a guard page
+ * below its usable part (an overflow faults with SIGSEGV instead of
+ * corrupting memory), pooled per size class and reused.
+ *
+ * Guard pages and vm.max_map_count. A guard made with mprotect(PROT_NONE)
+ * splits the mapping: every guarded stack costs two of the process's
+ * vm.max_map_count mappings (65,530 by default), so about 32,000 stacks fit.
+ * On Linux 6.13+ madvise(MADV_GUARD_INSTALL) installs guard pages as page
+ * table markers without splitting the mapping: a slab of many stacks stays
+ * one mapping, and a million small stacks need only a few thousand. The
+ * markers survive MADV_DONTNEED, with which cold stacks give their memory
+ * back. On older kernels the guards are made with mprotect within a mapping
+ * budget (half of vm.max_map_count); beyond it, and whenever a slab cannot be
+ * mapped, stb_stack_get fails with EAGAIN and bthread_start_* reports it: a
+ * bthread never runs without a stack of its own.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "internal.h"
@@ -13,20 +27,47 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-#define STB_STACK_GUARD 4096u
-#define STB_STACK_POOL_MAX 1024u /* free stacks kept per class */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
+#endif
 
-struct stb_stack_pool {
+#define STB_STACK_GUARD 4096u
+#define STB_STACK_WARM_MAX 1024u /* free stacks kept with their memory, per class */
+#define STB_SLAB_BYTES (16u << 20) /* a slab holds about this much */
+
+enum guard_mode {
+	GUARD_UNKNOWN = 0,
+	GUARD_MADVISE = 1,  /* MADV_GUARD_INSTALL: no mapping split */
+	GUARD_MPROTECT = 2, /* mprotect: two mappings per stack */
+};
+
+struct stack_class {
 	struct stb_lock lock;
-	struct stb_stack *free;
-	unsigned nfree;
+	struct stb_stack *warm;   /* free stacks that still have their memory (LIFO) */
+	struct stb_stack *cold;   /* free stacks whose memory was given back */
+	unsigned nwarm;
+	char *slab;               /* slab being carved */
+	unsigned slab_next, slab_count;
+	size_t live;              /* stacks handed out and not returned */
 } STB_ALIGNED_CL;
 
-static struct stb_stack_pool stb_stack_pools[BTHREAD_STACKTYPE_LARGE + 1];
+static struct stack_class stack_classes[BTHREAD_STACKTYPE_LARGE + 1];
+static int guard_mode;                /* enum guard_mode, decided once */
+static long map_budget;               /* GUARD_MPROTECT: mappings stacks may use */
+static long maps_used;                /* mappings our slabs and guards made (estimate) */
+static bool budget_hit;               /* GUARD_MPROTECT: a slab was refused for the budget */
+static struct stb_lock mode_lock;
+static uint64_t last_complaint_ns;
 
 uint32_t stb_stack_readers;
 
-static size_t stb_stack_size(unsigned type)
+#if defined(STB_TEST_HOOKS)
+/* Test hooks (bthread_test only): force the mprotect guards, set their budget. */
+int stb_test_stack_force_mprotect;
+long stb_test_stack_map_budget;
+#endif
+
+static size_t class_size(unsigned type)
 {
 	switch (type) {
 	case BTHREAD_STACKTYPE_SMALL:
@@ -38,45 +79,182 @@ static size_t stb_stack_size(unsigned type)
 	}
 }
 
+static long read_max_map_count(void)
+{
+	long v = 65530; /* the kernel's default */
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1 || v <= 0)
+			v = 65530;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Lines of /proc/self/maps (bounded), for the error message. -1 if unknown. */
+static long count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -1;
+	long n = 0;
+	int c;
+	while ((c = getc(f)) != EOF && n < 100000000)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Decides how guard pages are made, once: can this kernel install guard markers? */
+static void decide_guard_mode(void)
+{
+	stb_lock(&mode_lock);
+	if (guard_mode != GUARD_UNKNOWN)
+		goto cleanup;
+	int mode = GUARD_MPROTECT;
+	void *probe = mmap(NULL, 2 * STB_STACK_GUARD, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (probe != MAP_FAILED) {
+		if (madvise(probe, STB_STACK_GUARD, MADV_GUARD_INSTALL) == 0)
+			mode = GUARD_MADVISE;
+		munmap(probe, 2 * STB_STACK_GUARD);
+	}
+	map_budget = read_max_map_count() / 2;
+#if defined(STB_TEST_HOOKS)
+	if (stb_test_stack_force_mprotect)
+		mode = GUARD_MPROTECT;
+	if (stb_test_stack_map_budget > 0)
+		map_budget = stb_test_stack_map_budget;
+#endif
+	__atomic_store_n(&guard_mode, mode, __ATOMIC_RELEASE);
+cleanup:
+	stb_unlock(&mode_lock);
+}
+
+/* Says once every 10 s why a stack could not be had. */
+static void complain(int err, unsigned type)
+{
+	uint64_t now = stb_now_ns();
+	uint64_t last = __atomic_load_n(&last_complaint_ns, __ATOMIC_RELAXED);
+	if (last && now - last < 10000000000ull)
+		return;
+	if (!__atomic_compare_exchange_n(&last_complaint_ns, &last, now, false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	long max = read_max_map_count();
+	long maps = count_maps();
+	size_t live = 0;
+	for (unsigned c = BTHREAD_STACKTYPE_SMALL; c <= BTHREAD_STACKTYPE_LARGE; c++)
+		live += __atomic_load_n(&stack_classes[c].live, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&budget_hit, __ATOMIC_RELAXED))
+		fprintf(stderr,
+			"stb: cannot start a bthread: no %zu KiB stack (%zu stacks in use). This "
+			"kernel lacks MADV_GUARD_INSTALL (Linux 6.13+), so each guarded stack costs "
+			"2 of vm.max_map_count=%ld mappings, and the budget for stacks (%ld "
+			"mappings; half of vm.max_map_count) is used up; the process has %ld mappings. Raise vm.max_map_count "
+			"(sysctl -w vm.max_map_count=N) or run fewer bthreads at once.\n",
+			class_size(type) >> 10, live, max, map_budget, maps);
+	else
+		fprintf(stderr,
+			"stb: cannot start a bthread: no %zu KiB stack (%s; %zu stacks in use, the "
+			"process has %ld of vm.max_map_count=%ld mappings). Raise vm.max_map_count "
+			"(sysctl -w vm.max_map_count=N) or the address-space limit, or run fewer "
+			"bthreads at once or with smaller stacks (BTHREAD_ATTR_SMALL).\n",
+			class_size(type) >> 10, strerror(err), live, maps, max);
+}
+
+/* Maps a new slab for class c. Called with its lock held. 0 or errno. */
+static int slab_new(struct stack_class *c, unsigned type)
+{
+	size_t stride = class_size(type) + STB_STACK_GUARD;
+	unsigned count = (unsigned)(STB_SLAB_BYTES / stride);
+	if (count == 0)
+		count = 1;
+	if (guard_mode == GUARD_MPROTECT) {
+		/* One mapping for the slab, two more per guarded stack at worst. */
+		long left = map_budget - __atomic_load_n(&maps_used, __ATOMIC_RELAXED) - 1;
+		if (left < 2) {
+			__atomic_store_n(&budget_hit, true, __ATOMIC_RELAXED);
+			return EAGAIN;
+		}
+		if ((long)count > left / 2)
+			count = (unsigned)(left / 2);
+	}
+	void *m = mmap(NULL, stride * count, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (m == MAP_FAILED)
+		return errno == ENOMEM ? EAGAIN : errno;
+	__atomic_fetch_add(&maps_used, 1, __ATOMIC_RELAXED);
+	c->slab = m;
+	c->slab_next = 0;
+	c->slab_count = count;
+	return 0;
+}
+
+/* Carves the next stack of the slab and guards it. Called with the lock held. */
+static struct stb_stack *slab_carve(struct stack_class *c, unsigned type, int *err)
+{
+	if (!c->slab || c->slab_next == c->slab_count) {
+		*err = slab_new(c, type);
+		if (*err)
+			return NULL;
+	}
+	struct stb_stack *s = malloc(sizeof(*s));
+	if (!s) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	size_t size = class_size(type);
+	char *base = c->slab + (size_t)c->slab_next * (size + STB_STACK_GUARD);
+	int rc = guard_mode == GUARD_MADVISE ? madvise(base, STB_STACK_GUARD, MADV_GUARD_INSTALL)
+					     : mprotect(base, STB_STACK_GUARD, PROT_NONE);
+	if (rc != 0) {
+		/* Out of mappings (mprotect split) or memory: the slot stays for a retry. */
+		*err = errno == ENOMEM ? EAGAIN : errno;
+		free(s);
+		return NULL;
+	}
+	if (guard_mode == GUARD_MPROTECT)
+		__atomic_fetch_add(&maps_used, 2, __ATOMIC_RELAXED);
+	c->slab_next++;
+	s->lo = base + STB_STACK_GUARD;
+	s->size = size;
+	s->type = type;
+	s->cold = false;
+	s->next = NULL;
+	return s;
+}
+
 struct stb_stack *stb_stack_get(unsigned type)
 {
 	if (type < BTHREAD_STACKTYPE_SMALL || type > BTHREAD_STACKTYPE_LARGE)
 		type = BTHREAD_STACKTYPE_NORMAL;
-	struct stb_stack_pool *pool = &stb_stack_pools[type];
-	stb_lock(&pool->lock);
-	struct stb_stack *s = pool->free;
+	if (STB_UNLIKELY(__atomic_load_n(&guard_mode, __ATOMIC_ACQUIRE) == GUARD_UNKNOWN))
+		decide_guard_mode();
+	struct stack_class *c = &stack_classes[type];
+	int err = 0;
+	stb_lock(&c->lock);
+	struct stb_stack *s = c->warm;
 	if (s) {
-		pool->free = s->next;
-		pool->nfree--;
+		c->warm = s->next;
+		c->nwarm--;
+	} else if ((s = c->cold) != NULL) {
+		c->cold = s->next;
+	} else {
+		s = slab_carve(c, type, &err);
 	}
-	stb_unlock(&pool->lock);
 	if (s)
-		return s;
-
-	s = malloc(sizeof(*s));
-	if (!s)
+		c->live++;
+	stb_unlock(&c->lock);
+	if (!s) {
+		if (err == EAGAIN)
+			complain(ENOMEM, type);
+		errno = err == ENOMEM ? ENOMEM : EAGAIN;
 		return NULL;
-	size_t size = stb_stack_size(type);
-	size_t map_size = size + STB_STACK_GUARD;
-	void *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (map == MAP_FAILED)
-		goto cleanup;
-	if (mprotect(map, STB_STACK_GUARD, PROT_NONE) != 0) {
-		munmap(map, map_size);
-		goto cleanup;
 	}
-	s->map = map;
-	s->map_size = map_size;
-	s->lo = (char *)map + STB_STACK_GUARD;
-	s->size = size;
-	s->type = type;
+	s->cold = false;
 	s->next = NULL;
 	return s;
-cleanup:
-	free(s);
-	errno = ENOMEM;
-	return NULL;
 }
 
 void stb_stack_put(struct stb_stack *s)
@@ -87,23 +265,28 @@ void stb_stack_put(struct stb_stack *s)
 	/* Frames of the finished bthread may have left poisoned redzones. */
 	__asan_unpoison_memory_region(s->lo, s->size);
 #endif
-	struct stb_stack_pool *pool = &stb_stack_pools[s->type];
-	bool keep = false;
-#if STB_TRACER
-	/* A tracer may be copying from a stack it read before the task ended:
-	 * never unmap while one is active (pairs with the tracer's increment). */
-	keep = __atomic_fetch_add(&stb_stack_readers, 0, __ATOMIC_SEQ_CST) != 0;
-#endif
-	stb_lock(&pool->lock);
-	if (keep || pool->nfree < STB_STACK_POOL_MAX) {
-		s->next = pool->free;
-		pool->free = s;
-		pool->nfree++;
+	struct stack_class *c = &stack_classes[s->type];
+	stb_lock(&c->lock);
+	c->live--;
+	if (c->nwarm < STB_STACK_WARM_MAX) {
+		s->next = c->warm;
+		c->warm = s;
+		c->nwarm++;
 		s = NULL;
 	}
-	stb_unlock(&pool->lock);
-	if (s) {
-		munmap(s->map, s->map_size);
-		free(s);
-	}
+	stb_unlock(&c->lock);
+	if (!s)
+		return;
+	/*
+	 * Give the memory back, keep the range and its guard (guard markers
+	 * survive MADV_DONTNEED, mprotect guards are unaffected). A tracer still
+	 * copying from this stack (stb_stack_readers) then reads zeros, never a
+	 * fault; its validation rejects the copy.
+	 */
+	madvise(s->lo, s->size, MADV_DONTNEED);
+	s->cold = true;
+	stb_lock(&c->lock);
+	s->next = c->cold;
+	c->cold = s;
+	stb_unlock(&c->lock);
 }

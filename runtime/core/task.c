@@ -188,30 +188,41 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	t->id = ((bthread_t)version << 32) | t->slot;
 	t->fn = fn;
 	t->arg = arg;
+	t->exit_ret = NULL;
 	t->stack = NULL;
-	t->stack_type = attr->stack_type;
+	t->attr = *attr;
+	t->attr.name[sizeof(t->attr.name) - 1] = '\0';
+	t->tag = attr->tag >= 0 ? attr->tag : BTHREAD_TAG_DEFAULT;
 	t->flags = (attr->flags & BTHREAD_NOSIGNAL) ? STB_TASK_F_NOSIGNAL : 0;
+	if (attr->flags & BTHREAD_LOG_CONTEXT_SWITCH)
+		t->flags |= STB_TASK_F_LOG_SWITCH;
 	if (attr->stack_type == BTHREAD_STACKTYPE_PTHREAD)
 		t->flags |= STB_TASK_F_WORKER_STACK;
 	__atomic_store_n(&t->stopped, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->interrupted, 0, __ATOMIC_RELAXED);
+	t->about_to_quit = false;
 	t->wait_butex = NULL;
 	t->waiter = NULL;
 	t->next = NULL;
 	t->last_worker = 0;
+	t->keytable = NULL;
+	t->span = NULL;
+	t->cpu_ns = 0;
 #if STB_TRACER
 	struct stb_abi_task *p = t->pub;
 	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);
 	p->stack_lo = 0;
 	p->stack_hi = 0;
 	p->since_ns = 0;
+	p->wait_word = 0;
 	p->flags = (t->flags & STB_TASK_F_WORKER_STACK) ? STB_ABI_TASK_F_WORKER_STACK : 0;
-	if (attr->name) {
-		strncpy(p->name, attr->name, sizeof(p->name) - 1);
-		p->name[sizeof(p->name) - 1] = '\0';
-	} else {
-		p->name[0] = '\0';
-	}
+	p->tag = (uint32_t)t->tag;
+	p->creator_id = 0;
+	p->creator_ip = 0;
+	p->creator_tid = 0;
+	/* memcpy of the bounded array: attr names are at most 31 bytes. */
+	memcpy(p->name, t->attr.name, sizeof(t->attr.name));
+	_Static_assert(sizeof(t->attr.name) <= sizeof(p->name), "task name fits the table");
 #endif
 	stb_task_set_state(t, STB_TASK_CREATED);
 	return t;
@@ -227,6 +238,21 @@ struct stb_task *stb_task_lookup(bthread_t id)
 		return NULL;
 	/* Issued ids have version <= the slot's current version. */
 	if ((int32_t)(__atomic_load_n(&t->version, __ATOMIC_ACQUIRE) - version) < 0)
+		return NULL;
+	return t;
+}
+
+struct stb_task *stb_task_live(bthread_t id)
+{
+	struct stb_task *t = stb_task_lookup(id);
+	if (!t)
+		return NULL;
+	uint32_t v = (uint32_t)(id >> 32);
+	if (__atomic_load_n(&t->version, __ATOMIC_ACQUIRE) != v)
+		return NULL;
+	/* The join butex holds the version of the last occupant that finished. */
+	int fin = __atomic_load_n(&t->join->value, __ATOMIC_ACQUIRE);
+	if ((int32_t)((uint32_t)fin - v) >= 0)
 		return NULL;
 	return t;
 }
@@ -265,4 +291,13 @@ void stb_gate_wait(struct stb_task *t)
 #else
 	(void)t;
 #endif
+}
+
+/* ---- errno (bthread/errno.h) ---- */
+
+/* errno is redefined by bthread/errno.h to call this; here it is glibc's. */
+#undef errno
+int *bthread_errno_location(void)
+{
+	return __errno_location();
 }

@@ -2,7 +2,9 @@
 /*
  * The timer thread: a binary min-heap of deadlines (CLOCK_MONOTONIC) guarded
  * by one mutex. Callbacks run on the timer thread without the lock held; a
- * cancel that races with a running callback waits for it to return.
+ * cancel that races with a running callback waits for it to return, on a
+ * butex (a bthread is suspended, the tracer sees why). Also the public
+ * bthread_timer_add/del.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,8 @@ struct stb_timer {
 
 static pthread_mutex_t stb_timer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stb_timer_cond;      /* the timer thread sleeps here */
-static pthread_cond_t stb_timer_done_cond; /* cancels wait for a running callback */
+/* Bumped when a callback returned: cancels wait on it for a running callback. */
+static struct stb_butex *stb_timer_done;
 static struct stb_timer *stb_timers;       /* entries, indexed by id */
 static uint32_t stb_timers_cap;
 static uint32_t stb_timer_free;            /* free entries list (index + 1) */
@@ -30,6 +33,7 @@ static uint64_t stb_timer_running;         /* id whose callback runs now */
 static uint64_t stb_timer_wake_at;         /* deadline the thread sleeps until, 0 = none */
 static bool stb_timer_started;
 static pthread_t stb_timer_thread;
+static __thread bool stb_on_timer_thread;
 
 static bool stb_heap_less(uint32_t a, uint32_t b)
 {
@@ -94,6 +98,7 @@ static void *stb_timer_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_timer");
+	stb_on_timer_thread = true;
 	pthread_mutex_lock(&stb_timer_lock);
 	for (;;) {
 		if (stb_heap_len == 0) {
@@ -121,7 +126,10 @@ static void *stb_timer_main(void *arg)
 		fn(farg);
 		pthread_mutex_lock(&stb_timer_lock);
 		stb_timer_running = 0;
-		pthread_cond_broadcast(&stb_timer_done_cond);
+		__atomic_fetch_add(&stb_timer_done->value, 1, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&stb_timer_lock);
+		stb_butex_wake(stb_timer_done, true);
+		pthread_mutex_lock(&stb_timer_lock);
 	}
 	return NULL;
 }
@@ -131,11 +139,15 @@ static int stb_timer_start_locked(void)
 {
 	if (stb_timer_started)
 		return 0;
+	if (!stb_timer_done) {
+		stb_timer_done = stb_butex_new();
+		if (!stb_timer_done)
+			return ENOMEM;
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&stb_timer_cond, &ca);
-	pthread_cond_init(&stb_timer_done_cond, NULL);
 	pthread_condattr_destroy(&ca);
 	int rc = pthread_create(&stb_timer_thread, NULL, stb_timer_main, NULL);
 	if (rc != 0)
@@ -196,16 +208,51 @@ int stb_timer_cancel(uint64_t id)
 {
 	uint32_t idx = (uint32_t)id - 1;
 	uint32_t gen = (uint32_t)(id >> 32);
-	int rc = 1;
 	pthread_mutex_lock(&stb_timer_lock);
 	if (idx < stb_timers_cap && stb_timers[idx].gen == gen && stb_timers[idx].heap_pos >= 0) {
 		stb_heap_remove((uint32_t)stb_timers[idx].heap_pos);
 		stb_timer_free_entry(idx);
-		rc = 0;
-	} else {
-		while (stb_timer_running == id)
-			pthread_cond_wait(&stb_timer_done_cond, &stb_timer_lock);
+		pthread_mutex_unlock(&stb_timer_lock);
+		return 0;
+	}
+	if (stb_timer_running != id || stb_on_timer_thread) {
+		/* Ran already, never was, or the callback cancels itself. */
+		int rc = stb_timer_running == id ? 1 : -1;
+		pthread_mutex_unlock(&stb_timer_lock);
+		return rc;
+	}
+	/* Its callback runs now: wait until it returned, on the butex. */
+	const struct stb_wait why = {.word = STB_ABI_WAIT_WORD(STB_WAIT_TIMER, 0, 0, 0),
+				     .object = id};
+	while (stb_timer_running == id) {
+		int seq = __atomic_load_n(&stb_timer_done->value, __ATOMIC_ACQUIRE);
+		pthread_mutex_unlock(&stb_timer_lock);
+		stb_butex_wait_mono(stb_timer_done, seq, 0, &why);
+		pthread_mutex_lock(&stb_timer_lock);
 	}
 	pthread_mutex_unlock(&stb_timer_lock);
-	return rc;
+	return 1;
+}
+
+/* ---- public API ---- */
+
+int bthread_timer_add(bthread_timer_t *id, struct timespec abstime, void (*on_timer)(void *),
+		      void *arg)
+{
+	if (!id || !on_timer)
+		return EINVAL;
+	uint64_t deadline = stb_abstime_to_mono(&abstime);
+	uint64_t t = stb_timer_add(deadline, on_timer, arg);
+	if (!t)
+		return ENOMEM;
+	*id = t;
+	return 0;
+}
+
+int bthread_timer_del(bthread_timer_t id)
+{
+	if (id == 0)
+		return EINVAL;
+	int rc = stb_timer_cancel(id);
+	return rc < 0 ? EINVAL : rc;
 }

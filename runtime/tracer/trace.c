@@ -688,6 +688,7 @@ static void stb_pthread_unregister(void *arg)
 {
 	struct stb_task *t = arg;
 	stb_tls_pthread_task = NULL;
+	stb_pthread_task_set(NULL);
 	stb_task_set_state(t, STB_TASK_SUSPENDING);
 	struct stb_butex *j = t->join;
 	stb_lock(&j->lock);
@@ -723,7 +724,7 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 	char name[16] = "";
 	pthread_getname_np(pthread_self(), name, sizeof(name));
-	attr.name = name;
+	bthread_attr_set_name(&attr, name);
 	t = stb_task_alloc(&attr, NULL, NULL);
 	if (!t)
 		return 0;
@@ -742,8 +743,10 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	p->tid = (uint32_t)stb_gettid();
 	p->worker = UINT32_MAX;
 	stb_tls_pthread_task = t;
+	stb_pthread_task_set(t);
 	if (pthread_setspecific(stb_pthread_key, t) != 0) {
 		stb_tls_pthread_task = NULL;
+		stb_pthread_task_set(NULL);
 		stb_task_set_state(t, STB_TASK_DESTROYED);
 		stb_task_release(t);
 		errno = ENOMEM;
