@@ -276,7 +276,11 @@ struct stb_abi_switch_frame {
 #define STB_ABI_LEASE_DEADLINE(word) (((__u64)(word) >> 16) << STB_ABI_LEASE_SHIFT)
 #define STB_ABI_LEASE_TRACER(word)   ((__u32)((word) & 0xffffu))
 
+#if defined(__cplusplus)
+#define STB_ABI_ASSERT_(c, m) static_assert(c, m)
+#else
 #define STB_ABI_ASSERT_(c, m) _Static_assert(c, m)
+#endif
 STB_ABI_ASSERT_(sizeof(struct stb_abi_header) == STB_ABI_ENTRY_SIZE, "header is one entry");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_worker) == STB_ABI_ENTRY_SIZE, "worker is one entry");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_task) == STB_ABI_ENTRY_SIZE, "task is one entry");

@@ -202,7 +202,9 @@ static struct keytable *current_table(bool create)
 
 void *bthread_getspecific(bthread_key_t key)
 {
-	if (key.index >= KEYS_MAX)
+	/* A deleted key's version was bumped: its values are never returned. */
+	if (key.index >= KEYS_MAX ||
+	    __atomic_load_n(&keys[key.index].version, __ATOMIC_RELAXED) != key.version)
 		return NULL;
 	struct keytable *kt = current_table(false);
 	if (!kt)
