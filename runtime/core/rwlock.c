@@ -177,9 +177,8 @@ static int rdlock_slow(bthread_rwlock_t *rw, uint64_t deadline)
 			return rc;
 		}
 	}
+	/* A granted reader synchronized with the granting writer through l. */
 	stb_unlock(l);
-	/* Pairs with the writer's release: what it wrote is visible. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return 0;
 }
 
