@@ -173,7 +173,7 @@ static void test_writer_unlock_admits_readers(void **state)
 	}
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&p[i], NULL, reader_hold, &l), 0);
-	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&l.nrd_waiting, __ATOMIC_RELAXED) == 6, 5000));
+	assert_true(STB_WAIT_UNTIL(stb_test_butex_waiters(l.rd_seq) == 6, 5000));
 	assert_int_equal(bthread_rwlock_unlock(&l), 0);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(bthread_join(r[i], NULL), 0);
