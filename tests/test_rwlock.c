@@ -87,7 +87,8 @@ static void *lock_once(void *arg)
 {
 	struct locker *l = arg;
 	STB_EXPECT_EQ(l->write ? bthread_rwlock_wrlock(l->rw) : bthread_rwlock_rdlock(l->rw), 0);
-	l->order = __atomic_fetch_add(&order_seq, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&l->order, __atomic_fetch_add(&order_seq, 1, __ATOMIC_ACQ_REL),
+			 __ATOMIC_RELEASE);
 	bthread_usleep(2000);
 	STB_EXPECT_EQ(bthread_rwlock_unlock(l->rw), 0);
 	return NULL;
