@@ -103,7 +103,8 @@ static int mutex_lock_contended(bthread_mutex_t *m, uint64_t deadline)
 	return 0;
 }
 
-int bthread_mutex_timedlock(bthread_mutex_t *m, const struct timespec *abstime)
+/* Both entry points inline this: no call through the PLT on the fast path. */
+static inline int mutex_timedlock(bthread_mutex_t *m, const struct timespec *abstime)
 {
 	if (!m || !m->butex)
 		return EINVAL;
@@ -113,13 +114,17 @@ int bthread_mutex_timedlock(bthread_mutex_t *m, const struct timespec *abstime)
 		mutex_set_owner(m);
 		return 0;
 	}
-	uint64_t deadline = stb_abstime_to_mono(abstime);
-	return mutex_lock_contended(m, deadline);
+	return mutex_lock_contended(m, stb_abstime_to_mono(abstime));
+}
+
+int bthread_mutex_timedlock(bthread_mutex_t *m, const struct timespec *abstime)
+{
+	return mutex_timedlock(m, abstime);
 }
 
 int bthread_mutex_lock(bthread_mutex_t *m)
 {
-	return bthread_mutex_timedlock(m, NULL);
+	return mutex_timedlock(m, NULL);
 }
 
 int bthread_mutex_unlock(bthread_mutex_t *m)
