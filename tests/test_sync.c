@@ -3,7 +3,9 @@
  * bthread_mutex_t and bthread_cond_t: exclusion under contention (a counter
  * that loses updates without it), trylock/timedlock results, EINVAL when
  * uninitialized, signal waking exactly one waiter, broadcast all, timedwait
- * timing, the mutex held when a wait returns. Links the static library to
+ * timing, the mutex held when a wait returns; bRPC's lock word values, the
+ * owner word and the published MUTEX wait (owner, owner word address),
+ * mutex attributes. Links the static library to
  * count the waiters queued on a cond.
  */
 #include "test_util.h"
@@ -12,7 +14,7 @@
 
 #include <bthread/bthread.h>
 
-#include "test_internal.h"
+#include "sync_util.h"
 
 /* Waiters queued on the butex behind a bthread_cond_t. */
 static int stb_test_cond_waiters(const bthread_cond_t *c)
@@ -555,6 +557,73 @@ static void test_cond_producer_consumer(void **state)
 	STB_TEST_END();
 }
 
+/* ---- bRPC's lock word, the owner word, the published wait ---- */
+
+static void *stb_lock_unlock(void *arg)
+{
+	bthread_mutex_t *m = arg;
+	STB_EXPECT_EQ(bthread_mutex_lock(m), 0);
+	STB_EXPECT_EQ(m->owner.word, bthread_self());
+	STB_EXPECT_EQ(bthread_mutex_unlock(m), 0);
+	return NULL;
+}
+
+static void *stb_hold_mutex(void *arg)
+{
+	bthread_mutex_t *m = arg;
+	STB_EXPECT_EQ(bthread_mutex_lock(m), 0);
+	bthread_usleep(100 * 1000);
+	STB_EXPECT_EQ(bthread_mutex_unlock(m), 0);
+	return NULL;
+}
+
+static void test_mutex_owner_and_wait(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(30);
+	bthread_mutexattr_t attr;
+	assert_int_equal(bthread_mutexattr_init(&attr), 0);
+	assert_true(attr.enable_csite);
+	assert_int_equal(bthread_mutexattr_disable_csite(&attr), 0);
+	assert_false(attr.enable_csite);
+	bthread_mutex_t m;
+	assert_int_equal(bthread_mutex_init(&m, &attr), 0);
+	assert_false(m.enable_csite);
+	assert_int_equal(bthread_mutexattr_destroy(&attr), 0);
+	assert_int_equal(bthread_mutexattr_init(NULL), EINVAL);
+
+	/* A pthread holds it: owner word = its flagged tid; lock word 1. */
+	assert_int_equal(m.owner.word, 0);
+	assert_int_equal(bthread_mutex_lock(&m), 0);
+	assert_int_equal(*m.butex, 1);
+	assert_true(m.owner.word == stb_test_tid_owner());
+	bthread_t b;
+	assert_int_equal(bthread_start_background(&b, NULL, stb_lock_unlock, &m), 0);
+	assert_true(stb_test_parked(b, STB_WAIT_MUTEX, 5000));
+	struct stb_test_wait w = stb_test_wait_of(b);
+	assert_true(w.object == (uint64_t)(uintptr_t)&m);
+	assert_true(w.owner == stb_test_tid_owner());
+	assert_true(w.extra == (uint64_t)(uintptr_t)&m.owner.word);
+	assert_int_equal(*m.butex, 257); /* bRPC: locked and contended */
+	assert_int_equal(bthread_mutex_unlock(&m), 0);
+	assert_int_equal(bthread_join(b, NULL), 0);
+	assert_int_equal(*m.butex, 0);
+	assert_int_equal(m.owner.word, 0);
+
+	/* A bthread holds it: a waiting bthread names it as the owner. */
+	bthread_t holder, waiter;
+	assert_int_equal(bthread_start_background(&holder, NULL, stb_hold_mutex, &m), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&m.owner.word, __ATOMIC_RELAXED) == holder,
+				   5000));
+	assert_int_equal(bthread_start_background(&waiter, NULL, stb_lock_unlock, &m), 0);
+	assert_true(stb_test_parked(waiter, STB_WAIT_MUTEX, 5000));
+	assert_true(stb_test_wait_of(waiter).owner == holder);
+	assert_int_equal(bthread_join(holder, NULL), 0);
+	assert_int_equal(bthread_join(waiter, NULL), 0);
+	assert_int_equal(bthread_mutex_destroy(&m), 0);
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -569,6 +638,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cond_broadcast_wakes_all),
 		cmocka_unit_test(test_cond_timedwait),
 		cmocka_unit_test(test_cond_producer_consumer),
+		cmocka_unit_test(test_mutex_owner_and_wait),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <csetjmp>
 #include <stdexcept>
+#include <ostream> /* before cmocka.h: its fail() macro breaks <ostream> */
 #include <string>
 
 extern "C" {

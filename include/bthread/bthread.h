@@ -229,4 +229,134 @@ inline int bthread_interrupt(bthread_t tid, bthread_tag_t tag)
 /* Calls whose bRPC counterparts live in bthread/unstable.h (fd waits, ...). */
 #include <bthread/unstable.h>
 
+/*
+ * ==== Mutex attributes, read-write locks, semaphores, barriers, once and
+ * bthread-local storage (the synchronization module). As bRPC: return 0 or
+ * an errno value; every blocking call suspends only the calling bthread (a
+ * pthread blocks) and can be called from bthreads and pthreads alike. Waits
+ * show in the tracers with their kind, object and, for locks, the owner.
+ */
+STB_BEGIN_DECLS
+
+/* ---- mutex attributes ---- */
+/* Default attributes (contention sampling on: accepted, stb samples nothing). */
+STB_EXPORT int bthread_mutexattr_init(bthread_mutexattr_t *attr);
+STB_EXPORT int bthread_mutexattr_disable_csite(bthread_mutexattr_t *attr);
+STB_EXPORT int bthread_mutexattr_destroy(bthread_mutexattr_t *attr);
+
+/* ---- read-write locks ---- */
+/*
+ * init: 0, EINVAL, ENOMEM; attr NULL = writer preference. rdlock/wrlock
+ * wait (a stop does not end the wait); try* return EBUSY instead of
+ * waiting; timed* return ETIMEDOUT at abstime (CLOCK_REALTIME). unlock
+ * releases the caller's read or write lock (EPERM when it is not locked).
+ * With writer preference a blocked writer keeps new readers out; a writer's
+ * unlock lets in every reader waiting then, and the last reader out lets in
+ * one writer. Not recursive. destroy: the lock must be free.
+ */
+STB_EXPORT int bthread_rwlock_init(bthread_rwlock_t *rwlock, const bthread_rwlockattr_t *attr);
+STB_EXPORT int bthread_rwlock_destroy(bthread_rwlock_t *rwlock);
+STB_EXPORT int bthread_rwlock_rdlock(bthread_rwlock_t *rwlock);
+STB_EXPORT int bthread_rwlock_tryrdlock(bthread_rwlock_t *rwlock);
+STB_EXPORT int bthread_rwlock_timedrdlock(bthread_rwlock_t *rwlock,
+					  const struct timespec *abstime);
+STB_EXPORT int bthread_rwlock_wrlock(bthread_rwlock_t *rwlock);
+STB_EXPORT int bthread_rwlock_trywrlock(bthread_rwlock_t *rwlock);
+STB_EXPORT int bthread_rwlock_timedwrlock(bthread_rwlock_t *rwlock,
+					  const struct timespec *abstime);
+STB_EXPORT int bthread_rwlock_unlock(bthread_rwlock_t *rwlock);
+/* Preference: BTHREAD_RWLOCK_PREFER_READER_NP or _WRITER_NP / _WRITER_NONRECURSIVE_NP. */
+STB_EXPORT int bthread_rwlockattr_init(bthread_rwlockattr_t *attr);
+STB_EXPORT int bthread_rwlockattr_destroy(bthread_rwlockattr_t *attr);
+STB_EXPORT int bthread_rwlockattr_getkind_np(const bthread_rwlockattr_t *attr, int *pref);
+STB_EXPORT int bthread_rwlockattr_setkind_np(bthread_rwlockattr_t *attr, int pref);
+
+/* ---- semaphores ---- */
+/*
+ * A counting semaphore starting at value. wait takes one unit, waiting
+ * while there is none (a stop does not end the wait); trywait: EAGAIN
+ * instead; timedwait: ETIMEDOUT at abstime (CLOCK_REALTIME). post/post_n
+ * add 1/n units (n >= 1) and wake as many waiters. init: 0, EINVAL, ENOMEM.
+ */
+STB_EXPORT int bthread_sem_init(bthread_sem_t *sem, unsigned value);
+STB_EXPORT int bthread_sem_disable_csite(bthread_sem_t *sem);
+STB_EXPORT int bthread_sem_destroy(bthread_sem_t *sem);
+STB_EXPORT int bthread_sem_wait(bthread_sem_t *sem);
+STB_EXPORT int bthread_sem_timedwait(bthread_sem_t *sem, const struct timespec *abstime);
+STB_EXPORT int bthread_sem_trywait(bthread_sem_t *sem);
+STB_EXPORT int bthread_sem_post(bthread_sem_t *sem);
+STB_EXPORT int bthread_sem_post_n(bthread_sem_t *sem, size_t n);
+
+/* ---- barriers ---- */
+/*
+ * count (>= 1) callers of wait meet: the last to arrive releases them all;
+ * wait returns BTHREAD_BARRIER_SERIAL_THREAD to one of each cycle and 0 to
+ * the others. A stop does not end the wait. init: 0, EINVAL, ENOMEM.
+ */
+STB_EXPORT int bthread_barrier_init(bthread_barrier_t *barrier,
+				    const bthread_barrierattr_t *attr, unsigned count);
+STB_EXPORT int bthread_barrier_destroy(bthread_barrier_t *barrier);
+STB_EXPORT int bthread_barrier_wait(bthread_barrier_t *barrier);
+
+/* ---- once ---- */
+/*
+ * Runs init_routine exactly once per control; concurrent callers wait (as
+ * bthreads, without blocking their workers) until it returned. 0, EINVAL.
+ */
+STB_EXPORT int bthread_once(bthread_once_t *once_control, void (*init_routine)(void));
+
+/* ---- bthread-local storage ---- */
+/*
+ * A key names a slot in every bthread's (and every pthread's) table. The
+ * destructor, when not NULL, runs on a thread's non-NULL value when that
+ * bthread or pthread exits (up to 4 rounds when destructors set values
+ * again), not when the key is deleted. create: 0, EINVAL, EAGAIN (no key
+ * left). delete: 0 or EINVAL; values of a deleted key are never returned
+ * again. setspecific: 0, EINVAL (invalid key), ENOMEM. getspecific: the
+ * caller's value, NULL for none or an invalid key. Thread-safe.
+ */
+STB_EXPORT int bthread_key_create(bthread_key_t *key, void (*destructor)(void *data));
+STB_EXPORT int bthread_key_delete(bthread_key_t key);
+STB_EXPORT int bthread_setspecific(bthread_key_t key, void *data);
+STB_EXPORT void *bthread_getspecific(bthread_key_t key);
+
+STB_END_DECLS
+
+#include <bthread/id.h>
+
+#if defined(__cplusplus)
+#include <bthread/mutex.h>
+#include <ostream>
+#include <stb/stb.h>
+#include <string>
+#include <vector>
+
+namespace bthread {
+/* bRPC's C++ names of the tracer calls (stb/stb.h has the C ones). */
+inline void init_for_pthread_stack_trace()
+{
+	bthread_init_for_pthread_stack_trace();
+}
+/* The stack of bthread tid as text; an error text when it cannot be traced. */
+inline std::string stack_trace(bthread_t tid)
+{
+	std::vector<char> buf(4096);
+	for (int round = 0; round < 4; round++) {
+		const int n = bthread_stack_trace(tid, buf.data(), buf.size());
+		if (n < 0)
+			return std::string("bthread_stack_trace failed: error ") +
+			       std::to_string(-n) + "\n";
+		if ((size_t)n < buf.size())
+			return std::string(buf.data(), (size_t)n);
+		buf.resize((size_t)n + 1);
+	}
+	return std::string(buf.data());
+}
+inline void stack_trace(std::ostream &os, bthread_t tid)
+{
+	os << stack_trace(tid);
+}
+} // namespace bthread
+#endif /* __cplusplus */
+
 #endif /* STB_BTHREAD_BTHREAD_H */

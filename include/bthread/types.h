@@ -8,6 +8,7 @@
 #ifndef STB_BTHREAD_TYPES_H
 #define STB_BTHREAD_TYPES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -157,12 +158,42 @@ typedef struct {
 typedef uint64_t bthread_timer_t;
 
 /* ---- mutex and condition variable ---- */
+/*
+ * bRPC's contention site of a mutex (sampled contention time). Kept for
+ * source compatibility: stb records no contention samples, the fields stay 0.
+ */
 typedef struct {
+	int64_t duration_ns;
+	size_t sampling_range;
+} bthread_contention_site_t;
+
+/*
+ * Who holds a mutex: one 64-bit word, 0 when free, otherwise the holder as
+ * STB_ABI_OWNER_* (stb/abi.h) encodes it: a bthread_t, or a flagged kernel
+ * tid for a pthread. Written by the holder (relaxed) right after it took the
+ * lock and cleared before it releases it; tracers re-read it (wait_extra of
+ * a MUTEX wait points here).
+ */
+typedef struct {
+	uint64_t word;
+} mutex_owner_t;
+
+/*
+ * butex is bRPC's: the lock word, 0 free, 1 locked, 257 (0x101) locked and
+ * contended. The members' order and names are bRPC's.
+ */
+typedef struct bthread_mutex_t {
+#if defined(__cplusplus)
+	bthread_mutex_t() : butex(NULL), csite(), enable_csite(true), owner() {}
+#endif
 	unsigned *butex;
-	void *reserved;
+	bthread_contention_site_t csite;
+	bool enable_csite;
+	mutex_owner_t owner;
 } bthread_mutex_t;
+
 typedef struct {
-	int reserved;
+	bool enable_csite;
 } bthread_mutexattr_t;
 typedef struct {
 	bthread_mutex_t *m;
@@ -173,5 +204,107 @@ typedef struct {
 } bthread_condattr_t;
 
 STB_END_DECLS
+
+/*
+ * ==== Semaphores, read-write locks, barriers, once, bthread-local keys and
+ * bthread_id: the types of the synchronization module (runtime/core/sem.c,
+ * rwlock.c, barrier.c, once.c, key.c, id.c). Members are private unless a
+ * comment says otherwise; initialize each with its *_init function.
+ */
+STB_BEGIN_DECLS
+
+/* Counting semaphore: *butex is the count (bRPC's layout). */
+typedef struct {
+	unsigned *butex;
+	bool enable_csite;
+} bthread_sem_t;
+
+/* Reader/writer preference of a bthread_rwlock_t (glibc's values). */
+#define BTHREAD_RWLOCK_PREFER_READER_NP 0
+#define BTHREAD_RWLOCK_PREFER_WRITER_NP 1
+#define BTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP 2
+/* The default: a waiting writer keeps new readers out (bRPC's behaviour). */
+#define BTHREAD_RWLOCK_DEFAULT_NP BTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP
+
+typedef struct {
+	int lockkind;
+} bthread_rwlockattr_t;
+
+typedef struct {
+	unsigned state;       /* readers | flags (rwlock.c) */
+	unsigned nrd_waiting; /* readers blocked, under lock */
+	unsigned nwr_waiting; /* writers blocked, under lock */
+	unsigned grant_gen;   /* generation of the last hand-off to readers */
+	int *rd_seq;          /* butex readers wait on */
+	int *wr_seq;          /* butex writers wait on */
+	unsigned lock;        /* short internal lock, never held while blocked */
+	int kind;             /* BTHREAD_RWLOCK_*_NP */
+	uint64_t writer;      /* owner word of the write lock (mutex_owner_t encoding) */
+} bthread_rwlock_t;
+
+/* bthread_barrier_wait returns this to exactly one waiter per cycle. */
+#define BTHREAD_BARRIER_SERIAL_THREAD (-1)
+
+typedef struct {
+	unsigned count;    /* waiters per cycle */
+	unsigned arrived;  /* waiters of the current cycle, under lock */
+	unsigned lock;     /* short internal lock */
+	int *gen;          /* butex: cycle number */
+} bthread_barrier_t;
+
+typedef struct {
+	int reserved;
+} bthread_barrierattr_t;
+
+/*
+ * A once control: zero-initialized (a static, BTHREAD_ONCE_INIT, or in C++
+ * the default constructor) before the first bthread_once on it.
+ */
+typedef struct bthread_once_t {
+#if defined(__cplusplus)
+	bthread_once_t(unsigned s = 0) : state(s) {}
+#endif
+	unsigned state;
+} bthread_once_t;
+#define BTHREAD_ONCE_INIT {0}
+
+/* A bthread-local storage key (bRPC's members: index and version). */
+typedef struct {
+	uint32_t index;   /* slot in every key table */
+	uint32_t version; /* ABA guard: changes when the key is deleted; 0 never valid */
+} bthread_key_t;
+static const bthread_key_t INVALID_BTHREAD_KEY = {0, 0};
+
+/*
+ * An RPC correlation id (bthread/id.h): value is (slot << 32) | version; a
+ * ranged id covers [value, value + range).
+ */
+typedef struct {
+	uint64_t value;
+} bthread_id_t;
+/* Never returned by bthread_id_create*; not to be confused with INVALID_BTHREAD. */
+static const bthread_id_t INVALID_BTHREAD_ID = {0};
+
+/* A list of bthread_id_t (bthread_id_list_*). bRPC's layout. */
+typedef struct {
+	void *impl;
+	unsigned head;
+	unsigned size;
+	unsigned conflict_head;
+	unsigned conflict_size;
+} bthread_id_list_t;
+
+STB_END_DECLS
+
+#if defined(__cplusplus)
+#include <ostream>
+inline bool operator==(bthread_id_t a, bthread_id_t b) { return a.value == b.value; }
+inline bool operator!=(bthread_id_t a, bthread_id_t b) { return !(a == b); }
+inline bool operator<(bthread_id_t a, bthread_id_t b) { return a.value < b.value; }
+inline bool operator>(bthread_id_t a, bthread_id_t b) { return b < a; }
+inline bool operator<=(bthread_id_t a, bthread_id_t b) { return !(b < a); }
+inline bool operator>=(bthread_id_t a, bthread_id_t b) { return !(a < b); }
+inline std::ostream &operator<<(std::ostream &os, bthread_id_t id) { return os << id.value; }
+#endif /* __cplusplus */
 
 #endif /* STB_BTHREAD_TYPES_H */

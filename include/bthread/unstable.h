@@ -99,4 +99,36 @@ STB_EXPORT void bthread_stop_world(void);
 
 STB_END_DECLS
 
+/*
+ * ==== bthread-local storage: keys with an argument for the destructor and
+ * keytable pools (the synchronization module, runtime/core/key.c).
+ */
+STB_BEGIN_DECLS
+
+/* bthread_key_create with a destructor that also gets dtor_args. */
+STB_EXPORT int bthread_key_create2(bthread_key_t *key, void (*destructor)(void *data,
+									 const void *dtor_args),
+				   const void *dtor_args);
+
+/*
+ * A pool of key tables for bthreads started with attr.keytable_pool: such a
+ * bthread takes a table from the pool at its first bthread_getspecific /
+ * setspecific and gives it back, values and all, without running
+ * destructors, when it ends. destroy runs the destructors of the tables in
+ * the pool (as if each were the caller's table) and frees them; bthreads
+ * ending later free their tables themselves. 0 or EINVAL. getstat: nfree = tables in the pool.
+ */
+STB_EXPORT int bthread_keytable_pool_init(bthread_keytable_pool_t *pool);
+STB_EXPORT int bthread_keytable_pool_destroy(bthread_keytable_pool_t *pool);
+STB_EXPORT int bthread_keytable_pool_getstat(bthread_keytable_pool_t *pool,
+					     bthread_keytable_pool_stat_t *stat);
+/* bRPC keeps per-thread lists of free tables; stb one list per pool: 0 (EINVAL for NULL). */
+STB_EXPORT int get_thread_local_keytable_list_length(bthread_keytable_pool_t *pool);
+/* Fills pool up to nfree tables, each with key set to ctor(args) (stops when ctor returns NULL). */
+STB_EXPORT void bthread_keytable_pool_reserve(bthread_keytable_pool_t *pool, size_t nfree,
+					      bthread_key_t key, void *ctor(const void *args),
+					      const void *args);
+
+STB_END_DECLS
+
 #endif /* STB_BTHREAD_UNSTABLE_H */
