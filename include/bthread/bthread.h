@@ -327,9 +327,15 @@ STB_END_DECLS
 #if defined(__cplusplus)
 #include <bthread/mutex.h>
 #include <ostream>
-#include <stb/stb.h>
 #include <string>
 #include <vector>
+
+/* The tracer's C calls (declared again, identically, by stb/stb.h, which
+ * includes this header: including it here would be circular). */
+extern "C" {
+STB_EXPORT bthread_t bthread_init_for_pthread_stack_trace(void);
+STB_EXPORT int bthread_stack_trace(bthread_t tid, char *buf, size_t size);
+}
 
 namespace bthread {
 /* bRPC's C++ names of the tracer calls (stb/stb.h has the C ones). */

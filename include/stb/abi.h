@@ -160,9 +160,11 @@ enum stb_wait_kind {
 	STB_WAIT_ONCE = 8,      /* bthread_once: object = the once control */
 	STB_WAIT_SLEEP = 9,     /* bthread_usleep: deadline = its end */
 	STB_WAIT_FD = 10,       /* bthread_fd_wait: fd and events in wait_word */
-	STB_WAIT_JOIN = 11,     /* bthread_join: owner = the joined bthread */
+	STB_WAIT_JOIN = 11,     /* bthread_join: owner = the joined bthread (bthread_list_join:
+	                           object = the list) */
 	STB_WAIT_ID = 12,       /* bthread_id_lock/join: object = the id's value, owner = its locker */
-	STB_WAIT_TIMER = 13,    /* bthread_timer_del: waiting for a running callback */
+	STB_WAIT_TIMER = 13,    /* bthread_timer_del: waiting for a running callback,
+	                           object = the bthread_timer_t */
 	STB_WAIT_YIELD = 14,    /* ready after bthread_yield (not blocked) */
 	STB_WAIT_COUNTDOWN = 15, /* CountdownEvent::wait: object = the event */
 	STB_WAIT_NKINDS = 16,
