@@ -59,24 +59,106 @@ bool stb_trace_mode_exact(unsigned mode)
 	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL;
 }
 
+/* The 8 hex digits of x, most significant first, as 8 bytes in memory
+ * order: each nibble spread into a byte, then turned into its digit in all
+ * bytes at once. */
+static uint64_t hex8(uint32_t x)
+{
+	uint64_t v = x;
+	v = ((v & 0xffff0000u) << 16) | (v & 0xffffu);
+	v = ((v & 0x0000ff000000ff00ull) << 8) | (v & 0x000000ff000000ffull);
+	v = ((v & 0x00f000f000f000f0ull) << 4) | (v & 0x000f000f000f000full);
+	uint64_t letters = ((v + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull;
+	v += 0x3030303030303030ull + letters * ('a' - '0' - 10);
+	return __builtin_bswap64(v);
+}
+
+/* Appends the hex digits of v (at least min of them, no prefix) at p. */
+static char *put_hex(char *p, uint64_t v, int min)
+{
+	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+	if (n < min)
+		n = min;
+	if (n == 16) {
+		uint64_t hi = hex8((uint32_t)(v >> 32)), lo = hex8((uint32_t)v);
+		memcpy(p, &hi, 8);
+		memcpy(p + 8, &lo, 8);
+	} else if (n > 8) {
+		uint64_t hi = hex8((uint32_t)(v >> 32)), lo = hex8((uint32_t)v);
+		char t[16];
+		memcpy(t, &hi, 8);
+		memcpy(t + 8, &lo, 8);
+		memcpy(p, t + 16 - n, (size_t)n);
+	} else {
+		static const char digits[] = "0123456789abcdef";
+		for (int i = n - 1; i >= 0; i--, v >>= 4)
+			p[i] = digits[v & 15];
+	}
+	return p + n;
+}
+
+static char *put_dec(char *p, unsigned v)
+{
+	char t[10];
+	int n = 0;
+	do {
+		t[9 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(p, t + 10 - n, (size_t)n);
+	return p + n;
+}
+
+#define STB_NAME_MAX 512 /* escaped names are cut at 511 bytes: a line stays readable */
+#define STB_PUT(p, lit) (memcpy(p, lit, sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+static char *put_name(char *p, const char *s)
+{
+	size_t n = strlen(s);
+	if (n < STB_NAME_MAX && stb_text_plain(s, n)) { /* the common case */
+		memcpy(p, s, n);
+		return p + n;
+	}
+	n = stb_text_escape(p, STB_NAME_MAX, s, n);
+	return p + (n < STB_NAME_MAX ? n : STB_NAME_MAX - 1);
+}
+
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
 {
-	/* Frames found by following frame pointers (beyond a stack copy) say so. */
-	const char *how = (f->flags & STB_FRAME_F_FP) ? " [fp]" : "";
-	char name[512];
+	/* Built in a local line of bounded length (every part is), then copied
+	 * with snprintf's contract: no format parsed per field. */
+	char line[64 + STB_NAME_MAX + 64];
+	char *p = line;
+	p = STB_PUT(p, "#");
+	p = put_dec(p, idx);
+	p = STB_PUT(p, " 0x");
+	p = put_hex(p, f->ip, 16);
 	if (f->symbol) {
-		stb_text_escape(name, sizeof(name), f->symbol, strlen(f->symbol));
-		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " %s+0x%" PRIx64 "%s\n", idx,
-					f->ip, name, f->offset, how);
-	}
-	if (f->module) {
+		p = STB_PUT(p, " ");
+		p = put_name(p, f->symbol);
+		p = STB_PUT(p, "+0x");
+		p = put_hex(p, f->offset, 1);
+	} else if (f->module) {
 		const char *base = strrchr(f->module, '/');
-		base = base ? base + 1 : f->module;
-		stb_text_escape(name, sizeof(name), base, strlen(base));
-		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ?? (%s+0x%" PRIx64 ")%s\n",
-					idx, f->ip, name, f->module_offset, how);
+		p = STB_PUT(p, " ?? (");
+		p = put_name(p, base ? base + 1 : f->module);
+		p = STB_PUT(p, "+0x");
+		p = put_hex(p, f->module_offset, 1);
+		p = STB_PUT(p, ")");
+	} else {
+		p = STB_PUT(p, " ??");
 	}
-	return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ??%s\n", idx, f->ip, how);
+	/* Frames found by following frame pointers (beyond a stack copy) say so. */
+	if (f->flags & STB_FRAME_F_FP)
+		p = STB_PUT(p, " [fp]");
+	p = STB_PUT(p, "\n");
+	size_t len = (size_t)(p - line);
+	if (size) {
+		size_t n = len < size ? len : size - 1;
+		memcpy(buf, line, n);
+		buf[n] = '\0';
+	}
+	return len;
 }
 
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
