@@ -32,14 +32,16 @@ bool stb_wait_has_owner_word(unsigned kind)
 	       kind == STB_WAIT_ID;
 }
 
-/* The fields of the block (no validation). */
+/* The fields of the block (no validation). Acquire loads (plain loads on x86):
+ * the caller's re-read of the words cannot pass them, which is what validates
+ * the copy (a fence would do, but TSan does not support fences). */
 static void read_block(const struct stb_abi_task *p, struct stb_wait_view *w)
 {
-	w->object = LOAD(p->wait_object);
-	w->owner = LOAD(p->wait_owner);
-	w->deadline = LOAD(p->wait_deadline);
-	w->extra = LOAD(p->wait_extra);
-	w->since_ns = LOAD(p->since_ns);
+	w->object = ACQUIRE(p->wait_object);
+	w->owner = ACQUIRE(p->wait_owner);
+	w->deadline = ACQUIRE(p->wait_deadline);
+	w->extra = ACQUIRE(p->wait_extra);
+	w->since_ns = ACQUIRE(p->since_ns);
 }
 
 bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
@@ -55,7 +57,6 @@ bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
 		return false;
 	uint64_t k1 = ACQUIRE(p->wait_word);
 	read_block(p, w);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	uint64_t k2 = LOAD(p->wait_word);
 	uint64_t w2 = LOAD(p->word);
 	unsigned kind = STB_ABI_WAIT_KIND(k1);
@@ -92,10 +93,9 @@ bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_crea
 	memset(c, 0, sizeof(*c));
 	if (ACQUIRE(p->id) != id)
 		return false;
-	c->id = LOAD(p->creator_id);
-	c->ip = LOAD(p->creator_ip);
-	c->tid = LOAD(p->creator_tid);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	c->id = ACQUIRE(p->creator_id); /* acquire: the id's re-read stays after them */
+	c->ip = ACQUIRE(p->creator_ip);
+	c->tid = ACQUIRE(p->creator_tid);
 	if (LOAD(p->id) != id || c->id == id) { /* reused meanwhile, or nonsense */
 		memset(c, 0, sizeof(*c));
 		return false;
