@@ -117,7 +117,7 @@ grep -q '^requests: 1000 ok .* 0 failed, 0 connection errors' "$tmp/client.out" 
 
 # ---- the debug endpoint ----
 http_get /bthreads >"$tmp/http.txt"
-head -n 1 "$tmp/http.txt" | grep -q '^HTTP/1.1 200 OK' || fail "/bthreads did not answer 200"
+grep -q '^HTTP/1.1 200 OK' <(head -n 1 "$tmp/http.txt") || fail "/bthreads did not answer 200"
 grep -q '"acceptor" \[suspended' "$tmp/http.txt" || fail "/bthreads does not list the acceptor"
 # The JSON pages against docs/json.md (tests/check_json_schema.py), when python3 exists.
 checker="$(dirname "$0")/check_json_schema.py"

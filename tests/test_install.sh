@@ -54,7 +54,7 @@ cc -std=c11 -O2 "${extra[@]}" -o "$tmp/app" "$tmp/app.c" $(pkg-config --cflags -
   -Wl,-rpath,"$libdir"
 [ "$("$tmp/app")" = ok ] || { echo "FAIL: shared build did not run"; exit 1; }
 # Only the install's libbthread, never the build tree's.
-ldd "$tmp/app" | grep -q "$libdir/libbthread.so" || { echo "FAIL: not linked to the install"; exit 1; }
+ldd "$tmp/app" | grep "$libdir/libbthread.so" >/dev/null || { echo "FAIL: not linked to the install"; exit 1; }
 # shellcheck disable=SC2046
 cc -std=c11 -O2 "${extra[@]}" -o "$tmp/app_static" "$tmp/app.c" -Wl,-Bstatic -L"$libdir" -lbthread -Wl,-Bdynamic \
   $(pkg-config --cflags --libs --static bthread | sed 's/-lbthread//')
@@ -84,10 +84,10 @@ cmake -S "$tmp/cmakeapp" -B "$tmp/cmakeapp/build" -DCMAKE_PREFIX_PATH="$tmp/pref
 cmake --build "$tmp/cmakeapp/build" >"$tmp/cmake-build.log" 2>&1 ||
   { cat "$tmp/cmake-build.log"; echo "FAIL: building against bthread::bthread failed"; exit 1; }
 [ "$("$tmp/cmakeapp/build/app")" = ok ] || { echo "FAIL: CMake shared build did not run"; exit 1; }
-ldd "$tmp/cmakeapp/build/app" | grep -q "$libdir/libbthread.so" ||
+ldd "$tmp/cmakeapp/build/app" | grep "$libdir/libbthread.so" >/dev/null ||
   { echo "FAIL: CMake app not linked to the install"; exit 1; }
 [ "$("$tmp/cmakeapp/build/app_static")" = ok ] || { echo "FAIL: CMake static build did not run"; exit 1; }
-if ldd "$tmp/cmakeapp/build/app_static" | grep -q libbthread; then
+if ldd "$tmp/cmakeapp/build/app_static" | grep libbthread >/dev/null; then
   echo "FAIL: bthread::bthread_static linked libbthread.so"; exit 1
 fi
 echo "install: pkg-config and find_package(bthread CONFIG), shared and static builds run"
