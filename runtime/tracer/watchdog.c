@@ -103,8 +103,8 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 	for (size_t i = 0; i < set.n; i++) {
 		const struct stb_report_task *t = &set.tasks[i];
 		uint64_t ns = stb_report_stuck_ns(t, now);
-		if (t->state == STB_TASK_RUNNING && !t->is_pthread)
-			rep.running++;
+		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE)
+			rep.running++; /* not a bthread blocked on its worker's stack */
 		else
 			rep.blocked++;
 		if (ns > rep.longest_ns)
