@@ -148,7 +148,7 @@ static void bench_dump(const struct bench_opts *o)
 {
 	char many[16];
 	snprintf(many, sizeof(many), "%u", o->tasks);
-	const char *args[] = {"--many", many, "--workers", "2", "--butex", "0", "--sleep", "0",
+	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
 			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
 			      "--pthread", "0", NULL};
 	struct ts_ltarget t;
@@ -273,7 +273,7 @@ static void bench_dump(const struct bench_opts *o)
 
 static void bench_capture(const struct bench_opts *o)
 {
-	const char *args[] = {"--workers", "2", "--butex", "0", "--sleep", "0", "--mutex", "0",
+	const char *args[] = {"--workers", "4", "--butex", "0", "--sleep", "0", "--mutex", "0",
 			      "--fd", "0", "--yield", "0", "--spin", "1", "--pthread", "0", NULL};
 	struct ts_ltarget t;
 	bench_target(&t, o->target, args);
@@ -533,13 +533,13 @@ static void bench_yield_rounds(const struct bench_opts *o, struct ts_ltarget *t,
 
 static void bench_yield(const struct bench_opts *o)
 {
-	const char *args[] = {"--workers", "2", "--yield", "100", "--butex", "0", "--sleep", "0",
+	const char *args[] = {"--workers", "4", "--yield", "100", "--butex", "0", "--sleep", "0",
 			      "--mutex", "0", "--fd", "0", "--spin", "0", "--pthread", "0",
 			      "--heartbeat", "0", NULL};
 	struct ts_ltarget t;
 	bench_target(&t, o->target, args);
 	ts_sleep_ms(500);
-	printf("\n3. Yield throughput, 2 workers x 100 yielding bthreads, alternating rounds\n");
+	printf("\n3. Yield throughput, 4 workers x 100 yielding bthreads, alternating rounds\n");
 	bench_header("");
 	bench_yield_rounds(o, &t, 100, 1000);
 	bench_yield_rounds(o, &t, 1000, 3000);

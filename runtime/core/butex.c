@@ -153,10 +153,12 @@ static bool interrupt_take(struct stb_task *t)
  * registered pthread, a BTHREAD_ATTR_PTHREAD bthread) writes wait_word last
  * (release) and resets it to STB_WAIT_NONE when the wait ends.
  */
-static inline __attribute__((always_inline)) void wait_publish(struct stb_abi_task *p,
+static inline __attribute__((always_inline)) void wait_publish(struct stb_task *t,
 								 const struct stb_waiter *w,
 								 bool running)
 {
+	struct stb_abi_task *p = t->pub;
+	t->yield_published = false;
 	static const struct stb_wait plain = {.word = STB_ABI_WAIT_WORD(STB_WAIT_BUTEX, 0, 0, 0)};
 	const struct stb_wait *why = w->why ? w->why : &plain;
 	uint64_t word = why->word;
@@ -181,7 +183,7 @@ static void stb_butex_post_wait(struct stb_worker *wk, struct stb_task *t, void 
 	struct stb_waiter *w = arg;
 	struct stb_butex *b = w->butex;
 #if STB_TRACER
-	wait_publish(t->pub, w, false);
+	wait_publish(t, w, false);
 #endif
 	stb_task_set_state(t, STB_TASK_SUSPENDED);
 	stb_lock(&b->lock);
@@ -275,7 +277,7 @@ static int stb_butex_wait_pthread(struct stb_butex *b, int expected, uint64_t de
 #if STB_TRACER
 	struct stb_task *pt = stb_task_current();
 	if (pt)
-		wait_publish(pt->pub, &w, true);
+		wait_publish(pt, &w, true);
 #endif
 	int rc = wait_on_futex(&w, w.task);
 #if STB_TRACER

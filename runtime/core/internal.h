@@ -151,6 +151,7 @@ struct stb_task {
 	uint32_t version;              /* version of the current/last occupant */
 	uint32_t seq;                  /* run sequence number (mirrors pub->word) */
 	uint32_t last_worker;          /* worker index + 1 last published in pub, 0 = none */
+	bool yield_published;          /* pub->wait_word says STB_WAIT_YIELD (tracer builds) */
 	uint32_t flags;
 	int tag;                       /* worker pool */
 	struct stb_stack *stack;

@@ -545,9 +545,14 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 #if STB_TRACER
-	/* The wait block of a READY task says why it is not running (abi.h). */
-	__atomic_store_n(&prev->pub->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
-			 __ATOMIC_RELAXED);
+	/* The wait block of a READY task says why it is not running (abi.h).
+	 * Written once per run of yields: a task that yields in a loop leaves
+	 * the entry's second cache line alone. */
+	if (STB_UNLIKELY(!prev->yield_published)) {
+		prev->yield_published = true;
+		__atomic_store_n(&prev->pub->wait_word,
+				 STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0), __ATOMIC_RELAXED);
+	}
 #endif
 	stb_task_set_state(prev, STB_TASK_READY);
 	/* prev ran here, so it belongs to this worker's pool: queue it locally. */

@@ -205,6 +205,7 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	t->waiter = NULL;
 	t->next = NULL;
 	t->last_worker = 0;
+	t->yield_published = false;
 	t->keytable = NULL;
 	t->span = NULL;
 	t->cpu_ns = 0;
