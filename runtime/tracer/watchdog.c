@@ -141,12 +141,18 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 	return n;
 }
 
+/* Is key k in ks (sorted)? */
+static bool keys_has(const struct keys *ks, const struct key *k)
+{
+	return ks->n && bsearch(k, ks->k, ks->n, sizeof(*ks->k), key_cmp);
+}
+
 /* Keeps the keys of reported (sorted) that are still in cur (sorted). */
 static void keep_common(struct keys *reported, const struct keys *cur)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < reported->n; i++)
-		if (bsearch(&reported->k[i], cur->k, cur->n, sizeof(*cur->k), key_cmp))
+		if (keys_has(cur, &reported->k[i]))
 			reported->k[k++] = reported->k[i];
 	reported->n = k;
 }
@@ -174,6 +180,8 @@ static bool keys_add(struct keys *to, const struct keys *from)
  * seen by both checks). */
 static void keys_sort(struct keys *ks)
 {
+	if (ks->n < 2)
+		return;
 	qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
 	size_t k = 0;
 	for (size_t i = 0; i < ks->n; i++)
@@ -308,8 +316,7 @@ static void *watchdog_main(void *arg)
 		keys_sort(&cur);
 		bool fresh = false;
 		for (size_t i = 0; i < cur.n && !fresh; i++)
-			fresh = !bsearch(&cur.k[i], reported.k, reported.n, sizeof(*reported.k),
-					 key_cmp);
+			fresh = !keys_has(&reported, &cur.k[i]);
 		uint64_t now = stb_now_ns();
 		if (fresh && !oom && (!last || now - last >= gap)) {
 			/* The gap is counted from the end of a report (the
