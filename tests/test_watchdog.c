@@ -277,7 +277,9 @@ static void test_silent_for_yielders_and_churn(void **state)
 {
 	(void)state;
 	reset();
-	const uint64_t threshold = 1000 * MS;
+	/* 2 s: on a loaded machine a worker thread may get no CPU for a
+	 * while; the checks stay exact (no report at all). */
+	const uint64_t threshold = 2000 * MS;
 	assert_int_equal(bthread_mutex_init(&churn_mu, NULL), 0);
 	assert_int_equal(stb_watchdog_start(threshold, on_report, &got), 0);
 	churn_stop = 0;
@@ -287,14 +289,14 @@ static void test_silent_for_yielders_and_churn(void **state)
 		assert_int_equal(bthread_start_background(&th[i], NULL, i < 4 ? yielder : churner,
 							  NULL),
 				 0);
-	ts_sleep_ms(3500);
+	ts_sleep_ms(5000);
 	__atomic_store_n(&churn_stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < 12; i++)
 		assert_int_equal(bthread_join(th[i], NULL), 0);
-	/* A yielder alone on its worker: the only one, yields for 2.5 s. */
+	/* A yielder alone on its worker: the only one, yields for 4 s. */
 	churn_stop = 0;
 	assert_int_equal(bthread_start_background(&th[0], NULL, yielder, NULL), 0);
-	ts_sleep_ms(2500);
+	ts_sleep_ms(4000);
 	__atomic_store_n(&churn_stop, 1, __ATOMIC_RELEASE);
 	assert_int_equal(bthread_join(th[0], NULL), 0);
 	assert_int_equal(stb_watchdog_stop(), 0);
@@ -330,7 +332,6 @@ static void test_env(void **state)
 	exe[n] = '\0';
 	char *argv[] = {exe, "--child-spin", NULL};
 	char *err = NULL;
-	system("grep -E 'Sig(Blk|Ign)' /proc/$PPID/status");
 	setenv("STB_WATCHDOG", "0.3", 1);
 	int rc = ts_run(argv, NULL, &err, 120);
 	unsetenv("STB_WATCHDOG");

@@ -219,9 +219,14 @@ static void check_running(struct check *c, const struct stb_tview_src *src)
 		const struct stb_abi_worker *w = stb_table_worker(i);
 		if (!w)
 			break;
+		/* What is proven is the time from since to the monitor's last
+		 * pass (which saw the same run), not to now: a monitor that got
+		 * no CPU for a while must not make every run look long. The
+		 * pass is read first: a since read after it is that new or newer. */
+		uint64_t seen = __atomic_load_n(&h->monitor_ns, __ATOMIC_ACQUIRE);
 		uint64_t cur = __atomic_load_n(&w->current, __ATOMIC_ACQUIRE);
 		uint64_t since = __atomic_load_n(&w->run_since_ns, __ATOMIC_ACQUIRE);
-		if (cur && since && c->now > since && c->now - since >= c->opts.stuck_ns)
+		if (cur && since && seen > since && seen - since >= c->opts.stuck_ns)
 			check_slot(c, src, STB_ABI_SLOT(cur), cur);
 	}
 }
