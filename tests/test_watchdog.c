@@ -51,6 +51,25 @@ static void on_report(const struct stb_watchdog_report *r, void *arg)
 	pthread_mutex_unlock(&got.lock);
 }
 
+/* Report i as received (a copy: asserts must not run with got.lock held). */
+struct rep {
+	uint64_t at_ns, running, blocked, longest;
+	char text[65536];
+};
+
+static void snapshot(unsigned i, struct rep *r)
+{
+	pthread_mutex_lock(&got.lock);
+	r->at_ns = got.at_ns[i];
+	r->running = got.running[i];
+	r->blocked = got.blocked[i];
+	r->longest = got.longest[i];
+	snprintf(r->text, sizeof(r->text), "%s", got.text[i] ? got.text[i] : "");
+	pthread_mutex_unlock(&got.lock);
+}
+
+static struct rep rep0, rep1;
+
 static unsigned reports(void)
 {
 	pthread_mutex_lock(&got.lock);
@@ -175,20 +194,19 @@ static void test_spin_reported_with_stack(void **state)
 	assert_int_equal(stb_watchdog_stop(), 0);
 	assert_true(caught);
 	assert_true(started != 0);
-	pthread_mutex_lock(&got.lock);
-	uint64_t after = got.at_ns[0] - started;
+	snapshot(0, &rep0);
+	uint64_t after = rep0.at_ns - started;
 	print_message("spin of 3 s reported %.3f s after it started (threshold 1 s)\n",
 		      (double)after / 1e9);
 	assert_true(after >= threshold);
 	assert_true(after <= 2 * threshold);
-	assert_int_equal(got.n, 1);
-	assert_true(got.running[0] >= 1);
-	assert_true(got.longest[0] >= threshold);
-	assert_non_null(strstr(got.text[0], "stb watchdog"));
-	assert_non_null(strstr(got.text[0], "without a switch"));
-	if (!strstr(got.text[0], "wdog_spin_hog"))
-		fail_msg("the report does not show the spinning bthread's stack:\n%s", got.text[0]);
-	pthread_mutex_unlock(&got.lock);
+	assert_int_equal(reports(), 1);
+	assert_true(rep0.running >= 1);
+	assert_true(rep0.longest >= threshold);
+	assert_non_null(strstr(rep0.text, "stb watchdog"));
+	assert_non_null(strstr(rep0.text, "without a switch"));
+	if (!strstr(rep0.text, "wdog_spin_hog"))
+		fail_msg("the report does not show the spinning bthread's stack:\n%s", rep0.text);
 	reset();
 }
 
@@ -204,14 +222,13 @@ static void test_blocked_once_per_episode_rate_limited(void **state)
 	uint64_t t0 = ts_now_ns();
 	assert_int_equal(bthread_start_background(&a, NULL, wdog_blocked_waiter, NULL), 0);
 	assert_true(wait_reports(1, 5000));
-	uint64_t first = got.at_ns[0];
+	snapshot(0, &rep0);
+	uint64_t first = rep0.at_ns;
 	assert_true(first - t0 >= threshold);
-	pthread_mutex_lock(&got.lock);
-	assert_true(got.blocked[0] >= 1);
-	assert_non_null(strstr(got.text[0], "mutex"));
-	if (!strstr(got.text[0], "wdog_blocked_waiter"))
-		fail_msg("the report does not show the blocked bthread's stack:\n%s", got.text[0]);
-	pthread_mutex_unlock(&got.lock);
+	assert_true(rep0.blocked >= 1);
+	assert_non_null(strstr(rep0.text, "mutex"));
+	if (!strstr(rep0.text, "wdog_blocked_waiter"))
+		fail_msg("the report does not show the blocked bthread's stack:\n%s", rep0.text);
 	/* The same episode for 6 s (longer than the 5 s between reports): no
 	 * second report. */
 	ts_sleep_ms(6000);
@@ -224,7 +241,8 @@ static void test_blocked_once_per_episode_rate_limited(void **state)
 	assert_int_equal(bthread_start_background(&b, NULL, wdog_blocked_waiter, NULL), 0);
 	uint64_t t1 = ts_now_ns();
 	assert_true(wait_reports(2, 15000));
-	uint64_t second = got.at_ns[1];
+	snapshot(1, &rep1);
+	uint64_t second = rep1.at_ns;
 	print_message("blocked: first report %.3f s after the block; a new episode reported "
 		      "%.3f s after it began, %.3f s after the first report\n",
 		      (double)(first - t0) / 1e9, (double)(second - t1) / 1e9,
@@ -261,7 +279,9 @@ static void test_rate_limit_between_episodes(void **state)
 	bthread_mutex_lock(&held);
 	assert_int_equal(bthread_start_background(&b, NULL, wdog_blocked_waiter, NULL), 0);
 	assert_true(wait_reports(2, 15000));
-	uint64_t gap = got.at_ns[1] - got.at_ns[0];
+	snapshot(0, &rep0);
+	snapshot(1, &rep1);
+	uint64_t gap = rep1.at_ns - rep0.at_ns;
 	print_message("two episodes 0.5 s apart reported %.3f s apart (at most one report per 5 s)\n",
 		      (double)gap / 1e9);
 	assert_true(gap >= 5000 * MS);
@@ -301,8 +321,10 @@ static void test_silent_for_yielders_and_churn(void **state)
 	assert_int_equal(bthread_join(th[0], NULL), 0);
 	assert_int_equal(stb_watchdog_stop(), 0);
 	assert_true(churn_count > 1000);
-	if (reports())
-		fail_msg("the watchdog reported a healthy process:\n%s", got.text[0]);
+	if (reports()) {
+		snapshot(0, &rep0);
+		fail_msg("the watchdog reported a healthy process:\n%s", rep0.text);
+	}
 	bthread_mutex_destroy(&churn_mu);
 }
 
