@@ -805,6 +805,7 @@ static void *stb_worker_main(void *arg)
 	__atomic_store_n(&w->pub->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->pub->tag, (uint32_t)w->pool->tag, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELEASE);
+	stb_monitor_kick(); /* the monitor may have gone to sleep before it started */
 #endif
 	char name[16];
 	snprintf(name, sizeof(name), "bthread_w%u", w->index);
@@ -888,6 +889,7 @@ static int pool_add_worker(struct stb_pool *p)
 #if STB_TRACER
 	if (stb_table.hdr && index < STB_ABI_MAX_WORKERS)
 		__atomic_store_n(&stb_table.hdr->nworkers, index + 1, __ATOMIC_RELEASE);
+	stb_monitor_kick(); /* it may run already, unseen by a monitor gone idle */
 #endif
 	return 0;
 }

@@ -4,7 +4,8 @@
  * waits on a mutex, a write-locked rwlock or a locked bthread_id points at
  * the owner its owner word names now; one that joins points at the joined
  * bthread. Each task waits on one thing, so the graph is functional and its
- * cycles are found in linear time. Before a cycle is reported every member
+ * cycles are found in linear time (a task that waits for what it holds
+ * itself is a cycle of one). Before a cycle is reported every member
  * is read again -- same id, same task word (it has not run since), same wait,
  * same owner word -- so a graph that moves while it is read gives no false
  * cycle. Work and memory are bounded (a hostile table can claim anything):

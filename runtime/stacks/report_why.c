@@ -529,7 +529,10 @@ void stb_why_text_deadlocks(const struct stb_why *w,
 	for (size_t c = 0; c < d->ncycles; c++) {
 		size_t n;
 		const struct stb_deadlock_member *m = stb_deadlock_cycle(d, c, &n);
-		fprintf(out, "deadlock %zu: %zu tasks wait for each other\n", c + 1, n);
+		if (n == 1)
+			fprintf(out, "deadlock %zu: a task waits for what it holds itself\n", c + 1);
+		else
+			fprintf(out, "deadlock %zu: %zu tasks wait for each other\n", c + 1, n);
 		for (size_t i = 0; i < n; i++) {
 			struct stb_report_task *t = stb_why_find(w, m[i].id);
 			struct stb_report_task shown;

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The opt-in in-process watchdog (stb_watchdog_start, $STB_WATCHDOG): its own
- * thread looks at the task table every threshold / 4 and, when a bthread has
- * run on a worker without a switch for the threshold (it starves that
- * worker's queue) or a task has been blocked that long (not on an fd or in a
- * sleep), writes one grouped report of every such task with its stack -- to
- * stderr or to a callback -- once per episode, and at most once per
- * STB_WATCHDOG_MIN_GAP_NS. Nothing of it runs on the runtime's paths.
+ * thread reads the workers' entries every threshold / 4 and the task words
+ * every other time (no more than 1 % of its time on large tables) and, when a
+ * bthread has run on a worker without a switch for the threshold (it starves
+ * that worker's queue) or a task has been blocked that long (not on an fd or
+ * in a sleep), writes one grouped report of every such task with its stack --
+ * to stderr or to a callback -- once per episode, and at most once per
+ * max(threshold, STB_WATCHDOG_MIN_GAP_NS). Nothing of it runs on the
+ * runtime's paths and it takes none of the runtime's locks; only a report
+ * traces (leases, as stb_dump).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -100,8 +103,8 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 	for (size_t i = 0; i < set.n; i++) {
 		const struct stb_report_task *t = &set.tasks[i];
 		uint64_t ns = stb_report_stuck_ns(t, now);
-		if (t->state == STB_TASK_RUNNING && !t->is_pthread)
-			rep.running++;
+		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE)
+			rep.running++; /* not a bthread blocked on its worker's stack */
 		else
 			rep.blocked++;
 		if (ns > rep.longest_ns)
@@ -138,22 +141,139 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 	return n;
 }
 
+/* Is key k in ks (sorted)? */
+static bool keys_has(const struct keys *ks, const struct key *k)
+{
+	return ks->n && bsearch(k, ks->k, ks->n, sizeof(*ks->k), key_cmp);
+}
+
 /* Keeps the keys of reported (sorted) that are still in cur (sorted). */
 static void keep_common(struct keys *reported, const struct keys *cur)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < reported->n; i++)
-		if (bsearch(&reported->k[i], cur->k, cur->n, sizeof(*cur->k), key_cmp))
+		if (keys_has(cur, &reported->k[i]))
 			reported->k[k++] = reported->k[i];
 	reported->n = k;
+}
+
+/* Appends the keys of from to to (false: no memory). */
+static bool keys_add(struct keys *to, const struct keys *from)
+{
+	if (to->n + from->n > to->cap) {
+		size_t cap = to->cap ? to->cap : 64;
+		while (cap < to->n + from->n)
+			cap *= 2;
+		struct key *g = realloc(to->k, cap * sizeof(*g));
+		if (!g)
+			return false;
+		to->k = g;
+		to->cap = cap;
+	}
+	if (from->n)
+		memcpy(to->k + to->n, from->k, from->n * sizeof(*from->k));
+	to->n += from->n;
+	return true;
+}
+
+/* Sorts ks and drops duplicates (a thread blocked on its worker's stack is
+ * seen by both checks). */
+static void keys_sort(struct keys *ks)
+{
+	if (ks->n < 2)
+		return;
+	qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
+	size_t k = 0;
+	for (size_t i = 0; i < ks->n; i++)
+		if (!k || key_cmp(&ks->k[k - 1], &ks->k[i]) != 0)
+			ks->k[k++] = ks->k[i];
+	ks->n = k;
+}
+
+/* Checks task slot in full (the checked copy, its wait and running time). */
+static void check_slot(struct check *c, const struct stb_tview_src *src, uint32_t slot,
+		       uint64_t want_id)
+{
+	uint32_t next = slot + 1;
+	struct stb_abi_task *p = src->entry(src->ctx, slot, &next);
+	if (!p)
+		return;
+	struct stb_tview_task v;
+	stb_tview_read_task(p, &v);
+	if (!stb_tview_live(&v) || (v.bad & STB_TVIEW_BAD_STATE) || (want_id && v.id != want_id))
+		return;
+	if (v.state == STB_TASK_SUSPENDED || v.state == STB_TASK_RUNNING)
+		check_one(c, slot, p, &v);
+}
+
+/*
+ * The bthreads that have run without a switch for the threshold: only the
+ * workers' entries are read (what the monitor published), and a task's entry
+ * only when its worker's run is that old. Cheap enough for every period.
+ */
+static void check_running(struct check *c, const struct stb_tview_src *src)
+{
+	const struct stb_abi_header *h = __atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE);
+	uint32_t n = h ? stb_tview_nworkers(h, NULL) : 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct stb_abi_worker *w = stb_table_worker(i);
+		if (!w)
+			break;
+		/* What is proven is the time from since to the monitor's last
+		 * pass (which saw the same run), not to now: a monitor that got
+		 * no CPU for a while must not make every run look long. The
+		 * pass is read first: a since read after it is that new or newer. */
+		uint64_t seen = __atomic_load_n(&h->monitor_ns, __ATOMIC_ACQUIRE);
+		uint64_t cur = __atomic_load_n(&w->current, __ATOMIC_ACQUIRE);
+		uint64_t since = __atomic_load_n(&w->run_since_ns, __ATOMIC_ACQUIRE);
+		if (cur && since && seen > since && seen - since >= c->opts.stuck_ns)
+			check_slot(c, src, STB_ABI_SLOT(cur), cur);
+	}
+}
+
+/*
+ * The tasks blocked for the threshold: one pass over the table that reads
+ * the task word and, for a task that waits, its since_ns -- the full check
+ * only for the tasks blocked that long. Returns how long the pass took.
+ */
+static uint64_t check_blocked(struct check *c, const struct stb_tview_src *src)
+{
+	uint64_t t0 = stb_now_ns();
+	uint32_t slot = 0;
+	while (slot < src->nslots) {
+		uint32_t next = slot + 1;
+		struct stb_abi_task *p = src->entry(src->ctx, slot, &next);
+		if (!p) {
+			slot = next > slot ? next : slot + 1;
+			continue;
+		}
+		uint32_t cur = slot++;
+		uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+		unsigned st = STB_ABI_STATE(word);
+		if (st != STB_TASK_SUSPENDED) {
+			uint32_t flags = __atomic_load_n(&p->flags, __ATOMIC_RELAXED);
+			if (st != STB_TASK_RUNNING ||
+			    !(flags & (STB_ABI_TASK_F_PTHREAD | STB_ABI_TASK_F_WORKER_STACK)) ||
+			    STB_ABI_WAIT_KIND(__atomic_load_n(&p->wait_word, __ATOMIC_RELAXED)) ==
+				    STB_WAIT_NONE)
+				continue;
+		}
+		uint64_t since = __atomic_load_n(&p->since_ns, __ATOMIC_RELAXED);
+		if (since && c->now > since && c->now - since >= c->opts.stuck_ns)
+			check_slot(c, src, cur, 0);
+	}
+	return stb_now_ns() - t0;
 }
 
 static void *watchdog_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_wdog");
-	struct keys reported = {0}, cur = {0};
-	uint64_t last = 0;
+	/* reported: the stuck tasks of the last report still stuck; running:
+	 * those of this check; blocked: those of the last pass over the table;
+	 * cur: both. */
+	struct keys reported = {0}, cur = {0}, running = {0}, blocked = {0};
+	uint64_t last = 0, next_pass = 0;
 	pthread_mutex_lock(&stb_wd.lock);
 	uint64_t threshold = stb_wd.threshold_ns;
 	stb_watchdog_fn fn = stb_wd.fn;
@@ -173,27 +293,41 @@ static void *watchdog_main(void *arg)
 		if (stb_wd.stopping)
 			break;
 		pthread_mutex_unlock(&stb_wd.lock);
-		/* One pass over the table, no tracing: who is stuck now? */
+		/* No tracing, no lock of the runtime: who is stuck now? */
 		struct check c = {
 			.opts = {.stuck_ns = threshold, .stuck_no_io = true},
-			.now = stb_now_ns(), .cur = &cur,
+			.now = stb_now_ns(),
 		};
-		cur.n = 0;
-		cur.oom = false;
 		uint32_t first = 0;
 		struct stb_tview_src src = stb_self_src(&first);
-		struct stb_tview_scan_result res;
-		stb_tview_scan(&src, 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_RUNNING, 0, check_one,
-			       &c, &res);
-		qsort(cur.k, cur.n, sizeof(*cur.k), key_cmp);
+		running.n = 0;
+		running.oom = false;
+		c.cur = &running;
+		check_running(&c, &src);
+		bool oom = running.oom;
+		if (c.now >= next_pass) {
+			/* The pass over the table: every 2 periods, and never more
+			 * than 1 % of this thread's time however large the table. */
+			blocked.n = 0;
+			blocked.oom = false;
+			c.cur = &blocked;
+			uint64_t took = check_blocked(&c, &src);
+			uint64_t every = 2 * period > 100 * took ? 2 * period : 100 * took;
+			next_pass = c.now + every - period / 2;
+		}
+		oom |= blocked.oom;
+		cur.n = 0;
+		oom |= !keys_add(&cur, &running) || !keys_add(&cur, &blocked);
+		keys_sort(&cur);
 		bool fresh = false;
 		for (size_t i = 0; i < cur.n && !fresh; i++)
-			fresh = !bsearch(&cur.k[i], reported.k, reported.n, sizeof(*reported.k),
-					 key_cmp);
+			fresh = !keys_has(&reported, &cur.k[i]);
 		uint64_t now = stb_now_ns();
-		if (fresh && !cur.oom && (!last || now - last >= gap)) {
+		if (fresh && !oom && (!last || now - last >= gap)) {
+			/* The gap is counted from the end of a report (the
+			 * quiet time between two of them). */
 			if (report(threshold, fn, fn_arg))
-				last = now;
+				last = stb_now_ns();
 			struct keys t = reported; /* reported = cur */
 			reported = cur;
 			cur = t;
@@ -205,6 +339,8 @@ static void *watchdog_main(void *arg)
 	pthread_mutex_unlock(&stb_wd.lock);
 	free(reported.k);
 	free(cur.k);
+	free(running.k);
+	free(blocked.k);
 	return NULL;
 }
 
