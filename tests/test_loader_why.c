@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "loader_checks.h"
+#include "support/pprof_raw.h"
 #include "support/env.h"
 #include "support/proc.h"
 #include "why_checks.h"
@@ -89,6 +90,53 @@ static void test_deadlock_pthread(void **state)
 	check_scenario(WHY_DL_PTHREAD);
 }
 
+/* pprof from outside: the mutex waiter's sample carries wait_kind, the
+ * mutex's address as wait_object and its owner's id, as go tool pprof reads
+ * them; the sleeper's carries wait_kind sleep and no owner. */
+static void test_pprof_labels(void **state)
+{
+	(void)state;
+	why_start(&wt, WHY_DL_NONE, NULL, NULL);
+	char path[] = "/tmp/stb-why-pprof-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	char *out = loader_out("pprof", "-o", path);
+	free(out);
+	struct ts_prof p;
+	char why[512], id[32], obj[32], owner[32];
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
+		fail_msg("go tool pprof cannot read the profile: %s", why);
+	snprintf(id, sizeof(id), "%" PRIu64, wt.waiter);
+	snprintf(obj, sizeof(obj), "0x%" PRIx64, wt.objs[0]);
+	snprintf(owner, sizeof(owner), "%" PRIu64, wt.owner);
+	bool waiter = false, sleeper = false;
+	for (int i = 0; i < p.ns; i++) {
+		const struct ts_sample *s = &p.s[i];
+		if (ts_sample_has_label(s, "bthread_id", id)) {
+			waiter = true;
+			if (!ts_sample_has_label(s, "wait_kind", "mutex") ||
+			    !ts_sample_has_label(s, "wait_object", obj) ||
+			    !ts_sample_has_label(s, "owner", owner))
+				fail_msg("the mutex waiter's labels: %s (want mutex %s owner %s)",
+					 s->labels, obj, owner);
+		}
+		snprintf(id, sizeof(id), "%" PRIu64, wt.sleep);
+		if (ts_sample_has_label(s, "bthread_id", id)) {
+			sleeper = true;
+			if (!ts_sample_has_label(s, "wait_kind", "sleep") ||
+			    ts_sample_label_count(s, "owner") != 0)
+				fail_msg("the sleeper's labels: %s", s->labels);
+		}
+		snprintf(id, sizeof(id), "%" PRIu64, wt.waiter);
+	}
+	if (!waiter || !sleeper)
+		fail_msg("no sample of the mutex waiter (%d) or the sleeper (%d)", waiter, sleeper);
+	ts_prof_free(&p);
+	unlink(path);
+	why_stop(&wt);
+}
+
 /* Heavy mutex churn read from outside: the graph moves under the loader's
  * reads, and it must never report a cycle. */
 static void test_churn(void **state)
@@ -147,6 +195,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_deadlock_join, why_teardown),
 		cmocka_unit_test_teardown(test_deadlock_pthread, why_teardown),
 		cmocka_unit_test_teardown(test_churn, why_teardown),
+		cmocka_unit_test_teardown(test_pprof_labels, why_teardown),
 		cmocka_unit_test_teardown(test_stuck, why_teardown),
 	};
 	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_why");
