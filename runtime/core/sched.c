@@ -800,6 +800,7 @@ static void *stb_worker_main(void *arg)
 	__atomic_store_n(&w->pub->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->pub->tag, (uint32_t)w->pool->tag, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELEASE);
+	stb_monitor_kick(); /* a worker that never parks must wake an idle monitor too */
 #endif
 	char name[16];
 	snprintf(name, sizeof(name), "bthread_w%u", w->index);
@@ -883,6 +884,7 @@ static int pool_add_worker(struct stb_pool *p)
 #if STB_TRACER
 	if (stb_table.hdr && index < STB_ABI_MAX_WORKERS)
 		__atomic_store_n(&stb_table.hdr->nworkers, index + 1, __ATOMIC_RELEASE);
+	stb_monitor_kick(); /* and the worker's kick may come before this count */
 #endif
 	return 0;
 }
