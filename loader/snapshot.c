@@ -4,6 +4,8 @@
  * traced once by the trace driver -- suspended and ready ones from their saved
  * context read with process_vm_readv, running ones by the capture backend
  * (running.h) -- then unwound, symbolized and written in the chosen format.
+ * With --core the target is a core file (postmortem.h): the same run on its
+ * copy of the table, its memory and its threads' registers.
  * The run is bounded: per task by --timeout, as a whole by --deadline.
  */
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include "driver.h"
 #include "frames.h"
 #include "loader.h"
+#include "postmortem.h"
 #include "report.h"
 #include "running.h"
 #include "symbolize.h"
@@ -29,7 +32,10 @@
 
 struct snapshot {
 	const struct stb_loader_opts *o;
-	struct stb_target *tg;
+	struct stb_target *tg;     /* a live process, or */
+	struct stb_postmortem *pm; /* a core file (--core) */
+	const struct stb_tview_info *info;
+	const struct stb_abi_header *hdr; /* its counters */
 	struct stb_unw_proc *unw;
 	struct stb_sym *sym;
 	struct stb_running run;
@@ -102,7 +108,7 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 				(double)S->run.last_wait_ns / 1e3, (double)snap.held_ns / 1e3);
 		fputc('\n', stderr);
 	}
-	if (snap.target_gone || (rc == -ESRCH && !stb_target_alive(S->tg))) {
+	if (snap.target_gone || (rc == -ESRCH && S->tg && !stb_target_alive(S->tg))) {
 		S->target_gone = true;
 		return 1;
 	}
@@ -156,7 +162,7 @@ static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struc
 static void trace_ids(struct snapshot *S)
 {
 	const struct stb_loader_opts *o = S->o;
-	uint32_t capacity = S->tg->info.capacity;
+	uint32_t capacity = S->info->capacity;
 	for (unsigned i = 0; i < o->nids && !S->target_gone && !S->err; i++) {
 		uint64_t id = o->ids[i];
 		uint32_t slot = STB_ABI_SLOT(id);
@@ -172,7 +178,8 @@ static void trace_ids(struct snapshot *S)
 			S->not_traced += o->nids - i;
 			break;
 		}
-		struct stb_abi_task *p = stb_target_task(S->tg, slot);
+		struct stb_abi_task *p = S->pm ? stb_postmortem_task(S->pm, slot)
+					       : stb_target_task(S->tg, slot);
 		struct stb_tview_task v;
 		if (p)
 			stb_tview_read_task(p, &v);
@@ -227,32 +234,51 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			return STB_EXIT_FAIL;
 		}
 	}
-	stb_watchdog_phase("opening the target's table");
-	S.tg = stb_target_open(o->pid, err, sizeof(err));
-	if (!S.tg) {
-		fprintf(stderr, "stb-bpf-loader: %s\n", err);
-		goto cleanup;
-	}
-	stb_watchdog_phase("reading the target's modules");
-	S.unw = stb_unw_proc_new(o->pid);
-	S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
-	if (!S.unw || !S.sym) {
-		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
-			(int)o->pid, strerror(errno));
-		goto cleanup;
+	if (o->core) {
+		stb_watchdog_phase("reading the core file");
+		S.pm = stb_postmortem_open(o, err, sizeof(err));
+		if (!S.pm) {
+			fprintf(stderr, "stb-bpf-loader: %s\n", err);
+			goto cleanup;
+		}
+		S.info = &S.pm->info;
+		S.hdr = &S.pm->hdr;
+		S.unw = S.pm->unw;
+		S.sym = S.pm->sym;
+		S.mem = S.pm->mem;
+		S.ops = S.pm->ops;
+	} else {
+		stb_watchdog_phase("opening the target's table");
+		S.tg = stb_target_open(o->pid, err, sizeof(err));
+		if (!S.tg) {
+			fprintf(stderr, "stb-bpf-loader: %s\n", err);
+			goto cleanup;
+		}
+		S.info = &S.tg->info;
+		S.hdr = S.tg->hdr;
+		stb_watchdog_phase("reading the target's modules");
+		S.unw = stb_unw_proc_new(o->pid);
+		S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
+		if (!S.unw || !S.sym) {
+			fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
+				(int)o->pid, strerror(errno));
+			goto cleanup;
+		}
 	}
 	S.buf = malloc(STB_SNAPSHOT_COPY_MAX);
 	S.scratch = calloc(o->max_depth, sizeof(*S.scratch));
-	if (!S.buf || !S.scratch || stb_running_init(&S.run, S.tg, o->verbose) != 0) {
+	if (!S.buf || !S.scratch || (S.tg && stb_running_init(&S.run, S.tg, o->verbose) != 0)) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto cleanup;
 	}
-	stb_target_mem(S.tg, &S.mem);
-	stb_running_ops(&S.run, &S.ops);
+	if (S.tg) {
+		stb_target_mem(S.tg, &S.mem);
+		stb_running_ops(&S.run, &S.ops);
+	}
 	S.drv = (struct stb_driver){
 	    .mem = &S.mem,
 	    .capture = &S.ops,
-	    .flags = STB_DRIVER_F_LEASE,
+	    .flags = S.tg ? STB_DRIVER_F_LEASE : 0,
 	    .buf = S.buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
 	};
@@ -268,7 +294,8 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	if (o->nids) {
 		trace_ids(&S);
 	} else {
-		struct stb_tview_src src = stb_target_src(S.tg, &hwm_clamped);
+		struct stb_tview_src src = S.pm ? stb_postmortem_src(S.pm, &hwm_clamped)
+						: stb_target_src(S.tg, &hwm_clamped);
 		stb_tview_scan(&src, o->state_mask, S.trace_end, scan_fn, &S, &res);
 		S.not_traced = res.left;
 	}
@@ -277,29 +304,34 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 		fprintf(stderr, "stb-bpf-loader: out of memory after %zu tasks\n", S.n);
 		goto cleanup;
 	}
-	if (!stb_target_alive(S.tg))
+	if (S.tg && !stb_target_alive(S.tg))
 		S.target_gone = true;
 
 	/* What the report says about the run. */
-	const struct stb_tview_info *ti = &S.tg->info;
+	const struct stb_tview_info *ti = S.info;
 	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
-	    .producer = "stb-bpf-loader snapshot",
-	    .pid = (int)o->pid,
-	    .comm = S.tg->comm,
+	    .producer = S.pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
+	    .pid = S.pm ? (int)S.pm->core->pid : (int)o->pid,
+	    .comm = S.pm ? S.pm->comm : S.tg->comm,
 	    .table = true,
 	    .abi_version = ti->abi_version,
 	    .table_capacity = ti->capacity,
-	    .untraceable = __atomic_load_n(&S.tg->hdr->untraceable, __ATOMIC_RELAXED),
-	    .capture = stb_running_mode(&S.run),
+	    .untraceable = __atomic_load_n(&S.hdr->untraceable, __ATOMIC_RELAXED),
+	    .capture = S.pm ? "core" : stb_running_mode(&S.run),
 	    .run = true,
-	    .complete = !S.target_gone && !S.not_traced,
+	    .complete = !S.target_gone && !S.not_traced && !(S.pm && S.pm->missing),
 	    .not_traced = S.not_traced,
 	    .failed = S.failed,
 	    .finished = S.finished,
 	};
 	if (S.target_gone) {
 		meta.partial = "the target exited during the trace";
+	} else if (S.pm && S.pm->missing && !S.not_traced) {
+		snprintf(partial, sizeof(partial),
+			 "the core file is truncated: %" PRIu64 " table entries are not in it",
+			 S.pm->missing);
+		meta.partial = partial;
 	} else if (S.not_traced) {
 		snprintf(partial, sizeof(partial),
 			 "the run's deadline (--deadline %" PRIu64 " s) came "
@@ -307,6 +339,8 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			 (uint64_t)(o->deadline_ns / 1000000000u), S.not_traced);
 		meta.partial = partial;
 	}
+	if (S.pm)
+		stb_postmortem_notes(S.pm, &meta);
 	if (S.run.tried && !S.run.prog) {
 		snprintf(note_bpf, sizeof(note_bpf),
 			 "%s; running bthreads are not captured "
@@ -325,7 +359,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 		snprintf(note_hwm, sizeof(note_hwm),
 			 "the table header claims %" PRIu64 " slots in "
 			 "use, more than its capacity: only its %u slots were read",
-			 (uint64_t)(__atomic_load_n(&S.tg->hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
+			 (uint64_t)(__atomic_load_n(&S.hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
 			 ti->capacity);
 		stb_report_meta_note(&meta, note_hwm);
 	}
@@ -344,7 +378,8 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	    .unw = S.unw,
 	    .group = o->group,
 	    .meta = &meta,
-	    .now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+	    .now_ns = S.pm ? stb_postmortem_now(S.pm)
+			   : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
 	    .sym_deadline = stb_loader_sym_deadline(o),
 	};
 	stb_watchdog_phase("writing the output");
@@ -367,14 +402,14 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			"stb-bpf-loader: process %d exited during the trace; output is "
 			"partial\n",
 			(int)o->pid);
-	else if (S.not_traced)
+	else if (S.not_traced || (S.pm && S.pm->missing))
 		fprintf(stderr, "stb-bpf-loader: %s; output is partial\n", partial);
 	if (S.failed)
 		fprintf(stderr,
 			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "
 			"their errors)\n",
 			S.failed, S.n);
-	bool ok = !S.target_gone && !S.missing && !S.not_traced && !S.failed;
+	bool ok = meta.complete && !S.missing && !S.failed;
 	status = ok ? STB_EXIT_OK : STB_EXIT_FAIL;
 cleanup:
 	if (out != stdout) {
@@ -388,8 +423,12 @@ cleanup:
 	free(S.scratch);
 	free(S.buf);
 	stb_running_fini(&S.run);
-	stb_sym_free(S.sym);
-	stb_unw_proc_free(S.unw);
+	if (S.pm) {
+		stb_postmortem_close(S.pm); /* owns unw and sym */
+	} else {
+		stb_sym_free(S.sym);
+		stb_unw_proc_free(S.unw);
+	}
 	stb_target_close(S.tg);
 	return status;
 }

@@ -39,6 +39,23 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 {
 	int rc = stb_hold_copy_context(p, id, w1, lease, d->mem->read, d->mem->ctx, d->buf, d->cap,
 				       &snap->regs, &snap->copy);
+	if (rc == 0 && (d->mem->flags & STB_MEM_F_FROZEN)) {
+		/* abi.h: the switch frame ends at sp and its ret is the published
+		 * ip. A memory image without the stack (not dumped, or zeros where
+		 * a dumper could not read) fails this. */
+		struct stb_abi_switch_frame f = {0};
+		uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
+		if (snap->copy.len >= sizeof(f))
+			memcpy(&f, snap->copy.bytes, sizeof(f));
+		if (f.ret != ip) {
+			rc = -ENODATA;
+			say(err, errlen,
+			    "its stack is not in the core (no return address 0x%" PRIx64
+			    " at sp 0x%" PRIx64 "): see docs/postmortem.md",
+			    ip, snap->copy.addr + STB_ABI_SWITCH_FRAME);
+			return rc;
+		}
+	}
 	if (rc == 0) {
 		snap->mode = STB_TRACE_CONTEXT;
 		return 0;

@@ -56,13 +56,17 @@ void stb_report_meta_note(struct stb_report_meta *m, const char *note)
 
 bool stb_trace_mode_exact(unsigned mode)
 {
-	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL;
+	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL ||
+	       mode == STB_TRACE_CORE;
 }
 
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
 {
-	/* Frames found by following frame pointers (beyond a stack copy) say so. */
-	const char *how = (f->flags & STB_FRAME_F_FP) ? " [fp]" : "";
+	/* Frames found by following frame pointers (beyond a stack copy) say so,
+	 * and those in a module whose file is not the one mapped. */
+	char how[40];
+	snprintf(how, sizeof(how), "%s%s", (f->flags & STB_FRAME_F_FP) ? " [fp]" : "",
+		 (f->flags & STB_FRAME_F_MISMATCH) ? " [build id mismatch]" : "");
 	char name[512];
 	if (f->symbol) {
 		stb_text_escape(name, sizeof(name), f->symbol, strlen(f->symbol));
@@ -260,7 +264,8 @@ static int report_text(const struct stb_report *r, struct stb_report_task *tasks
 
 /* ---- JSON ---- */
 
-static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall"};
+static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall",
+					 "core"};
 
 void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 {
@@ -357,6 +362,8 @@ static void json_frames(const struct stb_report *r, struct stb_json *j, struct s
 			stb_json_kv_string(j, "file", f->file);
 			stb_json_kv_i64(j, "line", f->line);
 		}
+		if (f->flags & STB_FRAME_F_MISMATCH)
+			stb_json_kv_bool(j, "module_mismatch", true);
 		stb_json_kv_bool(j, "inlined", (f->flags & STB_FRAME_F_INLINED) != 0);
 		stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
 		stb_json_end(j);

@@ -43,7 +43,7 @@ struct stb_report_task {
 	unsigned group_count;               /* leaders: members */
 };
 
-#define STB_REPORT_MAX_NOTES 4u
+#define STB_REPORT_MAX_NOTES 8u
 
 /* A counter of the producer ("stats" in JSON). */
 struct stb_report_stat {
