@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader --core: loader_target aborts (a kernel-written core, with
+ * and without frame pointers) or is dumped live by gcore; every chain must come
+ * out of the core complete and in order, running ones from their thread's
+ * registers. Truncated, foreign and non-core files give their messages.
+ * Sets kernel.core_pattern for the run and restores it (77 when it cannot).
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "loader_checks.h"
+
+#define CORE_PATTERN "/proc/sys/kernel/core_pattern"
+
+static char saved_pattern[4096];
+static bool pattern_set;
+static char core_dir[PATH_MAX];
+
+static const char *const chain_cond[] = {"bthread_cond_wait", "ltgt_cond_leaf", "ltgt_cond_mid",
+					 "ltgt_cond_main", "stb_task_entry", NULL};
+static const char *const chain_join[] = {"bthread_join", "ltgt_join_leaf", "ltgt_join_mid",
+					 "ltgt_join_main", "stb_task_entry", NULL};
+static const char *const chain_joinee[] = {"butex_wait", "ltgt_butex_leaf", "ltgt_butex_mid",
+					   "ltgt_joinee_main", "stb_task_entry", NULL};
+
+/* What a core of loader_target --cond 1 --join 1 must show. */
+static const struct expect core_expects[] = {
+    {"butex", chain_butex, "suspended", "context"}, {"sleep", chain_sleep, "suspended", "context"},
+    {"mutex", chain_mutex, "suspended", "context"}, {"fd", chain_fd, "suspended", "context"},
+    {"cond", chain_cond, "suspended", "context"},   {"join", chain_join, "suspended", "context"},
+    {"spin", chain_spin, "running", "core"},        {"pthread", chain_pthread, "running", "core"},
+    {"yield", chain_yield_any, NULL, NULL},
+};
+
+static const char *const core_args[] = {"--cond", "1", "--join", "1", NULL};
+#define CORE_TASKS (DEFAULT_TASKS + 3u) /* + cond, join and its joinee */
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t n = strlen(s);
+	ssize_t w = write(fd, s, n);
+	int e = w == (ssize_t)n ? 0 : (w < 0 ? -errno : -EIO);
+	if (close(fd) != 0 && e == 0)
+		e = -errno;
+	return e;
+}
+
+static void restore_pattern(void)
+{
+	if (pattern_set && write_file(CORE_PATTERN, saved_pattern) == 0)
+		pattern_set = false;
+}
+
+/* core_pattern -> core_dir/core.%p, RLIMIT_CORE unlimited (inherited by the
+ * targets). 0, or a reason in why. */
+static int setup_cores(char *why, size_t len)
+{
+	FILE *f = fopen(CORE_PATTERN, "re");
+	if (!f) {
+		snprintf(why, len, "cannot read %s: %s", CORE_PATTERN, strerror(errno));
+		return -1;
+	}
+	size_t n = fread(saved_pattern, 1, sizeof(saved_pattern) - 1, f);
+	fclose(f);
+	saved_pattern[n] = 0;
+	char tmpl[] = "/tmp/stb-core-test.XXXXXX";
+	if (!mkdtemp(tmpl)) {
+		snprintf(why, len, "mkdtemp: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(core_dir, sizeof(core_dir), "%s", tmpl);
+	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+	if (setrlimit(RLIMIT_CORE, &rl) != 0) {
+		snprintf(why, len, "setrlimit(RLIMIT_CORE): %s", strerror(errno));
+		return -1;
+	}
+	char pat[PATH_MAX + 16];
+	snprintf(pat, sizeof(pat), "%s/core.%%p", core_dir);
+	pattern_set = true; /* restore even after a partial write */
+	atexit(restore_pattern);
+	int rc = write_file(CORE_PATTERN, pat);
+	if (rc != 0) {
+		pattern_set = false;
+		snprintf(why, len, "cannot set %s: %s", CORE_PATTERN, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+static void core_path(char *buf, size_t len, const char *prefix, pid_t pid)
+{
+	snprintf(buf, len, "%s/%s.%d", core_dir, prefix, (int)pid);
+}
+
+/* Runs argv (NULL-terminated) with its output to /dev/null; its exit code. */
+static int run_quiet(char *const argv[], int timeout_s)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	int st = 0;
+	uint64_t deadline = ts_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			break;
+		if (ts_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			fail_msg("%s did not end within %d s", argv[0], timeout_s);
+		}
+		ts_sleep_ms(10);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Makes the target abort; waits for its core. */
+static void target_abort(struct ts_ltarget *t, char *core, size_t len)
+{
+	assert_int_equal(write(t->to_fd, "abort\n", 6), 6);
+	int st = 0;
+	uint64_t deadline = ts_now_ns() + 60000000000ull;
+	while (waitpid(t->pid, &st, WNOHANG) != t->pid) {
+		if (ts_now_ns() > deadline)
+			fail_msg("the target did not abort within 60 s");
+		ts_sleep_ms(10);
+	}
+	target_forget(t);
+	close(t->to_fd);
+	close(t->from_fd);
+	t->reaped = true;
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !WCOREDUMP(st))
+		fail_msg("the target did not dump core on SIGABRT (status 0x%x)", st);
+	core_path(core, len, "core", t->pid);
+	struct stat sb;
+	if (stat(core, &sb) != 0)
+		fail_msg("no core at %s: %s", core, strerror(errno));
+}
+
+static void check_core_task(const struct ts_json *doc, const struct ts_ltarget *tg,
+			    const struct expect *e, unsigned i, bool nofp)
+{
+	uint64_t id = chain_id(tg, e->chain, i);
+	const struct ts_json *t = json_task(doc, id);
+	if (!t)
+		fail_msg("%s task %" PRIu64 " missing from the core's JSON", e->chain, id);
+	const char *err = ts_json_str(t, "error");
+	if (err)
+		fail_msg("%s task %" PRIu64 ": %s", e->chain, id, err);
+	const char *state = ts_json_str(t, "state");
+	const char *capture = ts_json_str(t, "capture");
+	assert_non_null(state);
+	assert_non_null(capture);
+	if (e->state && strcmp(state, e->state) != 0)
+		fail_msg("%s task %" PRIu64 " is %s, want %s", e->chain, id, state, e->state);
+	if (strcmp(state, "running") == 0) {
+		assert_string_equal(capture, "core"); /* its thread's NT_PRSTATUS */
+		assert_true(ts_json_u64(t, "tid", 0) > 0);
+	} else {
+		assert_string_equal(capture, "context");
+	}
+	assert_int_equal(ts_json_bool(t, "truncated"), 0);
+	char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+	unsigned n = json_frames(t, frames, sources);
+	const char *const *want = e->frames;
+	if (strcmp(e->chain, "yield") == 0 && strcmp(state, "ready") == 0)
+		want = chain_yield_ready;
+	if (!frames_have(frames, n, want)) {
+		dump_frames(e->chain, id, frames, n);
+		fail_msg("%s task %" PRIu64 ": expected frames missing", e->chain, id);
+	}
+	for (unsigned k = 0; nofp && k < n; k++) {
+		if (strncmp(frames[k], "ltgt_", 5) == 0 && strcmp(sources[k], "dwarf") != 0) {
+			dump_frames(e->chain, id, frames, n);
+			fail_msg("frame %u (%s) of a -fomit-frame-pointer function has source %s",
+				 k, frames[k], sources[k]);
+		}
+	}
+}
+
+/* The loader on a core of tg: JSON with every chain, and text with as many tasks. */
+static void check_core(const char *core, const struct ts_ltarget *tg, bool nofp)
+{
+	struct run r;
+	run_loader(&r, "--core", core, "--format", "json", NULL);
+	if (r.code != 0)
+		print_error("the loader's output on %s:\n%s\n", core, r.out);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *doc = parse_json(r.out);
+	assert_int_equal(ts_json_u64(doc, "pid", 0), (uint64_t)tg->pid);
+	assert_string_equal(ts_json_str(doc, "capture"), "core");
+	assert_int_equal(ts_json_bool(doc, "complete"), 1);
+	assert_int_equal(ts_json_u64(doc, "abi_version", 0), STB_ABI_VERSION);
+	assert_int_equal(ts_json_get(doc, "tasks")->n, CORE_TASKS);
+	for (unsigned k = 0; k < sizeof(core_expects) / sizeof(core_expects[0]); k++) {
+		const struct ts_chain *c = ts_ltarget_chain(tg, core_expects[k].chain);
+		assert_non_null(c);
+		for (unsigned i = 0; i < c->n; i++)
+			check_core_task(doc, tg, &core_expects[k], i, nofp);
+	}
+	const struct ts_chain *jc = ts_ltarget_chain(tg, "join");
+	assert_non_null(jc);
+	/* The joinee is not in any chain: find it by its name. */
+	const struct ts_json *tasks = ts_json_get(doc, "tasks");
+	bool joinee = false;
+	for (const struct ts_json *t = tasks->child; t; t = t->next) {
+		const char *name = ts_json_str(t, "name");
+		if (!name || strcmp(name, "ltgt-joinee") != 0)
+			continue;
+		char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+		unsigned n = json_frames(t, frames, sources);
+		assert_true(frames_have(frames, n, chain_joinee));
+		joinee = true;
+	}
+	assert_true(joinee);
+	ts_json_free(doc);
+	run_free(&r);
+
+	run_loader(&r, "--core", core, "--group", NULL);
+	expect_exit(&r, 0, NULL);
+	assert_non_null(strstr(r.out, "ltgt_cond_leaf"));
+	run_free(&r);
+	run_loader(&r, "--core", core, "--state", "running", "-f", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	doc = parse_json(r.out);
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next)
+		assert_string_equal(ts_json_str(t, "state"), "running");
+	ts_json_free(doc);
+	run_free(&r);
+}
+
+static void abort_and_check(const char *path, bool nofp)
+{
+	struct ts_ltarget tg;
+	target_start(&tg, path, core_args, NULL);
+	char core[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	check_core(core, &tg, nofp);
+	unlink(core);
+}
+
+static void test_core_abort(void **state)
+{
+	(void)state;
+	abort_and_check(target_path, false);
+}
+
+static void test_core_abort_nofp(void **state)
+{
+	(void)state;
+	abort_and_check(target_nofp_path, true);
+}
+
+/* gcore of a live target: it runs on afterwards. gdb stops copying a mapping
+ * at its first unreadable page, so the target keeps its stack guards as
+ * mappings of their own (docs/postmortem.md). */
+static void test_core_gcore(void **state)
+{
+	(void)state;
+	static char guards_env[] = "STB_STACK_GUARDS=mprotect";
+	char *const env[] = {guards_env, NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, env);
+	char prefix[PATH_MAX + 8], core[PATH_MAX + 32], pid[16];
+	snprintf(prefix, sizeof(prefix), "%s/gcore", core_dir);
+	snprintf(pid, sizeof(pid), "%d", (int)tg.pid);
+	char *argv[] = {"gcore", "-o", prefix, pid, NULL};
+	int rc = run_quiet(argv, 120);
+	if (rc != 0)
+		fail_msg("gcore -o %s %s: exit %d (is gdb installed? .ci/install-deps.sh)", prefix,
+			 pid, rc);
+	core_path(core, sizeof(core), "gcore", tg.pid);
+	check_core(core, &tg, false);
+	assert_int_equal(stat_of(&tg, "signals"), 0);
+	unlink(core);
+	/* teardown() kills the target */
+}
+
+/* A core cut short, a core of a program without the runtime, a non-core. */
+static void test_core_bad(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	char core[PATH_MAX + 32], cut[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	struct stat sb;
+	assert_int_equal(stat(core, &sb), 0);
+	const off_t sizes[] = {0, 40, 4096, 65536, sb.st_size / 2, sb.st_size - 4096};
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(cut, sizeof(cut), "%s/cut", core_dir);
+		int in = open(core, O_RDONLY | O_CLOEXEC);
+		int out = open(cut, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		assert_true(in >= 0 && out >= 0);
+		char buf[65536];
+		off_t left = sizes[i];
+		while (left > 0) {
+			ssize_t n = read(in, buf, left < (off_t)sizeof(buf) ? (size_t)left : sizeof(buf));
+			assert_true(n > 0);
+			assert_int_equal(write(out, buf, (size_t)n), n);
+			left -= n;
+		}
+		close(in);
+		close(out);
+		struct run r;
+		run_loader(&r, "--core", cut, NULL);
+		if (sanitizer_report(r.err))
+			fail_msg("sanitizer report on a core cut at %lld bytes:\n%s",
+				 (long long)sizes[i], r.err);
+		/* Cut where no traced task's memory lies, every task is traced:
+		 * exit 0, but the output says the core is truncated. */
+		if (r.code == 0 && strstr(r.out, "# note: the core file is truncated")) {
+			run_free(&r);
+			continue;
+		}
+		expect_exit(&r, 1, NULL);
+		if (!strstr(r.err, "truncated") && !strstr(r.err, "not a core"))
+			fail_msg("a core cut at %lld bytes: no message naming it:\n%s",
+				 (long long)sizes[i], r.err);
+		run_free(&r);
+	}
+	unlink(cut);
+	unlink(core);
+
+	/* A foreign core: sleep(1), no stb runtime. */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execlp("sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	ts_sleep_ms(200);
+	kill(pid, SIGSEGV);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st) && WCOREDUMP(st));
+	core_path(core, sizeof(core), "core", pid);
+	struct run r;
+	run_loader(&r, "--core", core, NULL);
+	expect_exit(&r, 1, NULL);
+	if (!strstr(r.err, "is not a stb runtime"))
+		fail_msg("a core of sleep(1): %s", r.err);
+	run_free(&r);
+	unlink(core);
+
+	run_loader(&r, "--core", "/proc/self/exe", NULL);
+	expect_exit(&r, 1, NULL);
+	assert_non_null(strstr(r.err, "not a core"));
+	run_free(&r);
+	run_loader(&r, "--core", "/nonexistent/core", NULL);
+	expect_exit(&r, 1, NULL);
+	assert_non_null(strstr(r.err, "cannot open the core file"));
+	run_free(&r);
+}
+
+int main(void)
+{
+	const char *req = getenv("STB_REQUIRE_BPF");
+	bool require = req && strcmp(req, "1") == 0;
+	char why[512];
+	if (geteuid() != 0 || setup_cores(why, sizeof(why)) != 0) {
+		fprintf(stderr, "test_loader_core: cannot direct core dumps (%s)%s\n",
+			geteuid() != 0 ? "needs root to set kernel.core_pattern" : why,
+			require ? "; STB_REQUIRE_BPF=1: failing" : ": skipped");
+		return require ? 1 : 77;
+	}
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_core_abort, teardown),
+	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
+	    cmocka_unit_test_teardown(test_core_gcore, teardown),
+	    cmocka_unit_test_teardown(test_core_bad, teardown),
+	};
+	int rc = loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_core");
+	restore_pattern();
+	rmdir(core_dir);
+	return rc;
+}
