@@ -271,6 +271,16 @@ static void abort_and_check(const char *path, bool nofp)
 	char core[PATH_MAX + 32];
 	target_abort(&tg, core, sizeof(core));
 	check_core(core, &tg, nofp);
+	/* The other build as --exe: a different build id, reported, no symbols
+	 * from it. */
+	struct run r;
+	run_loader(&r, "--core", core, "--exe", nofp ? target_path : target_nofp_path, NULL);
+	if (r.code != 0 && r.code != 1)
+		fail_msg("--exe of the other build: exit %d:\n%s", r.code, r.err);
+	assert_non_null(strstr(r.out, "differs from the one in the core (build id)"));
+	assert_non_null(strstr(r.out, "[build id mismatch]"));
+	assert_null(strstr(r.out, "ltgt_butex_leaf"));
+	run_free(&r);
 	unlink(core);
 }
 
