@@ -44,7 +44,10 @@ static void usage(FILE *out)
 		"  -a, --all            trace every live bthread and registered pthread (default)\n"
 		"  -s, --state STATE    only tasks in STATE: running, ready, suspended, created,\n"
 		"                       ready-without-stack, about-to-run, suspending (repeatable)\n"
-		"  -g, --group          print each distinct stack once, with its count and ids\n"
+		"  -g, --group          print each distinct stack (and wait) once, with its count,\n"
+		"                       times and ids (-v: every id)\n"
+		"      --stuck D        only tasks blocked, or running without a switch, for at\n"
+		"                       least D: 5 (seconds), 500ms, 2m\n"
 		"  -d, --max-depth N    at most N frames per stack (default 64, max 1024)\n"
 		"  -f, --format FMT     text (default), json (schema in docs/json.md), pprof\n"
 		"                       (gzipped profile.proto for go tool pprof; the default\n"
@@ -73,6 +76,7 @@ static void usage(FILE *out)
 		"Examples:\n"
 		"  sudo stb-bpf-loader --pid 1234\n"
 		"  sudo stb-bpf-loader --pid 1234 --group\n"
+		"  sudo stb-bpf-loader --pid 1234 --stuck 5 --group\n"
 		"  sudo stb-bpf-loader --pid 1234 --state running --max-depth 16\n"
 		"  sudo stb-bpf-loader --pid 1234 --bthread 4294967296 --format json -o stack.json\n"
 		"  sudo stb-bpf-loader --pid 1234 --format pprof -o stacks.pb.gz && go tool pprof -top stacks.pb.gz\n"
@@ -99,8 +103,8 @@ static int parse_state(const char *s)
 }
 
 /* Long-only options (--profile and its settings). */
-enum { STB_OPT_PROFILE = 0x100, STB_OPT_DURATION, STB_OPT_FREQ, STB_OPT_DEADLINE, STB_OPT_CORE,
-       STB_OPT_EXE, STB_OPT_SYSROOT };
+enum { STB_OPT_PROFILE = 0x100, STB_OPT_DURATION, STB_OPT_FREQ, STB_OPT_DEADLINE, STB_OPT_STUCK,
+       STB_OPT_CORE, STB_OPT_EXE, STB_OPT_SYSROOT };
 
 /* Does path end with suffix? */
 static bool ends_with(const char *path, const char *suffix)
@@ -117,9 +121,9 @@ static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration
 		fprintf(stderr, "stb-bpf-loader: --duration and --freq need --profile\n");
 		return STB_EXIT_USAGE;
 	}
-	if (o->profile && (o->nids || all || o->state_mask || o->group)) {
+	if (o->profile && (o->nids || all || o->state_mask || o->group || o->stuck_ns)) {
 		fprintf(stderr, "stb-bpf-loader: --profile covers every bthread: --bthread, --all, "
-				"--state and --group do not apply to it\n");
+				"--state, --group and --stuck do not apply to it\n");
 		return STB_EXIT_USAGE;
 	}
 	if (o->profile && o->format_set && o->format == STB_FORMAT_TEXT) {
@@ -169,6 +173,7 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		{"duration", required_argument, NULL, STB_OPT_DURATION},
 		{"freq", required_argument, NULL, STB_OPT_FREQ},
 		{"deadline", required_argument, NULL, STB_OPT_DEADLINE},
+		{"stuck", required_argument, NULL, STB_OPT_STUCK},
 		{"core", required_argument, NULL, STB_OPT_CORE},
 		{"exe", required_argument, NULL, STB_OPT_EXE},
 		{"sysroot", required_argument, NULL, STB_OPT_SYSROOT},
@@ -260,6 +265,14 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 			}
 			deadline_set = true;
 			break;
+		case STB_OPT_STUCK:
+			if (stb_profile_parse_duration(optarg, &o->stuck_ns) != 0) {
+				fprintf(stderr, "stb-bpf-loader: --stuck: '%s' is not a duration (a "
+						"whole number of seconds, or with ms, s or m, e.g. 5, "
+						"500ms, 2m; from 1 ms to 24 hours)\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			break;
 		case STB_OPT_FREQ:
 			if (!stb_parse_u64(optarg, 1, STB_PROFILE_FREQ_MAX, &v)) {
 				fprintf(stderr, "stb-bpf-loader: --freq: '%s' is not in 1..%u Hz\n", optarg,
@@ -347,7 +360,7 @@ int main(int argc, char **argv)
 #endif
 	/* A closed output pipe is a write error, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
-	rc = stb_watchdog_start(&o);
+	rc = stb_loader_watchdog_start(&o);
 	if (rc != 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot start the deadline's watchdog: %s\n",
 			strerror(-rc));

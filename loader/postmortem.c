@@ -210,7 +210,8 @@ static struct stb_abi_task *src_entry(void *ctx, uint32_t slot, uint32_t *next)
 	}
 	struct stb_abi_task *p = &pm->win[slot - pm->win_lo];
 	if (pm->win_single && read_entry(pm, slot, p) != 0) {
-		pm->missing++; /* a truncated core: this entry is not in it */
+		if (!pm->again)
+			pm->missing++; /* a truncated core: this entry is not in it */
 		return NULL;
 	}
 	return p;
@@ -221,6 +222,14 @@ struct stb_tview_src stb_postmortem_src(struct stb_postmortem *pm, bool *clamped
 	pm->nslots = stb_tview_hwm(&pm->hdr, &pm->info, clamped);
 	pm->win_lo = pm->win_hi = 0;
 	pm->missing = 0;
+	pm->again = false;
+	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots};
+}
+
+struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm)
+{
+	pm->again = true;
+	pm->nslots = stb_tview_hwm(&pm->hdr, &pm->info, NULL);
 	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots};
 }
 

@@ -42,6 +42,7 @@ struct stb_postmortem {
 	struct stb_abi_task one;       /* stb_postmortem_task */
 	uint32_t nslots;               /* slots scanned */
 	uint64_t missing;              /* entries that are not in the core */
+	bool again;                    /* a second scan: missing is counted already */
 	struct stb_mods *mods;
 	struct stb_unw_proc *unw;
 	struct stb_sym *sym;
@@ -75,6 +76,10 @@ struct stb_abi_task *stb_postmortem_task(struct stb_postmortem *pm, uint32_t slo
 /* The slots in use (slot_hwm clamped to the capacity: *clamped) as a scan
  * source; entries come a window at a time. Valid while pm is. */
 struct stb_tview_src stb_postmortem_src(struct stb_postmortem *pm, bool *clamped);
+
+/* The same slots as the last stb_postmortem_src, for a second scan (the
+ * deadlock search): entries missing from the core are not counted again. */
+struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm);
 
 /* Adds what the report must say about the core (its signal, modules that
  * differ or are missing, a truncated file, entries not in it) to meta;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadlock.h"
 #include "driver.h"
 #include "frames.h"
 #include "loader.h"
@@ -47,6 +48,7 @@ struct snapshot {
 	struct stb_report_task *tasks; /* grows with the live tasks */
 	size_t n, cap;
 	uint64_t trace_end; /* no task is started after this */
+	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
 	bool target_gone;
 	int err; /* -ENOMEM */
 	uint64_t failed, finished, missing, not_traced;
@@ -80,6 +82,19 @@ static struct stb_report_task *new_task(struct snapshot *S)
 	return t;
 }
 
+/* The entry of worker w: in the target's mapped header region, or as the
+ * core holds it; NULL when there is none. */
+static const struct stb_abi_worker *worker_entry(const struct snapshot *S, uint32_t w)
+{
+	if (w >= STB_ABI_MAX_WORKERS)
+		return NULL;
+	if (S->pm)
+		return &S->pm->workers[w];
+	if (STB_ABI_WORKER_OFFSET(w) + sizeof(struct stb_abi_worker) > S->tg->hdr_size)
+		return NULL;
+	return (const struct stb_abi_worker *)((const char *)S->tg->hdr + STB_ABI_WORKER_OFFSET(w));
+}
+
 /* Traces task v->id of entry p. Returns 1 when the run must stop. */
 static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct stb_tview_task *v)
 {
@@ -91,6 +106,10 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 	memcpy(t->name, v->name, sizeof(t->name));
 	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
+	/* Why it is there, read before the trace (which then must not see it move). */
+	stb_report_task_why(t, p, worker_entry(S, v->worker), &S->mem);
+	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
+		return 0; /* not stuck: not selected */
 	uint64_t deadline = stb_now_ns() + (uint64_t)o->timeout_ms * 1000000u;
 	if (deadline > S->trace_end)
 		deadline = S->trace_end;
@@ -122,7 +141,9 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 		return 0; /* moved out of the selected states meanwhile */
 	t->mode = snap.mode;
 	t->tid = snap.tid ? snap.tid : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
-	t->since_ns = t->state == STB_TASK_SUSPENDED ? v->since_ns : 0;
+	stb_report_task_why_recheck(t, p);
+	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
+		return 0; /* it moved on meanwhile: not stuck */
 	S->n++;
 	if (rc != 0) {
 		t->err = rc;
@@ -224,6 +245,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	FILE *out = stdout;
 	bool written = false;
 	char err[640];
+	struct stb_deadlocks dl = {0};
 
 	/* The output first: a bad -o fails before anything is traced. */
 	if (o->output) {
@@ -289,6 +311,13 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 
 	/* The tasks. */
 	uint64_t t0 = stb_now_ns();
+	S.now = S.pm ? stb_postmortem_now(S.pm) : t0;
+	if (o->stuck_ns && !S.now) {
+		fprintf(stderr, "stb-bpf-loader: --stuck cannot select from this core: every worker "
+				"was parked when it was written, and the core does not say when that "
+				"was (trace it without --stuck: tasks are shown without times)\n");
+		goto cleanup;
+	}
 	bool hwm_clamped = false;
 	struct stb_tview_scan_result res = {0};
 	if (o->nids) {
@@ -306,6 +335,12 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	}
 	if (S.tg && !stb_target_alive(S.tg))
 		S.target_gone = true;
+
+	/* The deadlocks of the whole table, each edge validated again. */
+	stb_watchdog_phase("searching deadlocks");
+	struct stb_tview_src all = S.pm ? stb_postmortem_src_again(S.pm) : stb_target_src(S.tg, NULL);
+	uint64_t dl_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2;
+	bool searched = !S.target_gone && stb_deadlock_find(&all, &S.mem, dl_end, &dl) == 0;
 
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = S.info;
@@ -381,6 +416,8 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	    .now_ns = S.pm ? stb_postmortem_now(S.pm)
 			   : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
 	    .sym_deadline = stb_loader_sym_deadline(o),
+	    .deadlocks = searched ? &dl : NULL,
+	    .all_ids = o->verbose > 0,
 	};
 	stb_watchdog_phase("writing the output");
 	int rc = stb_report_write(&r, S.tasks, S.n, o->format);
@@ -420,6 +457,7 @@ cleanup:
 	for (size_t i = 0; i < S.n; i++)
 		free(S.tasks[i].frames);
 	free(S.tasks);
+	stb_deadlocks_free(&dl);
 	free(S.scratch);
 	free(S.buf);
 	stb_running_fini(&S.run);

@@ -44,7 +44,7 @@ static void *watch(void *arg)
 	return NULL;
 }
 
-int stb_watchdog_start(const struct stb_loader_opts *o)
+int stb_loader_watchdog_start(const struct stb_loader_opts *o)
 {
 	static struct timespec at;
 	uint64_t end = stb_loader_deadline(o);

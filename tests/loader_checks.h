@@ -52,6 +52,7 @@ struct ttask {
 	unsigned nids, count;
 	char name[48], state[32];
 	bool failed, no_stack, truncated;
+	char created_by[160]; /* "created by" line, without the words */
 	char error[512];
 	unsigned nframes;
 	char frames[MAX_FRAMES][96];

@@ -3,7 +3,9 @@
  * stb-bpf-loader --core: loader_target aborts (a kernel-written core, with
  * and without frame pointers) or is dumped live by gcore; every chain must come
  * out of the core complete and in order, running ones from their thread's
- * registers. Truncated, foreign and non-core files give their messages.
+ * registers. why_target aborted in a mutex deadlock and in a join cycle: its
+ * waits, owners and deadlocks come out of the core as from a live trace.
+ * Truncated, foreign and non-core files give their messages.
  * Sets kernel.core_pattern for the run and restores it (77 when it cannot).
  */
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <time.h>
 
 #include "loader_checks.h"
+#include "why_checks.h"
 
 #define CORE_PATTERN "/proc/sys/kernel/core_pattern"
 
@@ -321,6 +324,98 @@ static void test_core_gcore(void **state)
 	/* teardown() kills the target */
 }
 
+static struct why_target wt;
+
+static int why_teardown(void **state)
+{
+	why_stop(&wt);
+	return teardown(state);
+}
+
+/* Sends w SIGABRT and waits for its core (in core, len bytes). */
+static void why_abort(struct why_target *w, char *core, size_t len)
+{
+	pid_t pid = w->t.pid;
+	assert_int_equal(kill(pid, SIGABRT), 0);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		assert_int_equal(errno, EINTR);
+	w->t.reaped = true;
+	w->t.status = st;
+	ts_ltarget_kill(&w->t); /* closes its pipes */
+	w->started = false;
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !WCOREDUMP(st))
+		fail_msg("why_target did not dump core on SIGABRT (status 0x%x)", st);
+	core_path(core, len, "core", pid);
+}
+
+/* The loader's output on core in fmt (exit 0). */
+static char *core_out(const char *core, const char *fmt)
+{
+	struct run r;
+	run_loader(&r, "--core", core, "--format", fmt, NULL);
+	expect_exit(&r, 0, NULL);
+	char *out = strdup(r.out);
+	assert_non_null(out);
+	run_free(&r);
+	return out;
+}
+
+/* why_target in scenario dl, aborted: the core's text and JSON reports hold
+ * every wait, owner, creator and the deadlock, checked as the live ones are.
+ * With a spinning bthread, the monitor dates the core: times are shown. */
+static void why_core(enum why_dl dl, bool spin)
+{
+	static const char *const spin_args[] = {"--spin", "600000", NULL};
+	why_start(&wt, dl, spin ? spin_args : NULL, NULL);
+	ts_sleep_ms(50); /* the monitor's first passes */
+	char core[PATH_MAX + 32];
+	why_abort(&wt, core, sizeof(core));
+	char *text = core_out(core, "text");
+	if (spin) {
+		why_check_text(text, &wt);
+	} else {
+		/* Every worker parked: no times, the rest as live. */
+		char line[1024], want[256];
+		if (!why_text_line(text, wt.waiter, line, sizeof(line)))
+			fail_msg("no mutex waiter in:\n%.4000s", text);
+		snprintf(want, sizeof(want),
+			 " waiting on mutex 0x%" PRIx64 " held by bthread %" PRIu64 " \"why owner\"",
+			 wt.objs[0], wt.owner);
+		if (!strstr(line, want))
+			fail_msg("\"%s\" not in: %s", want, line);
+		if (!strstr(text, "Found 1 deadlock:\n"))
+			fail_msg("no deadlock found in the core:\n%.6000s", text);
+		for (unsigned i = 0; i < wt.ndl; i++)
+			if (!why_text_line(strstr(text, "Found 1 deadlock:\n"), wt.dlids[i], line,
+					   sizeof(line)))
+				fail_msg("deadlock member %" PRIu64 " missing", wt.dlids[i]);
+	}
+	free(text);
+	char *json = core_out(core, "json");
+	struct ts_json *doc = why_parse_json(json);
+	if (spin)
+		why_check_json(doc, &wt);
+	else
+		assert_int_equal(ts_json_get(doc, "deadlocks")->n, 1);
+	why_check_schema(json, "--loader", NULL);
+	ts_json_free(doc);
+	free(json);
+	unlink(core);
+}
+
+static void test_core_why_mutex(void **state)
+{
+	(void)state;
+	why_core(WHY_DL_MUTEX2, true);
+}
+
+static void test_core_why_join(void **state)
+{
+	(void)state;
+	why_core(WHY_DL_JOIN, false);
+}
+
 /* A core cut short, a core of a program without the runtime, a non-core. */
 static void test_core_bad(void **state)
 {
@@ -415,6 +510,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_core_abort, teardown),
 	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
+	    cmocka_unit_test_teardown(test_core_why_mutex, why_teardown),
+	    cmocka_unit_test_teardown(test_core_why_join, why_teardown),
 	    cmocka_unit_test_teardown(test_core_bad, teardown),
 	};
 	int rc = loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_core");

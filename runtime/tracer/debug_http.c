@@ -117,9 +117,12 @@ static bool dh_parse_id(const char *s, size_t len, uint64_t *out)
 struct stb_dh_query {
 	bool st;
 	bool json;
+	bool all_ids;      /* v=1 */
+	uint64_t stuck_ns; /* stuck=SECONDS */
 };
 
-/* Parses "k=v&k=v"; st=0|1 and format=text|json, other keys are ignored. */
+/* Parses "k=v&k=v": st=0|1, format=text|json, stuck=SECONDS, v=0|1; other
+ * keys are ignored. */
 static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
 			       size_t whylen)
 {
@@ -141,6 +144,18 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 				snprintf(why, whylen, "st must be 0 or 1");
 				return false;
 			}
+		} else if (klen == 5 && memcmp(kv, "stuck", 5) == 0) {
+			if (!stb_parse_seconds(v, vlen, 86400, &out->stuck_ns)) {
+				snprintf(why, whylen, "stuck must be seconds (e.g. 5 or 0.5)");
+				return false;
+			}
+		} else if (klen == 1 && kv[0] == 'v') {
+			if (vlen == 1 && (v[0] == '0' || v[0] == '1')) {
+				out->all_ids = v[0] == '1';
+			} else {
+				snprintf(why, whylen, "v must be 0 or 1");
+				return false;
+			}
 		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
 			if (vlen == 4 && memcmp(v, "json", 4) == 0) {
 				out->json = true;
@@ -160,7 +175,9 @@ static const char stb_dh_index[] =
 	"stb debug endpoint\n"
 	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
-	"  /bthreads/all           every stack, grouped by identical stack with the count\n"
+	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
+	"                          count, times, ids (?v=1: all of them) and the deadlocks\n"
+	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1).\n";
 
 /*
@@ -215,7 +232,11 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
-	int rc = stb_collect_tasks(one ? id : 0, 0, 0, stacks, self_ip, self_sp, self_bp, &set);
+	const struct stb_collect_opts co = {
+		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
+		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
+	};
+	int rc = stb_collect_tasks(&co, &set);
 	if (rc == -ESRCH) {
 		dh_error(res, 404, "no live bthread %" PRIu64, id);
 		goto cleanup;
@@ -231,7 +252,8 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
-			       .meta = &meta};
+			       .meta = &meta, .all_ids = q->all_ids,
+			       .deadlocks = set.searched ? &set.deadlocks : NULL};
 	stb_trace_self_tools(&r.unw, &r.sym);
 	if (stacks)
 		rc = stb_report_write(&r, set.tasks, set.n, q->json ? STB_FORMAT_JSON : STB_FORMAT_TEXT);
@@ -284,7 +306,7 @@ static void dh_handle(char *head, struct stb_dh_response *res)
 	}
 	const char *qm = strchr(target, '?');
 	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-	struct stb_dh_query q = {false, false};
+	struct stb_dh_query q = {0};
 	char why[64];
 	if (qm && !dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
 		dh_error(res, 400, "%s", why);
