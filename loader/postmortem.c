@@ -252,6 +252,8 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 	(void)w1;
 	(void)deadline;
 	stb_tview_read_task(p, &v);
+	unsigned st = STB_ABI_STATE(w1);
+	bool switching = st == STB_TASK_ABOUT_TO_RUN || st == STB_TASK_SUSPENDING;
 	uint32_t tid = v.tid;
 	if (!(v.flags & STB_ABI_TASK_F_PTHREAD)) {
 		if (v.worker >= STB_ABI_MAX_WORKERS) {
@@ -260,20 +262,31 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 			return -EPROTO;
 		}
 		const struct stb_abi_worker *w = &pm->workers[v.worker];
-		if (w->current != id) {
+		if (!switching && w->current != id) {
 			say(err, errlen,
 			    "its worker %u was running bthread %" PRIu64 " when the core was written "
 			    "(a switch in progress): no consistent registers",
 			    v.worker, (uint64_t)w->current);
 			return -EPROTO;
 		}
-		if (!tid)
-			tid = w->tid;
+		if (!tid || switching)
+			tid = w->tid; /* a switch runs on the worker's thread */
 	}
 	const struct stb_core_thread *th = stb_core_thread_of(pm->core, tid);
 	if (!th) {
 		say(err, errlen, "its thread %u is not in the core (no registers)", tid);
 		return -ENOENT;
+	}
+	/* Mid-switch: the worker's registers are the task's only when the
+	 * worker is on the task's stack (switched to it, not yet away). */
+	if (switching && !(v.stack_lo < v.stack_hi && th->regs.sp >= v.stack_lo &&
+			   th->regs.sp < v.stack_hi)) {
+		say(err, errlen,
+		    "the task was %s when the core was written (a switch in progress) and its "
+		    "worker's thread %u was not on its stack (sp 0x%" PRIx64 "): no consistent "
+		    "context",
+		    stb_state_name(st), tid, th->regs.sp);
+		return -EPROTO;
 	}
 	memset(&snap->regs, 0, sizeof(snap->regs));
 	snap->regs = th->regs;

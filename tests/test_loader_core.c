@@ -324,6 +324,126 @@ static void test_core_gcore(void **state)
 	/* teardown() kills the target */
 }
 
+/* Yielders switch all the time: a core catches some mid-switch (about to
+ * run, suspending). Such a task is unwound from its worker's registers when
+ * they are on its stack, else named as caught in a switch; every other
+ * yielder is unwound as usual. Cores are taken until one shows a task
+ * mid-switch (6 at most: the abort's timing decides). */
+static void test_core_midswitch(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--yield", "4", NULL};
+	unsigned seen = 0, unwound = 0;
+	for (unsigned attempt = 0; attempt < 6 && !seen; attempt++) {
+		struct ts_ltarget tg;
+		target_start(&tg, target_path, args, NULL);
+		ts_sleep_ms(100);
+		char core[PATH_MAX + 32];
+		target_abort(&tg, core, sizeof(core));
+		struct run r;
+		run_loader(&r, "--core", core, "--format", "json", NULL);
+		if (r.code != 0 && r.code != 1)
+			fail_msg("exit %d on a core with yielders:\n%s", r.code, r.err);
+		struct ts_json *doc = parse_json(r.out);
+		const struct ts_chain *yc = ts_ltarget_chain(&tg, "yield");
+		assert_non_null(yc);
+		for (unsigned i = 0; i < yc->n; i++) {
+			const struct ts_json *t = json_task(doc, yc->ids[i]);
+			assert_non_null(t);
+			const char *st = ts_json_str(t, "state"), *err = ts_json_str(t, "error");
+			assert_non_null(st);
+			bool mid = strcmp(st, "about-to-run") == 0 || strcmp(st, "suspending") == 0;
+			seen += mid;
+			if (err) {
+				if (!mid || !strstr(err, "(a switch in progress)"))
+					fail_msg("yielder %" PRIu64 " (%s): %s", yc->ids[i], st, err);
+				continue;
+			}
+			char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+			unsigned n = json_frames(t, frames, sources);
+			if (!frames_have(frames, n, chain_yield_any)) {
+				dump_frames("yield", yc->ids[i], frames, n);
+				fail_msg("yielder %" PRIu64 " (%s): its chain is missing", yc->ids[i], st);
+			}
+			if (mid) {
+				assert_string_equal(ts_json_str(t, "capture"), "core");
+				unwound++;
+			}
+		}
+		ts_json_free(doc);
+		run_free(&r);
+		unlink(core);
+	}
+	print_message("tasks caught mid-switch: %u, unwound from their worker's registers: %u\n",
+		      seen, unwound);
+}
+
+/* --sysroot: the modules of the core found under DIR by their paths (a
+ * copy of the program and its libraries there), symbols from them. A
+ * sysroot without them: the missing modules named, frames without symbols
+ * (the files at the same paths on this machine are not used instead). */
+static void test_core_sysroot(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, NULL);
+	char core[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	char root[PATH_MAX + 16], cmd[6 * PATH_MAX];
+	snprintf(root, sizeof(root), "%s/sysroot", core_dir);
+	assert_int_equal(mkdir(root, 0700), 0);
+	/* Nothing under root: the files on this machine are not used instead. */
+	struct run r;
+	run_loader(&r, "--core", core, "--sysroot", root, NULL);
+	if (r.code != 0 && r.code != 1)
+		fail_msg("--sysroot with an empty sysroot: exit %d:\n%s", r.code, r.err);
+	if (!strstr(r.out, "not found on this machine"))
+		fail_msg("an empty sysroot: no note of the missing modules:\n%.3000s", r.out);
+	assert_null(strstr(r.out, "ltgt_butex_leaf"));
+	run_free(&r);
+	/* Now the program and its libraries under root. */
+	const char *files[] = {target_path, NULL, NULL, NULL, NULL};
+	char lib[PATH_MAX];
+	snprintf(lib, sizeof(lib), "%s", ts_env("STB_LOADER", "stb-bpf-loader"));
+	char *slash = strrchr(lib, '/');
+	assert_non_null(slash);
+	snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/../runtime/libbthread.so.0");
+	char libreal[PATH_MAX];
+	assert_non_null(realpath(lib, libreal));
+	files[1] = libreal;
+	files[2] = "/lib/x86_64-linux-gnu/libc.so.6";
+	for (unsigned i = 0; files[i]; i++) {
+		char real[PATH_MAX];
+		assert_non_null(realpath(files[i], real));
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'\"$(dirname '%s')\" && cp '%s' '%s%s'", root,
+			 real, real, root, real);
+		if (system(cmd) != 0)
+			fail_msg("cannot copy %s under %s", real, root);
+	}
+	run_loader(&r, "--core", core, "--sysroot", root, "--format", "json", NULL);
+	if (r.code != 0 && r.code != 1)
+		fail_msg("--sysroot: exit %d:\n%s", r.code, r.err);
+	struct ts_json *doc = parse_json(r.out);
+	const struct expect *e = &core_expects[0]; /* butex: program, libbthread */
+	const struct ts_chain *c = ts_ltarget_chain(&tg, e->chain);
+	assert_non_null(c);
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct ts_json *t = json_task(doc, chain_id(&tg, e->chain, i));
+		assert_non_null(t);
+		char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+		unsigned n = json_frames(t, frames, sources);
+		if (!frames_have(frames, n, e->frames)) {
+			dump_frames(e->chain, c->ids[i], frames, n);
+			fail_msg("--sysroot: the butex chain has no symbols from the sysroot's files");
+		}
+	}
+	ts_json_free(doc);
+	run_free(&r);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+	unlink(core);
+}
+
 static struct why_target wt;
 
 static int why_teardown(void **state)
@@ -510,6 +630,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_core_abort, teardown),
 	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
+	    cmocka_unit_test_teardown(test_core_midswitch, teardown),
+	    cmocka_unit_test_teardown(test_core_sysroot, teardown),
 	    cmocka_unit_test_teardown(test_core_why_mutex, why_teardown),
 	    cmocka_unit_test_teardown(test_core_why_join, why_teardown),
 	    cmocka_unit_test_teardown(test_core_bad, teardown),

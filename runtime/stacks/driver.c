@@ -184,6 +184,14 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 		case STB_TASK_ABOUT_TO_RUN:
 		case STB_TASK_SUSPENDING:
 			rc = -EAGAIN; /* a switch is in progress */
+			/* A core froze it there: its worker's registers are all there
+			 * is (the capture says whether they are on its stack). */
+			if ((d->mem->flags & STB_MEM_F_FROZEN) && d->capture) {
+				rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline,
+							 d->buf, d->cap, snap, err, errlen);
+				snap->state = st;
+				goto out;
+			}
 			break;
 		default:
 			say(err, errlen,
