@@ -3,7 +3,8 @@
  * Benchmarks of stb-bpf-loader against live targets, beside the in-process
  * tracer and gdb: a full dump of 10,000 suspended bthreads, the capture of a
  * running one (BPF program vs signal handler), the yield throughput of a
- * target dumped periodically. Needs root. Results: docs/benchmarks.md.
+ * target dumped periodically, and the same bthreads read from a core file
+ * (--core) against gdb with bench/gdb_stb_dump.py on that core. Needs root. Results: docs/benchmarks.md.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -99,11 +100,17 @@ static void bench_die(const char *fmt, const char *arg)
 	exit(1);
 }
 
-static void bench_target(struct ts_ltarget *t, const char *path, const char *const *args)
+static void bench_target_env(struct ts_ltarget *t, const char *path, const char *const *args,
+			     char *const env[])
 {
-	int rc = ts_ltarget_start(t, path, args, NULL);
+	int rc = ts_ltarget_start(t, path, args, env);
 	if (rc != 0)
 		bench_die("cannot start the target: %s", strerror(-rc));
+}
+
+static void bench_target(struct ts_ltarget *t, const char *path, const char *const *args)
+{
+	bench_target_env(t, path, args, NULL);
 }
 
 static uint64_t bench_stat(struct ts_ltarget *t, const char *key)
@@ -121,6 +128,20 @@ static void bench_quit(struct ts_ltarget *t)
 		bench_die("the target did not quit cleanly: %s", bye);
 }
 
+/* Runs argv to completion (10 minutes at most); wall and CPU time in ms.
+ * Returns its exit code; *p holds its output (free it). */
+static int bench_run_argv(char **argv, struct ts_proc *p, double *wall_ms, double *cpu_ms)
+{
+	uint64_t t0 = ts_now_ns();
+	if (ts_proc_start(p, argv, NULL, NULL, NULL) != 0)
+		bench_die("cannot start %s", argv[0]);
+	if (ts_proc_wait(p, 600000) != 0)
+		bench_die("%s ran for 10 minutes", argv[0]);
+	*wall_ms = (double)(ts_now_ns() - t0) / 1e6;
+	*cpu_ms = bench_tv(&p->ru.ru_utime) + bench_tv(&p->ru.ru_stime);
+	return ts_proc_exit_code(p);
+}
+
 /* Runs the loader (argv without the program) to completion; *wall_ms and the
  * process's CPU time. Returns its exit code. */
 static int bench_loader_run(const struct bench_opts *o, char **args, struct ts_proc *p,
@@ -132,14 +153,7 @@ static int bench_loader_run(const struct bench_opts *o, char **args, struct ts_p
 	for (int i = 0; args[i] && n < 31; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	uint64_t t0 = ts_now_ns();
-	if (ts_proc_start(p, argv, NULL, NULL, NULL) != 0)
-		bench_die("cannot start %s", o->loader);
-	if (ts_proc_wait(p, 600000) != 0)
-		bench_die("%s ran for 10 minutes", o->loader);
-	*wall_ms = (double)(ts_now_ns() - t0) / 1e6;
-	*cpu_ms = bench_tv(&p->ru.ru_utime) + bench_tv(&p->ru.ru_stime);
-	return ts_proc_exit_code(p);
+	return bench_run_argv(argv, p, wall_ms, cpu_ms);
 }
 
 /* ---- 1. full dump of many suspended bthreads ---- */
@@ -546,6 +560,100 @@ static void bench_yield(const struct bench_opts *o)
 	bench_quit(&t);
 }
 
+/* ---- 4. post-mortem: the same bthreads from a core file ---- */
+
+static void bench_core(const struct bench_opts *o)
+{
+	char many[16];
+	snprintf(many, sizeof(many), "%u", o->tasks);
+	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
+			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
+			      "--pthread", "0", NULL};
+	/* gdb's gcore stops copying a mapping at its first unreadable page:
+	 * stack guards as mappings of their own (docs/postmortem.md). */
+	static char guards[] = "STB_STACK_GUARDS=mprotect";
+	char *const env[] = {guards, NULL};
+	struct ts_ltarget t;
+	bench_target_env(&t, o->target, args, env);
+	char dir[] = "/tmp/stb-bench-core.XXXXXX";
+	if (!mkdtemp(dir))
+		bench_die("mkdtemp: %s", strerror(errno));
+	char prefix[64], core[96], pid[16], exe[PATH_MAX];
+	snprintf(prefix, sizeof(prefix), "%s/core", dir);
+	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
+	snprintf(core, sizeof(core), "%s.%d", prefix, (int)t.pid);
+	snprintf(exe, sizeof(exe), "%s", o->target);
+	struct ts_proc p;
+	double w, c;
+	char *gcore[] = {"gcore", "-o", prefix, pid, NULL};
+	if (bench_run_argv(gcore, &p, &w, &c) != 0)
+		bench_die("gcore failed (is gdb installed?): %s", p.err.p ? p.err.p : "");
+	ts_proc_free(&p);
+	printf("\n4. Post-mortem: %u parked bthreads (+1 heartbeat) from a core (gcore %.0f ms)\n",
+	       o->tasks, w);
+	bench_quit(&t); /* the core is all that is needed now */
+
+	unsigned n = o->rounds;
+	double *wall = calloc(n, sizeof(double)), *cpu = calloc(n, sizeof(double));
+	double *jwall = calloc(n, sizeof(double)), *jcpu = calloc(n, sizeof(double));
+	double *trace = calloc(n, sizeof(double)), *open = calloc(n, sizeof(double));
+	double *write = calloc(n, sizeof(double));
+	if (!wall || !cpu || !jwall || !jcpu || !trace || !open || !write)
+		bench_die("out of %s", "memory");
+	char *text[] = {"--core", core, "-v", "-o", "/dev/null", NULL};
+	char *json[] = {"--core", core, "-f", "json", "-o", "/dev/null", NULL};
+	bench_loader_run(o, text, &p, &w, &c); /* the page cache */
+	ts_proc_free(&p);
+	double ntasks = -1;
+	for (unsigned i = 0; i < n; i++) {
+		if (bench_loader_run(o, text, &p, &wall[i], &cpu[i]) != 0)
+			bench_die("loader --core failed: %s", p.err.p);
+		const char *tt = strstr(p.err.p, " tasks traced in ");
+		while (tt && tt > p.err.p && tt[-1] >= '0' && tt[-1] <= '9')
+			tt--;
+		ntasks = tt ? strtod(tt, NULL) : -1;
+		trace[i] = bench_after(p.err.p, "tasks traced in ");
+		open[i] = bench_after(p.err.p, "modules) in ");
+		write[i] = bench_after(p.err.p, "output written in ");
+		ts_proc_free(&p);
+		if (bench_loader_run(o, json, &p, &jwall[i], &jcpu[i]) != 0)
+			bench_die("loader --core -f json failed: %s", p.err.p);
+		ts_proc_free(&p);
+	}
+	printf("  %.0f tasks traced\n", ntasks);
+	bench_header("");
+	bench_row("stb-bpf-loader --core: wall time, exec to exit (text)", "ms", wall, n);
+	bench_row("stb-bpf-loader --core: CPU time (user+sys, text)", "ms", cpu, n);
+	bench_row("stb-bpf-loader --core: core opened (notes, table, modules)", "ms", open, n);
+	bench_row("stb-bpf-loader --core: tasks read and unwound", "ms", trace, n);
+	bench_row("stb-bpf-loader --core: text written (symbolized)", "ms", write, n);
+	bench_row("stb-bpf-loader --core -f json: wall time", "ms", jwall, n);
+	bench_row("stb-bpf-loader --core -f json: CPU time", "ms", jcpu, n);
+	if (o->gdb) {
+		char *argv[] = {"gdb", "-batch", "-nx", "-x", (char *)o->gdb_script, exe, core, NULL};
+		double gw, gc;
+		bench_run_argv(argv, &p, &gw, &gc);
+		const char *sum = p.out.p ? strstr(p.out.p, "gdb_stb_dump: ") : NULL;
+		if (!sum)
+			bench_die("gdb's script failed: %s", p.err.p ? p.err.p : "");
+		printf("  gdb -batch -x %s PROGRAM CORE: wall %.0f ms, CPU %.0f ms; %.*s\n",
+		       o->gdb_script, gw, gc, (int)strcspn(sum, "\n"), sum);
+		struct bench_dist d = bench_stats(wall, n), dc = bench_stats(cpu, n);
+		printf("  gdb / stb-bpf-loader --core: wall time %.0fx, CPU time %.0fx\n", gw / d.med,
+		       gc / dc.med);
+		ts_proc_free(&p);
+	}
+	unlink(core);
+	rmdir(dir);
+	free(wall);
+	free(cpu);
+	free(jwall);
+	free(jcpu);
+	free(trace);
+	free(open);
+	free(write);
+}
+
 static const char *bench_default(const char *env, const char *def)
 {
 	const char *v = getenv(env);
@@ -560,7 +668,7 @@ int main(int argc, char **argv)
 		.gdb_script = bench_default("STB_GDB_SCRIPT", STB_BENCH_GDB_SCRIPT),
 		.tasks = 10000, .rounds = 7, .captures = 200, .yield_pairs = 8, .gdb = true,
 	};
-	bool dump = true, capture = true, yield = true;
+	bool dump = true, capture = true, yield = true, core = true;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--no-gdb") == 0)
 			o.gdb = false;
@@ -574,12 +682,13 @@ int main(int argc, char **argv)
 			dump = strcmp(w, "dump") == 0;
 			capture = strcmp(w, "capture") == 0;
 			yield = strcmp(w, "yield") == 0;
+			core = strcmp(w, "core") == 0;
 		} else if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
 			o.tasks = (unsigned)strtoul(argv[++i], NULL, 10);
 		} else {
 			fprintf(stderr,
 				"usage: bench_loader [--quick] [--no-gdb] [--tasks N] "
-				"[--only dump|capture|yield]\n"
+				"[--only dump|capture|yield|core]\n"
 				"Needs root. Paths: $STB_LOADER, $STB_LOADER_TARGET, $STB_GDB_SCRIPT.\n");
 			return 2;
 		}
@@ -604,5 +713,7 @@ int main(int argc, char **argv)
 		bench_capture(&o);
 	if (yield)
 		bench_yield(&o);
+	if (core)
+		bench_core(&o);
 	return 0;
 }

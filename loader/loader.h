@@ -34,6 +34,10 @@ struct stb_loader_opts {
 	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */
 	int verbose;
 	const char *output;
+	/* --core: a core file instead of a process (no root needed) */
+	const char *core;
+	const char *exe;     /* --exe: the main program's file */
+	const char *sysroot; /* --sysroot: where the core's files are */
 	/* --profile */
 	bool profile;
 	uint64_t duration_ns;

@@ -25,12 +25,21 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: stb-bpf-loader --pid PID [options]\n"
+		"       stb-bpf-loader --core FILE [--exe PROGRAM] [--sysroot DIR] [options]\n"
 		"Print the stacks of the bthreads of a running stb process, without stopping it:\n"
 		"suspended and ready bthreads are unwound from their saved context, running ones are\n"
-		"captured on their worker by a BPF program (no signal, no ptrace stop).\n"
+		"captured on their worker by a BPF program (no signal, no ptrace stop). Or of a\n"
+		"core file: running ones from their threads' registers in it.\n"
 		"\n"
 		"Options:\n"
-		"  -p, --pid PID        process to trace (required)\n"
+		"  -p, --pid PID        process to trace\n"
+		"      --core FILE      read a core file instead (kernel-written or gcore; no root\n"
+		"                       needed; how to get one: docs/postmortem.md)\n"
+		"      --exe PROGRAM    with --core: the main program's file, when it is not at the\n"
+		"                       path the core names\n"
+		"      --sysroot DIR    with --core: look up the core's files under DIR (a copy of\n"
+		"                       the crashed system's); a file whose build id differs from\n"
+		"                       the core's gives no symbols, and the output says so\n"
 		"  -b, --bthread ID     trace only this bthread (repeatable)\n"
 		"  -a, --all            trace every live bthread and registered pthread (default)\n"
 		"  -s, --state STATE    only tasks in STATE: running, ready, suspended, created,\n"
@@ -74,8 +83,10 @@ static void usage(FILE *out)
 		"  sudo stb-bpf-loader --pid 1234 --format folded | flamegraph.pl > stacks.svg\n"
 		"  sudo stb-bpf-loader --pid 1234 --profile --duration 10s --freq 99 -o prof.pb.gz\n"
 		"  sudo stb-bpf-loader --pid 1234 --profile --duration 30s --format folded -o prof.folded\n"
+		"  stb-bpf-loader --core core.1234 --group\n"
+		"  stb-bpf-loader --core core.1234 --exe ./server --sysroot /srv/prod-root -f json\n"
 		"\n"
-		"Needs root, or CAP_BPF+CAP_PERFMON (BPF capture of running bthreads) and\n"
+		"--pid needs root, or CAP_BPF+CAP_PERFMON (BPF capture of running bthreads) and\n"
 		"CAP_SYS_PTRACE (reading the target). Without BPF it falls back to suspended and\n"
 		"ready bthreads (and running ones blocked in a system call), and says so.\n"
 		"Exit status: 0 when every selected task was traced (or had no stack); 1 otherwise\n"
@@ -92,7 +103,8 @@ static int parse_state(const char *s)
 }
 
 /* Long-only options (--profile and its settings). */
-enum { STB_OPT_PROFILE = 0x100, STB_OPT_DURATION, STB_OPT_FREQ, STB_OPT_DEADLINE, STB_OPT_STUCK };
+enum { STB_OPT_PROFILE = 0x100, STB_OPT_DURATION, STB_OPT_FREQ, STB_OPT_DEADLINE, STB_OPT_STUCK,
+       STB_OPT_CORE, STB_OPT_EXE, STB_OPT_SYSROOT };
 
 /* Does path end with suffix? */
 static bool ends_with(const char *path, const char *suffix)
@@ -162,6 +174,9 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		{"freq", required_argument, NULL, STB_OPT_FREQ},
 		{"deadline", required_argument, NULL, STB_OPT_DEADLINE},
 		{"stuck", required_argument, NULL, STB_OPT_STUCK},
+		{"core", required_argument, NULL, STB_OPT_CORE},
+		{"exe", required_argument, NULL, STB_OPT_EXE},
+		{"sysroot", required_argument, NULL, STB_OPT_SYSROOT},
 		{NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof(*o));
@@ -276,6 +291,15 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		case 'o':
 			o->output = optarg;
 			break;
+		case STB_OPT_CORE:
+			o->core = optarg;
+			break;
+		case STB_OPT_EXE:
+			o->exe = optarg;
+			break;
+		case STB_OPT_SYSROOT:
+			o->sysroot = optarg;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -294,8 +318,20 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		fprintf(stderr, "stb-bpf-loader: unexpected argument '%s' (see --help)\n", argv[optind]);
 		return STB_EXIT_USAGE;
 	}
-	if (!o->pid) {
-		fprintf(stderr, "stb-bpf-loader: --pid is required (see --help)\n");
+	if (!o->pid && !o->core) {
+		fprintf(stderr, "stb-bpf-loader: --pid or --core is required (see --help)\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->pid && o->core) {
+		fprintf(stderr, "stb-bpf-loader: --pid and --core exclude each other\n");
+		return STB_EXIT_USAGE;
+	}
+	if (!o->core && (o->exe || o->sysroot)) {
+		fprintf(stderr, "stb-bpf-loader: --exe and --sysroot need --core\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->core && o->profile) {
+		fprintf(stderr, "stb-bpf-loader: --profile samples a running process, not a core\n");
 		return STB_EXIT_USAGE;
 	}
 	if (all && o->nids) {

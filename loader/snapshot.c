@@ -4,6 +4,8 @@
  * traced once by the trace driver -- suspended and ready ones from their saved
  * context read with process_vm_readv, running ones by the capture backend
  * (running.h) -- then unwound, symbolized and written in the chosen format.
+ * With --core the target is a core file (postmortem.h): the same run on its
+ * copy of the table, its memory and its threads' registers.
  * The run is bounded: per task by --timeout, as a whole by --deadline.
  */
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include "driver.h"
 #include "frames.h"
 #include "loader.h"
+#include "postmortem.h"
 #include "report.h"
 #include "running.h"
 #include "symbolize.h"
@@ -30,7 +33,10 @@
 
 struct snapshot {
 	const struct stb_loader_opts *o;
-	struct stb_target *tg;
+	struct stb_target *tg;     /* a live process, or */
+	struct stb_postmortem *pm; /* a core file (--core) */
+	const struct stb_tview_info *info;
+	const struct stb_abi_header *hdr; /* its counters */
 	struct stb_unw_proc *unw;
 	struct stb_sym *sym;
 	struct stb_running run;
@@ -42,13 +48,14 @@ struct snapshot {
 	struct stb_report_task *tasks; /* grows with the live tasks */
 	size_t n, cap;
 	uint64_t trace_end; /* no task is started after this */
-	uint64_t now;       /* CLOCK_MONOTONIC when the tracing started (--stuck) */
+	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
 	bool target_gone;
 	int err; /* -ENOMEM */
 	uint64_t failed, finished, missing, not_traced;
 	/* -v: how long tasks were held (lease taken to released). */
 	uint64_t hold_max_ns, hold_sum_ns;
 	unsigned nhold;
+	uint64_t open_ns, write_ns; /* -v: the core's opening, the output's writing */
 };
 
 /* Fault injection for tests: keep the lease as a stuck loader would. */
@@ -76,13 +83,17 @@ static struct stb_report_task *new_task(struct snapshot *S)
 	return t;
 }
 
-/* The entry of worker w in the target's mapped header region, or NULL. */
-static const struct stb_abi_worker *worker_entry(const struct stb_target *tg, uint32_t w)
+/* The entry of worker w: in the target's mapped header region, or as the
+ * core holds it; NULL when there is none. */
+static const struct stb_abi_worker *worker_entry(const struct snapshot *S, uint32_t w)
 {
-	if (w >= STB_ABI_MAX_WORKERS ||
-	    STB_ABI_WORKER_OFFSET(w) + sizeof(struct stb_abi_worker) > tg->hdr_size)
+	if (w >= STB_ABI_MAX_WORKERS)
 		return NULL;
-	return (const struct stb_abi_worker *)((const char *)tg->hdr + STB_ABI_WORKER_OFFSET(w));
+	if (S->pm)
+		return &S->pm->workers[w];
+	if (STB_ABI_WORKER_OFFSET(w) + sizeof(struct stb_abi_worker) > S->tg->hdr_size)
+		return NULL;
+	return (const struct stb_abi_worker *)((const char *)S->tg->hdr + STB_ABI_WORKER_OFFSET(w));
 }
 
 /* Traces task v->id of entry p. Returns 1 when the run must stop. */
@@ -97,7 +108,7 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
 	/* Why it is there, read before the trace (which then must not see it move). */
-	stb_report_task_why(t, p, worker_entry(S->tg, v->worker), &S->mem);
+	stb_report_task_why(t, p, worker_entry(S, v->worker), &S->mem);
 	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
 		return 0; /* not stuck: not selected */
 	uint64_t deadline = stb_now_ns() + (uint64_t)o->timeout_ms * 1000000u;
@@ -117,7 +128,7 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 				(double)S->run.last_wait_ns / 1e3, (double)snap.held_ns / 1e3);
 		fputc('\n', stderr);
 	}
-	if (snap.target_gone || (rc == -ESRCH && !stb_target_alive(S->tg))) {
+	if (snap.target_gone || (rc == -ESRCH && S->tg && !stb_target_alive(S->tg))) {
 		S->target_gone = true;
 		return 1;
 	}
@@ -173,7 +184,7 @@ static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struc
 static void trace_ids(struct snapshot *S)
 {
 	const struct stb_loader_opts *o = S->o;
-	uint32_t capacity = S->tg->info.capacity;
+	uint32_t capacity = S->info->capacity;
 	for (unsigned i = 0; i < o->nids && !S->target_gone && !S->err; i++) {
 		uint64_t id = o->ids[i];
 		uint32_t slot = STB_ABI_SLOT(id);
@@ -189,7 +200,8 @@ static void trace_ids(struct snapshot *S)
 			S->not_traced += o->nids - i;
 			break;
 		}
-		struct stb_abi_task *p = stb_target_task(S->tg, slot);
+		struct stb_abi_task *p = S->pm ? stb_postmortem_task(S->pm, slot)
+					       : stb_target_task(S->tg, slot);
 		struct stb_tview_task v;
 		if (p)
 			stb_tview_read_task(p, &v);
@@ -208,6 +220,11 @@ static void trace_ids(struct snapshot *S)
 static void print_summary(const struct snapshot *S, uint64_t t0, uint64_t t1)
 {
 	const struct stb_running *r = &S->run;
+	if (S->pm)
+		fprintf(stderr,
+			"stb-bpf-loader: core opened (notes, table, modules) in %.3f ms; output "
+			"written in %.3f ms\n",
+			(double)S->open_ns / 1e6, (double)S->write_ns / 1e6);
 	fprintf(stderr, "stb-bpf-loader: %zu tasks traced in %.3f ms (%" PRIu64 " failed)%s\n",
 		S->n, (double)(t1 - t0) / 1e6, S->failed,
 		r->prog    ? ", BPF loaded"
@@ -245,32 +262,53 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			return STB_EXIT_FAIL;
 		}
 	}
-	stb_watchdog_phase("opening the target's table");
-	S.tg = stb_target_open(o->pid, err, sizeof(err));
-	if (!S.tg) {
-		fprintf(stderr, "stb-bpf-loader: %s\n", err);
-		goto cleanup;
-	}
-	stb_watchdog_phase("reading the target's modules");
-	S.unw = stb_unw_proc_new(o->pid);
-	S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
-	if (!S.unw || !S.sym) {
-		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
-			(int)o->pid, strerror(errno));
-		goto cleanup;
+	if (o->core) {
+		stb_watchdog_phase("reading the core file");
+		uint64_t open0 = stb_now_ns();
+		S.pm = stb_postmortem_open(o, err, sizeof(err));
+		S.open_ns = stb_now_ns() - open0;
+		if (!S.pm) {
+			fprintf(stderr, "stb-bpf-loader: %s\n", err);
+			goto cleanup;
+		}
+		S.info = &S.pm->info;
+		S.hdr = &S.pm->hdr;
+		S.unw = S.pm->unw;
+		S.sym = S.pm->sym;
+		S.mem = S.pm->mem;
+		S.ops = S.pm->ops;
+	} else {
+		stb_watchdog_phase("opening the target's table");
+		S.tg = stb_target_open(o->pid, err, sizeof(err));
+		if (!S.tg) {
+			fprintf(stderr, "stb-bpf-loader: %s\n", err);
+			goto cleanup;
+		}
+		S.info = &S.tg->info;
+		S.hdr = S.tg->hdr;
+		stb_watchdog_phase("reading the target's modules");
+		S.unw = stb_unw_proc_new(o->pid);
+		S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
+		if (!S.unw || !S.sym) {
+			fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
+				(int)o->pid, strerror(errno));
+			goto cleanup;
+		}
 	}
 	S.buf = malloc(STB_SNAPSHOT_COPY_MAX);
 	S.scratch = calloc(o->max_depth, sizeof(*S.scratch));
-	if (!S.buf || !S.scratch || stb_running_init(&S.run, S.tg, o->verbose) != 0) {
+	if (!S.buf || !S.scratch || (S.tg && stb_running_init(&S.run, S.tg, o->verbose) != 0)) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto cleanup;
 	}
-	stb_target_mem(S.tg, &S.mem);
-	stb_running_ops(&S.run, &S.ops);
+	if (S.tg) {
+		stb_target_mem(S.tg, &S.mem);
+		stb_running_ops(&S.run, &S.ops);
+	}
 	S.drv = (struct stb_driver){
 	    .mem = &S.mem,
 	    .capture = &S.ops,
-	    .flags = STB_DRIVER_F_LEASE,
+	    .flags = S.tg ? STB_DRIVER_F_LEASE : 0,
 	    .buf = S.buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
 	};
@@ -281,13 +319,20 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 
 	/* The tasks. */
 	uint64_t t0 = stb_now_ns();
-	S.now = t0;
+	S.now = S.pm ? stb_postmortem_now(S.pm) : t0;
+	if (o->stuck_ns && !S.now) {
+		fprintf(stderr, "stb-bpf-loader: --stuck cannot select from this core: every worker "
+				"was parked when it was written, and the core does not say when that "
+				"was (trace it without --stuck: tasks are shown without times)\n");
+		goto cleanup;
+	}
 	bool hwm_clamped = false;
 	struct stb_tview_scan_result res = {0};
 	if (o->nids) {
 		trace_ids(&S);
 	} else {
-		struct stb_tview_src src = stb_target_src(S.tg, &hwm_clamped);
+		struct stb_tview_src src = S.pm ? stb_postmortem_src(S.pm, &hwm_clamped)
+						: stb_target_src(S.tg, &hwm_clamped);
 		stb_tview_scan(&src, o->state_mask, S.trace_end, scan_fn, &S, &res);
 		S.not_traced = res.left;
 	}
@@ -296,35 +341,40 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 		fprintf(stderr, "stb-bpf-loader: out of memory after %zu tasks\n", S.n);
 		goto cleanup;
 	}
-	if (!stb_target_alive(S.tg))
+	if (S.tg && !stb_target_alive(S.tg))
 		S.target_gone = true;
 
 	/* The deadlocks of the whole table, each edge validated again. */
 	stb_watchdog_phase("searching deadlocks");
-	struct stb_tview_src all = stb_target_src(S.tg, NULL);
+	struct stb_tview_src all = S.pm ? stb_postmortem_src_again(S.pm) : stb_target_src(S.tg, NULL);
 	uint64_t dl_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2;
 	bool searched = !S.target_gone && stb_deadlock_find(&all, &S.mem, dl_end, &dl) == 0;
 
 	/* What the report says about the run. */
-	const struct stb_tview_info *ti = &S.tg->info;
+	const struct stb_tview_info *ti = S.info;
 	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
-	    .producer = "stb-bpf-loader snapshot",
-	    .pid = (int)o->pid,
-	    .comm = S.tg->comm,
+	    .producer = S.pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
+	    .pid = S.pm ? (int)S.pm->core->pid : (int)o->pid,
+	    .comm = S.pm ? S.pm->comm : S.tg->comm,
 	    .table = true,
 	    .abi_version = ti->abi_version,
 	    .table_capacity = ti->capacity,
-	    .untraceable = __atomic_load_n(&S.tg->hdr->untraceable, __ATOMIC_RELAXED),
-	    .capture = stb_running_mode(&S.run),
+	    .untraceable = __atomic_load_n(&S.hdr->untraceable, __ATOMIC_RELAXED),
+	    .capture = S.pm ? "core" : stb_running_mode(&S.run),
 	    .run = true,
-	    .complete = !S.target_gone && !S.not_traced,
+	    .complete = !S.target_gone && !S.not_traced && !(S.pm && S.pm->missing),
 	    .not_traced = S.not_traced,
 	    .failed = S.failed,
 	    .finished = S.finished,
 	};
 	if (S.target_gone) {
 		meta.partial = "the target exited during the trace";
+	} else if (S.pm && S.pm->missing && !S.not_traced) {
+		snprintf(partial, sizeof(partial),
+			 "the core file is truncated: %" PRIu64 " table entries are not in it",
+			 S.pm->missing);
+		meta.partial = partial;
 	} else if (S.not_traced) {
 		snprintf(partial, sizeof(partial),
 			 "the run's deadline (--deadline %" PRIu64 " s) came "
@@ -332,6 +382,8 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			 (uint64_t)(o->deadline_ns / 1000000000u), S.not_traced);
 		meta.partial = partial;
 	}
+	if (S.pm)
+		stb_postmortem_notes(S.pm, &meta);
 	if (S.run.tried && !S.run.prog) {
 		snprintf(note_bpf, sizeof(note_bpf),
 			 "%s; running bthreads are not captured "
@@ -350,7 +402,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 		snprintf(note_hwm, sizeof(note_hwm),
 			 "the table header claims %" PRIu64 " slots in "
 			 "use, more than its capacity: only its %u slots were read",
-			 (uint64_t)(__atomic_load_n(&S.tg->hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
+			 (uint64_t)(__atomic_load_n(&S.hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
 			 ti->capacity);
 		stb_report_meta_note(&meta, note_hwm);
 	}
@@ -369,15 +421,19 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	    .unw = S.unw,
 	    .group = o->group,
 	    .meta = &meta,
-	    .now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+	    .now_ns = S.pm ? stb_postmortem_now(S.pm)
+			   : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
 	    .sym_deadline = stb_loader_sym_deadline(o),
 	    .deadlocks = searched ? &dl : NULL,
 	    .all_ids = o->verbose > 0,
 	};
 	stb_watchdog_phase("writing the output");
+	uint64_t write0 = stb_now_ns();
 	int rc = stb_report_write(&r, S.tasks, S.n, o->format);
 	written = true;
-	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
+	rc = fflush(out) != 0 && rc == 0 ? -errno : rc;
+	S.write_ns = stb_now_ns() - write0;
+	if (rc != 0 || ferror(out)) {
 		fprintf(stderr, "stb-bpf-loader: writing the output failed: %s\n",
 			strerror(rc      ? -rc
 				 : errno ? errno
@@ -394,14 +450,14 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			"stb-bpf-loader: process %d exited during the trace; output is "
 			"partial\n",
 			(int)o->pid);
-	else if (S.not_traced)
+	else if (S.not_traced || (S.pm && S.pm->missing))
 		fprintf(stderr, "stb-bpf-loader: %s; output is partial\n", partial);
 	if (S.failed)
 		fprintf(stderr,
 			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "
 			"their errors)\n",
 			S.failed, S.n);
-	bool ok = !S.target_gone && !S.missing && !S.not_traced && !S.failed;
+	bool ok = meta.complete && !S.missing && !S.failed;
 	status = ok ? STB_EXIT_OK : STB_EXIT_FAIL;
 cleanup:
 	if (out != stdout) {
@@ -416,8 +472,12 @@ cleanup:
 	free(S.scratch);
 	free(S.buf);
 	stb_running_fini(&S.run);
-	stb_sym_free(S.sym);
-	stb_unw_proc_free(S.unw);
+	if (S.pm) {
+		stb_postmortem_close(S.pm); /* owns unw and sym */
+	} else {
+		stb_sym_free(S.sym);
+		stb_unw_proc_free(S.unw);
+	}
 	stb_target_close(S.tg);
 	return status;
 }

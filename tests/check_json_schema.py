@@ -14,7 +14,7 @@ import sys
 
 STATES = {"unused", "created", "ready-without-stack", "ready", "about-to-run", "running",
           "suspending", "suspended", "destroyed"}
-CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall"}
+CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall", "core"}
 WAIT_KINDS = {"butex", "mutex", "cond", "rwlock-read", "rwlock-write", "sem", "barrier", "once",
               "sleep", "fd", "join", "id", "timer", "yield", "countdown"}
 HEX = re.compile(r"^0x[0-9a-f]+$")
@@ -84,8 +84,11 @@ def check_stack_frame(f, where):
     pair(f, "file", "line", where)
     need(f, "inlined", lambda v: isinstance(v, bool), "a boolean", where)
     need(f, "source", lambda v: v in ("fp", "dwarf"), "\"fp\" or \"dwarf\"", where)
+    opt(f, "module_mismatch", lambda v: v is True, "true", where)
+    if "module_mismatch" in f and "function" in f:
+        raise Bad(f"{where}: a frame of a mismatched module has no function")
     only(f, ["ip", "function", "offset", "module", "module_offset", "build_id", "file", "line",
-             "inlined", "source"], where)
+             "inlined", "source", "module_mismatch"], where)
 
 
 def check_wait(w, where, grouped_any=False):
@@ -173,7 +176,7 @@ def check_meta(doc, loader, profile):
     opt(doc, "abi_version", is_int, "an integer", where)
     opt(doc, "table_capacity", lambda v: is_int(v) and v > 0, "a positive integer", where)
     opt(doc, "untraceable", count, "a non-negative integer", where)
-    opt(doc, "capture", lambda v: v in ("bpf+context", "context-only", "context"),
+    opt(doc, "capture", lambda v: v in ("bpf+context", "context-only", "context", "core"),
         "\"bpf+context\", \"context-only\" or \"context\"", where)
     opt(doc, "freq_hz", lambda v: is_int(v) and v > 0, "a positive integer", where)
     opt(doc, "complete", lambda v: isinstance(v, bool), "a boolean", where)

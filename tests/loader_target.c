@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Target of test_loader_* and bench_loader: bthreads parked in known call
- * chains (butex, sleep, mutex, fd, yield, spin, blocking read), a registered
+ * chains (butex, sleep, mutex, cond, fd, join, yield, spin, blocking read), a registered
  * pthread, a heartbeat and a counter of every signal received; ids on stdout,
  * line commands on stdin (ltgt_usage). Built with and without frame pointers.
  */
@@ -61,6 +61,8 @@ static atomic_ullong ltgt_pthread_id;
 static int *ltgt_chain_butex;          /* value 0 until quit */
 static int *ltgt_many_butex;
 static bthread_mutex_t ltgt_mutex;
+static bthread_mutex_t ltgt_cond_mutex;
+static bthread_cond_t ltgt_cond;
 static int ltgt_fd_pipe[2] = {-1, -1};
 static int ltgt_block_pipe[2] = {-1, -1};
 
@@ -198,6 +200,70 @@ LTGT_FN static void *ltgt_mutex_main(void *arg)
 {
 	(void)arg;
 	ltgt_mutex_mid();
+	LTGT_NO_TAIL();
+	return NULL;
+}
+
+/* ---- bthread_cond_wait chain (broadcast at quit) ---- */
+
+LTGT_FN static int ltgt_cond_leaf(void)
+{
+	int rc = bthread_mutex_lock(&ltgt_cond_mutex);
+	while (rc == 0 && !atomic_load(&ltgt_stop))
+		rc = bthread_cond_wait(&ltgt_cond, &ltgt_cond_mutex);
+	LTGT_NO_TAIL();
+	bthread_mutex_unlock(&ltgt_cond_mutex);
+	return rc;
+}
+
+LTGT_FN static int ltgt_cond_mid(void)
+{
+	int rc = ltgt_cond_leaf();
+	LTGT_NO_TAIL();
+	return rc;
+}
+
+LTGT_FN static void *ltgt_cond_main(void *arg)
+{
+	(void)arg;
+	ltgt_cond_mid();
+	LTGT_NO_TAIL();
+	return NULL;
+}
+
+/* ---- bthread_join chain: joins a bthread of its own that waits on the
+ * chain butex (named "ltgt-joinee", not in any chain) ---- */
+
+LTGT_FN static void *ltgt_joinee_main(void *arg)
+{
+	(void)arg;
+	ltgt_butex_mid();
+	LTGT_NO_TAIL();
+	return NULL;
+}
+
+LTGT_FN static int ltgt_join_leaf(bthread_t t)
+{
+	int rc = bthread_join(t, NULL);
+	LTGT_NO_TAIL();
+	return rc;
+}
+
+LTGT_FN static int ltgt_join_mid(bthread_t t)
+{
+	int rc = ltgt_join_leaf(t);
+	LTGT_NO_TAIL();
+	return rc;
+}
+
+LTGT_FN static void *ltgt_join_main(void *arg)
+{
+	(void)arg;
+	bthread_t t;
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	bthread_attr_set_name(&attr, "ltgt-joinee");
+	if (bthread_start_background(&t, &attr, ltgt_joinee_main, NULL) == 0)
+		ltgt_join_mid(t);
 	LTGT_NO_TAIL();
 	return NULL;
 }
@@ -463,7 +529,7 @@ LTGT_FN static void *ltgt_pthread_main(void *arg)
 
 struct ltgt_opts {
 	int workers;
-	int butex, sleep, mutex, fd, yield, spin, heartbeat, blocker, pthread;
+	int butex, sleep, mutex, cond, fd, join, yield, spin, heartbeat, blocker, pthread;
 	long many;
 	int finished;     /* bthreads that ran and were joined before "ready" */
 	int fake_abi;     /* >0: publish a fake table with this ABI version */
@@ -482,6 +548,8 @@ static void ltgt_usage(void)
 {
 	fprintf(stderr,
 		"usage: loader_target [--workers N] [--butex N] [--sleep N] [--mutex N] [--fd N]\n"
+		"                     [--cond N] [--join N] (each joiner also starts an\n"
+		"                     \"ltgt-joinee\" bthread waiting on the butex)\n"
 		"                     [--yield N] [--spin N] [--heartbeat N] [--blocker N]\n"
 		"                     [--pthread 0|1|2] [--many N] [--finished N] [--fake-abi VERSION]\n"
 		"--pthread 2: the pthread loops in sched_yield() on CPU 0 beside a hog thread.\n"
@@ -501,6 +569,7 @@ static void ltgt_usage(void)
 		"  release        ok (the blocker's read returns)\n"
 		"  dump           dump tasks=N ns=NS (in-process stb_dump to /dev/null)\n"
 		"  trace ID       trace rc=R mode=M held_ns=NS ns=NS (in-process stb_trace)\n"
+		"  abort          (no answer) abort(): the process dumps core\n"
 		"  quit           bye signals=S heartbeat=H joined=N woken=N (everything ends)\n");
 }
 
@@ -534,6 +603,10 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 			o->mutex = (int)v;
 		else if (strcmp(a, "--fd") == 0)
 			o->fd = (int)v;
+		else if (strcmp(a, "--cond") == 0)
+			o->cond = (int)v;
+		else if (strcmp(a, "--join") == 0)
+			o->join = (int)v;
 		else if (strcmp(a, "--yield") == 0)
 			o->yield = (int)v;
 		else if (strcmp(a, "--spin") == 0)
@@ -556,6 +629,7 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 		}
 	}
 	if (o->butex > LTGT_MAX_IDS || o->sleep > LTGT_MAX_IDS || o->mutex > 1 || o->fd > 1 ||
+	    o->cond < 0 || o->cond > LTGT_MAX_IDS || o->join < 0 || o->join > LTGT_MAX_IDS ||
 	    o->yield > LTGT_MAX_IDS || o->spin > LTGT_MAX_IDS || o->heartbeat > 1 ||
 	    o->blocker > 1 || o->pthread > 2 || o->finished < 0 || o->finished > LTGT_MAX_IDS ||
 	    o->many < 0 || o->many > LTGT_MAX_MANY ||
@@ -752,6 +826,7 @@ int main(int argc, char **argv)
 	ltgt_chain_butex = butex_create();
 	ltgt_many_butex = butex_create();
 	if (!ltgt_chain_butex || !ltgt_many_butex || bthread_mutex_init(&ltgt_mutex, NULL) != 0 ||
+	    bthread_mutex_init(&ltgt_cond_mutex, NULL) != 0 || bthread_cond_init(&ltgt_cond, NULL) != 0 ||
 	    pipe2(ltgt_fd_pipe, O_CLOEXEC) != 0 || pipe2(ltgt_block_pipe, O_CLOEXEC) != 0) {
 		fprintf(stderr, "loader_target: setup failed: %s\n", strerror(errno));
 		return 1;
@@ -764,6 +839,8 @@ int main(int argc, char **argv)
 		{"sleep", ltgt_sleep_main, o.sleep, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_SUSPENDED},
 		{"mutex", ltgt_mutex_main, o.mutex, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_SUSPENDED},
 		{"fd", ltgt_fd_main, o.fd, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_SUSPENDED},
+		{"cond", ltgt_cond_main, o.cond, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_SUSPENDED},
+		{"join", ltgt_join_main, o.join, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_SUSPENDED},
 		{"yield", ltgt_yield_main, o.yield, BTHREAD_STACKTYPE_NORMAL, {0}, 0},
 		{"spin", ltgt_spin_main, o.spin, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_RUNNING},
 		{"heartbeat", ltgt_heartbeat_main, o.heartbeat, BTHREAD_STACKTYPE_NORMAL, {0}, 0},
@@ -882,6 +959,8 @@ int main(int argc, char **argv)
 			ltgt_dump();
 		} else if (sscanf(line, "trace %llu", &id) == 1) {
 			ltgt_trace(id);
+		} else if (strncmp(line, "abort", 5) == 0) {
+			abort(); /* the counting handler returns; abort() then dumps core */
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;
 		} else {
@@ -896,6 +975,9 @@ int main(int argc, char **argv)
 	__atomic_store_n(ltgt_many_butex, 1, __ATOMIC_RELEASE);
 	butex_wake_all(ltgt_many_butex);
 	bthread_mutex_unlock(&ltgt_mutex);
+	bthread_mutex_lock(&ltgt_cond_mutex);
+	bthread_cond_broadcast(&ltgt_cond);
+	bthread_mutex_unlock(&ltgt_cond_mutex);
 	if (write(ltgt_fd_pipe[1], "x", 1) != 1)
 		return 1;
 	if (o.blocker && !atomic_load(&ltgt_blocker_release_ns) &&

@@ -23,8 +23,13 @@ static void test_usage_errors(void **state)
 		const char *args[8];
 		const char *msg;
 	} cases[] = {
-		{{NULL}, "--pid is required"},
-		{{"--bthread", "4294967296", NULL}, "--pid is required"},
+		{{NULL}, "--pid or --core is required"},
+		{{"--bthread", "4294967296", NULL}, "--pid or --core is required"},
+		{{"--pid", "1", "--core", "core", NULL}, "--pid and --core exclude each other"},
+		{{"--pid", "1", "--exe", "a.out", NULL}, "--exe and --sysroot need --core"},
+		{{"--sysroot", "/", NULL}, "--pid or --core is required"},
+		{{"--core", "core", "--profile", NULL}, "--profile samples a running process"},
+		{{"--core", NULL}, "needs a value"},
 		{{"--pid", "abc", NULL}, "--pid: 'abc'"},
 		{{"--pid", "0", NULL}, "--pid: '0'"},
 		{{"--pid", "-5", NULL}, "--pid: '-5'"},
@@ -158,8 +163,8 @@ static void test_no_bpf_caps(void **state)
 	assert_false(caps >> CAP_SYS_ADMIN & 1);
 	assert_true(caps >> CAP_SYS_PTRACE & 1);
 
-	static char memfd_env[] = "STB_TABLE=memfd";
-	char *const envs[2][2] = {{NULL, NULL}, {memfd_env, NULL}};
+	static char map_env[] = "STB_TABLE=bpf";
+	char *const envs[2][2] = {{map_env, NULL}, {NULL, NULL}}; /* the default: memfd */
 	for (int b = 0; b < 2; b++) {
 		struct ts_ltarget tg;
 		target_start(&tg, target_path, NULL, envs[b]);

@@ -17,25 +17,30 @@
 
 /* ---- stacks ---- */
 
+/* For both table backings: the default memfd and the BPF map. */
 static void test_stacks_text(void **state)
 {
 	(void)state;
-	struct ts_ltarget tg;
-	target_start(&tg, target_path, NULL, NULL);
-	uint64_t hb0 = stat_of(&tg, "heartbeat");
-	struct run r;
-	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, NULL);
-	expect_exit(&r, 0, NULL);
-	struct tout *o = malloc(sizeof(*o));
-	assert_non_null(o);
-	parse_text(r.out, o);
-	assert_false(o->note);
-	assert_false(o->partial);
-	check_text_all(o, &tg);
-	assert_true(stat_of(&tg, "heartbeat") > hb0);
-	free(o);
-	run_free(&r);
-	target_finish(&tg, DEFAULT_TASKS);
+	static char map_env[] = "STB_TABLE=bpf";
+	char *const envs[2][2] = {{NULL, NULL}, {map_env, NULL}};
+	for (int b = 0; b < 2; b++) {
+		struct ts_ltarget tg;
+		target_start(&tg, target_path, NULL, envs[b]);
+		uint64_t hb0 = stat_of(&tg, "heartbeat");
+		struct run r;
+		run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, NULL);
+		expect_exit(&r, 0, NULL);
+		struct tout *o = malloc(sizeof(*o));
+		assert_non_null(o);
+		parse_text(r.out, o);
+		assert_false(o->note);
+		assert_false(o->partial);
+		check_text_all(o, &tg);
+		assert_true(stat_of(&tg, "heartbeat") > hb0);
+		free(o);
+		run_free(&r);
+		target_finish(&tg, DEFAULT_TASKS);
+	}
 }
 
 static void run_json_stacks(const char *path, bool nofp, int rounds)

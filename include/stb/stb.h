@@ -46,6 +46,7 @@ STB_EXPORT int stb_set_trace_signal(int signo);
 /* stb_frame.flags */
 #define STB_FRAME_F_FP 0x1u      /* found by following frame pointers */
 #define STB_FRAME_F_INLINED 0x2u /* an inlined call at the same ip as the next frame */
+#define STB_FRAME_F_MISMATCH 0x4u /* its module's file is not the one mapped (build id): no symbol */
 
 /*
  * One frame. ip is the exact address for frame 0 of a running task and a
@@ -74,6 +75,8 @@ enum stb_trace_mode {
 	STB_TRACE_BPF = 4,      /* running: captured by the BPF program (stb-bpf-loader) */
 	STB_TRACE_SYSCALL = 5,  /* running but blocked in a system call on its thread:
 				   sp/pc from /proc (stb-bpf-loader) */
+	STB_TRACE_CORE = 6,     /* running when a core file was written: its thread's
+				   registers there (stb-bpf-loader --core) */
 };
 
 /* Called for each frame in order; return non-zero to stop the walk there. */

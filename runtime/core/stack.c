@@ -119,6 +119,12 @@ static void decide_guard_mode(void)
 			mode = GUARD_MADVISE;
 		munmap(probe, 2 * STB_STACK_GUARD);
 	}
+	/* STB_STACK_GUARDS=mprotect: guards as mappings of their own, for
+	 * processes to be copied with gdb's gcore, which stops copying a mapping
+	 * at its first unreadable page (docs/postmortem.md). */
+	const char *want = getenv("STB_STACK_GUARDS");
+	if (want && strcmp(want, "mprotect") == 0)
+		mode = GUARD_MPROTECT;
 	map_budget = read_max_map_count() / 2;
 #if defined(STB_TEST_HOOKS)
 	if (stb_test_stack_force_mprotect)

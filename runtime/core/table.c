@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The shared task table (layout in include/stb/abi.h): created once at runtime
- * start as an mmapable BPF array map, or as a memfd with the same layout when
- * the process may not create BPF maps. Owns the mapping and its fd.
+ * start as a sealed memfd (the default: it is in the process's core dumps),
+ * or with STB_TABLE=bpf as an mmapable BPF array map (the kernel never dumps
+ * its memory), falling back to the memfd when the process may not create
+ * BPF maps. Owns the mapping and its fd.
  */
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -96,7 +98,9 @@ int stb_table_init(void)
 	int fd = -EPERM;
 	void *base = MAP_FAILED;
 
-	if (!mode || strcmp(mode, "memfd") != 0) {
+	if (mode && *mode && strcmp(mode, "memfd") != 0 && strcmp(mode, "bpf") != 0)
+		fprintf(stderr, "stb: ignoring STB_TABLE=%s (want memfd or bpf)\n", mode);
+	if (mode && strcmp(mode, "bpf") == 0) {
 		fd = stb_table_create_map(STB_ABI_TASK_BASE + cap);
 		if (fd >= 0) {
 			base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -39,6 +39,23 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 {
 	int rc = stb_hold_copy_context(p, id, w1, lease, d->mem->read, d->mem->ctx, d->buf, d->cap,
 				       &snap->regs, &snap->copy);
+	if (rc == 0 && (d->mem->flags & STB_MEM_F_FROZEN)) {
+		/* abi.h: the switch frame ends at sp and its ret is the published
+		 * ip. A memory image without the stack (not dumped, or zeros where
+		 * a dumper could not read) fails this. */
+		struct stb_abi_switch_frame f = {0};
+		uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
+		if (snap->copy.len >= sizeof(f))
+			memcpy(&f, snap->copy.bytes, sizeof(f));
+		if (f.ret != ip) {
+			rc = -ENODATA;
+			say(err, errlen,
+			    "its stack is not in the core (no return address 0x%" PRIx64
+			    " at sp 0x%" PRIx64 "): see docs/postmortem.md",
+			    ip, snap->copy.addr + STB_ABI_SWITCH_FRAME);
+			return rc;
+		}
+	}
 	if (rc == 0) {
 		snap->mode = STB_TRACE_CONTEXT;
 		return 0;
@@ -167,6 +184,14 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 		case STB_TASK_ABOUT_TO_RUN:
 		case STB_TASK_SUSPENDING:
 			rc = -EAGAIN; /* a switch is in progress */
+			/* A core froze it there: its worker's registers are all there
+			 * is (the capture says whether they are on its stack). */
+			if ((d->mem->flags & STB_MEM_F_FROZEN) && d->capture) {
+				rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline,
+							 d->buf, d->cap, snap, err, errlen);
+				snap->state = st;
+				goto out;
+			}
 			break;
 		default:
 			say(err, errlen,

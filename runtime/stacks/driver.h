@@ -71,7 +71,10 @@ struct stb_snapshot {
 
 /*
  * Capture backend. capture() takes task id of entry p while it runs (w1 is
- * the word read in state RUNNING; the driver holds no lease meanwhile: the
+ * the word read in state RUNNING -- or, from frozen memory (a core), in
+ * ABOUT_TO_RUN or SUSPENDING: the backend then unwinds the task from its
+ * worker's registers only when they are on its stack, else it fails with
+ * err set; the driver holds no lease meanwhile: the
  * capture stops the task, if at all, only while it copies). The stack goes
  * into buf[cap] or into the backend's own storage. Returns 0 with *snap
  * filled (regs, copy, mode, tid, held_ns; unwind when needed), -EAGAIN when

@@ -114,6 +114,16 @@ static void put_string(FILE *out, const char *s, size_t len)
 	fputc('"', out);
 	for (size_t i = 0; i < len;) {
 		unsigned char c = p[i];
+		/* A run of bytes that need no escape: one write (names and paths
+		 * are mostly that). */
+		size_t run = i;
+		while (run < len && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' && p[run] != '\\')
+			run++;
+		if (run > i) {
+			fwrite(p + i, 1, run - i, out);
+			i = run;
+			continue;
+		}
 		if (c >= 0x80) {
 			uint32_t cp;
 			size_t k = stb_utf8_decode(p + i, len - i, &cp);

@@ -43,8 +43,19 @@ struct stb_mod_image {
 	size_t vdso_len;
 };
 
+/* A frozen target (stb_mods_new_frozen). */
+struct mods_frozen {
+	stb_mods_read_fn read;
+	void *ctx;
+	char *sysroot; /* "" for / */
+	char *exe_path, *exe;
+	const struct stb_mods_map *maps; /* during the first build only */
+	size_t nmaps;
+};
+
 struct stb_mods {
-	pid_t pid, read_pid;
+	pid_t pid, read_pid; /* -1 when frozen */
+	struct mods_frozen *frozen; /* NULL: a live process */
 	_Atomic int refs;
 	pthread_rwlock_t lock;        /* tab: taking a reference vs swapping it */
 	pthread_mutex_t refresh_lock; /* one rebuild at a time */
@@ -170,6 +181,13 @@ int stb_mods_read_target(pid_t pid, uint64_t addr, void *dst, size_t len)
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+int stb_mods_read(const struct stb_mods *r, uint64_t addr, void *dst, size_t len)
+{
+	if (r->frozen)
+		return r->frozen->read(r->frozen->ctx, addr, dst, len);
+	return stb_mods_read_target(r->read_pid, addr, dst, len);
 }
 
 /* Publishes the tables of an image in module m and as segments of t. */
@@ -331,6 +349,8 @@ static int mod_from_self(struct stb_modtab *t, struct stb_mod *m, const struct d
 
 struct mapline {
 	uint64_t start, end, off;
+	uint64_t base; /* frozen: where the file's offset 0 is mapped (its ELF header), 0: unknown */
+	bool maybe;    /* frozen: not known to be executable (the file tells) */
 	unsigned dmaj, dmin;
 	unsigned long ino;
 	char perms[5];
@@ -382,6 +402,61 @@ static int fd_read(void *arg, uint64_t off, void *dst, size_t len)
 	return 0;
 }
 
+/* Frozen: the file on this machine for a mapped path (--exe for the main
+ * program, else sysroot + path). false for paths it never looks up:
+ * relative, with a ".." component, too long. */
+static bool frozen_local(const struct stb_mods *r, const char *path, char *buf, size_t len)
+{
+	const struct mods_frozen *f = r->frozen;
+	if (f->exe && f->exe_path && strcmp(path, f->exe_path) == 0)
+		return (size_t)snprintf(buf, len, "%s", f->exe) < len;
+	if (path[0] != '/')
+		return false;
+	for (const char *p = path; (p = strstr(p, "/..")) != NULL; p += 3)
+		if (p[3] == '/' || p[3] == '\0')
+			return false;
+	return (size_t)snprintf(buf, len, "%s%s", f->sysroot, path) < len;
+}
+
+/* Frozen: the build id in the target's memory of the object whose file
+ * offset 0 is mapped at base (its ELF header and program headers, then its
+ * note). Returns its length, 0 when the memory does not hold one. */
+static unsigned frozen_build_id(const struct stb_mods *r, uint64_t base, uint8_t *id, size_t cap)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph[64];
+	if (!base || stb_mods_read(r, base, &eh, sizeof(eh)) != 0 ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh.e_phnum == 0 || eh.e_phoff > PAGE * 16)
+		return 0;
+	unsigned n = eh.e_phnum < 64 ? eh.e_phnum : 64;
+	if (stb_mods_read(r, base + eh.e_phoff, ph, n * sizeof(ph[0])) != 0)
+		return 0;
+	uint64_t first = UINT64_MAX;
+	for (unsigned i = 0; i < n; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0 && first == UINT64_MAX)
+			first = ph[i].p_vaddr & ~(uint64_t)(PAGE - 1);
+	if (first == UINT64_MAX)
+		return 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t addr;
+		if (ph[i].p_type != PT_NOTE || ph[i].p_filesz == 0 ||
+		    ph[i].p_filesz > STB_ELF_MAX_NOTE_BYTES || ph[i].p_vaddr < first ||
+		    __builtin_add_overflow(base, ph[i].p_vaddr - first, &addr))
+			continue;
+		uint8_t *note = malloc((size_t)ph[i].p_filesz);
+		if (!note)
+			return 0;
+		unsigned k = 0;
+		if (stb_mods_read(r, addr, note, (size_t)ph[i].p_filesz) == 0)
+			k = stb_elf_build_id(note, (size_t)ph[i].p_filesz, ph[i].p_align, id, cap);
+		free(note);
+		if (k)
+			return k;
+	}
+	return 0;
+}
+
 int stb_mods_open(const struct stb_mods *r, const char *path, dev_t dev, ino_t ino, uint64_t map_lo,
 		  uint64_t map_hi)
 {
@@ -390,14 +465,22 @@ int stb_mods_open(const struct stb_mods *r, const char *path, dev_t dev, ino_t i
 	struct stat st;
 	int fd;
 
-	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)r->read_pid,
-		 map_lo, map_hi);
-	fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
+	if (r->frozen) {
+		/* Only a regular file is opened (a device could act on open). */
+		if (!frozen_local(r, path, buf, sizeof(buf)) || stat(buf, &st) != 0 ||
+		    !S_ISREG(st.st_mode))
+			return -ENOENT;
+		fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	} else {
+		snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
+			 (int)r->read_pid, map_lo, map_hi);
+		fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	}
+	if (fd < 0 && !r->frozen) {
 		snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)r->read_pid, path);
 		fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	}
-	if (fd < 0 && path[0] == '/')
+	if (fd < 0 && path[0] == '/' && !r->frozen)
 		fd = open(path,
 			  O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* the target is gone: same file? */
 	if (fd < 0)
@@ -450,7 +533,8 @@ static bool same_build_id(pid_t pid, const struct stb_elf_mod *em)
 }
 
 /* Loads a file module for a remote target. Returns 0 (m filled; failures
- * leave a range-only module) or -ENOMEM. */
+ * leave a range-only module), 1 (ml->maybe: the mapping is not executable)
+ * or -ENOMEM. */
 static int mod_from_file(struct stb_mods *r, struct stb_modtab *t, struct stb_mod *m,
 			 const struct mapline *ml)
 {
@@ -488,10 +572,26 @@ static int mod_from_file(struct stb_mods *r, struct stb_modtab *t, struct stb_mo
 	}
 	if (ret < 0) {
 		free(im);
+		if (ret == -ENOEXEC && ml->maybe)
+			return 1; /* not an executable mapping of the file */
 		m->flags |= STB_UNW_MOD_NO_FILE;
 		return 0;
 	}
-	if (!same_build_id(r->read_pid, &im->em)) {
+	if (r->frozen) {
+		/* The file must be the object the core was made with. */
+		uint8_t id[64];
+		unsigned k = frozen_build_id(r, ml->base, id, sizeof(id));
+		if (!k) {
+			m->flags |= STB_UNW_MOD_UNVERIFIED;
+		} else if (k != im->em.build_id_len || memcmp(id, im->em.build_id, k) != 0) {
+			stb_elf_mod_free(&im->em);
+			free(im);
+			m->flags |= STB_UNW_MOD_CHANGED;
+			m->build_id_len = k; /* the mapped object's */
+			memcpy(m->build_id, id, k);
+			return 0;
+		}
+	} else if (!same_build_id(r->read_pid, &im->em)) {
 		stb_elf_mod_free(&im->em);
 		free(im);
 		m->flags |= STB_UNW_MOD_CHANGED;
@@ -548,7 +648,7 @@ static int add_vdso(struct stb_mods *r, struct stb_modtab *t, const struct mapli
 	im->vdso_len = len;
 	if (r->pid == 0 && ml->start == getauxval(AT_SYSINFO_EHDR))
 		memcpy(im->vdso, (const void *)(uintptr_t)ml->start, len);
-	else if (stb_mods_read_target(r->read_pid, ml->start, im->vdso, len) < 0)
+	else if (stb_mods_read(r, ml->start, im->vdso, len) < 0)
 		goto noimage;
 	struct stb_elf_src src = {.read = vdso_read, .arg = im, .size = len, .mem_layout = true};
 	ret = stb_elf_mod_load(&src, ml->start, 0, &left, &im->em);
@@ -647,6 +747,12 @@ static int add_file(struct stb_mods *r, struct stb_modtab *t, const struct stb_m
 	ret = mod_from_file(r, t, m, ml);
 	if (ret < 0)
 		return ret;
+	if (ret == 1) {
+		free(m->path); /* m is the last module */
+		t->nmods--;
+		t->nsegs = nsegs;
+		return 0;
+	}
 	if (m->lo < m->hi)
 		return 0;
 	/* Unreadable or not ELF: keep the range known so that its ips do not
@@ -660,7 +766,65 @@ static int add_file(struct stb_mods *r, struct stb_modtab *t, const struct stb_m
 	return 0;
 }
 
-/* Builds a table from /proc/PID/maps, reusing the images of old. */
+/* The module of one executable mapping. Returns 0 or -ENOMEM. */
+static int add_mapping(struct stb_mods *r, struct stb_modtab *t, const struct stb_modtab *old,
+		       const struct dlset *dl, const struct mapline *ml)
+{
+	if (strcmp(ml->path, "[vdso]") == 0)
+		return add_vdso(r, t, ml);
+	/* A frozen target's file is looked up even when it is missing here
+	 * (ino 0): the module then says that it has no file. */
+	if (ml->path[0] == '/' && (ml->ino != 0 || r->frozen))
+		return add_file(r, t, old, dl, ml);
+	struct stb_mod *m = modtab_add(t);
+	if (!m)
+		return t->nmods >= STB_MODS_MAX_MODULES ? 0 : -ENOMEM;
+	m->lo = ml->start;
+	m->hi = ml->end;
+	m->flags = STB_UNW_MOD_ANON | STB_UNW_MOD_FP_ONLY | STB_UNW_MOD_NO_TABLE;
+	m->path = strdup(ml->path);
+	return m->path ? 0 : -ENOMEM;
+}
+
+/* Frozen: mapping i as a maps line (the identity of its file here, where
+ * its ELF header is mapped). false: not executable. */
+static bool frozen_mapline(const struct stb_mods *r, size_t i, struct mapline *ml)
+{
+	const struct mods_frozen *f = r->frozen;
+	const struct stb_mods_map *m = &f->maps[i];
+	char buf[PATH_MAX + 64];
+	struct stat st;
+	if (m->exec == 0 || m->end <= m->start)
+		return false;
+	memset(ml, 0, sizeof(*ml));
+	ml->start = m->start;
+	ml->end = m->end;
+	ml->off = m->off;
+	memcpy(ml->perms, "r-xp", 5);
+	ml->path = m->path ? m->path : "";
+	ml->maybe = m->exec < 0;
+	if (ml->maybe && (!m->path || m->path[0] != '/'))
+		return false; /* an executable anonymous mapping is in the core */
+	if (!m->path || m->path[0] != '/')
+		return true;
+	if (frozen_local(r, m->path, buf, sizeof(buf)) && stat(buf, &st) == 0 && S_ISREG(st.st_mode)) {
+		ml->dmaj = major(st.st_dev);
+		ml->dmin = minor(st.st_dev);
+		ml->ino = (unsigned long)st.st_ino;
+	}
+	/* The mapping of the same file from offset 0 (nearest below). */
+	for (size_t k = i + 1, n = 0; k-- > 0 && n < 256; n++) {
+		const struct stb_mods_map *b = &f->maps[k];
+		if (b->path && b->off == 0 && strcmp(b->path, m->path) == 0 && b->start <= m->start) {
+			ml->base = b->start;
+			break;
+		}
+	}
+	return true;
+}
+
+/* Builds a table from /proc/PID/maps (frozen: from its mappings), reusing
+ * the images of old. */
 static int build(struct stb_mods *r, const struct stb_modtab *old, uint64_t deadline_ns,
 		 struct stb_modtab **out)
 {
@@ -671,11 +835,13 @@ static int build(struct stb_mods *r, const struct stb_modtab *old, uint64_t dead
 	FILE *f = NULL;
 	int ret = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)r->read_pid);
-	f = fopen(path, "re");
-	if (!f) {
-		ret = errno == ENOENT ? -ESRCH : -errno;
-		goto cleanup;
+	if (!r->frozen) {
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)r->read_pid);
+		f = fopen(path, "re");
+		if (!f) {
+			ret = errno == ENOENT ? -ESRCH : -errno;
+			goto cleanup;
+		}
 	}
 	t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -689,7 +855,16 @@ static int build(struct stb_mods *r, const struct stb_modtab *old, uint64_t dead
 			goto cleanup;
 		}
 	}
-	while (getline(&line, &linecap, f) > 0) {
+	for (size_t i = 0; r->frozen && i < r->frozen->nmaps; i++) {
+		struct mapline ml;
+		if (deadline_ns && stb_now_ns() > deadline_ns) {
+			ret = -ETIMEDOUT;
+			goto cleanup;
+		}
+		if (frozen_mapline(r, i, &ml) && (ret = add_mapping(r, t, old, &dl, &ml)) < 0)
+			goto cleanup;
+	}
+	while (f && getline(&line, &linecap, f) > 0) {
 		struct mapline ml;
 
 		if (deadline_ns && stb_now_ns() > deadline_ns) {
@@ -698,27 +873,11 @@ static int build(struct stb_mods *r, const struct stb_modtab *old, uint64_t dead
 		}
 		if (parse_mapline(line, &ml) < 0 || ml.perms[2] != 'x')
 			continue;
-		if (strcmp(ml.path, "[vdso]") == 0) {
-			ret = add_vdso(r, t, &ml);
-		} else if (ml.path[0] == '/' && ml.ino != 0) {
-			ret = add_file(r, t, old, &dl, &ml);
-		} else {
-			struct stb_mod *m = modtab_add(t);
-			if (!m) {
-				ret = t->nmods >= STB_MODS_MAX_MODULES ? 0 : -ENOMEM;
-			} else {
-				m->lo = ml.start;
-				m->hi = ml.end;
-				m->flags =
-				    STB_UNW_MOD_ANON | STB_UNW_MOD_FP_ONLY | STB_UNW_MOD_NO_TABLE;
-				m->path = strdup(ml.path);
-				ret = m->path ? 0 : -ENOMEM;
-			}
-		}
+		ret = add_mapping(r, t, old, &dl, &ml);
 		if (ret < 0)
 			goto cleanup;
 	}
-	if (ferror(f)) {
+	if (f && ferror(f)) {
 		ret = -EIO;
 		goto cleanup;
 	}
@@ -757,14 +916,25 @@ cleanup:
 
 /* ------------------------------------------------------------ registry */
 
-struct stb_mods *stb_mods_new(pid_t pid)
+static void frozen_free(struct mods_frozen *f)
+{
+	if (!f)
+		return;
+	free(f->sysroot);
+	free(f->exe_path);
+	free(f->exe);
+	free(f);
+}
+
+/* The registry of pid, or of a frozen target (pid -1, frozen owned). */
+static struct stb_mods *mods_create(pid_t pid, struct mods_frozen *frozen)
 {
 	struct stb_mods *r = NULL;
 	pthread_rwlockattr_t ra;
 	unsigned long long counts[2] = {0, 0};
 	int ret = 0, have_lock = 0, have_mutex = 0;
 
-	if (pid < 0) {
+	if (pid < 0 && !frozen) {
 		ret = -EINVAL;
 		goto cleanup;
 	}
@@ -775,6 +945,7 @@ struct stb_mods *stb_mods_new(pid_t pid)
 	}
 	r->pid = pid;
 	r->read_pid = pid ? pid : getpid();
+	r->frozen = frozen;
 	atomic_init(&r->refs, 1);
 	pthread_rwlockattr_init(&ra);
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -807,10 +978,62 @@ cleanup:
 				pthread_mutex_destroy(&r->refresh_lock);
 			free(r);
 		}
+		frozen_free(frozen);
 		errno = -ret;
 		return NULL;
 	}
+	if (frozen) {
+		frozen->maps = NULL; /* never rebuilt */
+		frozen->nmaps = 0;
+	}
 	return r;
+}
+
+struct stb_mods *stb_mods_new(pid_t pid)
+{
+	if (pid < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return mods_create(pid, NULL);
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		*oom = true;
+	return d;
+}
+
+struct stb_mods *stb_mods_new_frozen(const struct stb_mods_frozen *f)
+{
+	if (!f || !f->read || (f->nmaps && !f->maps)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct mods_frozen *z = calloc(1, sizeof(*z));
+	bool oom = !z;
+	if (z) {
+		z->read = f->read;
+		z->ctx = f->ctx;
+		z->maps = f->maps;
+		z->nmaps = f->nmaps;
+		/* sysroot "/" or "dir/" is "" or "dir": paths start with '/'. */
+		size_t n = f->sysroot ? strlen(f->sysroot) : 0;
+		while (n && f->sysroot[n - 1] == '/')
+			n--;
+		z->sysroot = strndup(f->sysroot ? f->sysroot : "", n);
+		oom = !z->sysroot;
+		z->exe_path = dup_or_null(f->exe_path, &oom);
+		z->exe = dup_or_null(f->exe, &oom);
+	}
+	if (oom) {
+		frozen_free(z);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mods_create(-1, z);
 }
 
 struct stb_mods *stb_mods_ref(struct stb_mods *r)
@@ -824,6 +1047,7 @@ void stb_mods_unref(struct stb_mods *r)
 	if (!r || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	stb_mods_release(r->tab);
+	frozen_free(r->frozen);
 	pthread_rwlock_destroy(&r->lock);
 	pthread_mutex_destroy(&r->refresh_lock);
 	free(r);
@@ -875,6 +1099,8 @@ int stb_mods_refresh(struct stb_mods *r, bool forced, uint64_t deadline_ns)
 	uint64_t now = stb_now_ns(), min = r->pid ? REMOTE_REFRESH_NS : SELF_REFRESH_NS;
 	int ret;
 
+	if (r->frozen)
+		return 0; /* nothing changes in a core */
 	if (!forced && now - atomic_load_explicit(&r->last_refresh_ns, memory_order_relaxed) < min)
 		return 0;
 	if (forced)

@@ -72,6 +72,44 @@ struct stb_modtab {
  * block on file I/O (bounded by the caps above). */
 struct stb_mods *stb_mods_new(pid_t pid);
 
+/* A mapping of a frozen target (a core file), for stb_mods_new_frozen. */
+struct stb_mods_map {
+	uint64_t start, end, off; /* [start, end) maps the file from offset off */
+	int exec;                 /* 1 executable (only these become modules), 0 not, -1 not
+				     known (gcore leaves code out): the file tells */
+	const char *path;         /* as the process saw it; NULL: anonymous; "[vdso]" */
+};
+
+/* Reads len bytes of a frozen target's memory at addr: 0, -EFAULT, -errno. */
+typedef int (*stb_mods_read_fn)(void *ctx, uint64_t addr, void *dst, size_t len);
+
+struct stb_mods_frozen {
+	const struct stb_mods_map *maps; /* every mapping, sorted by start */
+	size_t nmaps;
+	stb_mods_read_fn read; /* its memory; must stay valid while the registry lives */
+	void *ctx;
+	const char *sysroot;  /* the files are looked up under DIR (NULL: /) */
+	const char *exe_path; /* mapped path of the main program (NULL: not known) */
+	const char *exe;      /* the file to read for it instead (NULL: none) */
+};
+
+/*
+ * The registry of a target that does not run any more (a core file): its
+ * modules come from f->maps, their files from f->sysroot (f->exe for the
+ * main program), read as for a live target (owned copies, caps), and each
+ * file is used only when its build id is the one in the target's memory
+ * (the ELF header page the core holds): a file that differs gets
+ * STB_UNW_MOD_CHANGED (no unwind tables, no symbols), one whose build id
+ * is not in the core STB_UNW_MOD_UNVERIFIED. Never refreshed. Paths that
+ * are not absolute or contain ".." are not looked up. Returns NULL and sets
+ * errno (EINVAL, ENOMEM). May block on file I/O.
+ */
+struct stb_mods *stb_mods_new_frozen(const struct stb_mods_frozen *f);
+
+/* Reads target memory for r: process_vm_readv of its pid, or the frozen
+ * target's read. Returns 0, -EFAULT, or -errno. Thread-safe. */
+int stb_mods_read(const struct stb_mods *r, uint64_t addr, void *dst, size_t len);
+
 /* Takes a reference; returns r. Thread-safe. */
 struct stb_mods *stb_mods_ref(struct stb_mods *r);
 
@@ -111,7 +149,7 @@ const struct stb_seg *stb_modtab_find_seg(const struct stb_modtab *t, uint64_t a
 
 /* Opens a file that r's target maps (path as in /proc/PID/maps, one mapping
  * [map_lo, map_hi) of it) through /proc/PID/map_files, /proc/PID/root or,
- * the target gone, the path itself,
+ * the target gone, the path itself (frozen: under its sysroot, or --exe),
  * and checks that it is the file mapped: regular, same device and inode,
  * not served by FUSE (whose daemon the target could be). Returns an fd
  * (O_RDONLY | O_CLOEXEC; read it with pread, never map it) or -errno

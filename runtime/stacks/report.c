@@ -57,7 +57,8 @@ void stb_report_meta_note(struct stb_report_meta *m, const char *note)
 
 bool stb_trace_mode_exact(unsigned mode)
 {
-	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL;
+	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL ||
+	       mode == STB_TRACE_CORE;
 }
 
 /* The 8 hex digits of x, most significant first, as 8 bytes in memory
@@ -149,9 +150,12 @@ size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_f
 	} else {
 		p = STB_PUT(p, " ??");
 	}
-	/* Frames found by following frame pointers (beyond a stack copy) say so. */
+	/* Frames found by following frame pointers (beyond a stack copy) say so,
+	 * and those in a module whose file is not the one mapped. */
 	if (f->flags & STB_FRAME_F_FP)
 		p = STB_PUT(p, " [fp]");
+	if (f->flags & STB_FRAME_F_MISMATCH)
+		p = STB_PUT(p, " [build id mismatch]");
 	p = STB_PUT(p, "\n");
 	size_t len = (size_t)(p - line);
 	if (size) {
@@ -345,7 +349,8 @@ static int report_text(const struct stb_report *r, struct stb_report_task *tasks
 
 /* ---- JSON ---- */
 
-static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall"};
+static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall",
+					 "core"};
 
 void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 {
@@ -442,6 +447,8 @@ static void json_frames(const struct stb_report *r, struct stb_json *j, struct s
 			stb_json_kv_string(j, "file", f->file);
 			stb_json_kv_i64(j, "line", f->line);
 		}
+		if (f->flags & STB_FRAME_F_MISMATCH)
+			stb_json_kv_bool(j, "module_mismatch", true);
 		stb_json_kv_bool(j, "inlined", (f->flags & STB_FRAME_F_INLINED) != 0);
 		stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
 		stb_json_end(j);

@@ -51,7 +51,7 @@ struct stb_report_task {
 	unsigned group_count;               /* leaders: members */
 };
 
-#define STB_REPORT_MAX_NOTES 4u
+#define STB_REPORT_MAX_NOTES 8u
 
 /* A counter of the producer ("stats" in JSON). */
 struct stb_report_stat {
@@ -94,7 +94,7 @@ struct stb_report {
 	FILE *out;
 	struct stb_sym *sym;     /* symbols of the traced process; NULL: addresses only */
 	struct stb_unw_proc *unw; /* its modules (pprof mappings); may be NULL */
-	uint64_t now_ns;         /* CLOCK_MONOTONIC_COARSE now, for "blocked for" */
+	uint64_t now_ns;         /* CLOCK_MONOTONIC_COARSE now, for "blocked for" (0: unknown) */
 	bool group;              /* each distinct stack once, with its count and ids */
 	const struct stb_report_meta *meta; /* may be NULL */
 	uint64_t sym_deadline;   /* CLOCK_MONOTONIC ns: no symbol lookups after it

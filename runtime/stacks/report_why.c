@@ -120,7 +120,7 @@ bool stb_why_in_state_ns(const struct stb_why *w, const struct stb_report_task *
 {
 	uint64_t since = blocked(t) ? t->since_ns
 			 : t->state == STB_TASK_RUNNING ? t->run_since_ns : 0;
-	if (!since)
+	if (!since || !w->r->now_ns) /* now_ns 0: the time of the report is not known */
 		return false;
 	*ns = w->r->now_ns > since ? w->r->now_ns - since : 0;
 	return true;
@@ -282,7 +282,7 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 		put_owner(w, v->owner, NULL);
 	else if (stb_wait_has_owner_word(v->kind))
 		put_owner(w, v->owner, "held by");
-	if (v->deadline) {
+	if (v->deadline && w->r->now_ns) {
 		char d[32];
 		uint64_t now = w->r->now_ns;
 		fmt_dur(d, sizeof(d), v->deadline > now ? v->deadline - now : 0, w->tick_ns);
@@ -597,7 +597,7 @@ static void json_wait_members(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_i64(j, "fd", v->fd);
 		stb_json_kv_u64(j, "events", v->events);
 	}
-	if (v->deadline) {
+	if (v->deadline && w->r->now_ns) {
 		uint64_t now = w->r->now_ns;
 		json_seconds(j, "deadline_in_s", v->deadline > now ? v->deadline - now : 0);
 	}

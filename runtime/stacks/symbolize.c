@@ -67,6 +67,7 @@ struct stb_sym_modrec {
 	const uint8_t *image; /* vdso: our copy (arena), else NULL */
 	size_t image_len;
 	bool elf_ok;          /* the registry parsed it as the mapped file */
+	unsigned mflags;      /* the registry's STB_UNW_MOD_* */
 };
 
 struct stb_sym {
@@ -449,7 +450,7 @@ static int stb_sym_report(struct stb_sym *s)
 		}
 		*rec = (struct stb_sym_modrec){ .s = s, .path = stb_sym_intern(s, m->path), .dev = m->dev,
 						.ino = m->ino, .map_lo = m->map_lo, .map_hi = m->map_hi,
-						.elf_ok = elf_ok };
+						.elf_ok = elf_ok, .mflags = m->flags };
 		if (m->image && elf_ok) {
 			uint8_t *copy = stb_sym_alloc(s, m->image_len);
 			if (copy) {
@@ -711,7 +712,10 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 	if (!mod)
 		return;
 	Elf *elf = dwfl_module_getelf(mod, &bias); /* finds the file: sets mainfile */
-	name = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, &mainfile, NULL);
+	void **slot = NULL;
+	name = dwfl_module_info(mod, &slot, &start, NULL, NULL, NULL, &mainfile, NULL);
+	if (slot && *slot)
+		info->module_flags = ((const struct stb_sym_modrec *)*slot)->mflags;
 	info->module_offset = elf ? ip - bias : ip - start;
 	if (name && strncmp(name, "[vdso", 5) == 0)
 		info->module = stb_sym_intern(s, "[vdso]");
@@ -802,5 +806,7 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
 	f->build_id = si->build_id;
 	f->file = si->file;
 	f->line = si->line;
+	if (si->module_flags & STB_UNW_MOD_CHANGED)
+		f->flags |= STB_FRAME_F_MISMATCH;
 	return true;
 }

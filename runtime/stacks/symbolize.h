@@ -46,6 +46,7 @@ struct stb_sym_info {
 	const char *module;     /* path of the mapped file, "[vdso]"; NULL if unknown */
 	uint64_t module_offset; /* ip - load bias = the ELF virtual address (addr2line, pprof) */
 	const char *build_id;   /* lowercase hex, NULL if none */
+	unsigned module_flags;  /* STB_UNW_MOD_* of the module (MOD_CHANGED: no symbols from it) */
 	/* Source position inside `function` (for inlined code: the call site of
 	 * the outermost inlined call); NULL/0 without debug info. */
 	const char *file;

@@ -92,8 +92,7 @@ static int read_target(struct stb_unw_ctx *w, uint64_t addr, uint8_t *dst, size_
 			i = w->pc->next++ % STB_UNW_PCACHE_PAGES;
 			w->pc->page[i] = page;
 			w->n_target++;
-			if (stb_mods_read_target(stb_mods_read_pid(w->mods), page, w->pc->data[i],
-						 STB_UNW_PAGE) == 0) {
+			if (stb_mods_read(w->mods, page, w->pc->data[i], STB_UNW_PAGE) == 0) {
 				w->pc->state[i] = 1;
 			} else {
 				w->pc->state[i] = 2;

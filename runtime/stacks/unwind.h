@@ -205,6 +205,7 @@ void stb_unw_copy_raw(void *dst, const void *src, size_t n);
 #define STB_UNW_MOD_VDSO 0x10u
 #define STB_UNW_MOD_ANON 0x20u    /* anonymous executable memory (JIT) */
 #define STB_UNW_MOD_TOO_BIG 0x40u /* unwind tables over the registry's byte cap: not read */
+#define STB_UNW_MOD_UNVERIFIED 0x80u /* frozen target: its build id is not in the core */
 
 struct stb_unw_module_info {
 	uint64_t lo, hi; /* executable address range in the target */

@@ -1,0 +1,529 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader --core (postmortem.h): finds the task table among the
+ * core's segments (the memfd "stb_tasks" first, then every segment that
+ * starts with the magic), checks it with the live reader's header check,
+ * serves its entries, the core's memory and its threads' registers to the
+ * trace driver, and builds the module registry from NT_FILE. When there is
+ * no table, says why as precisely as the core allows.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "modules.h"
+#include "postmortem.h"
+#include "symbolize.h"
+#include "unwind.h"
+#include "util.h"
+
+/* Bytes of a running task's stack copied below its sp (the red zone). */
+#define REDZONE 128u
+
+static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static void note(struct stb_postmortem *pm, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void note(struct stb_postmortem *pm, const char *fmt, ...)
+{
+	if (pm->nnotes >= STB_POSTMORTEM_MAX_NOTES)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(pm->notes[pm->nnotes++], sizeof(pm->notes[0]), fmt, ap);
+	va_end(ap);
+}
+
+static bool has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* ---- finding the table ---- */
+
+/* Does segment s start with a table header that names s as its table?
+ * 1 yes (*h filled), 0 no. */
+static int table_at(const struct stb_core *c, const struct stb_core_seg *s,
+		    struct stb_abi_header *h)
+{
+	uint64_t magic;
+	if (s->filesz < sizeof(*h) || stb_core_read((void *)c, s->vaddr, &magic, 8) != 0 ||
+	    magic != STB_ABI_MAGIC || stb_core_read((void *)c, s->vaddr, h, sizeof(*h)) != 0)
+		return 0;
+	return h->table_addr == s->vaddr;
+}
+
+/* Why a core without a table has none: err says it. */
+static void no_table(const struct stb_core *c, const char *path, const char *comm, char *err,
+		     size_t errlen)
+{
+	const struct stb_core_file *memfd = NULL, *map = NULL, *lib = NULL;
+	for (size_t i = 0; i < c->nfiles; i++) {
+		const struct stb_core_file *f = &c->files[i];
+		const char *base = strrchr(f->path, '/');
+		if (!memfd && has_prefix(f->path, "/memfd:" STB_ABI_TABLE_NAME))
+			memfd = f;
+		else if (!map && strcmp(f->path, "anon_inode:bpf-map") == 0)
+			map = f;
+		else if (!lib && base && has_prefix(base + 1, "libbthread"))
+			lib = f;
+	}
+	const char *cut = c->truncated ? " (the core file is also truncated)" : "";
+	const struct stb_core_seg *ms = memfd ? stb_core_seg_at(c, memfd->start) : NULL;
+	if (ms && ms->cut) {
+		say(err, errlen,
+		    "the core file %s is truncated (%" PRIu64 " bytes): the task table of process %u "
+		    "(%s) at 0x%" PRIx64 " lies beyond its end. Was the core cut by a size limit "
+		    "(ulimit -c, RLIMIT_CORE, systemd-coredump's ProcessSizeMax) or a full disk? "
+		    "See docs/postmortem.md",
+		    path, c->size, c->pid, comm, memfd->start);
+	} else if (memfd) {
+		say(err, errlen,
+		    "the core of process %u (%s) does not hold its task table (memfd \"" STB_ABI_TABLE_NAME
+		    "\" at 0x%" PRIx64 ", %" PRIu64 " bytes, not dumped)%s: the process's "
+		    "coredump_filter left shared memory out. Keep bit 1 (shared anonymous memory) set, "
+		    "as the default 0x33 does (echo 0x33 > /proc/PID/coredump_filter), then take the "
+		    "core again (docs/postmortem.md)",
+		    c->pid, comm, memfd->start, memfd->end - memfd->start, cut);
+	} else if (map) {
+		say(err, errlen,
+		    "the core of process %u (%s) does not hold its task table: the process kept it "
+		    "in a BPF map (STB_TABLE=bpf), whose memory the kernel never writes into a core "
+		    "(VM_DONTDUMP). Run it with the default table, a memfd (unset STB_TABLE), to read "
+		    "its bthreads from a core (docs/postmortem.md)%s",
+		    c->pid, comm, cut);
+	} else if (lib) {
+		say(err, errlen,
+		    "the core of process %u (%s) maps %s but holds no stb task table: it started no "
+		    "bthread, or its table was left out of the core -- a BPF-map table (STB_TABLE=bpf) "
+		    "is never dumped, a memfd one needs bit 1 of coredump_filter "
+		    "(docs/postmortem.md)%s",
+		    c->pid, comm, lib->path, cut);
+	} else {
+		say(err, errlen,
+		    "%s: process %u (%s) is not a stb runtime: its core holds no \"" STB_ABI_TABLE_NAME
+		    "\" task table (is the program linked with libbthread built with tracer "
+		    "support?)%s",
+		    path, c->pid, comm, cut);
+	}
+}
+
+/* Finds the table: 0 with pm->info/hdr set, or -errno with err set. */
+static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, size_t errlen)
+{
+	const struct stb_core *c = pm->core;
+	char comm[64];
+	stb_text_escape(comm, sizeof(comm), pm->comm, strlen(pm->comm));
+	const struct stb_core_seg *found = NULL;
+	/* Where the kernel and gdb name it: the memfd mapping. */
+	for (size_t i = 0; i < c->nfiles && !found; i++) {
+		const struct stb_core_file *f = &c->files[i];
+		const struct stb_core_seg *s = stb_core_seg_at(c, f->start);
+		if (has_prefix(f->path, "/memfd:" STB_ABI_TABLE_NAME) && s && s->vaddr == f->start &&
+		    table_at(c, s, &pm->hdr))
+			found = s;
+	}
+	/* Else any segment that starts with the magic (a table in a BPF map
+	 * that gdb was told to dump, a core without NT_FILE). */
+	for (size_t i = 0; i < c->nsegs && !found; i++) {
+		if ((i & 1023) == 0 && stb_now_ns() >= deadline) {
+			say(err, errlen, "the run's deadline passed while the core was searched for its "
+					 "task table");
+			return -ETIMEDOUT;
+		}
+		if (table_at(c, &c->segs[i], &pm->hdr))
+			found = &c->segs[i];
+	}
+	if (!found) {
+		no_table(c, pm->path, comm, err, errlen);
+		return -ENOENT;
+	}
+	char why[256];
+	int rc = stb_tview_check_header(&pm->hdr, 0, &pm->info, why, sizeof(why));
+	if (rc) {
+		say(err, errlen,
+		    "the core of process %u (%s) has a task table this stb-bpf-loader cannot read: "
+		    "%s (use the loader built with the target's libbthread)",
+		    c->pid, comm, why);
+		return -EPROTO;
+	}
+	/* The header and worker entries, as dumped (a worker not in the core
+	 * stays zero: its running task then has no thread). */
+	pm->workers = calloc(STB_ABI_MAX_WORKERS, sizeof(*pm->workers));
+	pm->win = malloc(STB_POSTMORTEM_WINDOW_SLOTS * sizeof(*pm->win));
+	if (!pm->workers || !pm->win) {
+		say(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	uint64_t base = pm->info.table_addr;
+	if (stb_core_read(pm->core, base + STB_ABI_WORKER_OFFSET(0), pm->workers,
+			  STB_ABI_MAX_WORKERS * sizeof(*pm->workers)) != 0) {
+		for (unsigned w = 0; w < STB_ABI_MAX_WORKERS; w++)
+			if (stb_core_read(pm->core, base + STB_ABI_WORKER_OFFSET(w), &pm->workers[w],
+					  sizeof(pm->workers[w])) != 0)
+				memset(&pm->workers[w], 0, sizeof(pm->workers[w]));
+	}
+	return 0;
+}
+
+/* ---- entries ---- */
+
+static int read_entry(struct stb_postmortem *pm, uint32_t slot, struct stb_abi_task *dst)
+{
+	return stb_core_read(pm->core, pm->info.table_addr + STB_ABI_TASK_OFFSET(slot), dst,
+			     sizeof(*dst));
+}
+
+struct stb_abi_task *stb_postmortem_task(struct stb_postmortem *pm, uint32_t slot)
+{
+	if (slot >= pm->info.capacity || read_entry(pm, slot, &pm->one) != 0)
+		return NULL;
+	return &pm->one;
+}
+
+static struct stb_abi_task *src_entry(void *ctx, uint32_t slot, uint32_t *next)
+{
+	struct stb_postmortem *pm = ctx;
+	*next = slot + 1;
+	if (slot < pm->win_lo || slot >= pm->win_hi) {
+		uint32_t hi = slot + STB_POSTMORTEM_WINDOW_SLOTS;
+		if (hi > pm->nslots || hi < slot)
+			hi = pm->nslots;
+		pm->win_lo = slot;
+		pm->win_hi = hi;
+		pm->win_single = stb_core_read(pm->core,
+					       pm->info.table_addr + STB_ABI_TASK_OFFSET(slot),
+					       pm->win, (size_t)(hi - slot) * sizeof(*pm->win)) != 0;
+	}
+	struct stb_abi_task *p = &pm->win[slot - pm->win_lo];
+	if (pm->win_single && read_entry(pm, slot, p) != 0) {
+		if (!pm->again)
+			pm->missing++; /* a truncated core: this entry is not in it */
+		return NULL;
+	}
+	return p;
+}
+
+struct stb_tview_src stb_postmortem_src(struct stb_postmortem *pm, bool *clamped)
+{
+	pm->nslots = stb_tview_hwm(&pm->hdr, &pm->info, clamped);
+	pm->win_lo = pm->win_hi = 0;
+	pm->missing = 0;
+	pm->again = false;
+	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots};
+}
+
+struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm)
+{
+	pm->again = true;
+	pm->nslots = stb_tview_hwm(&pm->hdr, &pm->info, NULL);
+	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots};
+}
+
+/* ---- running tasks: their threads' registers ---- */
+
+static int pm_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+		     unsigned max_depth, stb_unw_frame_fn fn, void *arg)
+{
+	(void)ctx;
+	/* The core does not move: beyond the copy, the unwinder reads it. */
+	return stb_unw_walk(unw, &s->regs, &s->copy, 0, max_depth, fn, arg);
+}
+
+static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+		      uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+		      char *err, size_t errlen)
+{
+	struct stb_postmortem *pm = ctx;
+	struct stb_tview_task v;
+	(void)w1;
+	(void)deadline;
+	stb_tview_read_task(p, &v);
+	unsigned st = STB_ABI_STATE(w1);
+	bool switching = st == STB_TASK_ABOUT_TO_RUN || st == STB_TASK_SUSPENDING;
+	uint32_t tid = v.tid;
+	if (!(v.flags & STB_ABI_TASK_F_PTHREAD)) {
+		if (v.worker >= STB_ABI_MAX_WORKERS) {
+			say(err, errlen, "its table entry is inconsistent: worker %u is out of range",
+			    v.worker);
+			return -EPROTO;
+		}
+		const struct stb_abi_worker *w = &pm->workers[v.worker];
+		if (!switching && w->current != id) {
+			say(err, errlen,
+			    "its worker %u was running bthread %" PRIu64 " when the core was written "
+			    "(a switch in progress): no consistent registers",
+			    v.worker, (uint64_t)w->current);
+			return -EPROTO;
+		}
+		if (!tid || switching)
+			tid = w->tid; /* a switch runs on the worker's thread */
+	}
+	const struct stb_core_thread *th = stb_core_thread_of(pm->core, tid);
+	if (!th) {
+		say(err, errlen, "its thread %u is not in the core (no registers)", tid);
+		return -ENOENT;
+	}
+	/* Mid-switch: the worker's registers are the task's only when the
+	 * worker is on the task's stack (switched to it, not yet away). */
+	if (switching && !(v.stack_lo < v.stack_hi && th->regs.sp >= v.stack_lo &&
+			   th->regs.sp < v.stack_hi)) {
+		say(err, errlen,
+		    "the task was %s when the core was written (a switch in progress) and its "
+		    "worker's thread %u was not on its stack (sp 0x%" PRIx64 "): no consistent "
+		    "context",
+		    stb_state_name(st), tid, th->regs.sp);
+		return -EPROTO;
+	}
+	memset(&snap->regs, 0, sizeof(snap->regs));
+	snap->regs = th->regs;
+	snap->regs.flags = 0; /* the interrupted instruction */
+	/* A copy of the stack from just below sp, within its segment (and the
+	 * task's stack when sp is on it). */
+	uint64_t sp = th->regs.sp, from = sp >= REDZONE ? sp - REDZONE : 0;
+	const struct stb_core_seg *s = stb_core_seg_at(pm->core, sp);
+	size_t len = 0;
+	if (s && sp - s->vaddr < s->filesz) {
+		if (from < s->vaddr)
+			from = s->vaddr;
+		uint64_t end = s->vaddr + s->filesz;
+		if (v.stack_lo < v.stack_hi && sp >= v.stack_lo && sp < v.stack_hi && v.stack_hi < end)
+			end = v.stack_hi;
+		len = end - from < cap ? (size_t)(end - from) : cap;
+		if (stb_core_read(pm->core, from, buf, len) != 0)
+			len = 0;
+	}
+	/* A running stack holds return addresses near sp: zeros mean that the
+	 * dumper could not read it (gdb's gcore and guard pages). */
+	size_t at = (size_t)(sp - from), n = len > at ? len - at : 0;
+	n = n < 512 ? n : 512;
+	const uint8_t *b = (const uint8_t *)buf + at;
+	bool zero = n >= 64;
+	for (size_t i = 0; zero && i < n; i++)
+		zero = b[i] == 0;
+	if (!len || zero) {
+		say(err, errlen, "its stack is not in the core (%s at sp 0x%" PRIx64
+			"): see docs/postmortem.md", len ? "zeros" : "nothing", sp);
+		return -ENODATA;
+	}
+	snap->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
+	snap->mode = STB_TRACE_CORE;
+	snap->tid = tid;
+	snap->unwind = pm_unwind;
+	snap->unwind_ctx = pm;
+	return 0;
+}
+
+/* ---- modules ---- */
+
+static int build_mods(struct stb_postmortem *pm, const struct stb_loader_opts *o, char *err,
+		      size_t errlen)
+{
+	const struct stb_core *c = pm->core;
+	/* Every mapping: the segments, and the files that gdb's gcore leaves
+	 * out of them (code), whose executable bit is then not known. */
+	size_t nmaps = 0, cap = c->nsegs + c->nfiles;
+	struct stb_mods_map *maps = calloc(cap ? cap : 1, sizeof(*maps));
+	if (!maps) {
+		say(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	const char *exe_path = NULL;
+	const struct stb_core_file *prog = stb_core_file_at(c, c->at_entry ? c->at_entry : c->at_phdr);
+	if (prog)
+		exe_path = prog->path;
+	else if (c->nfiles)
+		exe_path = c->files[0].path;
+	for (size_t i = 0, k = 0; i < c->nsegs || k < c->nfiles;) {
+		const struct stb_core_seg *s = i < c->nsegs ? &c->segs[i] : NULL;
+		const struct stb_core_file *f = k < c->nfiles ? &c->files[k] : NULL;
+		struct stb_mods_map *m = &maps[nmaps++];
+		if (f && (!s || f->start < s->vaddr)) {
+			*m = (struct stb_mods_map){
+			    .start = f->start, .end = f->end, .off = f->off, .exec = -1, .path = f->path};
+			k++;
+			continue;
+		}
+		*m = (struct stb_mods_map){.start = s->vaddr, .end = s->vaddr + s->memsz,
+					   .exec = (s->flags & PF_X) != 0};
+		if (c->at_vdso && s->vaddr == c->at_vdso) {
+			m->path = "[vdso]";
+		} else if (f && f->start == s->vaddr) {
+			m->path = f->path;
+			m->off = f->off;
+			k++;
+		}
+		i++;
+	}
+	struct stb_mods_frozen fz = {
+	    .maps = maps,
+	    .nmaps = nmaps,
+	    .read = stb_core_read,
+	    .ctx = pm->core,
+	    .sysroot = o->sysroot,
+	    .exe_path = exe_path,
+	    .exe = o->exe,
+	};
+	pm->mods = stb_mods_new_frozen(&fz);
+	int e = errno;
+	free(maps);
+	if (pm->mods)
+		pm->unw = stb_unw_proc_new_mods(pm->mods);
+	if (pm->unw)
+		pm->sym = stb_sym_new_mods(pm->mods);
+	if (!pm->mods || !pm->unw || !pm->sym) {
+		say(err, errlen, "cannot read the modules of the core: %s", strerror(pm->mods ? errno : e));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Up to three paths of the modules with one of flags (and no other module
+ * of a flag in skip), and their count. */
+static unsigned mods_with(const struct stb_modtab *t, unsigned flags, unsigned skip, char *list,
+			  size_t len)
+{
+	unsigned n = 0;
+	size_t k = 0;
+	list[0] = '\0';
+	for (size_t i = 0; i < t->nmods; i++) {
+		const struct stb_mod *m = &t->mods[i];
+		if (!(m->flags & flags) || (m->flags & skip) || !m->path || m->path[0] != '/')
+			continue;
+		if (n++ < 3 && k < len) {
+			char esc[160];
+			stb_text_escape(esc, sizeof(esc), m->path, strlen(m->path));
+			k += (size_t)snprintf(list + k, len - k, "%s%s", k ? ", " : "", esc);
+		}
+	}
+	if (n > 3 && k < len)
+		snprintf(list + k, len - k, " and %u more", n - 3);
+	return n;
+}
+
+static void module_notes(struct stb_postmortem *pm)
+{
+	const struct stb_modtab *t = stb_mods_acquire(pm->mods);
+	char list[256];
+	unsigned n = mods_with(t, STB_UNW_MOD_CHANGED, 0, list, sizeof(list));
+	if (n)
+		note(pm,
+		     "%u module%s on this machine differ%s from the one%s in the core (build id): "
+		     "%s; frames there have no symbols ([build id mismatch]): give the crashed "
+		     "system's files with --sysroot DIR (and --exe PROGRAM)",
+		     n, n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "" : "s", list);
+	n = mods_with(t, STB_UNW_MOD_NO_FILE, STB_UNW_MOD_CHANGED, list, sizeof(list));
+	if (n)
+		note(pm,
+		     "%u module%s of the core %s not found on this machine: %s; frames there have "
+		     "no symbols (--sysroot DIR, --exe PROGRAM)",
+		     n, n == 1 ? "" : "s", n == 1 ? "was" : "were", list);
+	n = mods_with(t, STB_UNW_MOD_UNVERIFIED, 0, list, sizeof(list));
+	if (n)
+		note(pm,
+		     "%u module%s could not be checked against the core (no build id in it): %s; "
+		     "their symbols are those of the files on this machine",
+		     n, n == 1 ? "" : "s", list);
+	stb_mods_release(t);
+}
+
+/* ---- the core ---- */
+
+struct stb_postmortem *stb_postmortem_open(const struct stb_loader_opts *o, char *err,
+					   size_t errlen)
+{
+	struct stb_postmortem *pm = calloc(1, sizeof(*pm));
+	int rc = 0;
+	if (!pm) {
+		say(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	pm->path = o->core;
+	pm->core = stb_core_open(o->core, err, errlen);
+	if (!pm->core) {
+		rc = errno;
+		goto cleanup;
+	}
+	memcpy(pm->comm, pm->core->comm, sizeof(pm->comm));
+	rc = -find_table(pm, stb_loader_deadline(o), err, errlen);
+	if (rc)
+		goto cleanup;
+	rc = -build_mods(pm, o, err, errlen);
+	if (rc)
+		goto cleanup;
+	pm->mem = (struct stb_mem){.read = stb_core_read, .ctx = pm->core, .flags = STB_MEM_F_FROZEN};
+	pm->ops = (struct stb_capture_ops){.capture = pm_capture, .ctx = pm};
+cleanup:
+	if (rc) {
+		stb_postmortem_close(pm);
+		errno = rc;
+		return NULL;
+	}
+	return pm;
+}
+
+void stb_postmortem_close(struct stb_postmortem *pm)
+{
+	if (!pm)
+		return;
+	stb_sym_free(pm->sym);
+	stb_unw_proc_free(pm->unw);
+	stb_mods_unref(pm->mods);
+	stb_core_close(pm->core);
+	free(pm->workers);
+	free(pm->win);
+	free(pm);
+}
+
+/* The monitor passes every few milliseconds while a worker is not parked,
+ * and sleeps once all are: only then does its last pass date the core. */
+static bool monitor_awake(const struct stb_postmortem *pm)
+{
+	uint32_t n = stb_tview_nworkers(&pm->hdr, NULL);
+	for (uint32_t w = 0; w < n; w++)
+		if (pm->workers[w].state != STB_WORKER_PARKED && pm->workers[w].state != STB_WORKER_STOPPED)
+			return true;
+	return false;
+}
+
+uint64_t stb_postmortem_now(const struct stb_postmortem *pm)
+{
+	return monitor_awake(pm) ? pm->hdr.monitor_ns : 0;
+}
+
+void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *meta)
+{
+	const struct stb_core *c = pm->core;
+	pm->nnotes = 0;
+	if (c->signo > 0 && c->signo < NSIG) {
+		const char *abbrev = sigabbrev_np(c->signo);
+		note(pm, "core of process %u, written on signal %d (SIG%s) in thread %u", c->pid,
+		     c->signo, abbrev ? abbrev : "?", c->nthreads ? c->threads[0].tid : 0);
+	}
+	if (!stb_postmortem_now(pm))
+		note(pm, "how long tasks were blocked is not shown: every worker was parked when the "
+			 "core was written, and the core does not say since when");
+	module_notes(pm);
+	if (c->truncated || pm->missing)
+		note(pm,
+		     "the core file is truncated (%" PRIu64 " bytes)%s: stacks in its missing part are "
+		     "cut short",
+		     c->size,
+		     pm->missing ? "; table entries missing from it were left out" : "");
+	for (unsigned i = 0; i < pm->nnotes; i++)
+		stb_report_meta_note(meta, pm->notes[i]);
+}
