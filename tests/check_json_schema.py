@@ -103,7 +103,11 @@ def check_task(t, where, stacks):
         need(t, "frames", lambda v: isinstance(v, list), "an array", where)
         for i, f in enumerate(t["frames"]):
             check_stack_frame(f, f"{where}.frames[{i}]")
-        allowed += ["truncated", "frames"]
+        opt(t, "runtime_frames_hidden", lambda v: is_int(v) and v > 0, "a positive integer", where)
+        opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
+        if "frames_not_shown" in t and t["truncated"] is not True:
+            raise Bad(f"{where}: frames_not_shown without truncated")
+        allowed += ["truncated", "frames", "runtime_frames_hidden", "frames_not_shown"]
     only(t, allowed, where)
 
 

@@ -103,6 +103,8 @@ void target_finish(struct ts_ltarget *t, unsigned expect_joined)
 
 /* ---- running the loader ---- */
 
+bool run_loader_all_frames = true;
+
 /* Runs the loader with pre() in the child; args NULL-terminated. */
 void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap)
 {
@@ -110,8 +112,11 @@ void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap)
 	int n = 0;
 	argv[n++] = loader_path;
 	const char *a;
-	while ((a = va_arg(ap, const char *)) != NULL && n < 63)
+	while ((a = va_arg(ap, const char *)) != NULL && n < 62) {
 		argv[n++] = (char *)a;
+		if (n == 3 && strcmp(argv[1], "--pid") == 0 && run_loader_all_frames)
+			argv[n++] = "--runtime-frames";
+	}
 	argv[n] = NULL;
 	int rc = ts_proc_start(&r->p, argv, NULL, pre, pre_arg);
 	if (rc != 0)
@@ -195,6 +200,10 @@ void parse_text(const char *text, struct tout *o)
 			o->partial = true;
 			continue;
 		}
+		if (strncmp(line, "# the runtime's own frames", 26) == 0) {
+			o->runtime_hint = true;
+			continue;
+		}
 		if (!cur) {
 			assert_true(o->n < MAX_TASKS);
 			cur = &o->t[o->n++];
@@ -236,7 +245,8 @@ void parse_text(const char *text, struct tout *o)
 			snprintf(cur->error, sizeof(cur->error), "%s", line + 15);
 		} else if (strncmp(line, "(no stack", 9) == 0) {
 			cur->no_stack = true;
-		} else if (strcmp(line, "(more frames not shown)") == 0) {
+		} else if (sscanf(line, "(%u more frame", &cur->not_shown) == 1 ||
+			   strncmp(line, "(over ", 6) == 0 || strncmp(line, "(more frames", 12) == 0) {
 			cur->truncated = true;
 		} else {
 			fail_msg("unexpected line in a task section: '%s'", line);

@@ -52,8 +52,9 @@ struct stb_task_set {
 /*
  * Collects every live bthread and registered pthread (only != 0: just that
  * one) whose state is in state_mask (0 = all). stacks: trace each task (no
- * symbols; the report symbolizes with stb_trace_self_tools' symbolizer), at
- * most depth frames (0 = 64); otherwise only the table fields (id, name,
+ * symbols; the report symbolizes with stb_trace_self_tools' symbolizer), keeping
+ * stb_report_keep(depth) frames (depth 0 = 64) and counting the rest up to
+ * STB_REPORT_WALK_MAX into beyond; otherwise only the table fields (id, name,
  * state, tid, since). self_*: the caller's frame, for the calling task.
  * Returns 0 (set filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH
  * when `only` is not a live task.
