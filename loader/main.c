@@ -96,6 +96,7 @@ static void usage(FILE *out)
 		"  sudo stb-bpf-loader --pid 1234 -o stacks.html   # open it in a browser\n"
 		"  sudo stb-bpf-loader --pid 1234 --profile --duration 10s --freq 99 -o prof.pb.gz\n"
 		"  sudo stb-bpf-loader --pid 1234 --profile --duration 1h -o hour.pb.gz\n"
+		"  sudo stb-bpf-loader --pid 1234 --profile --format folded > prof.folded\n"
 		"  sudo stb-bpf-loader --pid 1234 --every 10s --out-dir /var/lib/stb --keep 360\n"
 		"  sudo stb-bpf-loader --pid 1234 --every 1m --profile --duration 10s --out-dir /tmp/p\n"
 		"\n"
