@@ -302,6 +302,27 @@ static void stb_lat_run(bthread_t id, const struct stb_trace_opts *o, unsigned n
 	}
 }
 
+/* bthread_stack_trace (text, symbols, no file:line) of the same task, timed
+ * the same way: what formatting adds to the structured trace. */
+static void stb_lat_text(bthread_t id, unsigned n, struct stb_lat *r)
+{
+	char text[4096];
+	r->lat = calloc(n, sizeof(uint64_t));
+	r->held = calloc(n, sizeof(uint64_t));
+	r->n = n;
+	r->leaf = 0;
+	r->frames = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t t0 = stb_now_ns();
+		int rc = bthread_stack_trace(id, text, sizeof(text));
+		r->lat[i] = stb_now_ns() - t0;
+		if (rc <= 0)
+			stb_die("bthread_stack_trace", rc);
+	}
+	for (const char *p = text; (p = strchr(p, '\n')); p++)
+		r->frames++;
+}
+
 static void stb_lat_print(const char *key, struct stb_lat *r)
 {
 	/* Sorting first: argument evaluation order is unspecified. */
@@ -342,6 +363,26 @@ static int stb_child_latency(unsigned n)
 	stb_lat_print("suspended", &r);
 	stb_lat_run(sus, &nosym, n, &r, NULL);
 	stb_lat_print("suspended_nosym", &r);
+	/* Text and structured in alternating blocks, so drift hits both. */
+	uint64_t text_p50[5], sym_p50[5];
+	for (int b = 0; b < 5; b++) {
+		stb_lat_text(sus, n / 5, &r);
+		text_p50[b] = stb_quantile(r.lat, r.n, 0.5, false);
+		if (b < 4) {
+			free(r.lat);
+			free(r.held);
+		}
+		struct stb_lat q;
+		stb_lat_run(sus, &sym, n / 5, &q, NULL);
+		sym_p50[b] = stb_quantile(q.lat, q.n, 0.5, false);
+		free(q.lat);
+		free(q.held);
+	}
+	stb_lat_print("text", &r);
+	double tr[5];
+	for (int b = 0; b < 5; b++)
+		tr[b] = (double)text_p50[b] / (double)sym_p50[b];
+	printf("text_ratio=%.3f ", stb_median(tr, 5));
 	stb_lat_run(run, &sym, n / 4, &r, "stb_spin_leaf");
 	stb_lat_print("running", &r);
 	printf("\n");
@@ -632,19 +673,20 @@ static void stb_bench_latency(const char *n)
 	printf("## Trace latency (%s traces each; running: a quarter of that)\n", n);
 	printf("| task | frames | latency p50 | p99 | held p50 | held p99 | held max | leaf "
 	       "frame 0 |\n|---|---|---|---|---|---|---|---|\n");
-	static const char *const keys[] = {"suspended", "suspended_nosym", "running"};
-	for (int i = 0; i < 3; i++) {
+	static const char *const keys[] = {"suspended", "suspended_nosym", "text", "running"};
+	for (int i = 0; i < 4; i++) {
 		char k[96];
 #define STB_F(name) (snprintf(k, sizeof(k), "%s_%s", keys[i], name), stb_field(out, k))
 		printf("| %s | %.0f | %.2f us | %.2f us | %.2f us | %.2f us | %.2f us | %.0f of "
 		       "%.0f |\n",
 		       keys[i], STB_F("frames"), STB_F("lat_p50_ns") / 1e3, STB_F("lat_p99_ns") / 1e3,
 		       STB_F("held_p50_ns") / 1e3, STB_F("held_p99_ns") / 1e3,
-		       STB_F("held_max_ns") / 1e3, i == 2 ? STB_F("leaf") : 0.0,
-		       i == 2 ? STB_F("n") : 0.0);
+		       STB_F("held_max_ns") / 1e3, i == 3 ? STB_F("leaf") : 0.0,
+		       i == 3 ? STB_F("n") : 0.0);
 #undef STB_F
 	}
-	printf("\n");
+	printf("\nbthread_stack_trace (text) / stb_trace (structured, symbols), median of 5 "
+	       "alternating blocks: **%.2f×**\n\n", stb_field(out, "text_ratio"));
 	free(out);
 }
 

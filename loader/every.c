@@ -174,7 +174,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 		return 1;
 	}
 	uint64_t start = stb_now_ns();
-	stb_watchdog_arm(start + o->deadline_ns);
+	stb_loader_watchdog_arm(start + o->deadline_ns);
 	if (E->prof)
 		stb_profile_once(E->prof, start, out, res);
 	else
@@ -186,7 +186,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 		ok = false;
 		err = errno;
 	}
-	stb_watchdog_arm(UINT64_MAX);
+	stb_loader_watchdog_arm(UINT64_MAX);
 	if (ok && renameat(E->dirfd, tmp, E->dirfd, name) != 0) {
 		ok = false;
 		err = errno;
@@ -265,12 +265,12 @@ int stb_every_run(const struct stb_loader_opts *o)
 	sigaction(SIGTERM, &sa, &old_term);
 	handlers = true;
 	/* Setting up may take long (huge modules): bounded by one deadline. */
-	stb_watchdog_arm(stb_now_ns() + o->deadline_ns);
+	stb_loader_watchdog_arm(stb_now_ns() + o->deadline_ns);
 	if (o->profile)
 		E.prof = stb_profile_open(o);
 	else
 		E.snap = stb_snapshot_open(o);
-	stb_watchdog_arm(UINT64_MAX);
+	stb_loader_watchdog_arm(UINT64_MAX);
 	if (!E.prof && !E.snap)
 		goto cleanup;
 	fprintf(stderr, "stb-bpf-loader: %s of pid %d every %.3f s into %s (keeping %u files) "

@@ -132,8 +132,40 @@ static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t
 }
 
 /* A direct call to code at most this far before the callee's ip is taken as
- * a call to the callee's function. */
+ * a call to the callee's function when its CFI gives no function start. */
 #define STB_INSYSCALL_FN_SPAN 65536u
+/* Bytes of a called function searched for a jump to the callee's start. */
+#define STB_INSYSCALL_TAIL_SCAN 64u
+
+/* Does the code at fn jump to `to` within its first bytes? A wrapper that
+ * tail-calls its body (e.g. a sanitizer's interceptor jumping to its
+ * ".part.0") is a call to that body. Any jmp/jcc whose target is exactly
+ * `to` counts: a false match inside another instruction would have to hit
+ * that one address. */
+static bool jumps_to(struct stb_target *tg, uint64_t fn, uint64_t to)
+{
+	uint8_t c[STB_INSYSCALL_TAIL_SCAN];
+	if (fn == to)
+		return true;
+	if (stb_target_read(tg, fn, c, sizeof(c)) != 0)
+		return false;
+	for (unsigned i = 0; i < sizeof(c); i++) {
+		int32_t rel32;
+		if (c[i] == 0xe9 && i + 5 <= sizeof(c)) { /* jmp rel32 */
+			memcpy(&rel32, c + i + 1, 4);
+			if (fn + i + 5 + (uint64_t)(int64_t)rel32 == to)
+				return true;
+		} else if (c[i] == 0xeb && i + 2 <= sizeof(c)) { /* jmp rel8 */
+			if (fn + i + 2 + (uint64_t)(int64_t)(int8_t)c[i + 1] == to)
+				return true;
+		} else if (c[i] == 0x0f && i + 6 <= sizeof(c) && (c[i + 1] & 0xf0) == 0x80) {
+			memcpy(&rel32, c + i + 2, 4); /* jcc rel32 */
+			if (fn + i + 6 + (uint64_t)(int64_t)rel32 == to)
+				return true;
+		}
+	}
+	return false;
+}
 
 /* Forwards the DWARF walk's frames, remembering the last one. */
 struct fwd {
@@ -168,10 +200,15 @@ int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct st
 	/* The walk stopped where rbp was needed: find the frame record of the
 	 * last frame above its stack pointer and follow the chain from there.
 	 * A record whose return address follows a direct call to the last
-	 * frame's function (its PLT stub resolved) is taken first; otherwise the
-	 * lowest plausible one (stale records of earlier calls can look
-	 * plausible, not like that). */
+	 * frame's function (its PLT stub resolved, or a wrapper that jumps to
+	 * it) is taken first; otherwise the lowest plausible one (stale records
+	 * of earlier calls can look plausible, not like that). */
 	uint64_t callee_ip = w.last.ip;
+	/* The last frame's function, from its CFI (a return address is looked
+	 * up at ret - 1; frame 0's pc is exact). */
+	uint64_t fn_lo = 0, fn_hi = 0;
+	bool fn_known = stb_unw_proc_function(unw, w.n > 1 ? callee_ip - 1 : callee_ip, &fn_lo,
+					      &fn_hi) == 0;
 	uint64_t from = w.last.sp ? w.last.sp : regs->sp;
 	uint64_t hi = copy->addr + copy->len;
 	uint64_t pick = 0, pick_bp = 0, pick_ret = 0;
@@ -187,11 +224,14 @@ int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct st
 		if (kind == STB_RET_NO)
 			continue;
 		/* A call to the last frame's function (through its PLT stub or
-		 * not) is taken at once; otherwise the lowest plausible record. */
-		unsigned fit = kind == STB_RET_DIRECT && target <= callee_ip &&
-					       callee_ip - target < STB_INSYSCALL_FN_SPAN
-				       ? 3
-				       : 1;
+		 * a wrapper that tail-calls it) is taken at once; then a call to
+		 * code just before it; otherwise the lowest plausible record. */
+		unsigned fit = 1;
+		if (kind == STB_RET_DIRECT && fn_known && jumps_to(tg, target, fn_lo))
+			fit = 3;
+		else if (kind == STB_RET_DIRECT && target <= callee_ip &&
+			 callee_ip - target < STB_INSYSCALL_FN_SPAN)
+			fit = 2;
 		if (fit > pick_fit) {
 			pick = x;
 			pick_bp = saved_bp;

@@ -31,6 +31,7 @@ struct stb_loader_opts {
 	bool lines;          /* text: file:line and inline frames */
 	int format; /* enum stb_format */
 	bool format_set;
+	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */
 	int timeout_ms;       /* per task */
 	uint64_t deadline_ns; /* the whole run, from its start */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */
@@ -75,7 +76,7 @@ static inline uint64_t stb_loader_sym_deadline(const struct stb_loader_opts *o)
  * cannot be interrupted, e.g. parsing a huge module); the message says that
  * the output is incomplete. Returns 0 or -errno.
  */
-int stb_watchdog_start(const struct stb_loader_opts *o);
+int stb_loader_watchdog_start(const struct stb_loader_opts *o);
 
 /* Names what the run is doing now, for the watchdog's message (a string
  * literal). Thread-safe. */
@@ -83,7 +84,7 @@ void stb_watchdog_phase(const char *phase);
 
 /* Re-arms the watchdog: the process ends at CLOCK_MONOTONIC end_ns
  * (UINT64_MAX: never, until re-armed). Thread-safe. */
-void stb_watchdog_arm(uint64_t end_ns);
+void stb_loader_watchdog_arm(uint64_t end_ns);
 
 /* The snapshot (snapshot.c) and the profile (profile.c): exit status. */
 int stb_snapshot_run(const struct stb_loader_opts *o);

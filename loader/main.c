@@ -36,7 +36,10 @@ static void usage(FILE *out)
 		"  -a, --all            trace every live bthread and registered pthread (default)\n"
 		"  -s, --state STATE    only tasks in STATE: running, ready, suspended, created,\n"
 		"                       ready-without-stack, about-to-run, suspending (repeatable)\n"
-		"  -g, --group          print each distinct stack once, with its count and ids\n"
+		"  -g, --group          print each distinct stack (and wait) once, with its count,\n"
+		"                       state, names, times and the first ids (-v: every id)\n"
+		"      --stuck D        only tasks blocked, or running without a switch, for at\n"
+		"                       least D: 5 (seconds), 500ms, 2m\n"
 		"  -d, --max-depth N    at most N frames per stack (default 64, max 1024); the\n"
 		"                       runtime's own frames do not count, and the output says how\n"
 		"                       many frames it leaves out\n"
@@ -89,6 +92,7 @@ static void usage(FILE *out)
 		"Examples:\n"
 		"  sudo stb-bpf-loader --pid 1234\n"
 		"  sudo stb-bpf-loader --pid 1234 --group --lines\n"
+		"  sudo stb-bpf-loader --pid 1234 --stuck 5 --group\n"
 		"  sudo stb-bpf-loader --pid 1234 --state running --max-depth 16\n"
 		"  sudo stb-bpf-loader --pid 1234 --bthread 4294967296 --runtime-frames\n"
 		"  sudo stb-bpf-loader --pid 1234 --format json -o stacks.json\n"
@@ -135,6 +139,7 @@ enum {
 	STB_OPT_EVERY,
 	STB_OPT_OUT_DIR,
 	STB_OPT_KEEP,
+	STB_OPT_STUCK,
 };
 
 #define STB_EVERY_MIN_NS 100000000ull
@@ -156,9 +161,9 @@ static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration
 		fprintf(stderr, "stb-bpf-loader: --duration and --freq need --profile\n");
 		return STB_EXIT_USAGE;
 	}
-	if (o->profile && (o->nids || all || o->state_mask || o->group)) {
+	if (o->profile && (o->nids || all || o->state_mask || o->group || o->stuck_ns)) {
 		fprintf(stderr, "stb-bpf-loader: --profile covers every bthread: --bthread, --all, "
-				"--state and --group do not apply to it\n");
+				"--state, --group and --stuck do not apply to it\n");
 		return STB_EXIT_USAGE;
 	}
 	if (o->profile && (o->runtime_frames || o->lines)) {
@@ -254,6 +259,7 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		{"out-dir", required_argument, NULL, STB_OPT_OUT_DIR},
 		{"keep", required_argument, NULL, STB_OPT_KEEP},
 		{"version", no_argument, NULL, 'V'},
+		{"stuck", required_argument, NULL, STB_OPT_STUCK},
 		{NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof(*o));
@@ -378,6 +384,14 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		case STB_OPT_LINES:
 			o->lines = true;
 			break;
+		case STB_OPT_STUCK:
+			if (stb_profile_parse_duration(optarg, &o->stuck_ns) != 0) {
+				fprintf(stderr, "stb-bpf-loader: --stuck: '%s' is not a duration (a "
+						"whole number of seconds, or with ms, s, m or h, e.g. "
+						"5, 500ms, 2m; from 1 ms to 24 hours)\n", optarg);
+				return STB_EXIT_USAGE;
+			}
+			break;
 		case STB_OPT_FREQ:
 			if (!stb_parse_u64(optarg, 1, STB_PROFILE_FREQ_MAX, &v)) {
 				fprintf(stderr, "stb-bpf-loader: --freq: '%s' is not in 1..%u Hz\n", optarg,
@@ -449,7 +463,7 @@ int main(int argc, char **argv)
 	/* A closed output pipe is a write error, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
 	if (o.every_ns) {
-		rc = stb_watchdog_start(&o);
+		rc = stb_loader_watchdog_start(&o);
 		if (rc != 0) {
 			fprintf(stderr, "stb-bpf-loader: cannot start the deadline's watchdog: %s\n",
 				strerror(-rc));
@@ -457,7 +471,7 @@ int main(int argc, char **argv)
 		}
 		return stb_every_run(&o);
 	}
-	rc = stb_watchdog_start(&o);
+	rc = stb_loader_watchdog_start(&o);
 	if (rc != 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot start the deadline's watchdog: %s\n",
 			strerror(-rc));

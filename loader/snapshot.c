@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadlock.h"
 #include "driver.h"
 #include "frames.h"
 #include "loader.h"
@@ -42,6 +43,8 @@ struct stb_snapshot_session {
 	struct stb_report_task *tasks; /* grows with the live tasks */
 	size_t n, cap;
 	uint64_t trace_end; /* no task is started after this */
+	uint64_t now;       /* CLOCK_MONOTONIC when the tracing started (--stuck) */
+	struct stb_deadlocks dl; /* this snapshot's deadlocks */
 	bool target_gone;
 	int err; /* -ENOMEM */
 	uint64_t failed, finished, missing, not_traced;
@@ -75,6 +78,15 @@ static struct stb_report_task *new_task(struct stb_snapshot_session *S)
 	return t;
 }
 
+/* The entry of worker w in the target's mapped header region, or NULL. */
+static const struct stb_abi_worker *worker_entry(const struct stb_target *tg, uint32_t w)
+{
+	if (w >= STB_ABI_MAX_WORKERS ||
+	    STB_ABI_WORKER_OFFSET(w) + sizeof(struct stb_abi_worker) > tg->hdr_size)
+		return NULL;
+	return (const struct stb_abi_worker *)((const char *)tg->hdr + STB_ABI_WORKER_OFFSET(w));
+}
+
 /* Traces task v->id of entry p. Returns 1 when the run must stop. */
 static int trace_one(struct stb_snapshot_session *S, struct stb_abi_task *p, const struct stb_tview_task *v)
 {
@@ -86,6 +98,10 @@ static int trace_one(struct stb_snapshot_session *S, struct stb_abi_task *p, con
 	memcpy(t->name, v->name, sizeof(t->name));
 	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
+	/* Why it is there, read before the trace (which then must not see it move). */
+	stb_report_task_why(t, p, worker_entry(S->tg, v->worker), &S->mem);
+	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
+		return 0; /* not stuck: not selected */
 	uint64_t deadline = stb_now_ns() + (uint64_t)o->timeout_ms * 1000000u;
 	if (deadline > S->trace_end)
 		deadline = S->trace_end;
@@ -117,7 +133,9 @@ static int trace_one(struct stb_snapshot_session *S, struct stb_abi_task *p, con
 		return 0; /* moved out of the selected states meanwhile */
 	t->mode = snap.mode;
 	t->tid = snap.tid ? snap.tid : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
-	t->since_ns = t->state == STB_TASK_SUSPENDED ? v->since_ns : 0;
+	stb_report_task_why_recheck(t, p);
+	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
+		return 0; /* it moved on meanwhile: not stuck */
 	S->n++;
 	if (rc != 0) {
 		t->err = rc;
@@ -274,6 +292,7 @@ static void session_reset(struct stb_snapshot_session *S)
 	S->failed = S->finished = S->missing = S->not_traced = 0;
 	S->hold_max_ns = S->hold_sum_ns = 0;
 	S->nhold = 0;
+	stb_deadlocks_free(&S->dl);
 }
 
 int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *out,
@@ -287,6 +306,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 
 	/* The tasks. */
 	uint64_t t0 = stb_now_ns();
+	S->now = t0;
 	bool hwm_clamped = false;
 	struct stb_tview_scan_result scan = {0};
 	if (o->nids) {
@@ -304,6 +324,12 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	if (!stb_target_alive(S->tg))
 		S->target_gone = true;
 	res->target_gone = S->target_gone;
+
+	/* The deadlocks of the whole table, each edge validated again. */
+	stb_watchdog_phase("searching deadlocks");
+	struct stb_tview_src all = stb_target_src(S->tg, NULL);
+	uint64_t dl_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2;
+	bool searched = !S->target_gone && stb_deadlock_find(&all, &S->mem, dl_end, &S->dl) == 0;
 
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = &S->tg->info;
@@ -375,6 +401,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .runtime_frames = o->runtime_frames,
 	    .lines = o->lines,
 	    .runtime_hint = "--runtime-frames",
+	    .deadlocks = searched ? &S->dl : NULL,
+	    .all_ids = o->verbose > 0,
 	};
 	stb_watchdog_phase("writing the output");
 	int rc = stb_report_write(&r, S->tasks, S->n, o->format);

@@ -29,7 +29,7 @@ void stb_watchdog_phase(const char *phase)
 	__atomic_store_n(&watch_phase, phase, __ATOMIC_RELEASE);
 }
 
-void stb_watchdog_arm(uint64_t end_ns)
+void stb_loader_watchdog_arm(uint64_t end_ns)
 {
 	pthread_mutex_lock(&watch_mu);
 	watch_at = end_ns;
@@ -68,7 +68,7 @@ static void *watch(void *arg)
 	return NULL;
 }
 
-int stb_watchdog_start(const struct stb_loader_opts *o)
+int stb_loader_watchdog_start(const struct stb_loader_opts *o)
 {
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);

@@ -15,6 +15,8 @@ import sys
 STATES = {"unused", "created", "ready-without-stack", "ready", "about-to-run", "running",
           "suspending", "suspended", "destroyed"}
 CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall"}
+WAIT_KINDS = {"butex", "mutex", "cond", "rwlock-read", "rwlock-write", "sem", "barrier", "once",
+              "sleep", "fd", "join", "id", "timer", "yield", "countdown"}
 HEX = re.compile(r"^0x[0-9a-f]+$")
 BUILD_ID = re.compile(r"^[0-9a-f]+$")
 
@@ -86,7 +88,44 @@ def check_stack_frame(f, where):
              "inlined", "source"], where)
 
 
-def check_task(t, where, stacks):
+def check_wait(w, where, grouped_any=False):
+    if not isinstance(w, dict):
+        raise Bad(f"{where}: not an object")
+    need(w, "kind", lambda v: v in WAIT_KINDS, "a wait kind", where)
+    pos = lambda v: is_int(v) and v > 0
+    opt(w, "object", is_hex, "a hex string", where)
+    opt(w, "owner", pos, "a positive integer", where)
+    opt(w, "owner_tid", pos, "a positive integer", where)
+    opt(w, "target", pos, "a positive integer", where)
+    opt(w, "mutex", is_hex, "a hex string", where)
+    opt(w, "fd", is_int, "an integer", where)
+    opt(w, "events", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    pair(w, "fd", "events", where)
+    opt(w, "deadline_in_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    if "owner" in w and "owner_tid" in w:
+        raise Bad(f"{where}: \"owner\" and \"owner_tid\" exclude each other")
+    only(w, ["kind", "object", "owner", "owner_tid", "target", "mutex", "fd", "events",
+             "deadline_in_s"], where)
+
+
+def check_created_by(c, where):
+    if not isinstance(c, dict):
+        raise Bad(f"{where}: not an object")
+    pos = lambda v: is_int(v) and v > 0
+    opt(c, "bthread", pos, "a positive integer", where)
+    opt(c, "tid", pos, "a positive integer", where)
+    opt(c, "ip", is_hex, "a hex string", where)
+    opt(c, "function", is_str, "a string", where)
+    opt(c, "offset", is_int, "an integer", where)
+    pair(c, "function", "offset", where)
+    if "function" in c and "ip" not in c:
+        raise Bad(f"{where}: \"function\" without \"ip\"")
+    if not c:
+        raise Bad(f"{where}: empty")
+    only(c, ["bthread", "tid", "ip", "function", "offset"], where)
+
+
+def check_task(t, where, stacks, grouped=False):
     if not isinstance(t, dict):
         raise Bad(f"{where}: not an object")
     need(t, "id", lambda v: is_int(v) and v > 0, "a positive integer", where)
@@ -96,19 +135,41 @@ def check_task(t, where, stacks):
     need(t, "capture", lambda v: v in CAPTURES, "a capture mode", where)
     opt(t, "tid", lambda v: is_int(v) and v > 0, "a positive integer", where)
     opt(t, "blocked_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    opt(t, "running_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    if "blocked_s" in t and "running_s" in t:
+        raise Bad(f"{where}: \"blocked_s\" and \"running_s\" exclude each other")
+    if "running_s" in t and t["state"] != "running":
+        raise Bad(f"{where}: \"running_s\" of a task that is not running")
     opt(t, "error", is_str, "a string", where)
-    allowed = ["id", "kind", "name", "state", "capture", "tid", "blocked_s", "error"]
-    if stacks:
-        need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
-        need(t, "frames", lambda v: isinstance(v, list), "an array", where)
-        for i, f in enumerate(t["frames"]):
-            check_stack_frame(f, f"{where}.frames[{i}]")
-        opt(t, "runtime_frames_hidden", lambda v: is_int(v) and v > 0, "a positive integer", where)
-        opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
-        if "frames_not_shown" in t and t["truncated"] is not True:
-            raise Bad(f"{where}: frames_not_shown without truncated")
-        allowed += ["truncated", "frames", "runtime_frames_hidden", "frames_not_shown"]
+    if "wait" in t:
+        check_wait(t["wait"], f"{where}.wait")
+    if "created_by" in t:
+        check_created_by(t["created_by"], f"{where}.created_by")
+    allowed = ["id", "kind", "name", "state", "capture", "tid", "blocked_s", "running_s",
+               "wait", "created_by", "error"]
+    if stacks and grouped:
+        # The stack is the group's, written once: a grouped task has none.
+        need(t, "group", lambda v: is_int(v) and v >= 0, "a group index", where)
+        allowed += ["group"]
+    elif stacks:
+        check_stack(t, where)
+        allowed += STACK
     only(t, allowed, where)
+
+
+STACK = ["truncated", "frames", "runtime_frames_hidden", "frames_not_shown"]
+
+
+def check_stack(t, where):
+    """The stack members of a task, or of a group."""
+    need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
+    need(t, "frames", lambda v: isinstance(v, list), "an array", where)
+    for i, f in enumerate(t["frames"]):
+        check_stack_frame(f, f"{where}.frames[{i}]")
+    opt(t, "runtime_frames_hidden", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    if "frames_not_shown" in t and t["truncated"] is not True:
+        raise Bad(f"{where}: frames_not_shown without truncated")
 
 
 META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "freq_hz",
@@ -149,14 +210,42 @@ def check_meta(doc, loader, profile):
             need(doc, k, lambda v: True, "present", where)
 
 
+def check_deadlocks(doc, ids):
+    need(doc, "deadlocks", lambda v: isinstance(v, list), "an array", "document")
+    for i, cyc in enumerate(doc["deadlocks"]):
+        where = f"deadlocks[{i}]"
+        if not isinstance(cyc, list) or len(cyc) < 2:
+            raise Bad(f"{where}: not an array of at least two members")
+        members = []
+        for k, m in enumerate(cyc):
+            w = f"{where}[{k}]"
+            if not isinstance(m, dict):
+                raise Bad(f"{w}: not an object")
+            need(m, "bthread", lambda v: is_int(v) and v > 0, "a positive integer", w)
+            need(m, "kind", lambda v: v in WAIT_KINDS, "a wait kind", w)
+            need(m, "object", is_hex, "a hex string", w)
+            need(m, "held_by", lambda v: is_int(v) and v > 0, "a positive integer", w)
+            only(m, ["bthread", "kind", "object", "held_by"], w)
+            members.append(m)
+        for k, m in enumerate(members):
+            if m["held_by"] != members[(k + 1) % len(members)]["bthread"]:
+                raise Bad(f"{where}[{k}]: held_by is not the next member: the cycle does not close")
+
+
 def check_stacks(doc, loader, grouped):
     need(doc, "tasks", lambda v: isinstance(v, list), "an array", "document")
+    grouped = grouped or "groups" in doc
     for i, t in enumerate(doc["tasks"]):
-        check_task(t, f"tasks[{i}]", True)
-    allowed = ["schema", "tasks", "groups"] + META
+        check_task(t, f"tasks[{i}]", True, grouped)
+        if grouped and t["group"] >= len(doc.get("groups", [])):
+            raise Bad(f"tasks[{i}]: group {t['group']} does not exist")
+    allowed = ["schema", "tasks", "groups", "deadlocks"] + META
+    if "deadlocks" in doc or loader:
+        check_deadlocks(doc, [t["id"] for t in doc["tasks"]])
     check_meta(doc, loader, False)
     if grouped:
         need(doc, "groups", lambda v: isinstance(v, list), "an array", "document")
+    by_id = {t["id"]: t for t in doc["tasks"]}
     for i, g in enumerate(doc.get("groups", [])):
         where = f"groups[{i}]"
         need(g, "count", lambda v: is_int(v) and v > 0, "a positive integer", where)
@@ -165,10 +254,28 @@ def check_stacks(doc, loader, grouped):
              "an array of integers", where)
         if len(g["ids"]) != g["count"]:
             raise Bad(f"{where}: {len(g['ids'])} ids for count {g['count']}")
-        need(g, "frames", lambda v: isinstance(v, list), "an array", where)
-        for k, f in enumerate(g["frames"]):
-            check_stack_frame(f, f"{where}.frames[{k}]")
-        only(g, ["count", "state", "ids", "frames"], where)
+        check_stack(g, where)
+        if "wait" in g:
+            check_wait(g["wait"], f"{where}.wait")
+        opt(g, "shortest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+        opt(g, "longest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+        pair(g, "shortest_s", "longest_s", where)
+        if "shortest_s" in g and g["shortest_s"] > g["longest_s"]:
+            raise Bad(f"{where}: shortest_s > longest_s")
+        opt(g, "names", lambda v: isinstance(v, list) and 1 <= len(v) <= 2 and
+            all(is_str(x) for x in v), "an array of one or two strings", where)
+        for tid in g["ids"]:
+            t = by_id.get(tid)
+            if t is None or t["group"] != i:
+                raise Bad(f"{where}: id {tid} is not a task of this group")
+        only(g, ["count", "state", "wait", "shortest_s", "longest_s", "names", "ids"] + STACK,
+             where)
+    # Every task in exactly one group: each group's ids point back at it
+    # (above), and together they are every task once.
+    listed = [tid for g in doc.get("groups", []) for tid in g["ids"]]
+    if grouped and (len(listed) != len(doc["tasks"]) or len(set(listed)) != len(listed)):
+        raise Bad(f"groups: {len(listed)} ids ({len(set(listed))} distinct) for "
+                  f"{len(doc['tasks'])} tasks")
     only(doc, allowed, "document")
 
 

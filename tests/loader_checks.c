@@ -210,11 +210,14 @@ void parse_text(const char *text, struct tout *o)
 			memset(cur, 0, sizeof(*cur));
 			unsigned count;
 			char kind[16];
-			if (sscanf(line, "%u %15s [%31[^]]]:", &count, kind, cur->state) == 3 &&
-			    (strcmp(kind, "task") == 0 || strcmp(kind, "tasks") == 0)) {
+			/* "N bthreads [state, min .. max] waiting on ...: id id ...". */
+			if (sscanf(line, "%u %15s [%31[^],]", &count, kind, cur->state) == 3 &&
+			    (strncmp(kind, "task", 4) == 0 || strncmp(kind, "bthread", 7) == 0 ||
+			     strncmp(kind, "pthread", 7) == 0) &&
+			    strrchr(line, ':')) {
 				cur->group = true;
 				cur->count = count;
-				const char *ids = strchr(line, ':') + 1;
+				const char *ids = strrchr(line, ':') + 1;
 				char *end;
 				for (;;) {
 					uint64_t id = strtoull(ids, &end, 10);
@@ -227,9 +230,14 @@ void parse_text(const char *text, struct tout *o)
 				   (strcmp(kind, "bthread") == 0 || strcmp(kind, "pthread") == 0)) {
 				cur->pthread = strcmp(kind, "pthread") == 0;
 				const char *q = strchr(line, '"');
-				if (q)
+				const char *b = line;
+				if (q) {
 					sscanf(q + 1, "%47[^\"]", cur->name);
-				const char *b = strrchr(line, '[');
+					b = strchr(q + 1, '"');
+					b = b ? b : line;
+				}
+				/* The task's own bracket: a wait clause may name an owner's. */
+				b = strchr(b, '[');
 				assert_non_null(b);
 				sscanf(b + 1, "%31[^],]", cur->state);
 			} else {
@@ -248,6 +256,11 @@ void parse_text(const char *text, struct tout *o)
 		} else if (sscanf(line, "(%u more frame", &cur->not_shown) == 1 ||
 			   strncmp(line, "(over ", 6) == 0 || strncmp(line, "(more frames", 12) == 0) {
 			cur->truncated = true;
+		} else if (strncmp(line, "created by ", 11) == 0) {
+			snprintf(cur->created_by, sizeof(cur->created_by), "%.159s", line + 11);
+		} else if (cur->group && (strncmp(line, "  name \"", 8) == 0 ||
+					  strncmp(line, "  names \"", 9) == 0)) {
+			continue;
 		} else {
 			fail_msg("unexpected line in a task section: '%s'", line);
 		}

@@ -53,6 +53,7 @@ struct ttask {
 	char name[48], state[32];
 	bool failed, no_stack, truncated;
 	unsigned not_shown; /* "(N more frames not shown)" */
+	char created_by[160]; /* "created by" line, without the words */
 	char error[512];
 	unsigned nframes;
 	char frames[MAX_FRAMES][96];

@@ -147,6 +147,8 @@ static void test_rows_of_a_function(void **state)
 	assert_int_equal(row.reg[STB_CFI_RBP].how, STB_CFI_OFFSET);
 	assert_int_equal(row.reg[STB_CFI_RBP].off, -16);
 	assert_true(row.pc_lo == pc + 1 && row.pc_hi == pc + 4);
+	/* Every row knows its whole function (the FDE's range). */
+	assert_true(row.fn_lo == pc && row.fn_hi == pc + 0x20);
 
 	assert_int_equal(stb_cfi_row(&b, BASE + f, pc + 4, &row), 0);
 	assert_int_equal(row.cfa_reg, STB_CFI_RBP);

@@ -343,6 +343,11 @@ static void test_one_task(void **state)
 	assert_non_null(blank);
 	assert_ptr_equal(blank + 2, r.body + r.blen);
 	blank[1] = '\0';
+	/* The section ends with who created the task: the pthread that ran dh_setup. */
+	char *created = strstr(frames, "\ncreated by dh_setup+0x");
+	if (!created || !strstr(created, " in pthread tid "))
+		fail_msg("no 'created by dh_setup+0x… in pthread tid' line:\n%s", r.body);
+	created[1] = '\0';
 	char why[256];
 	int nl = stb_text_check(frames + 1, NULL, 0, why, sizeof(why));
 	if (nl < 5)
@@ -374,7 +379,10 @@ static void test_all_grouped(void **state)
 	struct dh_resp r;
 	dh_get("/bthreads/all", 200, "text/plain", &r);
 	/* The three chains share one stack: one group of 3 listing their ids. */
-	char *g = strstr(r.body, "3 tasks [suspended]:");
+	/* "3 bthreads [suspended, T] waiting on butex 0x…: ids", then their one name. */
+	char *g = strstr(r.body, "3 bthreads [suspended, ");
+	if (g && (!strstr(g, "] waiting on butex 0x") || !strstr(g, "\n  name \"dh chain\"\n")))
+		g = NULL;
 	if (!g)
 		fail_msg("no group of 3 suspended tasks:\n%s", r.body);
 	char *eol = strchr(g, '\n');
@@ -395,8 +403,10 @@ static void test_all_grouped(void **state)
 	*next = '\n';
 	/* The other bthread is a group of its own. */
 	char one[64];
-	snprintf(one, sizeof(one), "1 task [suspended]: %llu\n", (unsigned long long)dh_other_id);
+	snprintf(one, sizeof(one), " sleeping: %llu\n", (unsigned long long)dh_other_id);
 	char *o = strstr(r.body, one);
+	if (o && !strstr(r.body, "1 bthread [suspended, "))
+		o = NULL;
 	if (!o)
 		fail_msg("no group '%s' in:\n%s", one, r.body);
 	assert_non_null(strstr(o, " dh_other_f2+0x"));
@@ -611,7 +621,11 @@ static void test_json(void **state)
 		fail_msg("not a JSON object:\n%s", r.body);
 	char *groups = strstr(r.body, "\"groups\": [");
 	assert_non_null(groups);
-	char *g3 = strstr(groups, "{\"count\": 3, \"state\": \"suspended\", \"ids\": [");
+	char *g3 = strstr(groups, "{\"count\": 3, \"state\": \"suspended\", \"wait\": "
+				  "{\"kind\": \"butex\", \"object\": \"0x");
+	if (g3 && (!strstr(g3, "\"shortest_s\": ") || !strstr(g3, "\"longest_s\": ") ||
+		   !strstr(g3, "\"names\": [")))
+		g3 = NULL;
 	if (!g3)
 		fail_msg("no group of 3 in:\n%s", groups);
 	assert_non_null(strstr(g3, "\"function\": \"dh_chain_f3\""));
@@ -778,7 +792,7 @@ static void test_concurrent(void **state)
 			len += (size_t)n;
 		buf[len] = '\0';
 		close(fds[i]);
-		if (strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) != 0 || !strstr(buf, "3 tasks [suspended]:"))
+		if (strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) != 0 || !strstr(buf, "3 bthreads [suspended, "))
 			fail_msg("client %d: %.200s", i, buf);
 	}
 	free(buf);

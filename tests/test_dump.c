@@ -36,6 +36,7 @@ struct stb_section {
 	char state[32];
 	double blocked_s;     /* -1 when absent */
 	unsigned tid;         /* 0 when absent */
+	char *created_by;     /* the "created by" line without those words, or NULL */
 	/* group sections */
 	unsigned count;
 	bthread_t *ids;
@@ -57,6 +58,7 @@ static void stb_parsed_free(struct stb_parsed *p)
 	for (int i = 0; i < p->n; i++) {
 		free(p->s[i].header);
 		free(p->s[i].ids);
+		free(p->s[i].created_by);
 		for (int k = 0; k < p->s[i].nlines; k++) {
 			free(p->s[i].lines[k]);
 			free((char *)p->s[i].frames[k].symbol);
@@ -81,6 +83,45 @@ static void stb_parse_frame_line(const char *line, struct stb_frame *f)
 	f->offset = strtoull(plus + 1, NULL, 16);
 }
 
+/* Seconds of a printed duration "40 ms", "<4 ms", "5.3 s", "2.0 min", "1.5 h"; -1 if none. */
+static double stb_dur_parse(const char *p)
+{
+	if (*p == '<')
+		return 0.0;
+	char *end;
+	double v = strtod(p, &end);
+	if (end == p || *end != ' ')
+		return -1;
+	end++;
+	if (strncmp(end, "ms", 2) == 0)
+		return v / 1e3;
+	if (strncmp(end, "min", 3) == 0)
+		return v * 60;
+	if (*end == 's')
+		return v;
+	if (*end == 'h')
+		return v * 3600;
+	return -1;
+}
+
+/* The fields after the state in a task's bracket: ", 40 ms", ", tid T", ", blocked 2 ms". */
+static void stb_bracket_parse(const char *p, size_t len, struct stb_section *s)
+{
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%.*s", (int)len, p);
+	char *save = NULL;
+	for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		while (*f == ' ')
+			f++;
+		if (strncmp(f, "tid ", 4) == 0)
+			s->tid = (unsigned)strtoul(f + 4, NULL, 10);
+		else if (strncmp(f, "blocked ", 8) == 0)
+			s->blocked_s = stb_dur_parse(f + 8);
+		else
+			s->blocked_s = stb_dur_parse(f);
+	}
+}
+
 /* Splits text into sections separated by blank lines and parses headers. */
 static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t size)
 {
@@ -92,10 +133,15 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 		return false;
 	}
 	regex_t hre, gre;
+	/* "bthread N "name" [state, 40 ms, tid T] waiting on ...": the wait clause may
+	 * name an owner with a bracket of its own. */
 	regcomp(&hre,
-		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[([a-z-]+)(, ([0-9.]+) s|, tid ([0-9]+))?\\]$",
+		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[([a-z-]+)((, [^],]+)*)\\]( .*)?$",
 		REG_EXTENDED);
-	regcomp(&gre, "^([0-9]+) (task|tasks) \\[([a-z-]+)\\]:(( [0-9]+)+)$", REG_EXTENDED);
+	regcomp(&gre,
+		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[([a-z-]+)[^]]*\\][^:]*:(( [0-9]+)+)"
+		"( and [0-9,]+ more)?$",
+		REG_EXTENDED);
 	bool ok = true;
 	char *save = NULL;
 	struct stb_section *cur = NULL;
@@ -120,10 +166,9 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 						 (int)(m[4].rm_eo - m[4].rm_so), line + m[4].rm_so);
 				snprintf(cur->state, sizeof(cur->state), "%.*s",
 					 (int)(m[5].rm_eo - m[5].rm_so), line + m[5].rm_so);
-				if (m[7].rm_so >= 0)
-					cur->blocked_s = strtod(line + m[7].rm_so, NULL);
-				if (m[8].rm_so >= 0)
-					cur->tid = (unsigned)strtoul(line + m[8].rm_so, NULL, 10);
+				if (m[6].rm_so >= 0)
+					stb_bracket_parse(line + m[6].rm_so,
+							  (size_t)(m[6].rm_eo - m[6].rm_so), cur);
 			} else {
 				cur->is_group = true;
 				cur->count = (unsigned)strtoul(line, NULL, 10);
@@ -149,6 +194,14 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 			ok = false;
 			break;
 		}
+		if (strncmp(line, "created by ", 11) == 0) {
+			free(cur->created_by);
+			cur->created_by = strdup(line + 11);
+			continue;
+		}
+		if (cur->is_group && (strncmp(line, "  name \"", 8) == 0 ||
+				      strncmp(line, "  names \"", 9) == 0))
+			continue;
 		if (cur->nlines < STB_MAX_LINES) {
 			cur->lines[cur->nlines] = strdup(line);
 			stb_parse_frame_line(line, &cur->frames[cur->nlines]);
@@ -452,7 +505,7 @@ static void test_dump_grouped(void **state)
 	(void)state;
 	STB_TEST_BEGIN(60);
 	struct stb_parsed p;
-	struct stb_dump_opts o = {.group = 1, .runtime_frames = 1};
+	struct stb_dump_opts o = {.group = 1, .all_ids = 1, .runtime_frames = 1};
 	int rc = stb_dump_to_parsed(&o, &p);
 	assert_true(rc >= STB_NBLOCKED + STB_NGROUP + 2);
 	int count;
@@ -466,7 +519,7 @@ static void test_dump_grouped(void **state)
 	assert_string_equal(g->state, "suspended");
 	assert_true(g == &p.s[0]);
 	char head[64];
-	snprintf(head, sizeof(head), "%d tasks [suspended]:", STB_NGROUP + STB_NBLOCKED);
+	snprintf(head, sizeof(head), "%d bthreads [suspended, ", STB_NGROUP + STB_NBLOCKED);
 	assert_true(strncmp(g->header, head, strlen(head)) == 0);
 	for (int i = 0; i < STB_NGROUP; i++) {
 		assert_true(stb_find_task(&p, stb_grouped[i], &count) == g);

@@ -159,6 +159,64 @@ static void test_text_escape(void **state)
 	assert_int_equal(stb_text_escape(NULL, 0, "ab", 2), 2);
 }
 
+/* stb_text_plain (8 bytes at a time) agrees with the byte rule of the escape
+ * for every byte at every position of strings of 1 to 24 bytes. */
+static void test_text_plain(void **state)
+{
+	(void)state;
+	char s[24], out[128];
+	for (size_t len = 1; len <= sizeof(s); len++) {
+		for (size_t pos = 0; pos < len; pos++) {
+			for (unsigned c = 0; c < 256; c++) {
+				memset(s, 'a', len);
+				s[pos] = (char)c;
+				size_t n = stb_text_escape(out, sizeof(out), s, len);
+				bool same = n == len && memcmp(out, s, len) == 0 && c < 0x80;
+				if (stb_text_plain(s, len) != same)
+					fail_msg("len %zu pos %zu byte 0x%02x", len, pos, c);
+			}
+		}
+	}
+	assert_true(stb_text_plain("", 0));
+}
+
+/* Frame lines: each form, hex without leading zeros but the address, names
+ * escaped and cut at 511 bytes, snprintf's contract at every size. */
+static void test_frame_line(void **state)
+{
+	(void)state;
+	char line[1024];
+	struct stb_frame f = {.ip = 0x7f0012345678, .symbol = "main", .offset = 0x2b};
+	assert_int_equal(stb_format_frame(line, sizeof(line), 12, &f), 33);
+	assert_string_equal(line, "#12 0x00007f0012345678 main+0x2b\n");
+	f = (struct stb_frame){.ip = UINT64_MAX, .symbol = "a\x1b", .offset = 0,
+			       .flags = STB_FRAME_F_FP};
+	stb_format_frame(line, sizeof(line), 0, &f);
+	assert_string_equal(line, "#0 0xffffffffffffffff a\\x1b+0x0 [fp]\n");
+	f = (struct stb_frame){.ip = 0x10, .module = "/lib/x\"y.so", .module_offset = 0xabcdef012};
+	stb_format_frame(line, sizeof(line), 4294967295u, &f);
+	assert_string_equal(line, "#4294967295 0x0000000000000010 ?? (x\\\"y.so+0xabcdef012)\n");
+	f = (struct stb_frame){.ip = 1};
+	stb_format_frame(line, sizeof(line), 3, &f);
+	assert_string_equal(line, "#3 0x0000000000000001 ??\n");
+	char big[700];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	f = (struct stb_frame){.ip = 2, .symbol = big, .offset = 1};
+	size_t full = stb_format_frame(line, sizeof(line), 1, &f);
+	assert_int_equal(full, strlen("#1 0x0000000000000002 ") + 511 + strlen("+0x1\n"));
+	assert_int_equal(strlen(line), full);
+	char small[40];
+	for (size_t size = 0; size <= sizeof(small); size++) {
+		memset(small, '#', sizeof(small));
+		assert_int_equal(stb_format_frame(size ? small : NULL, size, 1, &f), full);
+		if (size)
+			assert_int_equal(strlen(small), size - 1);
+		if (size)
+			assert_memory_equal(small, line, size - 1);
+	}
+}
+
 /* Checks a JSON document with Python's parser (strict: no control bytes). */
 static void python_parses(const char *text)
 {
@@ -280,6 +338,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_string_escapes), cmocka_unit_test(test_document),
 	    cmocka_unit_test(test_misuse),         cmocka_unit_test(test_text_escape),
+	    cmocka_unit_test(test_text_plain),     cmocka_unit_test(test_frame_line),
 	    cmocka_unit_test(test_reports),        cmocka_unit_test(test_formats),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,7 @@ build=$1
 command -v dpkg-deb >/dev/null || { echo "SKIP: dpkg-deb not installed"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp" >"$tmp/cpack.log" 2>&1 ||
+(cd "$build" && cpack -G DEB --config CPackConfig.cmake -B "$tmp") >"$tmp/cpack.log" 2>&1 ||
   { cat "$tmp/cpack.log"; echo "FAIL: cpack -G DEB failed"; exit 1; }
 deb=$(find "$tmp" -maxdepth 1 -name 'stb_*.deb' | head -n 1)
 [ -n "$deb" ] || { cat "$tmp/cpack.log"; echo "FAIL: no .deb produced"; exit 1; }

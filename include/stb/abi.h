@@ -86,6 +86,9 @@
  *   task current with run sequence run_seq on that worker, so a task that
  *   runs without a switch since then has run at least now - run_since_ns.
  *   They are at most STB_ABI_MONITOR_PERIOD_NS late, 0 when unknown.
+ *   yields is written by the worker alone (plain store) when a bthread_yield
+ *   finds nothing else to run and returns without a switch; the monitor
+ *   takes a change of it for a new run (the task yielded: it starves no one).
  * - header.magic is written last at creation; a reader that sees the magic
  *   and STB_ABI_VERSION may trust the rest of the header -- but a reader in
  *   another process trusts nothing: every size, count, state and kind is
@@ -220,7 +223,8 @@ struct stb_abi_worker {
 	__u32 tag;              /* worker pool (bthread_tag_t) */
 	__u32 run_seq;          /* monitor: run sequence of current when first seen */
 	__u64 run_since_ns;     /* monitor: CLOCK_MONOTONIC when first seen, 0 = unknown */
-	__u8 reserved[256 - 32];
+	__u32 yields;           /* bthread_yield calls that found nothing else to run */
+	__u8 reserved[256 - 36];
 };
 
 struct stb_abi_task {
@@ -292,6 +296,7 @@ STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, slot_hwm) == 64, "head
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, created_ns) == 104, "header layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, monitor_ns) == 112, "header layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, run_since_ns) == 24, "worker layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, yields) == 32, "worker layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, word) == 8, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, trace) == 16, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, sp) == 24, "task layout");

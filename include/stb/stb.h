@@ -167,11 +167,15 @@ STB_EXPORT int stb_format_from_name(const char *name);
 /* ---- dumps ---- */
 
 struct stb_dump_opts {
-	int group;            /* print each distinct stack once with count and ids */
+	int group;            /* print each distinct stack (and wait kind) once with its
+	                         count, times and ids */
 	unsigned max_depth;   /* frames per stack, the runtime's own not counted; 0 = 64.
 	                         The output counts the frames it leaves out. */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
 	int format;           /* enum stb_format */
+	uint64_t stuck_ns;    /* only tasks blocked, or running without a switch, at
+	                         least this long; 0 = all */
+	int all_ids;          /* grouped text: every id (default: the first 10 and a count) */
 	int runtime_frames;   /* non-zero: also the runtime's own frames (stb_jump_stack,
 	                         stb_sched_suspend, butex internals above the API call a
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
@@ -180,7 +184,10 @@ struct stb_dump_opts {
 };
 
 /*
- * Writes the stacks of every live bthread and registered pthread to out.
+ * Writes the stacks of every live bthread and registered pthread to out,
+ * with what each waits on (owners named), how long, who created it, and the
+ * deadlocks of the whole table ("Found 1 deadlock:" in text, "deadlocks" in
+ * JSON; docs/json.md).
  * Each task is held only while its own stack is read; the program runs on.
  * opts NULL = defaults. Returns the number of tasks written, or -errno.
  * Thread-safe; blocks for the duration of the dump.
@@ -220,6 +227,47 @@ STB_EXPORT int stb_debug_http_start(uint16_t port, uint16_t *bound_port);
  * endpoint itself. Returns 0, or -ESRCH when the endpoint was not running.
  */
 STB_EXPORT int stb_debug_http_stop(void);
+
+/* ---- watchdog ---- */
+
+/* What the watchdog found (stb_watchdog_fn). */
+struct stb_watchdog_report {
+	uint64_t threshold_ns; /* as given to stb_watchdog_start */
+	uint64_t running;      /* bthreads that ran on a worker without a switch that long */
+	uint64_t blocked;      /* tasks blocked that long (not on an fd, not sleeping) */
+	uint64_t longest_ns;   /* the longest time of any of them */
+	const char *text;      /* the grouped report with stacks, NUL-terminated; valid
+	                          during the call only */
+	size_t len;            /* strlen(text) */
+};
+
+/* Receives a watchdog report, on the watchdog's own thread. */
+typedef void (*stb_watchdog_fn)(const struct stb_watchdog_report *report, void *arg);
+
+/*
+ * Starts the opt-in watchdog (also started at start-up by $STB_WATCHDOG=
+ * SECONDS, reporting to stderr): a thread of its own that every
+ * threshold/4 (10 ms .. 1 s) reads the task table and, when a bthread has
+ * run on a worker without a switch for threshold_ns or longer (it starves
+ * that worker's queue), or a task has been blocked that long on anything but
+ * an fd or a sleep, writes one report of all of them, grouped, with their
+ * stacks and the deadlocks (the text of stb_dump with group set and
+ * stuck_ns = threshold_ns): to fn(report, arg), or to stderr when fn is NULL.
+ * Once per episode -- a task is reported again only after it moved and got
+ * stuck anew -- and at most one report per max(threshold, 5 s). Nothing of
+ * it runs on the runtime's paths; between checks its thread sleeps. fn must
+ * not call stb_watchdog_stop. Thread-safe; does not block. Returns 0,
+ * -EINVAL (threshold_ns below 10 ms or above one day), -EALREADY (running),
+ * or -errno (the runtime or the thread could not start).
+ */
+STB_EXPORT int stb_watchdog_start(uint64_t threshold_ns, stb_watchdog_fn fn, void *arg);
+
+/*
+ * Stops the watchdog and waits for its thread (at most the report being
+ * written). Returns 0, -ESRCH (not running) or -EDEADLK (called from its
+ * callback). Thread-safe; blocks.
+ */
+STB_EXPORT int stb_watchdog_stop(void);
 
 /* ---- statistics ---- */
 

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -46,6 +47,36 @@ static inline bool stb_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64
 	if (errno || *end || v < lo || v > hi)
 		return false;
 	*out = v;
+	return true;
+}
+
+/* Strict seconds: "S" or "S.fff" (at most 3 decimals, no sign, space or
+ * suffix), len bytes of s, between 1 ms and max_s seconds. Returns true and
+ * sets *ns, or false and leaves it alone. */
+static inline bool stb_parse_seconds(const char *s, size_t len, uint64_t max_s, uint64_t *ns)
+{
+	uint64_t sec = 0, frac = 0, scale = 1000000000u;
+	size_t i = 0;
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		sec = sec * 10 + (uint64_t)(s[i] - '0');
+		if (sec > max_s)
+			return false;
+	}
+	if (i == 0)
+		return false;
+	if (i < len && s[i] == '.') {
+		size_t k = ++i;
+		for (; i < len && s[i] >= '0' && s[i] <= '9' && i - k < 3; i++) {
+			scale /= 10;
+			frac += (uint64_t)(s[i] - '0') * scale;
+		}
+		if (i == k)
+			return false;
+	}
+	uint64_t v = sec * 1000000000u + frac;
+	if (i != len || v < 1000000u || v > max_s * 1000000000u)
+		return false;
+	*ns = v;
 	return true;
 }
 

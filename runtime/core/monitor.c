@@ -18,6 +18,7 @@
 struct seen {
 	uint64_t current;
 	uint32_t seq;
+	uint32_t yields; /* the worker's yields without a switch */
 };
 
 static struct seen stb_seen[STB_ABI_MAX_WORKERS];
@@ -59,11 +60,14 @@ static bool monitor_pass(struct stb_abi_header *h)
 			continue;
 		}
 		uint32_t seq = STB_ABI_SEQ(__atomic_load_n(&t->word, __ATOMIC_ACQUIRE));
-		if (cur != s->current || seq != s->seq) {
-			/* A new run since the last pass: it started at most a period
-			 * ago, and no later than now, read after it was seen. */
+		uint32_t yields = __atomic_load_n(&w->yields, __ATOMIC_RELAXED);
+		if (cur != s->current || seq != s->seq || yields != s->yields) {
+			/* A new run since the last pass (or a yield that found
+			 * nothing else to run): it started at most a period ago, and
+			 * no later than now, read after it was seen. */
 			s->current = cur;
 			s->seq = seq;
+			s->yields = yields;
 			worker_publish(w, seq, stb_now_ns());
 		}
 	}

@@ -14,7 +14,7 @@
 uint64_t stb_owner_self(void)
 {
 	static __thread uint64_t tid_owner;
-	struct stb_task *t = stb_task_self();
+	struct stb_task *t = stb_task_current(); /* a registered pthread has an id too */
 	if (t)
 		return t->id;
 	if (STB_UNLIKELY(!tid_owner))

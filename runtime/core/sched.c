@@ -1141,8 +1141,13 @@ int bthread_yield(void)
 		return 0;
 	}
 	struct stb_task *to = stb_find_task(w);
-	if (!to)
+	if (!to) {
+#if STB_TRACER
+		/* No switch: tell the monitor that this is not a stall (abi.h). */
+		__atomic_store_n(&w->pub->yields, w->pub->yields + 1, __ATOMIC_RELAXED);
+#endif
 		return 0;
+	}
 	if (to->flags & STB_TASK_F_WORKER_STACK) {
 		w->pending = to;
 		to = NULL;

@@ -576,6 +576,8 @@ int stb_cfi_row(const struct stb_cfi_bytes *b, uint64_t fde_addr, uint64_t ip,
 	memset(row, 0, sizeof(*row));
 	row->pc_lo = pc_begin;
 	row->pc_hi = pc_range > UINT64_MAX - pc_begin ? UINT64_MAX : pc_begin + pc_range;
+	row->fn_lo = row->pc_lo;
+	row->fn_hi = row->pc_hi;
 	memset(&init, 0, sizeof(init));
 	init.cfa_reg = STB_CFI_RSP;
 	pr = (struct prog){.b = b,

@@ -78,6 +78,7 @@ struct stb_cfi_rule {
 /* The row of the CFI table for one address. */
 struct stb_cfi_row {
 	uint64_t pc_lo, pc_hi; /* the row holds for pc_lo <= ip < pc_hi */
+	uint64_t fn_lo, fn_hi; /* the FDE's range: the function (or part) holding ip */
 	bool cfa_is_expr;      /* CFA = value of the expression at cfa_expr_* */
 	bool signal_frame;     /* CIE augmentation 'S': the caller's ip is exact */
 	uint8_t cfa_reg;       /* else CFA = register cfa_reg + cfa_off */

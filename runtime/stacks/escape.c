@@ -54,6 +54,48 @@ static void put(char *dst, size_t size, size_t *pos, const char *s, size_t n)
 	*pos += n;
 }
 
+/* Bytes copied as they are, one bit each: printable ASCII (0x20..0x7e) but
+ * the quote (0x22) and the backslash (0x5c). */
+static const uint64_t plain[2] = {0xfffffffb00000000ull, 0x7fffffffefffffffull};
+
+static inline int is_plain(unsigned char c)
+{
+	return c < 0x80 && (plain[c >> 6] >> (c & 63) & 1);
+}
+
+/* Are all 8 bytes at s plain? Without a branch per byte: a byte b has its
+ * high bit set in (b - c) & ~b exactly when b < c (for b, c < 0x80), and
+ * equality with c is b ^ c < 1. */
+static inline int plain8(const unsigned char *s)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t x;
+	memcpy(&x, s, 8);
+	uint64_t bad = x & high;                  /* >= 0x80 */
+	bad |= (x - ones * 0x20) & ~x;            /* < 0x20 */
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), d = x ^ (ones * 0x7f);
+	bad |= (q - ones) & ~q;
+	bad |= (b - ones) & ~b;
+	bad |= (d - ones) & ~d;
+	return (bad & high) == 0;
+}
+
+bool stb_text_plain(const char *src, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t i = 0;
+	if (len >= 8) {
+		for (; i + 8 <= len; i += 8)
+			if (!plain8(s + i))
+				return false;
+		return i == len || plain8(s + len - 8); /* the tail, overlapping */
+	}
+	for (; i < len; i++)
+		if (!is_plain(s[i]))
+			return false;
+	return true;
+}
+
 size_t stb_text_escape(char *dst, size_t size, const char *src, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -62,7 +104,9 @@ size_t stb_text_escape(char *dst, size_t size, const char *src, size_t len)
 	for (size_t i = 0; i < len;) {
 		/* The common case: a run of plain printable ASCII, copied at once. */
 		size_t j = i;
-		while (j < len && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '\\' && s[j] != '"')
+		while (j + 8 <= len && plain8(s + j))
+			j += 8;
+		while (j < len && is_plain(s[j]))
 			j++;
 		if (j > i) {
 			put(dst, size, &pos, (const char *)s + i, j - i);

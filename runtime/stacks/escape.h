@@ -8,6 +8,7 @@
 #ifndef STB_RUNTIME_STACKS_ESCAPE_H
 #define STB_RUNTIME_STACKS_ESCAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,10 @@ size_t stb_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
  * result never contains a control byte. Pure; thread-safe.
  */
 size_t stb_text_escape(char *dst, size_t size, const char *src, size_t len);
+
+/* Do the len bytes at src need no escape (stb_text_escape would copy them as
+ * they are)? Pure; thread-safe. */
+bool stb_text_plain(const char *src, size_t len);
 
 /* stb_text_escape of the NUL-terminated s (NULL: "") written to out. Returns
  * 0 or -EIO. */

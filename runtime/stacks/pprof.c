@@ -17,6 +17,7 @@
 #include "json.h"
 #include "flamegraph.h"
 #include "pprof.h"
+#include "report_why.h"
 #include "profile.pb-c.h"
 #include "stb/abi.h"
 #include "symbolize.h"
@@ -1321,8 +1322,9 @@ static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *
 static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 			   const struct stb_report_task *t)
 {
-	char id[24];
-	struct stb_pprof_label l[8];
+	char id[24], wbuf[3][32];
+	const char *wkeys[3], *wvals[3];
+	struct stb_pprof_label l[11];
 	unsigned n = 0;
 	int64_t one = 1;
 	int64_t st = pp_task_stack(p, t);
@@ -1344,6 +1346,9 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 	if (t->err < 0)
 		l[n++] = (struct stb_pprof_label){.key = "error",
 						  .str = t->error[0] ? t->error : strerror(-t->err)};
+	unsigned nw = stb_why_labels(t, wkeys, wvals, wbuf);
+	for (unsigned i = 0; i < nw; i++)
+		l[n++] = (struct stb_pprof_label){.key = wkeys[i], .str = wvals[i]};
 	int64_t rc = stb_pprof_sample(p, (uint32_t)st, l, n, &one);
 	return rc < 0 ? (int)rc : 0;
 }
@@ -1353,7 +1358,7 @@ static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
 	int64_t st = pp_task_stack(p, lead);
 	if (st < 0)
 		return (int)st;
-	size_t n = 1 + lead->group_count;
+	size_t n = 2 + lead->group_count;
 	struct stb_pprof_label *l = calloc(n, sizeof(*l));
 	char (*ids)[24] = calloc(lead->group_count, sizeof(*ids));
 	int rc = -ENOMEM;
@@ -1361,9 +1366,13 @@ static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
 		goto cleanup;
 	l[0] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(lead->state)};
 	size_t k = 1;
+	if (lead->wait.kind != STB_WAIT_NONE) /* a group has one wait kind */
+		l[k++] = (struct stb_pprof_label){.key = "wait_kind",
+						  .str = stb_wait_kind_name(lead->wait.kind)};
+	size_t first = k;
 	for (const struct stb_report_task *m = lead; m && k < n; m = m->group_next, k++) {
-		snprintf(ids[k - 1], sizeof(ids[k - 1]), "%" PRIu64, m->id);
-		l[k] = (struct stb_pprof_label){.key = "bthread_id", .str = ids[k - 1]};
+		snprintf(ids[k - first], sizeof(ids[k - first]), "%" PRIu64, m->id);
+		l[k] = (struct stb_pprof_label){.key = "bthread_id", .str = ids[k - first]};
 	}
 	int64_t count = lead->group_count;
 	int64_t s = stb_pprof_sample(p, (uint32_t)st, l, (unsigned)k, &count);

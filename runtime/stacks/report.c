@@ -15,6 +15,7 @@
 #include "pprof.h"
 #include "report.h"
 #include "rtframes.h"
+#include "report_why.h"
 #include "stb/abi.h"
 #include "symbolize.h"
 #include "util.h"
@@ -66,24 +67,106 @@ bool stb_report_task_exact(const struct stb_report_task *t)
 	return stb_trace_mode_exact(t->mode) && !t->inexact;
 }
 
+/* The 8 hex digits of x, most significant first, as 8 bytes in memory
+ * order: each nibble spread into a byte, then turned into its digit in all
+ * bytes at once. */
+static uint64_t hex8(uint32_t x)
+{
+	uint64_t v = x;
+	v = ((v & 0xffff0000u) << 16) | (v & 0xffffu);
+	v = ((v & 0x0000ff000000ff00ull) << 8) | (v & 0x000000ff000000ffull);
+	v = ((v & 0x00f000f000f000f0ull) << 4) | (v & 0x000f000f000f000full);
+	uint64_t letters = ((v + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull;
+	v += 0x3030303030303030ull + letters * ('a' - '0' - 10);
+	return __builtin_bswap64(v);
+}
+
+/* Appends the hex digits of v (at least min of them, no prefix) at p. */
+static char *put_hex(char *p, uint64_t v, int min)
+{
+	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+	if (n < min)
+		n = min;
+	if (n == 16) {
+		uint64_t hi = hex8((uint32_t)(v >> 32)), lo = hex8((uint32_t)v);
+		memcpy(p, &hi, 8);
+		memcpy(p + 8, &lo, 8);
+	} else if (n > 8) {
+		uint64_t hi = hex8((uint32_t)(v >> 32)), lo = hex8((uint32_t)v);
+		char t[16];
+		memcpy(t, &hi, 8);
+		memcpy(t + 8, &lo, 8);
+		memcpy(p, t + 16 - n, (size_t)n);
+	} else {
+		static const char digits[] = "0123456789abcdef";
+		for (int i = n - 1; i >= 0; i--, v >>= 4)
+			p[i] = digits[v & 15];
+	}
+	return p + n;
+}
+
+static char *put_dec(char *p, unsigned v)
+{
+	char t[10];
+	int n = 0;
+	do {
+		t[9 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(p, t + 10 - n, (size_t)n);
+	return p + n;
+}
+
+#define STB_NAME_MAX 512 /* escaped names are cut at 511 bytes: a line stays readable */
+#define STB_PUT(p, lit) (memcpy(p, lit, sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+static char *put_name(char *p, const char *s)
+{
+	size_t n = strlen(s);
+	if (n < STB_NAME_MAX && stb_text_plain(s, n)) { /* the common case */
+		memcpy(p, s, n);
+		return p + n;
+	}
+	n = stb_text_escape(p, STB_NAME_MAX, s, n);
+	return p + (n < STB_NAME_MAX ? n : STB_NAME_MAX - 1);
+}
+
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
 {
-	/* Frames found by following frame pointers (beyond a stack copy) say so. */
-	const char *how = (f->flags & STB_FRAME_F_FP) ? " [fp]" : "";
-	char name[512];
+	/* Built in a local line of bounded length (every part is), then copied
+	 * with snprintf's contract: no format parsed per field. */
+	char line[64 + STB_NAME_MAX + 64];
+	char *p = line;
+	p = STB_PUT(p, "#");
+	p = put_dec(p, idx);
+	p = STB_PUT(p, " 0x");
+	p = put_hex(p, f->ip, 16);
 	if (f->symbol) {
-		stb_text_escape(name, sizeof(name), f->symbol, strlen(f->symbol));
-		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " %s+0x%" PRIx64 "%s\n", idx,
-					f->ip, name, f->offset, how);
-	}
-	if (f->module) {
+		p = STB_PUT(p, " ");
+		p = put_name(p, f->symbol);
+		p = STB_PUT(p, "+0x");
+		p = put_hex(p, f->offset, 1);
+	} else if (f->module) {
 		const char *base = strrchr(f->module, '/');
-		base = base ? base + 1 : f->module;
-		stb_text_escape(name, sizeof(name), base, strlen(base));
-		return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ?? (%s+0x%" PRIx64 ")%s\n",
-					idx, f->ip, name, f->module_offset, how);
+		p = STB_PUT(p, " ?? (");
+		p = put_name(p, base ? base + 1 : f->module);
+		p = STB_PUT(p, "+0x");
+		p = put_hex(p, f->module_offset, 1);
+		p = STB_PUT(p, ")");
+	} else {
+		p = STB_PUT(p, " ??");
 	}
-	return (size_t)snprintf(buf, size, "#%u 0x%016" PRIx64 " ??%s\n", idx, f->ip, how);
+	/* Frames found by following frame pointers (beyond a stack copy) say so. */
+	if (f->flags & STB_FRAME_F_FP)
+		p = STB_PUT(p, " [fp]");
+	p = STB_PUT(p, "\n");
+	size_t len = (size_t)(p - line);
+	if (size) {
+		size_t n = len < size ? len : size - 1;
+		memcpy(buf, line, n);
+		buf[n] = '\0';
+	}
+	return len;
 }
 
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
@@ -142,21 +225,19 @@ static bool format_sources(const struct stb_report *r, int format)
 
 /* ---- text ---- */
 
-static void text_header(const struct stb_report *r, const struct stb_report_task *t)
+/* "bthread 123 "conn 7" [suspended, 5.2 s] waiting on mutex 0x... held by ..." */
+static void text_header(const struct stb_why *w, const struct stb_report_task *t)
 {
-	FILE *out = r->out;
+	FILE *out = w->r->out;
 	fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
 	if (t->name[0]) {
 		fputs(" \"", out);
 		stb_text_put(out, t->name);
 		fputc('"', out);
 	}
-	fprintf(out, " [%s", stb_state_name(t->state));
-	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns)
-		fprintf(out, ", %.3f s", (double)(r->now_ns - t->since_ns) / 1e9);
-	if (t->tid && t->state == STB_TASK_RUNNING)
-		fprintf(out, ", tid %u", t->tid);
-	fprintf(out, "]\n");
+	stb_why_text_bracket(w, t);
+	stb_why_text_wait(w, t);
+	fputc('\n', out);
 }
 
 /* " at file:line" of a frame, escaped; nothing when unknown. */
@@ -266,7 +347,8 @@ static void text_footer(const struct stb_report *r, const struct stb_report_task
 
 static uint64_t task_hash(const struct stb_report_task *t)
 {
-	uint64_t h = 1469598103934665603ull ^ t->state ^ ((uint64_t)(t->err < 0) << 8);
+	uint64_t h = 1469598103934665603ull ^ t->state ^ ((uint64_t)(t->err < 0) << 8) ^
+		     ((uint64_t)t->wait.kind << 16);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		h ^= t->frames[i].ip;
 		h *= 1099511628211ull;
@@ -277,7 +359,7 @@ static uint64_t task_hash(const struct stb_report_task *t)
 static bool task_same(const struct stb_report_task *a, const struct stb_report_task *b)
 {
 	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
-	    (a->err < 0) != (b->err < 0))
+	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind)
 		return false;
 	for (unsigned i = 0; i < a->nframes; i++)
 		if (a->frames[i].ip != b->frames[i].ip)
@@ -337,30 +419,33 @@ cleanup:
 
 static int report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
 {
+	struct stb_why w;
+	stb_why_init(&w, r, tasks, n);
 	text_notes(r);
 	if (!r->group) {
 		for (size_t i = 0; i < n; i++) {
-			text_header(r, &tasks[i]);
+			text_header(&w, &tasks[i]);
 			text_frames(r, &tasks[i]);
+			stb_why_text_created(&w, &tasks[i]);
 			fputc('\n', r->out);
 		}
 	} else {
 		size_t ng;
 		struct stb_report_task **leaders = stb_report_group(tasks, n, &ng);
-		if (!leaders)
+		if (!leaders) {
+			stb_why_fini(&w);
 			return -ENOMEM;
+		}
 		for (size_t g = 0; g < ng; g++) {
-			struct stb_report_task *t = leaders[g];
-			fprintf(r->out, "%u %s [%s]:", t->group_count,
-				t->group_count == 1 ? "task" : "tasks", stb_state_name(t->state));
-			for (struct stb_report_task *m = t; m; m = m->group_next)
-				fprintf(r->out, " %" PRIu64, m->id);
-			fputc('\n', r->out);
-			text_frames(r, t);
+			stb_why_text_group(&w, leaders[g]);
+			text_frames(r, leaders[g]);
+			stb_why_text_group_created(&w, leaders[g]);
 			fputc('\n', r->out);
 		}
 		free(leaders);
 	}
+	stb_why_text_deadlocks(&w, text_frames);
+	stb_why_fini(&w);
 	text_footer(r, tasks, n);
 	return ferror(r->out) ? -EIO : 0;
 }
@@ -472,8 +557,8 @@ static void json_frames(const struct stb_report *r, struct stb_json *j, struct s
 }
 
 /* The members of a task object up to (not including) "truncated". */
-static void json_task_head(const struct stb_report *r, struct stb_json *j,
-			   const struct stb_report_task *t)
+static void json_task_head(const struct stb_why *w, struct stb_json *j,
+			   struct stb_report_task *t)
 {
 	stb_json_kv_u64(j, "id", t->id);
 	stb_json_kv_string(j, "kind", t->is_pthread ? "pthread" : "bthread");
@@ -483,21 +568,45 @@ static void json_task_head(const struct stb_report *r, struct stb_json *j,
 						 ? mode_names[t->mode] : "none");
 	if (t->tid)
 		stb_json_kv_u64(j, "tid", t->tid);
-	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns) {
-		stb_json_key(j, "blocked_s");
-		stb_json_fixed3(j, (double)(r->now_ns - t->since_ns) / 1e9);
-	}
+	stb_why_json_task(w, j, t);
 	if (t->err < 0)
 		stb_json_kv_string(j, "error", t->error[0] ? t->error : strerror(-t->err));
+}
+
+/* The members describing the stack shown: of a task, or once for a group
+ * (its first member's, as the text shows). */
+static void json_stack(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
+{
 	if (t->hidden)
 		stb_json_kv_u64(j, "runtime_frames_hidden", t->hidden);
 	if (t->not_shown)
 		stb_json_kv_u64(j, "frames_not_shown", t->not_shown);
+	stb_json_kv_bool(j, "truncated", t->truncated != 0);
+	json_frames(r, j, t);
 }
 
+/* Grouped, a task carries no frames but the index of its group, and the
+ * group its members' ids and the stack, once. */
 static int report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
 {
 	struct stb_json j;
+	struct stb_why w;
+	size_t ng = 0;
+	struct stb_report_task **leaders = NULL;
+	uint32_t *group_of = NULL;
+	if (r->group) {
+		leaders = stb_report_group(tasks, n, &ng);
+		group_of = malloc((n ? n : 1) * sizeof(*group_of));
+		if (!leaders || !group_of) {
+			free(leaders);
+			free(group_of);
+			return -ENOMEM;
+		}
+		for (size_t g = 0; g < ng; g++)
+			for (struct stb_report_task *m = leaders[g]; m; m = m->group_next)
+				group_of[m - tasks] = (uint32_t)g;
+	}
+	stb_why_init(&w, r, tasks, n);
 	stb_json_init(&j, r->out);
 	stb_json_object(&j);
 	stb_json_kv_string(&j, "schema", "stb-stacks/1");
@@ -506,17 +615,15 @@ static int report_json(const struct stb_report *r, struct stb_report_task *tasks
 	stb_json_array(&j);
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
-		json_task_head(r, &j, &tasks[i]);
-		stb_json_kv_bool(&j, "truncated", tasks[i].truncated != 0);
-		json_frames(r, &j, &tasks[i]);
+		json_task_head(&w, &j, &tasks[i]);
+		if (r->group)
+			stb_json_kv_u64(&j, "group", group_of[i]);
+		else
+			json_stack(r, &j, &tasks[i]);
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);
 	if (r->group) {
-		size_t ng;
-		struct stb_report_task **leaders = stb_report_group(tasks, n, &ng);
-		if (!leaders)
-			return -ENOMEM;
 		stb_json_key(&j, "groups");
 		stb_json_array(&j);
 		for (size_t g = 0; g < ng; g++) {
@@ -524,18 +631,22 @@ static int report_json(const struct stb_report *r, struct stb_report_task *tasks
 			stb_json_object(&j);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
+			stb_why_json_group(&w, &j, t);
 			stb_json_key(&j, "ids");
 			stb_json_array(&j);
 			for (struct stb_report_task *m = t; m; m = m->group_next)
 				stb_json_u64(&j, m->id);
 			stb_json_end(&j);
-			json_frames(r, &j, t);
+			json_stack(r, &j, t);
 			stb_json_end(&j);
 		}
 		stb_json_end(&j);
-		free(leaders);
 	}
+	stb_why_json_deadlocks(&w, &j);
 	stb_json_end(&j);
+	stb_why_fini(&w);
+	free(leaders);
+	free(group_of);
 	return stb_json_finish(&j);
 }
 
@@ -566,9 +677,14 @@ int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, 
 int stb_report_list(const struct stb_report *r, const struct stb_report_task *tasks, size_t n,
 		    bool json)
 {
+	/* The writers only read the tasks here (no frames to symbolize). */
+	struct stb_report_task *ts = (struct stb_report_task *)tasks;
+	struct stb_why w;
+	stb_why_init(&w, r, ts, n);
 	if (!json) {
 		for (size_t i = 0; i < n; i++)
-			text_header(r, &tasks[i]);
+			text_header(&w, &ts[i]);
+		stb_why_fini(&w);
 		return ferror(r->out) ? -EIO : 0;
 	}
 	struct stb_json j;
@@ -580,10 +696,11 @@ int stb_report_list(const struct stb_report *r, const struct stb_report_task *ta
 	stb_json_array(&j);
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
-		json_task_head(r, &j, &tasks[i]);
+		json_task_head(&w, &j, &ts[i]);
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);
 	stb_json_end(&j);
+	stb_why_fini(&w);
 	return stb_json_finish(&j);
 }

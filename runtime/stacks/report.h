@@ -17,9 +17,12 @@
 
 #include "stb/abi.h"
 #include "stb/stb.h"
+#include "wait.h"
 
 struct stb_sym;
 struct stb_unw_proc;
+struct stb_deadlocks;
+struct stb_mem;
 
 /* One traced task. frames hold at least ip/sp/flags; symbols may be filled
  * late from the report's symbolizer. */
@@ -29,7 +32,12 @@ struct stb_report_task {
 	unsigned mode;           /* enum stb_trace_mode */
 	int is_pthread;
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
-	uint64_t since_ns;       /* CLOCK_MONOTONIC when it blocked, 0 = unknown */
+	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
+				    pthread in a wait), 0 = unknown */
+	uint64_t run_since_ns;   /* running bthreads: CLOCK_MONOTONIC since when it runs
+				    without a switch (the monitor's), 0 = unknown */
+	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
+	struct stb_creator creator; /* who started it (all 0: unknown) */
 	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
 	char error[128];
@@ -118,6 +126,8 @@ struct stb_report {
 	bool lines;              /* text: file:line and inline frames */
 	const char *runtime_hint; /* text: how to show hidden runtime frames
 	                            ("--runtime-frames"); NULL: no hint */
+	const struct stb_deadlocks *deadlocks; /* the table's deadlocks; NULL: not searched */
+	bool all_ids;            /* grouped text: every id (else the first few and a count) */
 };
 
 /* Is frame 0 of a task traced in this mode the interrupted instruction (not
@@ -175,5 +185,26 @@ void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m);
  * first error. */
 int stb_report_meta_lines(const struct stb_report_meta *m,
 			  int (*add)(void *arg, const char *line), void *arg);
+
+/* ---- why a task is where it is (report_why.c) ---- */
+
+/*
+ * Fills t's why-members -- wait, since_ns, run_since_ns, creator -- from
+ * entry p of task t->id (t->id and t->is_pthread set), read before the task
+ * is traced: the wait block validated as abi.h says (wait.h); the current
+ * owner of a mutex, rwlock or bthread_id re-read with mem (NULL: the owner
+ * seen when it blocked); for a running bthread the time since its last
+ * switch from worker entry w (NULL: unknown). Reads only; thread-safe.
+ */
+void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
+			 const struct stb_abi_worker *w, const struct stb_mem *mem);
+
+/* After the trace: drops the wait and times of t when its entry p says that
+ * it moved since stb_report_task_why (they would not describe its stack). */
+void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p);
+
+/* How long t has been blocked, or running without a switch, at now_ns
+ * (CLOCK_MONOTONIC); 0 when neither is known (--stuck, opts.stuck_ns). */
+uint64_t stb_report_stuck_ns(const struct stb_report_task *t, uint64_t now_ns);
 
 #endif /* STB_RUNTIME_REPORT_H */

@@ -531,6 +531,26 @@ int stb_unw_proc_main_module(struct stb_unw_proc *p, struct stb_unw_module_info 
 	return ret;
 }
 
+int stb_unw_proc_function(struct stb_unw_proc *p, uint64_t ip, uint64_t *lo, uint64_t *hi)
+{
+	const struct stb_modtab *t;
+	const struct stb_mod *m;
+	struct stb_cfi_row row;
+	int ret = -ENOENT;
+
+	if (!p || !lo || !hi)
+		return -EINVAL;
+	t = stb_mods_acquire(p->mods);
+	m = stb_modtab_find(t, ip);
+	if (m && row_of(m, ip, &row) == 0) {
+		*lo = row.fn_lo;
+		*hi = row.fn_hi;
+		ret = 0;
+	}
+	stb_mods_release(t);
+	return ret;
+}
+
 void stb_unw_proc_stats(struct stb_unw_proc *p, struct stb_unw_stats *out)
 {
 	memset(out, 0, sizeof(*out));

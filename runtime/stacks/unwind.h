@@ -224,6 +224,12 @@ int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_modu
  * it, or -errno from stat. */
 int stb_unw_proc_main_module(struct stb_unw_proc *p, struct stb_unw_module_info *out);
 
+/* The range [*lo, *hi) of the function (or function part: an FDE) whose
+ * code holds ip, from the module's CFI. ip is an address inside the code
+ * (for a return address pass ret - 1). Thread-safe, reads no target memory.
+ * Returns 0, or -ENOENT when no CFI covers ip. */
+int stb_unw_proc_function(struct stb_unw_proc *p, uint64_t ip, uint64_t *lo, uint64_t *hi);
+
 /* Counters, summed over all walks on a proc since stb_unw_proc_new. */
 struct stb_unw_stats {
 	uint64_t walks;

@@ -126,6 +126,8 @@ struct stb_dh_query {
 	int format;          /* enum stb_format, STB_DH_FORMAT_HTML; -1: not given */
 	bool runtime_frames; /* runtime_frames=1 */
 	bool lines;          /* lines=1 */
+	bool all_ids;        /* v=1 */
+	uint64_t stuck_ns;   /* stuck=SECONDS */
 };
 
 /* A 0|1 value. */
@@ -137,8 +139,8 @@ static bool dh_flag(const char *v, size_t vlen, bool *out)
 	return true;
 }
 
-/* Parses "k=v&k=v": st, runtime_frames and lines (0|1), format (text, json,
- * pprof, folded, flamegraph, html); other keys are ignored. */
+/* Parses "k=v&k=v": st, runtime_frames, lines and v (0|1), format (text, json,
+ * pprof, folded, flamegraph, html), stuck=SECONDS; other keys are ignored. */
 static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
 			       size_t whylen)
 {
@@ -158,6 +160,16 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 				out->st = v[0] == '1';
 			} else {
 				snprintf(why, whylen, "st must be 0 or 1");
+				return false;
+			}
+		} else if (klen == 5 && memcmp(kv, "stuck", 5) == 0) {
+			if (!stb_parse_seconds(v, vlen, 86400, &out->stuck_ns)) {
+				snprintf(why, whylen, "stuck must be seconds (e.g. 5 or 0.5)");
+				return false;
+			}
+		} else if (klen == 1 && kv[0] == 'v') {
+			if (!dh_flag(v, vlen, &out->all_ids)) {
+				snprintf(why, whylen, "v must be 0 or 1");
 				return false;
 			}
 		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
@@ -196,7 +208,9 @@ static const char stb_dh_index[] =
 	"stb debug endpoint\n"
 	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
-	"  /bthreads/all           every stack, grouped by identical stack with the count\n"
+	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
+	"                          count, times, ids (?v=1: all of them) and the deadlocks\n"
+	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
 	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
 	"flamegraph; ?runtime_frames=1 shows the runtime's own frames, ?lines=1 adds\n"
@@ -296,7 +310,11 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 			 stb_format_name(format));
 		goto cleanup;
 	}
-	int rc = stb_collect_tasks(one ? id : 0, 0, 0, stacks, self_ip, self_sp, self_bp, &set);
+	const struct stb_collect_opts co = {
+		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
+		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
+	};
+	int rc = stb_collect_tasks(&co, &set);
 	if (rc == -ESRCH) {
 		dh_error(res, 404, "no live bthread %" PRIu64, id);
 		goto cleanup;
@@ -312,8 +330,10 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
-			       .meta = &meta, .max_depth = 64, .runtime_frames = q->runtime_frames,
-			       .lines = q->lines, .runtime_hint = "?runtime_frames=1"};
+			       .meta = &meta, .all_ids = q->all_ids,
+			       .deadlocks = set.searched ? &set.deadlocks : NULL, .max_depth = 64,
+			       .runtime_frames = q->runtime_frames, .lines = q->lines,
+			       .runtime_hint = "?runtime_frames=1"};
 	stb_trace_self_tools(&r.unw, &r.sym);
 	if (stacks)
 		rc = stb_report_write(&r, set.tasks, set.n, format);

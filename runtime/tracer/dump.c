@@ -7,11 +7,13 @@
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "deadlock.h"
 #include "internal.h"
 #include "pprof.h"
 #include "report.h"
@@ -19,6 +21,7 @@
 #include "tview.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
+#define STB_DUMP_DEADLOCK_MS 2000u /* the deadlock search's budget */
 
 /* The in-process table as the scan sees it: every slot, published or
  * private (beyond the table's capacity). */
@@ -34,28 +37,53 @@ static struct stb_abi_task *self_entry(void *ctx, uint32_t slot, uint32_t *next)
 	return t ? t->pub : NULL;
 }
 
+/* Reads memory of this process that may be gone (an owner word of a
+ * destroyed mutex): process_vm_readv fails where a load would fault. */
+static int read_self_checked(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	(void)ctx;
+	struct iovec l = {.iov_base = dst, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EFAULT;
+}
+
+const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
+
+struct stb_tview_src stb_self_src(uint32_t *first)
+{
+	return (struct stb_tview_src){.entry = self_entry, .ctx = first, .nslots = stb_task_slots()};
+}
+
+bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *d,
+		       uint64_t now)
+{
+	if (!o->stuck_ns)
+		return true;
+	if (o->stuck_no_io && (d->wait.kind == STB_WAIT_FD || d->wait.kind == STB_WAIT_SLEEP))
+		return false;
+	if (o->stuck_no_io && d->is_pthread && d->wait.kind == STB_WAIT_NONE)
+		return false; /* a registered pthread running on its own: unknown */
+	return stb_report_stuck_ns(d, now) >= o->stuck_ns;
+}
+
 struct collect {
+	const struct stb_collect_opts *o;
 	struct stb_task_set *set;
 	size_t cap;                  /* tasks allocated */
-	bthread_t only;
-	bool stacks;
 	unsigned depth;              /* frames kept per task (stb_report_keep) */
+	uint64_t now;                /* CLOCK_MONOTONIC when the collection started */
 	struct stb_frame *scratch;   /* one trace's frames (STB_REPORT_WALK_MAX) */
 	size_t used, room;           /* frames arena */
-	uint64_t self_ip, self_sp, self_bp;
 	int err;
 };
 
 /* Fills d from the entry copy v without tracing it. */
 static void entry_task(const struct stb_tview_task *v, struct stb_report_task *d)
 {
-	d->id = v->id;
-	d->state = v->state;
 	d->mode = STB_TRACE_NO_STACK;
-	d->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	if (v->state == STB_TASK_RUNNING || d->is_pthread)
 		d->tid = v->tid;
-	d->since_ns = v->state == STB_TASK_SUSPENDED ? v->since_ns : 0;
 	memcpy(d->name, v->name, sizeof(d->name));
 }
 
@@ -67,8 +95,8 @@ static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d
 	 * that the report can count the frames it leaves out; depth are kept. */
 	struct stb_trace_opts to = {.max_depth = STB_REPORT_WALK_MAX, .no_symbols = 1};
 	struct stb_trace_info info;
-	int r = stb_trace_impl(id, &to, c->scratch, STB_REPORT_WALK_MAX, &info, c->self_ip,
-			       c->self_sp, c->self_bp);
+	int r = stb_trace_impl(id, &to, c->scratch, STB_REPORT_WALK_MAX, &info, c->o->self_ip,
+			       c->o->self_sp, c->o->self_bp);
 	if (r == -ESRCH)
 		return r;
 	d->id = id;
@@ -76,7 +104,6 @@ static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d
 	d->mode = info.mode;
 	d->is_pthread = info.is_pthread;
 	d->tid = info.tid;
-	d->since_ns = info.since_ns;
 	memcpy(d->name, info.name, sizeof(d->name));
 	d->err = r < 0 ? r : 0;
 	memcpy(d->error, info.error, sizeof(d->error));
@@ -110,9 +137,9 @@ static int collect_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 		       const struct stb_tview_task *v)
 {
 	struct collect *c = arg;
+	const struct stb_collect_opts *o = c->o;
 	(void)slot;
-	(void)p;
-	if (c->only && v->id != c->only)
+	if (o->only && v->id != o->only)
 		return 0;
 	struct stb_task_set *set = c->set;
 	if (set->n == c->cap) {
@@ -128,57 +155,76 @@ static int collect_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 	}
 	struct stb_report_task *d = &set->tasks[set->n];
 	memset(d, 0, sizeof(*d));
-	if (!c->stacks) {
+	d->id = v->id;
+	d->state = v->state;
+	d->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
+	/* Why it is there, before the trace (which must not see it move). */
+	stb_report_task_why(d, p, stb_table_worker(v->worker), &stb_self_checked_mem);
+	if (!stb_collect_stuck(o, d, c->now))
+		return 0;
+	if (!o->stacks) {
 		entry_task(v, d);
 	} else if (trace_task(c, v->id, d) != 0) {
 		return 0; /* finished meanwhile */
-	} else if (d->nframes && keep_frames(c, d->nframes) != 0) {
-		c->err = -ENOMEM;
-		return 1;
+	} else {
+		stb_report_task_why_recheck(d, p);
+		if (!stb_collect_stuck(o, d, c->now))
+			return 0; /* it moved on meanwhile: not stuck */
+		if (d->nframes && keep_frames(c, d->nframes) != 0) {
+			c->err = -ENOMEM;
+			return 1;
+		}
 	}
 	set->n++;
-	return c->only != 0; /* one task: done */
+	return o->only != 0; /* one task: done */
 }
 
 void stb_task_set_free(struct stb_task_set *set)
 {
 	free(set->tasks);
 	free(set->frames);
+	stb_deadlocks_free(&set->deadlocks);
 	memset(set, 0, sizeof(*set));
 }
 
-int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool stacks,
-		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set)
+int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set)
 {
 	memset(set, 0, sizeof(*set));
 	struct collect c = {
-		.set = set, .only = only, .stacks = stacks,
-		.depth = stb_report_keep(depth ? depth : STB_DUMP_DEFAULT_DEPTH),
-		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
+		.o = o, .set = set,
+		.depth = stb_report_keep(o->depth ? o->depth : STB_DUMP_DEFAULT_DEPTH),
+		.now = stb_now_ns(),
 	};
 	uint32_t first = 0;
-	struct stb_tview_src src = {.entry = self_entry, .ctx = &first, .nslots = stb_task_slots()};
-	if (only) {
-		if (!stb_task_lookup(only))
+	struct stb_tview_src src = stb_self_src(&first);
+	if (o->only) {
+		if (!stb_task_lookup(o->only))
 			return -ESRCH;
-		first = STB_ABI_SLOT(only);
+		first = STB_ABI_SLOT(o->only);
 		src.nslots = first + 1;
 	}
-	if (stacks && !(c.scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*c.scratch)))) {
+	if (o->stacks && !(c.scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*c.scratch)))) {
 		c.err = -ENOMEM;
 		goto cleanup;
 	}
 	struct stb_tview_scan_result res;
-	stb_tview_scan(&src, state_mask, 0, collect_one, &c, &res);
+	stb_tview_scan(&src, o->state_mask, 0, collect_one, &c, &res);
 	if (c.err)
 		goto cleanup;
 	/* The arena moved while growing: point each task at its frames now. */
-	for (size_t i = 0, off = 0; stacks && i < set->n; i++) {
+	for (size_t i = 0, off = 0; o->stacks && i < set->n; i++) {
 		set->tasks[i].frames = set->tasks[i].nframes ? set->frames + off : NULL;
 		off += set->tasks[i].nframes;
 	}
-	if (only && set->n == 0)
+	if (o->only && set->n == 0)
 		c.err = -ESRCH;
+	if (!c.err && o->deadlocks) {
+		first = 0;
+		struct stb_tview_src all = stb_self_src(&first);
+		uint64_t deadline = stb_now_ns() + STB_DUMP_DEADLOCK_MS * 1000000ull;
+		c.err = stb_deadlock_find(&all, &stb_self_checked_mem, deadline, &set->deadlocks);
+		set->searched = c.err == 0;
+	}
 cleanup:
 	free(c.scratch);
 	if (c.err)
@@ -195,13 +241,18 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	if (!out || !stb_format_name(o->format))
 		return -EINVAL;
 	struct stb_task_set set;
-	int rc = stb_collect_tasks(0, o->max_depth, o->state_mask, true, self_ip, self_sp, self_bp,
-				   &set);
+	const struct stb_collect_opts co = {
+		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = true,
+		.stuck_ns = o->stuck_ns, .deadlocks = true,
+		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
+	};
+	int rc = stb_collect_tasks(&co, &set);
 	if (rc < 0)
 		goto cleanup;
 	struct stb_report_meta meta = {.producer = "stb_dump", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = o->group != 0,
-			       .meta = &meta,
+			       .meta = &meta, .all_ids = o->all_ids != 0,
+			       .deadlocks = set.searched ? &set.deadlocks : NULL,
 			       .max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH,
 			       .runtime_frames = o->runtime_frames != 0, .lines = o->lines != 0,
 			       .runtime_hint = "stb_dump_opts.runtime_frames = 1"};

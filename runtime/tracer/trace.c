@@ -102,6 +102,7 @@ void stb_tracer_attach(void)
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
 	stb_dump_signal_init();
+	stb_watchdog_env_init();
 }
 
 int stb_set_signal_trace_timeout_ms(int ms)

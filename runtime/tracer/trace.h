@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "deadlock.h"
+#include "tview.h"
 #include "stb/stb.h"
 
 /* Installs the dump-on-signal handler when $STB_DUMP_SIGNAL is set (attach). */
@@ -47,20 +49,44 @@ struct stb_task_set {
 	struct stb_report_task *tasks;
 	struct stb_frame *frames;     /* all tasks' frames, one after the other */
 	size_t n;
+	struct stb_deadlocks deadlocks; /* with opts.deadlocks */
+	bool searched;                /* deadlocks was filled */
+};
+
+struct stb_collect_opts {
+	bthread_t only;       /* just that task; 0: every live one */
+	unsigned depth;       /* frames per stack at most; 0 = 64 */
+	unsigned state_mask;  /* 1u << state to include; 0 = all */
+	bool stacks;          /* trace each task (else: the table fields only) */
+	uint64_t stuck_ns;    /* only tasks blocked, or running without a switch, this long */
+	bool stuck_no_io;     /* with stuck_ns: fd waits and sleeps are not stuck */
+	bool deadlocks;       /* search the whole table's deadlocks too */
+	uint64_t self_ip, self_sp, self_bp; /* the caller's frame, for the calling task */
 };
 
 /*
- * Collects every live bthread and registered pthread (only != 0: just that
- * one) whose state is in state_mask (0 = all). stacks: trace each task (no
- * symbols; the report symbolizes with stb_trace_self_tools' symbolizer), keeping
- * stb_report_keep(depth) frames (depth 0 = 64) and counting the rest up to
- * STB_REPORT_WALK_MAX into beyond; otherwise only the table fields (id, name,
- * state, tid, since). self_*: the caller's frame, for the calling task.
- * Returns 0 (set filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH
- * when `only` is not a live task.
+ * Collects every live bthread and registered pthread as o says, with why
+ * each is where it is (report.h: wait, times, creator). Stacks are traced
+ * without symbols (the report symbolizes with stb_trace_self_tools'
+ * symbolizer), keeping stb_report_keep(depth) frames (depth 0 = 64) and
+ * counting the rest up to STB_REPORT_WALK_MAX into beyond. Returns 0 (set
+ * filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH when o->only is
+ * not a live task.
  */
-int stb_collect_tasks(bthread_t only, unsigned depth, unsigned state_mask, bool stacks,
-		      uint64_t self_ip, uint64_t self_sp, uint64_t self_bp, struct stb_task_set *set);
+int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set);
 void stb_task_set_free(struct stb_task_set *set);
+
+/* Is d stuck as o says (stuck_ns, stuck_no_io) at now (CLOCK_MONOTONIC)? */
+bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *d,
+		       uint64_t now);
+
+/* The in-process table as a scan source (every slot, published or private). */
+struct stb_tview_src stb_self_src(uint32_t *first);
+
+/* Memory of this process read with checks (a mutex that was destroyed...). */
+extern const struct stb_mem stb_self_checked_mem;
+
+/* Starts the watchdog when $STB_WATCHDOG is set (attach). */
+void stb_watchdog_env_init(void);
 
 #endif /* STB_RUNTIME_TRACE_H */

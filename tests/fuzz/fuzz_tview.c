@@ -5,11 +5,14 @@
  * header, then task entries -- followed by "stack" bytes that the memory
  * backend serves. Every header is checked, every entry read and scanned
  * with a state mask from the input, and traced by the driver on a frozen
- * target (no waiting) with the stack bytes as the target's memory.
+ * target (no waiting) with the stack bytes as the target's memory; the
+ * deadlock search runs over the same table (owner words in the stack bytes)
+ * and every cycle it reports must close.
  */
 #include <stdbool.h>
 #include <string.h>
 
+#include "deadlock.h"
 #include "driver.h"
 #include "frames.h"
 #include "fuzz.h"
@@ -141,6 +144,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		src.nslots = n + 16;
 	struct stb_tview_scan_result r;
 	stb_tview_scan(&src, (unsigned)h.flags, 0, visit, &d, &r);
+
+	struct stb_deadlocks dl;
+	if (stb_deadlock_find(&src, &mem, 0, &dl) == 0) {
+		for (size_t c = 0; c < dl.ncycles; c++) {
+			size_t k;
+			const struct stb_deadlock_member *m = stb_deadlock_cycle(&dl, c, &k);
+			for (size_t i = 0; i < k; i++)
+				if (k < 2 || m[i].held_by != m[(i + 1) % k].id)
+					__builtin_trap(); /* a cycle that does not close */
+		}
+		stb_deadlocks_free(&dl);
+	}
 
 	/* The frame sink fed with the entries' words as frames. */
 	struct stb_frame frames[8];
