@@ -102,6 +102,15 @@ static void assert_folded_shape(const char *text)
 	assert_true(lines > 0);
 }
 
+/* How many times needle occurs in text. */
+static unsigned count_of(const char *text, const char *needle)
+{
+	unsigned n = 0;
+	for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
 static void check_json(const char *file, const char *opts)
 {
 	const char *py = ts_env("STB_PYTHON3", "python3");
@@ -572,6 +581,15 @@ static void test_loader_json(void **state)
 		fail_msg("loader exit %d: %s", rc, err);
 	free(err);
 	check_json(path, "--loader --grouped");
+	/* The stack once per group (with its ids), never per task. */
+	text = read_file(path, NULL);
+	assert_non_null(text);
+	unsigned nframes = count_of(text, "\"frames\": ["), nids = count_of(text, "\"ids\": [");
+	unsigned ntasks = count_of(text, "\"kind\": \"bthread\"") +
+			  count_of(text, "\"kind\": \"pthread\"");
+	if (nframes == 0 || nframes != nids || nframes >= ntasks)
+		fail_msg("grouped JSON: %u frames arrays, %u groups, %u tasks", nframes, nids, ntasks);
+	free(text);
 	STB_TEST_END();
 }
 
