@@ -2,6 +2,7 @@
 /*
  * The helpers of the stb-bpf-loader tests (loader_checks.h).
  */
+#include <ctype.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -210,22 +211,13 @@ void parse_text(const char *text, struct tout *o)
 			memset(cur, 0, sizeof(*cur));
 			unsigned count;
 			char kind[16];
-			/* "N bthreads [state, min .. max] waiting on ...: id id ...". */
+			/* "N bthreads [state, min .. max] waiting on ..."; the ids
+			 * follow on "  ids" lines. */
 			if (sscanf(line, "%u %15s [%31[^],]", &count, kind, cur->state) == 3 &&
 			    (strncmp(kind, "task", 4) == 0 || strncmp(kind, "bthread", 7) == 0 ||
-			     strncmp(kind, "pthread", 7) == 0) &&
-			    strrchr(line, ':')) {
+			     strncmp(kind, "pthread", 7) == 0)) {
 				cur->group = true;
 				cur->count = count;
-				const char *ids = strrchr(line, ':') + 1;
-				char *end;
-				for (;;) {
-					uint64_t id = strtoull(ids, &end, 10);
-					if (end == ids || cur->nids == MAX_TASKS)
-						break;
-					cur->ids[cur->nids++] = id;
-					ids = end;
-				}
 			} else if (sscanf(line, "%15s %" SCNu64, kind, &cur->id) == 2 &&
 				   (strcmp(kind, "bthread") == 0 || strcmp(kind, "pthread") == 0)) {
 				cur->pthread = strcmp(kind, "pthread") == 0;
@@ -242,6 +234,26 @@ void parse_text(const char *text, struct tout *o)
 				sscanf(b + 1, "%31[^],]", cur->state);
 			} else {
 				fail_msg("unexpected line in the loader's output: '%s'", line);
+			}
+			continue;
+		}
+		/* "  ids 1 2 ... and N more" ("  id 1"), continued on lines
+		 * indented by 6 spaces (every id). */
+		const char *ids = NULL;
+		if (cur->group && strncmp(line, "  ids ", 6) == 0)
+			ids = line + 5;
+		else if (cur->group && strncmp(line, "  id ", 5) == 0)
+			ids = line + 4;
+		else if (cur->group && strncmp(line, "      ", 6) == 0 && isdigit((unsigned char)line[6]))
+			ids = line + 5;
+		if (ids) {
+			char *end;
+			for (;;) {
+				uint64_t id = strtoull(ids, &end, 10);
+				if (end == ids || cur->nids == MAX_TASKS)
+					break;
+				cur->ids[cur->nids++] = id;
+				ids = end;
 			}
 			continue;
 		}

@@ -139,8 +139,7 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[([a-z-]+)((, [^],]+)*)\\]( .*)?$",
 		REG_EXTENDED);
 	regcomp(&gre,
-		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[([a-z-]+)[^]]*\\][^:]*:(( [0-9]+)+)"
-		"( and [0-9,]+ more)?$",
+		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[([a-z-]+)[^]]*\\]( .*)?$",
 		REG_EXTENDED);
 	bool ok = true;
 	char *save = NULL;
@@ -174,16 +173,28 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 				cur->count = (unsigned)strtoul(line, NULL, 10);
 				snprintf(cur->state, sizeof(cur->state), "%.*s",
 					 (int)(m[3].rm_eo - m[3].rm_so), line + m[3].rm_so);
-				const char *q = line + m[4].rm_so;
 				cur->ids = calloc(cur->count + 1, sizeof(bthread_t));
-				while (*q == ' ' && cur->ids) {
-					char *end;
-					bthread_t id = strtoull(q + 1, &end, 10);
-					if (cur->nids <= cur->count)
-						cur->ids[cur->nids] = id;
-					cur->nids++;
-					q = end;
-				}
+			}
+			continue;
+		}
+		/* A group's "  ids 1 2 ... [and N more]" line ("  id 1" for one),
+		 * continued on lines indented by 6 spaces (all ids). */
+		const char *q = NULL;
+		if (cur && cur->is_group && strncmp(line, "  ids ", 6) == 0)
+			q = line + 5;
+		else if (cur && cur->is_group && strncmp(line, "  id ", 5) == 0)
+			q = line + 4;
+		else if (cur && cur->is_group && strncmp(line, "      ", 6) == 0 &&
+			 line[6] >= '0' && line[6] <= '9')
+			q = line + 5;
+		if (q) {
+			while (*q == ' ' && q[1] >= '0' && q[1] <= '9' && cur->ids) {
+				char *end;
+				bthread_t id = strtoull(q + 1, &end, 10);
+				if (cur->nids <= cur->count)
+					cur->ids[cur->nids] = id;
+				cur->nids++;
+				q = end;
 			}
 			continue;
 		}
