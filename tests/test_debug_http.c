@@ -379,20 +379,24 @@ static void test_all_grouped(void **state)
 	struct dh_resp r;
 	dh_get("/bthreads/all", 200, "text/plain", &r);
 	/* The three chains share one stack: one group of 3 listing their ids. */
-	/* "3 bthreads [suspended, T] waiting on butex 0x…: ids", then their one name. */
+	/* "3 bthreads [suspended, T] waiting on butex 0x…", then their one name
+	 * and "  ids ..." before the frames. */
 	char *g = strstr(r.body, "3 bthreads [suspended, ");
 	if (g && (!strstr(g, "] waiting on butex 0x") || !strstr(g, "\n  name \"dh chain\"\n")))
 		g = NULL;
 	if (!g)
 		fail_msg("no group of 3 suspended tasks:\n%s", r.body);
-	char *eol = strchr(g, '\n');
+	char *eol = strstr(g, "\n#0 ");
 	assert_non_null(eol);
 	*eol = '\0';
+	char *ids = strstr(g, "\n  ids ");
+	if (!ids)
+		fail_msg("group '%s' has no ids line", g);
 	for (int i = 0; i < DH_NCHAIN; i++) {
 		char id[32];
 		snprintf(id, sizeof(id), " %llu", (unsigned long long)dh_chain_ids[i]);
-		if (!strstr(g, id))
-			fail_msg("group line '%s' lacks%s", g, id);
+		if (!strstr(ids, id))
+			fail_msg("group '%s' lacks%s", g, id);
 	}
 	*eol = '\n';
 	char *next = strstr(eol, "\n\n");
@@ -403,7 +407,7 @@ static void test_all_grouped(void **state)
 	*next = '\n';
 	/* The other bthread is a group of its own. */
 	char one[64];
-	snprintf(one, sizeof(one), " sleeping: %llu\n", (unsigned long long)dh_other_id);
+	snprintf(one, sizeof(one), "\n  id %llu\n", (unsigned long long)dh_other_id);
 	char *o = strstr(r.body, one);
 	if (o && !strstr(r.body, "1 bthread [suspended, "))
 		o = NULL;
