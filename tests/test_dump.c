@@ -830,7 +830,9 @@ static void test_dump_at_exit(void **state)
 	ssize_t n = read(pfd[0], buf, sizeof(buf) - 1);
 	close(pfd[0]);
 	assert_true(n > 0 && strncmp(buf, "ready", 5) == 0);
-	assert_int_equal(kill(pid, SIGQUIT), 0);
+	/* To the main thread (a signal to the process may be taken by any
+	 * thread, and only the main thread's sleep() returns early). */
+	assert_int_equal(syscall(SYS_tgkill, (int)pid, (int)pid, SIGQUIT), 0);
 	int st = 0;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	char *out = stb_read_fd(efd);
