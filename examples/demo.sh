@@ -71,36 +71,10 @@ fail() {
   exit 1
 }
 
-# Condenses stb-bpf-loader --group text: one line per group, the stack as
-# function names innermost first, runtime-internal frames left out.
-condense() {
-  awk '
-    function flush() {
-      if (hdr != "") printf "  %-5s %-10s %s\n", n, st, chain
-      hdr = ""; chain = ""
-    }
-    /^[0-9]+ tasks? \[/ {
-      flush(); hdr = $0; n = $1; st = $0
-      sub(/^[^[]*\[/, "", st); sub(/\].*$/, "", st)
-      next
-    }
-    /^#[0-9]+ / && hdr != "" {
-      f = $3; sub(/\+0x[0-9a-f]+$/, "", f); sub(/\.(constprop|isra|part)\.[0-9]+$/, "", f)
-      if (f ~ /^(stb_jump_stack|stb_butex_wait_mono|stb_task_entry|stb_ctx_trampoline)$/) next
-      chain = chain == "" ? f : chain " < " f
-      next
-    }
-    /^\(/ && hdr != "" { chain = chain " " $0 }
-    END { flush() }'
-}
-
-# The verbatim group of a running task whose stack holds cpu_heavy_checksum.
-running_cpu_group() {
-  awk '
-    /^[0-9]+ tasks? \[/ { flush_grp(); grp = $0 "\n"; running = ($0 ~ /\[running\]/); hit = 0; next }
-    grp != "" { grp = grp $0 "\n"; if ($0 ~ /cpu_heavy_checksum/) hit = 1 }
-    function flush_grp() { if (grp != "" && running && hit && !done) { printf "%s", grp; done = 1 } grp = "" }
-    END { flush_grp() }'
+# Is there a running group (BPF capture) whose stack holds cpu_heavy_checksum?
+# The loader's group: its header, "  name"/"  ids" lines, then its frames.
+running_cpu_seen() {
+  grep -A 12 -E '^[0-9]+ bthreads? \[running(\]|,)' "$1" | grep -q ' cpu_heavy_checksum+'
 }
 
 echo "== stb demo: an echo server on bthreads, traced live from outside =="
@@ -134,7 +108,7 @@ for _ in $(seq 100); do
   kill -0 "$server_pid" 2>/dev/null || { cat "$out/server.err" >&2; fail "the server exited at start"; }
   sleep 0.05
 done
-port=$(awk '/^listening on port /{print $4}' "$out/server.out")
+port=$(sed -n 's/^listening on port \([0-9]*\).*/\1/p' "$out/server.out")
 dport=$(sed -n 's|^debug endpoint on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$out/server.out")
 if [ -z "$port" ] || [ -z "$dport" ]; then
   fail "the server did not print its ports ($out/server.out)"
@@ -167,7 +141,8 @@ while [ $attempt -lt 8 ]; do
     cat "$out/loader.err" >&2
     fail "BPF capture is unavailable here, so running bthreads cannot be shown"
   fi
-  caught=$(running_cpu_group <"$out/loader.txt")
+  caught=''
+  running_cpu_seen "$out/loader.txt" && caught=1
   missing=()
   grep -q ' db_query_wait_for_lock+' "$out/loader.txt" || missing+=(db_query_wait_for_lock)
   grep -q ' retry_backoff_sleep+' "$out/loader.txt" || missing+=(retry_backoff_sleep)
@@ -176,15 +151,16 @@ while [ $attempt -lt 8 ]; do
   echo "      (attempt $attempt: at that instant no request was in ${missing[*]}; retrying)"
   sleep 0.3
 done
-ntasks=$(grep -E '^[0-9]+ tasks? \[' "$out/loader.txt" | awk '{s += $1} END {print s + 0}')
+ntasks=0
+while read -r n _; do
+  ntasks=$((ntasks + n))
+done < <(grep -E '^[0-9]+ (bthreads?|pthreads?|tasks) \[' "$out/loader.txt")
 echo "[4/6] sudo stb-bpf-loader --pid $server_pid --group   (attempt $attempt, ${ms} ms," \
      "$ntasks bthreads; server kept serving)"
-echo "  count state      stack, innermost first (runtime-internal frames left out;" \
-     "full output: $out/loader.txt)"
-condense <"$out/loader.txt"
+echo "  each distinct stack once, innermost frame first, with its count, state, time and"
+echo "  wait; the runtime's own frames are hidden (--runtime-frames shows them):"
+sed 's/^./    &/' "$out/loader.txt"
 [ ${#missing[@]} -eq 0 ] || fail "no snapshot in $attempt attempts showed ${missing[*]}"
-echo "  a running bthread, captured on its CPU by the BPF program (no signal, no ptrace stop):"
-printf '%s\n' "$caught" | sed 's/^/    /'
 
 # ---- 5. the debug endpoint ----
 echo "[5/6] debug endpoint (in the server, opt-in with --debug-port):"
@@ -192,7 +168,7 @@ echo "  \$ curl -s http://127.0.0.1:$dport/bthreads | head -n 6"
 curl -sS --max-time 5 "http://127.0.0.1:$dport/bthreads" >"$out/bthreads.txt" ||
   fail "curl /bthreads failed"
 head -n 6 "$out/bthreads.txt" | sed 's/^/    /'
-db_id=$(awk '/"db"/{print $2; exit}' "$out/bthreads.txt")
+db_id=$(sed -n '/"db"/{s/^[a-z]* \([0-9]*\).*/\1/p;q}' "$out/bthreads.txt")
 [ -n "$db_id" ] || fail "no \"db\" bthread in /bthreads"
 echo "  \$ curl -s 'http://127.0.0.1:$dport/bthreads/$db_id?st=1'"
 code=$(curl -sS --max-time 5 -o "$out/db.txt" -w '%{http_code}' \

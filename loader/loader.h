@@ -2,13 +2,14 @@
 /*
  * What the parts of stb-bpf-loader share: the parsed command line, the run's
  * deadline and its watchdog (watchdog.c), the snapshot (snapshot.c) and the
- * profile (profile.c) runs.
+ * profile (profile.c) runs, and continuous mode (every.c) repeating either.
  */
 #ifndef STB_LOADER_LOADER_H
 #define STB_LOADER_LOADER_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define STB_EXIT_OK 0
@@ -26,6 +27,8 @@ struct stb_loader_opts {
 	unsigned state_mask; /* 1u << state, states < STB_TASK_NSTATES */
 	bool group;
 	unsigned max_depth;
+	bool runtime_frames; /* show the runtime's own frames */
+	bool lines;          /* text: file:line and inline frames */
 	int format; /* enum stb_format */
 	bool format_set;
 	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */
@@ -42,6 +45,10 @@ struct stb_loader_opts {
 	bool profile;
 	uint64_t duration_ns;
 	unsigned freq;
+	/* --every: continuous mode */
+	uint64_t every_ns;   /* 0: one run */
+	const char *out_dir;
+	unsigned keep;       /* files kept in out_dir */
 	/* Test builds only (STB_LOADER_TEST_HOOKS): hold every lease this long. */
 	unsigned fault_hold_ms;
 };
@@ -79,8 +86,39 @@ int stb_loader_watchdog_start(const struct stb_loader_opts *o);
  * literal). Thread-safe. */
 void stb_watchdog_phase(const char *phase);
 
+/* Re-arms the watchdog: the process ends at CLOCK_MONOTONIC end_ns
+ * (UINT64_MAX: never, until re-armed). Thread-safe. */
+void stb_loader_watchdog_arm(uint64_t end_ns);
+
 /* The snapshot (snapshot.c) and the profile (profile.c): exit status. */
 int stb_snapshot_run(const struct stb_loader_opts *o);
 int stb_profile_run(const struct stb_loader_opts *o);
+
+/*
+ * A snapshot session (snapshot.c): the target opened, its modules read and
+ * the symbolizer, the BPF capture (loaded at the first running task), kept
+ * for any number of snapshots. stb_snapshot_open prints why it failed and
+ * returns NULL. stb_snapshot_once traces and writes one snapshot to out
+ * (per o's deadline from start_ns) and returns its exit status;
+ * stb_snapshot_close accepts NULL. Not thread-safe.
+ */
+struct stb_snapshot_session;
+
+struct stb_snapshot_result {
+	bool written;      /* the report was written (maybe partial) */
+	bool write_failed; /* writing it failed */
+	bool target_gone;  /* the target exited */
+	size_t tasks;
+};
+
+struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o);
+int stb_snapshot_once(struct stb_snapshot_session *s, uint64_t start_ns, FILE *out,
+		      struct stb_snapshot_result *res);
+bool stb_snapshot_target_alive(struct stb_snapshot_session *s);
+void stb_snapshot_close(struct stb_snapshot_session *s);
+
+/* Continuous mode (every.c): snapshots or profiles every o->every_ns into
+ * o->out_dir until SIGTERM/SIGINT or the target's exit. Exit status. */
+int stb_every_run(const struct stb_loader_opts *o);
 
 #endif /* STB_LOADER_LOADER_H */

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "bpf_prog.h"
+#include "escape.h"
+#include "flamegraph.h"
 #include "pprof.h"
 #include "tview.h"
 #include "symbolize.h"
@@ -64,6 +66,7 @@ struct stb_prof_slot {
 };
 
 struct stb_prof {
+	struct stb_loader_opts o_run; /* the options, start_ns of this profile */
 	const struct stb_loader_opts *o;
 	struct stb_target *tg;
 	struct stb_unw_proc *unw;
@@ -93,12 +96,18 @@ struct stb_prof {
 	uint64_t unlabelled, dropped_stacks; /* samples past the memory bounds */
 	int err;                /* first builder error */
 	bool target_gone;
+	struct stb_bpf_prog_stats cs_base; /* the program's counters at the last profile's end */
 	/* counters */
 	uint64_t oncpu, oncpu_tagged, oncpu_sched, oncpu_kernel;
 	uint64_t offcpu, ticks, missed_ticks, unwinds, reused, over_budget, copy_failed;
 };
 
 static volatile sig_atomic_t stb_prof_stop;
+
+void stb_profile_stop(void)
+{
+	stb_prof_stop = 1;
+}
 
 static void prof_on_signal(int sig)
 {
@@ -123,6 +132,8 @@ int stb_profile_parse_duration(const char *s, uint64_t *ns)
 		unit = 1000000000ull;
 	else if (strcmp(end, "m") == 0)
 		unit = 60ull * 1000000000ull;
+	else if (strcmp(end, "h") == 0)
+		unit = 3600ull * 1000000000ull;
 	else
 		return -EINVAL;
 	if (v == 0)
@@ -465,20 +476,26 @@ static void prof_progress(const struct stb_prof *P, uint64_t elapsed, uint64_t l
 static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t lost,
 			  const struct stb_bpf_prog_stats *cs)
 {
+	/* Short lines (stb_pprof_comment wraps longer ones): pprof draws each
+	 * comment as one line of its legend. */
 	char line[768];
-	snprintf(line, sizeof(line),
-		 "stb-bpf-loader --profile of pid %d (%s): %u Hz for %.3f s%s. Sample types: "
-		 "samples/count = on-CPU samples + off-CPU snapshots, cpu/nanoseconds = on-CPU "
-		 "time, wall/nanoseconds = on-CPU + off-CPU time (an on-CPU sample is 1/%u s of "
-		 "one bthread; an off-CPU snapshot of a bthread 1/freq s per tick it stands for: "
-		 "a late snapshot also covers the ticks it missed). Labels: bthread_id, state "
-		 "(running, suspended, ready, ..., scheduler = no current bthread, lost), "
-		 "worker_tid (on-CPU), name.",
-		 (int)P->o->pid, P->tg->comm, P->o->freq, (double)elapsed / 1e9,
-		 stb_prof_stop ? " (interrupted)" : P->target_gone ? " (target exited)" : "",
-		 P->o->freq);
+	char comm[64];
+	stb_text_escape(comm, sizeof(comm), P->tg->comm, strlen(P->tg->comm));
+	snprintf(line, sizeof(line), "stb-bpf-loader --profile of pid %d (%s): %u Hz for %.3f s%s",
+		 (int)P->o->pid, comm, P->o->freq, (double)elapsed / 1e9,
+		 stb_prof_stop ? " (interrupted)" : P->target_gone ? " (target exited)" : "");
 	stb_pprof_set_duration(P->pp, (int64_t)elapsed);
 	int rc = stb_pprof_comment(P->pp, line);
+	static const char *const legend[] = {
+		"samples/count: on-CPU samples + off-CPU snapshots",
+		"cpu/nanoseconds: on-CPU time; wall/nanoseconds: on-CPU + off-CPU time",
+		"an on-CPU sample is 1/freq s of one bthread; an off-CPU snapshot of a bthread "
+		"stands for 1/freq s per tick (a late snapshot also covers the ticks it missed)",
+		"labels: bthread_id, state (running, suspended, ready, ..., scheduler = no "
+		"current bthread, lost), worker_tid (on-CPU), name",
+	};
+	for (size_t i = 0; rc == 0 && i < sizeof(legend) / sizeof(legend[0]); i++)
+		rc = stb_pprof_comment(P->pp, legend[i]);
 	snprintf(line, sizeof(line),
 		 "stats: oncpu_samples=%" PRIu64 " oncpu_tagged=%" PRIu64 " oncpu_scheduler=%" PRIu64
 		 " oncpu_kernel=%" PRIu64 " lost_samples=%" PRIu64 " read_errors=%" PRIu64
@@ -517,6 +534,15 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 		return stb_pprof_write(P->pp, out);
 	if (P->o->format == STB_FORMAT_FOLDED)
 		return stb_pprof_write_folded(P->pp, out, "state", STB_PV_SAMPLES);
+	if (P->o->format == STB_FORMAT_FLAMEGRAPH) {
+		struct stb_report_meta fm = {.producer = "stb-bpf-loader --profile",
+					     .pid = (int)P->o->pid, .comm = P->tg->comm};
+		const struct stb_flamegraph_opts fo = {
+			.title = "on-CPU and off-CPU samples", .unit = "samples",
+			.root_key = "state", .value = STB_PV_SAMPLES, .meta = &fm,
+		};
+		return stb_flamegraph_write(P->pp, out, &fo);
+	}
 	const struct stb_report_stat stats[] = {
 		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
 		{"oncpu_scheduler", P->oncpu_sched}, {"lost_samples", lost}, {"ticks", P->ticks},
@@ -533,19 +559,243 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 	return stb_pprof_write_json(P->pp, out, &meta);
 }
 
+/* What stays from one profile to the next: the target, its modules and
+ * symbols, the buffers and the BPF program. Prints why it failed. */
+static int prof_setup(struct stb_prof *P)
+{
+	const struct stb_loader_opts *o = P->o;
+	char err[512];
+	P->period_ns = 1000000000ull / o->freq;
+	stb_watchdog_phase("opening the target's table");
+	P->tg = stb_target_open(o->pid, err, sizeof(err));
+	if (!P->tg) {
+		fprintf(stderr, "stb-bpf-loader: %s\n", err);
+		return -1;
+	}
+	stb_watchdog_phase("reading the target's modules");
+	P->unw = stb_unw_proc_new(o->pid);
+	P->sym = P->unw ? stb_sym_new_mods(stb_unw_proc_mods(P->unw)) : NULL;
+	P->nips = o->max_depth;
+	P->ips = calloc(P->nips, sizeof(*P->ips));
+	P->frames = calloc(P->nips, sizeof(*P->frames));
+	P->buf = malloc(STB_PROF_COPY_MAX);
+	stb_target_mem(P->tg, &P->mem);
+	P->drv = (struct stb_driver){.mem = &P->mem, .flags = STB_DRIVER_F_NO_WAIT, .buf = P->buf,
+				     .cap = STB_PROF_COPY_MAX};
+	if (!P->unw || !P->sym || !P->ips || !P->frames || !P->buf) {
+		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
+			(int)o->pid, strerror(errno));
+		return -1;
+	}
+	return prof_open_capture(P) != 0 ? -1 : 0;
+}
+
+static void prof_teardown(struct stb_prof *P)
+{
+	stb_bpf_prog_close(P->cap);
+	stb_pprof_free(P->pp);
+	free(P->slots);
+	free(P->buf);
+	free(P->frames);
+	free(P->ips);
+	stb_sym_free(P->sym);
+	stb_unw_proc_free(P->unw);
+	stb_target_close(P->tg);
+}
+
+/* Forgets the previous profile: its builder, the cache of its stacks, the
+ * counters. */
+static void prof_reset(struct stb_prof *P)
+{
+	stb_pprof_free(P->pp);
+	P->pp = NULL;
+	if (P->slots)
+		memset(P->slots, 0, P->nslots * sizeof(*P->slots));
+	P->used = 0;
+	P->rotor = 0;
+	P->err = 0;
+	P->unlabelled = P->dropped_stacks = 0;
+	P->oncpu = P->oncpu_tagged = P->oncpu_sched = P->oncpu_kernel = 0;
+	P->offcpu = P->ticks = P->missed_ticks = P->unwinds = P->reused = 0;
+	P->over_budget = P->copy_failed = 0;
+}
+
+/* One profile from now, written to out. *written: the profile was written
+ * (maybe partial). Returns the exit status. */
+static int prof_once(struct stb_prof *P, FILE *out, bool *written)
+{
+	const struct stb_loader_opts *o = P->o;
+	bool progress = isatty(STDERR_FILENO) && !o->every_ns;
+	*written = false;
+	prof_reset(P);
+	/* Until the sampling starts, unwinds are bounded by the run's deadline. */
+	P->unwind_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o);
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	struct stb_pprof_opts po = {
+		.nvalues = STB_PV_N,
+		.types = {{"samples", "count"}, {"cpu", "nanoseconds"}, {"wall", "nanoseconds"}},
+		.default_type = STB_PV_WALL,
+		.period_type = {"wall", "nanoseconds"},
+		.period = (int64_t)P->period_ns,
+		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
+		.sym = P->sym, .unw = P->unw, .max_stacks = STB_PROF_MAX_STACKS,
+		.sym_deadline = stb_loader_sym_deadline(o),
+	};
+	P->pp = stb_pprof_new(&po);
+	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};
+	struct stb_pprof_stack budget = {.leaf = STB_PROF_NOTE_BUDGET};
+	struct stb_pprof_stack failed = {.leaf = STB_PPROF_NOTE_FAILED};
+	struct stb_pprof_stack too_many = {.leaf = STB_PROF_NOTE_TOO_MANY};
+	if (!P->pp || (P->nostack = stb_pprof_stack(P->pp, &nostack)) < 0 ||
+	    (P->overbudget = stb_pprof_stack(P->pp, &budget)) < 0 ||
+	    (P->failed = stb_pprof_stack(P->pp, &failed)) < 0 ||
+	    (P->too_many = stb_pprof_stack(P->pp, &too_many)) < 0) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		return 1;
+	}
+
+	/* Prime the off-CPU cache (modules, unwind tables, the stacks of tasks
+	 * that stay blocked) before sampling and the clock start. */
+	uint64_t p0 = stb_now_ns();
+	uint64_t prime = o->deadline_ns / 10 < 2000000000ull ? o->deadline_ns / 10 : 2000000000ull;
+	stb_watchdog_phase("priming the off-CPU cache");
+	prof_snapshot(P, p0 + prime, 0, false);
+	if (o->verbose)
+		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
+				"in %.1f ms; sampling %d workers\n", P->unwinds,
+			(double)(stb_now_ns() - p0) / 1e6, stb_bpf_prog_sync_workers(P->cap));
+	int rc = stb_bpf_prog_sample_start(P->cap);
+	if (rc != 0) {
+		fprintf(stderr, "stb-bpf-loader: cannot start sampling: %s\n",
+			stb_bpf_prog_strerror(rc));
+		return 1;
+	}
+	uint64_t t0 = stb_now_ns(), end = t0 + o->duration_ns;
+	/* --duration holds even while a stack is unwound. */
+	uint64_t trace_end = P->unwind_end;
+	P->unwind_end = end < trace_end ? end : trace_end;
+	stb_watchdog_phase("profiling");
+	uint64_t tick = P->period_ns, next = t0 + tick;
+	uint64_t next_progress = t0 + STB_PROF_PROGRESS_NS, next_sync = t0 + STB_PROF_SYNC_NS;
+	uint64_t next_alive = t0 + STB_PROF_ALIVE_NS;
+	struct stb_bpf_prog_stats cs;
+	memset(&cs, 0, sizeof(cs));
+	uint64_t stop_at;
+	for (;;) {
+		uint64_t now = stb_now_ns();
+		bool done = stb_prof_stop || P->target_gone || now >= end;
+		uint64_t limit = now < end ? now : end;
+		if (stb_bpf_prog_sample_poll(P->cap, prof_on_record, P) < 0 &&
+		    !stb_target_alive(P->tg))
+			P->target_gone = true;
+		if (next <= limit && !P->target_gone) {
+			/* A late snapshot (the loader was not scheduled in time) stands
+			 * for the ticks it missed as well, so that every tick of the
+			 * profile is counted exactly once, the last ones included. */
+			uint64_t weight = 1 + (limit - next) / tick;
+			prof_snapshot(P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
+			P->ticks++;
+			P->missed_ticks += weight - 1;
+			next += weight * tick;
+			now = stb_now_ns();
+		}
+		if (done) {
+			stop_at = limit;
+			break;
+		}
+		if (now >= next_alive) {
+			if (!stb_target_alive(P->tg))
+				P->target_gone = true;
+			next_alive = now + STB_PROF_ALIVE_NS;
+		}
+		if (now >= next_sync) {
+			stb_bpf_prog_sync_workers(P->cap);
+			next_sync = now + STB_PROF_SYNC_NS;
+		}
+		if (progress && now >= next_progress) {
+			stb_bpf_prog_stats_read(P->cap, &cs);
+			prof_progress(P, now - t0, (uint64_t)cs.rb_full);
+			next_progress = now + STB_PROF_PROGRESS_NS;
+		}
+		uint64_t wake = next < end ? next : end;
+		struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
+				      .tv_nsec = (long)(wake % 1000000000ull)};
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: checked above */
+	}
+	uint64_t elapsed = stop_at - t0;
+	P->unwind_end = trace_end; /* the last samples */
+	stb_watchdog_phase("writing the profile");
+	stb_bpf_prog_sample_stop(P->cap);
+	stb_bpf_prog_sample_poll(P->cap, prof_on_record, P);
+	/* The counters of this profile only (they add up over a session). */
+	struct stb_bpf_prog_stats before = P->cs_base;
+	stb_bpf_prog_stats_read(P->cap, &cs);
+	P->cs_base = cs;
+	uint64_t lost = cs.rb_full - before.rb_full;
+	cs.read_err -= before.read_err;
+	cs.runs -= before.runs;
+	cs.records -= before.records;
+	cs.rb_full = lost;
+	if (progress) {
+		prof_progress(P, elapsed, lost);
+		fputc('\n', stderr);
+	}
+	if (P->err) {
+		fprintf(stderr, "stb-bpf-loader: building the profile failed: %s\n", strerror(-P->err));
+		return 1;
+	}
+	rc = prof_write(P, out, elapsed, lost, &cs);
+	*written = true;
+	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
+		fprintf(stderr, "stb-bpf-loader: writing the profile failed: %s\n",
+			rc ? strerror(-rc) : strerror(errno));
+		*written = false;
+		return 1;
+	}
+	if (!o->every_ns || o->verbose)
+		fprintf(stderr, "stb-bpf-loader: profiled pid %d for %.2f s at %u Hz%s: %" PRIu64
+				" on-CPU samples (%" PRIu64 " with a bthread, %" PRIu64 " in the "
+				"scheduler), %" PRIu64 " lost; %" PRIu64 " off-CPU snapshots in %" PRIu64
+				" ticks (%" PRIu64 " missed), %" PRIu64 " unwound, %" PRIu64
+				" reused, %" PRIu64 " over budget%s%s\n",
+			(int)o->pid, (double)elapsed / 1e9, o->freq,
+			stb_prof_stop ? " (interrupted)" : "", P->oncpu, P->oncpu_tagged,
+			P->oncpu_sched, lost, P->offcpu, P->ticks, P->missed_ticks, P->unwinds,
+			P->reused, P->over_budget, o->output ? "; wrote " : "",
+			o->output ? o->output : "");
+	if (o->verbose)
+		fprintf(stderr, "stb-bpf-loader: BPF program: %" PRIu64 " runs, %" PRIu64 " records, %"
+				PRIu64 " ring buffer full, %" PRIu64 " table read errors; %zu distinct "
+				"samples in the profile\n", (uint64_t)cs.runs, (uint64_t)cs.records,
+			lost, (uint64_t)cs.read_err, stb_pprof_nsamples(P->pp));
+	if (lost)
+		fprintf(stderr, "stb-bpf-loader: warning: %" PRIu64 " on-CPU samples were lost "
+				"because the ring buffer was full (the loader fell behind); they are "
+				"in the profile as \"" STB_PROF_NOTE_LOST "\". Lower --freq.\n",
+			lost);
+	if (P->target_gone) {
+		fprintf(stderr, "stb-bpf-loader: process %d exited during the profile; the "
+				"profile covers the %.2f s before\n", (int)o->pid, (double)elapsed / 1e9);
+		return 1;
+	}
+	return 0;
+}
+
 int stb_profile_run(const struct stb_loader_opts *o)
 {
-	struct stb_prof P;
-	memset(&P, 0, sizeof(P));
-	P.o = o;
-	P.period_ns = 1000000000ull / o->freq;
+	struct stb_prof *P = calloc(1, sizeof(*P));
 	int status = 1;
 	FILE *out = stdout;
-	char err[512];
 	struct sigaction old_int, old_term;
 	bool handlers = false, written = false;
-	bool progress = isatty(STDERR_FILENO);
 
+	if (!P) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		return 1;
+	}
+	P->o_run = *o;
+	P->o = &P->o_run;
 	if (o->output) {
 		out = fopen(o->output, "we");
 		if (!out) {
@@ -555,56 +805,8 @@ int stb_profile_run(const struct stb_loader_opts *o)
 			goto cleanup;
 		}
 	}
-	stb_watchdog_phase("opening the target's table");
-	P.tg = stb_target_open(o->pid, err, sizeof(err));
-	if (!P.tg) {
-		fprintf(stderr, "stb-bpf-loader: %s\n", err);
+	if (prof_setup(P) != 0)
 		goto cleanup;
-	}
-	stb_watchdog_phase("reading the target's modules");
-	P.unw = stb_unw_proc_new(o->pid);
-	P.sym = P.unw ? stb_sym_new_mods(stb_unw_proc_mods(P.unw)) : NULL;
-	P.nips = o->max_depth;
-	P.ips = calloc(P.nips, sizeof(*P.ips));
-	P.frames = calloc(P.nips, sizeof(*P.frames));
-	P.buf = malloc(STB_PROF_COPY_MAX);
-	stb_target_mem(P.tg, &P.mem);
-	P.drv = (struct stb_driver){.mem = &P.mem, .flags = STB_DRIVER_F_NO_WAIT, .buf = P.buf,
-				    .cap = STB_PROF_COPY_MAX};
-	/* Until the sampling starts, unwinds are bounded by the run's deadline. */
-	P.unwind_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o);
-	if (!P.unw || !P.sym || !P.ips || !P.frames || !P.buf) {
-		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
-			(int)o->pid, strerror(errno));
-		goto cleanup;
-	}
-	struct timespec wall;
-	clock_gettime(CLOCK_REALTIME, &wall);
-	struct stb_pprof_opts po = {
-		.nvalues = STB_PV_N,
-		.types = {{"samples", "count"}, {"cpu", "nanoseconds"}, {"wall", "nanoseconds"}},
-		.default_type = STB_PV_WALL,
-		.period_type = {"wall", "nanoseconds"},
-		.period = (int64_t)P.period_ns,
-		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
-		.sym = P.sym, .unw = P.unw, .max_stacks = STB_PROF_MAX_STACKS,
-		.sym_deadline = stb_loader_sym_deadline(o),
-	};
-	P.pp = stb_pprof_new(&po);
-	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};
-	struct stb_pprof_stack budget = {.leaf = STB_PROF_NOTE_BUDGET};
-	struct stb_pprof_stack failed = {.leaf = STB_PPROF_NOTE_FAILED};
-	struct stb_pprof_stack too_many = {.leaf = STB_PROF_NOTE_TOO_MANY};
-	if (!P.pp || (P.nostack = stb_pprof_stack(P.pp, &nostack)) < 0 ||
-	    (P.overbudget = stb_pprof_stack(P.pp, &budget)) < 0 ||
-	    (P.failed = stb_pprof_stack(P.pp, &failed)) < 0 ||
-	    (P.too_many = stb_pprof_stack(P.pp, &too_many)) < 0) {
-		fprintf(stderr, "stb-bpf-loader: out of memory\n");
-		goto cleanup;
-	}
-	if (prof_open_capture(&P) != 0)
-		goto cleanup;
-
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = prof_on_signal;
@@ -614,121 +816,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	handlers = true;
-
-	/* Prime the off-CPU cache (modules, unwind tables, the stacks of tasks
-	 * that stay blocked) before sampling and the clock start. */
-	uint64_t p0 = stb_now_ns();
-	uint64_t prime = o->deadline_ns / 10 < 2000000000ull ? o->deadline_ns / 10 : 2000000000ull;
-	stb_watchdog_phase("priming the off-CPU cache");
-	prof_snapshot(&P, p0 + prime, 0, false);
-	if (o->verbose)
-		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
-				"in %.1f ms; sampling %d workers\n", P.unwinds,
-			(double)(stb_now_ns() - p0) / 1e6, stb_bpf_prog_sync_workers(P.cap));
-	int rc = stb_bpf_prog_sample_start(P.cap);
-	if (rc != 0) {
-		fprintf(stderr, "stb-bpf-loader: cannot start sampling: %s\n",
-			stb_bpf_prog_strerror(rc));
-		goto cleanup;
-	}
-	uint64_t t0 = stb_now_ns(), end = t0 + o->duration_ns;
-	/* --duration holds even while a stack is unwound. */
-	uint64_t trace_end = P.unwind_end;
-	P.unwind_end = end < trace_end ? end : trace_end;
-	stb_watchdog_phase("profiling");
-	uint64_t tick = P.period_ns, next = t0 + tick;
-	uint64_t next_progress = t0 + STB_PROF_PROGRESS_NS, next_sync = t0 + STB_PROF_SYNC_NS;
-	uint64_t next_alive = t0 + STB_PROF_ALIVE_NS;
-	struct stb_bpf_prog_stats cs;
-	memset(&cs, 0, sizeof(cs));
-	uint64_t stop_at;
-	for (;;) {
-		uint64_t now = stb_now_ns();
-		bool done = stb_prof_stop || P.target_gone || now >= end;
-		uint64_t limit = now < end ? now : end;
-		if (stb_bpf_prog_sample_poll(P.cap, prof_on_record, &P) < 0 && !stb_target_alive(P.tg))
-			P.target_gone = true;
-		if (next <= limit && !P.target_gone) {
-			/* A late snapshot (the loader was not scheduled in time) stands
-			 * for the ticks it missed as well, so that every tick of the
-			 * profile is counted exactly once, the last ones included. */
-			uint64_t weight = 1 + (limit - next) / tick;
-			prof_snapshot(&P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
-			P.ticks++;
-			P.missed_ticks += weight - 1;
-			next += weight * tick;
-			now = stb_now_ns();
-		}
-		if (done) {
-			stop_at = limit;
-			break;
-		}
-		if (now >= next_alive) {
-			if (!stb_target_alive(P.tg))
-				P.target_gone = true;
-			next_alive = now + STB_PROF_ALIVE_NS;
-		}
-		if (now >= next_sync) {
-			stb_bpf_prog_sync_workers(P.cap);
-			next_sync = now + STB_PROF_SYNC_NS;
-		}
-		if (progress && now >= next_progress) {
-			stb_bpf_prog_stats_read(P.cap, &cs);
-			prof_progress(&P, now - t0, (uint64_t)cs.rb_full);
-			next_progress = now + STB_PROF_PROGRESS_NS;
-		}
-		uint64_t wake = next < end ? next : end;
-		struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
-				      .tv_nsec = (long)(wake % 1000000000ull)};
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: checked above */
-	}
-	uint64_t elapsed = stop_at - t0;
-	P.unwind_end = trace_end; /* the last samples */
-	stb_watchdog_phase("writing the profile");
-	stb_bpf_prog_sample_stop(P.cap);
-	stb_bpf_prog_sample_poll(P.cap, prof_on_record, &P);
-	stb_bpf_prog_stats_read(P.cap, &cs);
-	uint64_t lost = cs.rb_full;
-	if (progress) {
-		prof_progress(&P, elapsed, lost);
-		fputc('\n', stderr);
-	}
-	if (P.err) {
-		fprintf(stderr, "stb-bpf-loader: building the profile failed: %s\n", strerror(-P.err));
-		goto cleanup;
-	}
-	rc = prof_write(&P, out, elapsed, lost, &cs);
-	written = true;
-	if (rc != 0 || fflush(out) != 0 || ferror(out)) {
-		fprintf(stderr, "stb-bpf-loader: writing the profile failed: %s\n",
-			rc ? strerror(-rc) : strerror(errno));
-		goto cleanup;
-	}
-	fprintf(stderr, "stb-bpf-loader: profiled pid %d for %.2f s at %u Hz%s: %" PRIu64
-			" on-CPU samples (%" PRIu64 " with a bthread, %" PRIu64 " in the scheduler), %"
-			PRIu64 " lost; %" PRIu64 " off-CPU snapshots in %" PRIu64 " ticks (%" PRIu64
-			" missed), %" PRIu64 " unwound, %" PRIu64 " reused, %" PRIu64
-			" over budget%s%s\n",
-		(int)o->pid, (double)elapsed / 1e9, o->freq, stb_prof_stop ? " (interrupted)" : "",
-		P.oncpu, P.oncpu_tagged, P.oncpu_sched, lost, P.offcpu, P.ticks,
-		P.missed_ticks, P.unwinds, P.reused, P.over_budget, o->output ? "; wrote " : "",
-		o->output ? o->output : "");
-	if (o->verbose)
-		fprintf(stderr, "stb-bpf-loader: BPF program: %" PRIu64 " runs, %" PRIu64 " records, %"
-				PRIu64 " ring buffer full, %" PRIu64 " table read errors; %zu distinct "
-				"samples in the profile\n", (uint64_t)cs.runs, (uint64_t)cs.records,
-			lost, (uint64_t)cs.read_err, stb_pprof_nsamples(P.pp));
-	if (lost)
-		fprintf(stderr, "stb-bpf-loader: warning: %" PRIu64 " on-CPU samples were lost "
-				"because the ring buffer was full (the loader fell behind); they are "
-				"in the profile as \"" STB_PROF_NOTE_LOST "\". Lower --freq.\n",
-			lost);
-	if (P.target_gone) {
-		fprintf(stderr, "stb-bpf-loader: process %d exited during the profile; the "
-				"profile covers the %.2f s before\n", (int)o->pid, (double)elapsed / 1e9);
-		goto cleanup;
-	}
-	status = 0;
+	status = prof_once(P, out, &written);
 cleanup:
 	if (handlers) {
 		sigaction(SIGINT, &old_int, NULL);
@@ -739,14 +827,47 @@ cleanup:
 		if (!written)
 			unlink(o->output); /* nothing was profiled: leave no empty file */
 	}
-	stb_bpf_prog_close(P.cap);
-	stb_pprof_free(P.pp);
-	free(P.slots);
-	free(P.buf);
-	free(P.frames);
-	free(P.ips);
-	stb_sym_free(P.sym);
-	stb_unw_proc_free(P.unw);
-	stb_target_close(P.tg);
+	prof_teardown(P);
+	free(P);
 	return status;
+}
+
+struct stb_prof *stb_profile_open(const struct stb_loader_opts *o)
+{
+	struct stb_prof *P = calloc(1, sizeof(*P));
+	if (!P) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		return NULL;
+	}
+	P->o_run = *o;
+	P->o = &P->o_run;
+	if (prof_setup(P) != 0) {
+		stb_profile_close(P);
+		return NULL;
+	}
+	return P;
+}
+
+int stb_profile_once(struct stb_prof *P, uint64_t start_ns, FILE *out,
+		     struct stb_snapshot_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	P->o_run.start_ns = start_ns;
+	int status = prof_once(P, out, &res->written);
+	res->write_failed = !res->written;
+	res->target_gone = P->target_gone;
+	return status;
+}
+
+bool stb_profile_target_alive(struct stb_prof *P)
+{
+	return !P->target_gone && stb_target_alive(P->tg);
+}
+
+void stb_profile_close(struct stb_prof *P)
+{
+	if (!P)
+		return;
+	prof_teardown(P);
+	free(P);
 }

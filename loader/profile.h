@@ -4,19 +4,22 @@
  * duration. On-CPU stacks come from the BPF program in sample mode (every
  * worker, tagged with its current bthread from the shared table); off-CPU
  * stacks of suspended and ready bthreads from periodic snapshots of their
- * saved contexts. Written as pprof, folded stacks or JSON (runtime/stacks/pprof.h).
+ * saved contexts. Written as pprof, folded stacks, JSON or a flame graph
+ * (runtime/stacks/pprof.h).
  */
 #ifndef STB_LOADER_PROFILE_H
 #define STB_LOADER_PROFILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define STB_PROFILE_FREQ_MAX 1000u
 #define STB_PROFILE_DURATION_MAX_NS (24ull * 3600u * 1000000000u)
 
 /*
- * Parses a duration: a whole number followed by "ms", "s", "m" or nothing
- * (seconds), e.g. "500ms", "10s", "2m", "30". Returns 0 and sets *ns, or
+ * Parses a duration: a whole number followed by "ms", "s", "m", "h" or
+ * nothing (seconds), e.g. "500ms", "10s", "2m", "1h", "30". Returns 0 and sets *ns, or
  * -EINVAL (empty, sign, fraction, unknown unit, 0) / -ERANGE (above
  * STB_PROFILE_DURATION_MAX_NS).
  */
@@ -30,5 +33,24 @@ int stb_profile_parse_duration(const char *s, uint64_t *ns);
  * message is printed), including a target that exited during the profile
  * (the profile of the time before is still written).
  */
+
+/*
+ * Profiles in continuous mode (every.c): stb_profile_open sets up what every
+ * profile of the session shares (the target, modules, symbols, the BPF
+ * program), printing why it failed (NULL); stb_profile_once profiles for
+ * o->duration_ns from start_ns (or until stb_profile_stop) and writes it to
+ * out, returning the exit status; stb_profile_close accepts NULL.
+ * stb_profile_stop is async-signal-safe: it ends the profile in progress
+ * early (it is still written). Not thread-safe otherwise.
+ */
+struct stb_prof;
+struct stb_loader_opts;
+struct stb_snapshot_result;
+struct stb_prof *stb_profile_open(const struct stb_loader_opts *o);
+int stb_profile_once(struct stb_prof *P, uint64_t start_ns, FILE *out,
+		     struct stb_snapshot_result *res);
+bool stb_profile_target_alive(struct stb_prof *P);
+void stb_profile_close(struct stb_prof *P);
+void stb_profile_stop(void);
 
 #endif /* STB_LOADER_PROFILE_H */

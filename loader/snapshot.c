@@ -31,7 +31,8 @@
 
 #define STB_SNAPSHOT_COPY_MAX (256u << 10)
 
-struct snapshot {
+struct stb_snapshot_session {
+	struct stb_loader_opts o_run; /* the options, start_ns of this snapshot */
 	const struct stb_loader_opts *o;
 	struct stb_target *tg;     /* a live process, or */
 	struct stb_postmortem *pm; /* a core file (--core) */
@@ -44,11 +45,12 @@ struct snapshot {
 	struct stb_capture_ops ops;
 	struct stb_driver drv;
 	uint8_t *buf;
-	struct stb_frame *scratch;     /* max_depth frames */
+	struct stb_frame *scratch;     /* STB_REPORT_WALK_MAX frames */
 	struct stb_report_task *tasks; /* grows with the live tasks */
 	size_t n, cap;
 	uint64_t trace_end; /* no task is started after this */
 	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
+	struct stb_deadlocks dl; /* this snapshot's deadlocks */
 	bool target_gone;
 	int err; /* -ENOMEM */
 	uint64_t failed, finished, missing, not_traced;
@@ -66,7 +68,7 @@ static void hold_fault(void *arg)
 	nanosleep(&ts, NULL);
 }
 
-static struct stb_report_task *new_task(struct snapshot *S)
+static struct stb_report_task *new_task(struct stb_snapshot_session *S)
 {
 	if (S->n == S->cap) {
 		size_t cap = S->cap ? S->cap * 2 : 256;
@@ -85,7 +87,7 @@ static struct stb_report_task *new_task(struct snapshot *S)
 
 /* The entry of worker w: in the target's mapped header region, or as the
  * core holds it; NULL when there is none. */
-static const struct stb_abi_worker *worker_entry(const struct snapshot *S, uint32_t w)
+static const struct stb_abi_worker *worker_entry(const struct stb_snapshot_session *S, uint32_t w)
 {
 	if (w >= STB_ABI_MAX_WORKERS)
 		return NULL;
@@ -97,7 +99,7 @@ static const struct stb_abi_worker *worker_entry(const struct snapshot *S, uint3
 }
 
 /* Traces task v->id of entry p. Returns 1 when the run must stop. */
-static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct stb_tview_task *v)
+static int trace_one(struct stb_snapshot_session *S, struct stb_abi_task *p, const struct stb_tview_task *v)
 {
 	const struct stb_loader_opts *o = S->o;
 	struct stb_report_task *t = new_task(S);
@@ -153,23 +155,30 @@ static int trace_one(struct snapshot *S, struct stb_abi_task *p, const struct st
 	}
 	if (snap.mode == STB_TRACE_NO_STACK)
 		return 0;
+	/* The whole stack is walked (up to STB_REPORT_WALK_MAX frames) so that
+	 * the report can say how many frames it does not show; the runtime's
+	 * own frames do not count against --max-depth (report.h). */
 	struct stb_frame_sink sink = {
 	    .frames = S->scratch,
-	    .nframes = o->max_depth,
-	    .max = o->max_depth,
+	    .nframes = STB_REPORT_WALK_MAX,
+	    .max = STB_REPORT_WALK_MAX,
 	    .deadline = S->trace_end,
 	};
 	stb_watchdog_phase("unwinding a stack");
 	stb_snapshot_unwind(S->unw, &snap, &sink);
+	unsigned keep = stb_report_keep(o->max_depth);
+	keep = sink.n < keep ? sink.n : keep;
 	t->truncated = sink.truncated || sink.timed_out;
-	if (sink.n) {
-		t->frames = malloc(sink.n * sizeof(*t->frames));
+	t->beyond = sink.n - keep;
+	t->beyond_more = sink.truncated;
+	if (keep) {
+		t->frames = malloc(keep * sizeof(*t->frames));
 		if (!t->frames) {
 			S->err = -ENOMEM;
 			return 1;
 		}
-		memcpy(t->frames, S->scratch, sink.n * sizeof(*t->frames));
-		t->nframes = sink.n;
+		memcpy(t->frames, S->scratch, keep * sizeof(*t->frames));
+		t->nframes = keep;
 	}
 	return 0;
 }
@@ -181,7 +190,7 @@ static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struc
 }
 
 /* --bthread ids: each looked up in its slot. */
-static void trace_ids(struct snapshot *S)
+static void trace_ids(struct stb_snapshot_session *S)
 {
 	const struct stb_loader_opts *o = S->o;
 	uint32_t capacity = S->info->capacity;
@@ -217,7 +226,7 @@ static void trace_ids(struct snapshot *S)
 	}
 }
 
-static void print_summary(const struct snapshot *S, uint64_t t0, uint64_t t1)
+static void print_summary(const struct stb_snapshot_session *S, uint64_t t0, uint64_t t1)
 {
 	const struct stb_running *r = &S->run;
 	if (S->pm)
@@ -241,154 +250,173 @@ static void print_summary(const struct snapshot *S, uint64_t t0, uint64_t t1)
 			(double)r->prog_max_ns / 1e3, (double)r->prog_sum_ns / r->n / 1e3);
 }
 
-int stb_snapshot_run(const struct stb_loader_opts *o)
+struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 {
-	struct snapshot S;
-	memset(&S, 0, sizeof(S));
-	S.o = o;
-	S.trace_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o);
-	int status = STB_EXIT_FAIL;
-	FILE *out = stdout;
-	bool written = false;
+	struct stb_snapshot_session *S = calloc(1, sizeof(*S));
 	char err[640];
-	struct stb_deadlocks dl = {0};
-
-	/* The output first: a bad -o fails before anything is traced. */
-	if (o->output) {
-		out = fopen(o->output, "we");
-		if (!out) {
-			fprintf(stderr, "stb-bpf-loader: cannot write %s: %s\n", o->output,
-				strerror(errno));
-			return STB_EXIT_FAIL;
-		}
+	if (!S) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		return NULL;
 	}
+	S->o_run = *o;
+	S->o = &S->o_run;
 	if (o->core) {
 		stb_watchdog_phase("reading the core file");
 		uint64_t open0 = stb_now_ns();
-		S.pm = stb_postmortem_open(o, err, sizeof(err));
-		S.open_ns = stb_now_ns() - open0;
-		if (!S.pm) {
+		S->pm = stb_postmortem_open(o, err, sizeof(err));
+		S->open_ns = stb_now_ns() - open0;
+		if (!S->pm) {
 			fprintf(stderr, "stb-bpf-loader: %s\n", err);
-			goto cleanup;
+			goto fail;
 		}
-		S.info = &S.pm->info;
-		S.hdr = &S.pm->hdr;
-		S.unw = S.pm->unw;
-		S.sym = S.pm->sym;
-		S.mem = S.pm->mem;
-		S.ops = S.pm->ops;
+		S->info = &S->pm->info;
+		S->hdr = &S->pm->hdr;
+		S->unw = S->pm->unw;
+		S->sym = S->pm->sym;
+		S->mem = S->pm->mem;
+		S->ops = S->pm->ops;
 	} else {
 		stb_watchdog_phase("opening the target's table");
-		S.tg = stb_target_open(o->pid, err, sizeof(err));
-		if (!S.tg) {
+		S->tg = stb_target_open(o->pid, err, sizeof(err));
+		if (!S->tg) {
 			fprintf(stderr, "stb-bpf-loader: %s\n", err);
-			goto cleanup;
+			goto fail;
 		}
-		S.info = &S.tg->info;
-		S.hdr = S.tg->hdr;
+		S->info = &S->tg->info;
+		S->hdr = S->tg->hdr;
 		stb_watchdog_phase("reading the target's modules");
-		S.unw = stb_unw_proc_new(o->pid);
-		S.sym = S.unw ? stb_sym_new_mods(stb_unw_proc_mods(S.unw)) : NULL;
-		if (!S.unw || !S.sym) {
+		S->unw = stb_unw_proc_new(o->pid);
+		S->sym = S->unw ? stb_sym_new_mods(stb_unw_proc_mods(S->unw)) : NULL;
+		if (!S->unw || !S->sym) {
 			fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
 				(int)o->pid, strerror(errno));
-			goto cleanup;
+			goto fail;
 		}
 	}
-	S.buf = malloc(STB_SNAPSHOT_COPY_MAX);
-	S.scratch = calloc(o->max_depth, sizeof(*S.scratch));
-	if (!S.buf || !S.scratch || (S.tg && stb_running_init(&S.run, S.tg, o->verbose) != 0)) {
+	S->buf = malloc(STB_SNAPSHOT_COPY_MAX);
+	S->scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*S->scratch));
+	if (!S->buf || !S->scratch ||
+	    (S->tg && stb_running_init(&S->run, S->tg, o->verbose) != 0)) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
-		goto cleanup;
+		goto fail;
 	}
-	if (S.tg) {
-		stb_target_mem(S.tg, &S.mem);
-		stb_running_ops(&S.run, &S.ops);
+	if (S->tg) {
+		stb_target_mem(S->tg, &S->mem);
+		stb_running_ops(&S->run, &S->ops);
 	}
-	S.drv = (struct stb_driver){
-	    .mem = &S.mem,
-	    .capture = &S.ops,
-	    .flags = S.tg ? STB_DRIVER_F_LEASE : 0,
-	    .buf = S.buf,
+	S->drv = (struct stb_driver){
+	    .mem = &S->mem,
+	    .capture = &S->ops,
+	    .flags = S->tg ? STB_DRIVER_F_LEASE : 0,
+	    .buf = S->buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
 	};
 	if (o->fault_hold_ms) {
-		S.drv.on_hold = hold_fault;
-		S.drv.on_hold_arg = (void *)o;
+		S->drv.on_hold = hold_fault;
+		S->drv.on_hold_arg = (void *)S->o;
 	}
+	return S;
+fail:
+	stb_snapshot_close(S);
+	return NULL;
+}
+
+/* Forgets the previous snapshot's tasks and counters. */
+static void session_reset(struct stb_snapshot_session *S)
+{
+	for (size_t i = 0; i < S->n; i++)
+		free(S->tasks[i].frames);
+	S->n = 0;
+	S->err = 0;
+	S->failed = S->finished = S->missing = S->not_traced = 0;
+	S->hold_max_ns = S->hold_sum_ns = 0;
+	S->nhold = 0;
+	stb_deadlocks_free(&S->dl);
+}
+
+int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *out,
+		      struct stb_snapshot_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	session_reset(S);
+	S->o_run.start_ns = start_ns;
+	const struct stb_loader_opts *o = S->o;
+	S->trace_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o);
 
 	/* The tasks. */
 	uint64_t t0 = stb_now_ns();
-	S.now = S.pm ? stb_postmortem_now(S.pm) : t0;
-	if (o->stuck_ns && !S.now) {
+	S->now = S->pm ? stb_postmortem_now(S->pm) : t0;
+	if (o->stuck_ns && !S->now) {
 		fprintf(stderr, "stb-bpf-loader: --stuck cannot select from this core: every worker "
 				"was parked when it was written, and the core does not say when that "
 				"was (trace it without --stuck: tasks are shown without times)\n");
-		goto cleanup;
+		return STB_EXIT_FAIL;
 	}
 	bool hwm_clamped = false;
-	struct stb_tview_scan_result res = {0};
+	struct stb_tview_scan_result scan = {0};
 	if (o->nids) {
-		trace_ids(&S);
+		trace_ids(S);
 	} else {
-		struct stb_tview_src src = S.pm ? stb_postmortem_src(S.pm, &hwm_clamped)
-						: stb_target_src(S.tg, &hwm_clamped);
-		stb_tview_scan(&src, o->state_mask, S.trace_end, scan_fn, &S, &res);
-		S.not_traced = res.left;
+		struct stb_tview_src src = S->pm ? stb_postmortem_src(S->pm, &hwm_clamped)
+						 : stb_target_src(S->tg, &hwm_clamped);
+		stb_tview_scan(&src, o->state_mask, S->trace_end, scan_fn, S, &scan);
+		S->not_traced = scan.left;
 	}
 	uint64_t t1 = stb_now_ns();
-	if (S.err) {
-		fprintf(stderr, "stb-bpf-loader: out of memory after %zu tasks\n", S.n);
-		goto cleanup;
+	if (S->err) {
+		fprintf(stderr, "stb-bpf-loader: out of memory after %zu tasks\n", S->n);
+		return STB_EXIT_FAIL;
 	}
-	if (S.tg && !stb_target_alive(S.tg))
-		S.target_gone = true;
+	if (S->tg && !stb_target_alive(S->tg))
+		S->target_gone = true;
+	res->target_gone = S->target_gone;
 
 	/* The deadlocks of the whole table, each edge validated again. */
 	stb_watchdog_phase("searching deadlocks");
-	struct stb_tview_src all = S.pm ? stb_postmortem_src_again(S.pm) : stb_target_src(S.tg, NULL);
+	struct stb_tview_src all =
+		S->pm ? stb_postmortem_src_again(S->pm) : stb_target_src(S->tg, NULL);
 	uint64_t dl_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2;
-	bool searched = !S.target_gone && stb_deadlock_find(&all, &S.mem, dl_end, &dl) == 0;
+	bool searched = !S->target_gone && stb_deadlock_find(&all, &S->mem, dl_end, &S->dl) == 0;
 
 	/* What the report says about the run. */
-	const struct stb_tview_info *ti = S.info;
+	const struct stb_tview_info *ti = S->info;
 	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
-	    .producer = S.pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
-	    .pid = S.pm ? (int)S.pm->core->pid : (int)o->pid,
-	    .comm = S.pm ? S.pm->comm : S.tg->comm,
+	    .producer = S->pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
+	    .pid = S->pm ? (int)S->pm->core->pid : (int)o->pid,
+	    .comm = S->pm ? S->pm->comm : S->tg->comm,
 	    .table = true,
 	    .abi_version = ti->abi_version,
 	    .table_capacity = ti->capacity,
-	    .untraceable = __atomic_load_n(&S.hdr->untraceable, __ATOMIC_RELAXED),
-	    .capture = S.pm ? "core" : stb_running_mode(&S.run),
+	    .untraceable = __atomic_load_n(&S->hdr->untraceable, __ATOMIC_RELAXED),
+	    .capture = S->pm ? "core" : stb_running_mode(&S->run),
 	    .run = true,
-	    .complete = !S.target_gone && !S.not_traced && !(S.pm && S.pm->missing),
-	    .not_traced = S.not_traced,
-	    .failed = S.failed,
-	    .finished = S.finished,
+	    .complete = !S->target_gone && !S->not_traced && !(S->pm && S->pm->missing),
+	    .not_traced = S->not_traced,
+	    .failed = S->failed,
+	    .finished = S->finished,
 	};
-	if (S.target_gone) {
+	if (S->target_gone) {
 		meta.partial = "the target exited during the trace";
-	} else if (S.pm && S.pm->missing && !S.not_traced) {
+	} else if (S->pm && S->pm->missing && !S->not_traced) {
 		snprintf(partial, sizeof(partial),
 			 "the core file is truncated: %" PRIu64 " table entries are not in it",
-			 S.pm->missing);
+			 S->pm->missing);
 		meta.partial = partial;
-	} else if (S.not_traced) {
+	} else if (S->not_traced) {
 		snprintf(partial, sizeof(partial),
 			 "the run's deadline (--deadline %" PRIu64 " s) came "
 			 "first: %" PRIu64 " selected tasks were not traced",
-			 (uint64_t)(o->deadline_ns / 1000000000u), S.not_traced);
+			 (uint64_t)(o->deadline_ns / 1000000000u), S->not_traced);
 		meta.partial = partial;
 	}
-	if (S.pm)
-		stb_postmortem_notes(S.pm, &meta);
-	if (S.run.tried && !S.run.prog) {
+	if (S->pm)
+		stb_postmortem_notes(S->pm, &meta);
+	if (S->run.tried && !S->run.prog) {
 		snprintf(note_bpf, sizeof(note_bpf),
 			 "%s; running bthreads are not captured "
 			 "(context mode only)",
-			 S.run.note);
+			 S->run.note);
 		stb_report_meta_note(&meta, note_bpf);
 	}
 	if (meta.untraceable) {
@@ -402,82 +430,120 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 		snprintf(note_hwm, sizeof(note_hwm),
 			 "the table header claims %" PRIu64 " slots in "
 			 "use, more than its capacity: only its %u slots were read",
-			 (uint64_t)(__atomic_load_n(&S.hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
+			 (uint64_t)(__atomic_load_n(&S->hdr->slot_hwm, __ATOMIC_RELAXED) + 0),
 			 ti->capacity);
 		stb_report_meta_note(&meta, note_hwm);
 	}
-	if (res.invalid) {
+	if (scan.invalid) {
 		snprintf(note_invalid, sizeof(note_invalid),
 			 "%" PRIu64 " table entries have a state "
 			 "out of range (a corrupt table)",
-			 res.invalid);
+			 scan.invalid);
 		stb_report_meta_note(&meta, note_invalid);
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
 	struct stb_report r = {
 	    .out = out,
-	    .sym = S.sym,
-	    .unw = S.unw,
+	    .sym = S->sym,
+	    .unw = S->unw,
 	    .group = o->group,
 	    .meta = &meta,
-	    .now_ns = S.pm ? stb_postmortem_now(S.pm)
+	    .now_ns = S->pm ? stb_postmortem_now(S->pm)
 			   : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
 	    .sym_deadline = stb_loader_sym_deadline(o),
-	    .deadlocks = searched ? &dl : NULL,
+	    .max_depth = o->max_depth,
+	    .runtime_frames = o->runtime_frames,
+	    .lines = o->lines,
+	    .runtime_hint = "--runtime-frames",
+	    .deadlocks = searched ? &S->dl : NULL,
 	    .all_ids = o->verbose > 0,
 	};
 	stb_watchdog_phase("writing the output");
 	uint64_t write0 = stb_now_ns();
-	int rc = stb_report_write(&r, S.tasks, S.n, o->format);
-	written = true;
+	int rc = stb_report_write(&r, S->tasks, S->n, o->format);
+	res->written = true;
 	rc = fflush(out) != 0 && rc == 0 ? -errno : rc;
-	S.write_ns = stb_now_ns() - write0;
+	S->write_ns = stb_now_ns() - write0;
 	if (rc != 0 || ferror(out)) {
 		fprintf(stderr, "stb-bpf-loader: writing the output failed: %s\n",
 			strerror(rc      ? -rc
 				 : errno ? errno
 					 : EIO));
-		goto cleanup;
+		res->write_failed = true;
+		return STB_EXIT_FAIL;
 	}
 	if (stb_now_ns() >= r.sym_deadline)
 		fprintf(stderr, "stb-bpf-loader: warning: the deadline came close while the output "
 				"was written: some frames have no symbols\n");
 	if (o->verbose)
-		print_summary(&S, t0, t1);
-	if (S.target_gone)
+		print_summary(S, t0, t1);
+	if (S->target_gone)
 		fprintf(stderr,
 			"stb-bpf-loader: process %d exited during the trace; output is "
 			"partial\n",
 			(int)o->pid);
-	else if (S.not_traced || (S.pm && S.pm->missing))
+	else if (S->not_traced || (S->pm && S->pm->missing))
 		fprintf(stderr, "stb-bpf-loader: %s; output is partial\n", partial);
-	if (S.failed)
+	if (S->failed)
 		fprintf(stderr,
 			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "
 			"their errors)\n",
-			S.failed, S.n);
-	bool ok = meta.complete && !S.missing && !S.failed;
-	status = ok ? STB_EXIT_OK : STB_EXIT_FAIL;
-cleanup:
+			S->failed, S->n);
+	res->tasks = S->n;
+	bool ok = meta.complete && !S->missing && !S->failed;
+	return ok ? STB_EXIT_OK : STB_EXIT_FAIL;
+}
+
+bool stb_snapshot_target_alive(struct stb_snapshot_session *S)
+{
+	return !S->target_gone && S->tg && stb_target_alive(S->tg);
+}
+
+void stb_snapshot_close(struct stb_snapshot_session *S)
+{
+	if (!S)
+		return;
+	session_reset(S);
+	free(S->tasks);
+	free(S->scratch);
+	free(S->buf);
+	stb_running_fini(&S->run);
+	if (S->pm) {
+		stb_postmortem_close(S->pm); /* owns unw and sym */
+	} else {
+		stb_sym_free(S->sym);
+		stb_unw_proc_free(S->unw);
+	}
+	stb_target_close(S->tg);
+	free(S);
+}
+
+int stb_snapshot_run(const struct stb_loader_opts *o)
+{
+	FILE *out = stdout;
+	bool written = false;
+	int status = STB_EXIT_FAIL;
+	/* The output first: a bad -o fails before anything is traced. */
+	if (o->output) {
+		out = fopen(o->output, "we");
+		if (!out) {
+			fprintf(stderr, "stb-bpf-loader: cannot write %s: %s\n", o->output,
+				strerror(errno));
+			return STB_EXIT_FAIL;
+		}
+	}
+	struct stb_snapshot_session *S = stb_snapshot_open(o);
+	if (S) {
+		struct stb_snapshot_result res;
+		status = stb_snapshot_once(S, o->start_ns, out, &res);
+		written = res.written;
+	}
 	if (out != stdout) {
 		fclose(out);
 		if (!written)
 			unlink(o->output); /* nothing was traced: leave no empty file */
 	}
-	for (size_t i = 0; i < S.n; i++)
-		free(S.tasks[i].frames);
-	free(S.tasks);
-	stb_deadlocks_free(&dl);
-	free(S.scratch);
-	free(S.buf);
-	stb_running_fini(&S.run);
-	if (S.pm) {
-		stb_postmortem_close(S.pm); /* owns unw and sym */
-	} else {
-		stb_sym_free(S.sym);
-		stb_unw_proc_free(S.unw);
-	}
-	stb_target_close(S.tg);
+	stb_snapshot_close(S);
 	return status;
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,8 +82,9 @@ static int find_table_fd(struct stb_target *t)
 	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)t->pid);
 	DIR *d = opendir(dir);
 	if (!d)
-		return -errno;
+		return errno == EACCES || errno == EPERM ? -EACCES : -errno;
 	int found = -ENOENT;
+	unsigned denied = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		char *end;
@@ -92,8 +94,11 @@ static int find_table_fd(struct stb_target *t)
 		char link[320], target[256];
 		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
 		ssize_t len = readlink(link, target, sizeof(target) - 1);
-		if (len < 0)
+		if (len < 0) {
+			/* Listed but not readable: ptrace access is denied. */
+			denied += errno == EACCES || errno == EPERM;
 			continue;
+		}
 		target[len] = '\0';
 		bool is_map = strcmp(target, "anon_inode:bpf-map") == 0;
 		bool is_memfd = strncmp(target, "/memfd:" STB_ABI_TABLE_NAME,
@@ -102,7 +107,7 @@ static int find_table_fd(struct stb_target *t)
 			continue;
 		int fd = pidfd_getfd(t->pidfd, (int)n);
 		if (fd < 0) {
-			found = -errno;
+			found = errno == EACCES || errno == EPERM ? -EPERM : -errno;
 			break;
 		}
 		if (is_map) {
@@ -122,7 +127,50 @@ static int find_table_fd(struct stb_target *t)
 		break;
 	}
 	closedir(d);
-	return found;
+	return found == -ENOENT && denied ? -EPERM : found;
+}
+
+/* Is capability cap in this process's effective set? */
+static bool have_cap(unsigned cap)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2];
+	if (cap >= 64 || syscall(SYS_capget, &h, d) != 0)
+		return false;
+	return d[cap >> 5].effective >> (cap & 31) & 1;
+}
+
+/*
+ * The message for an access denied while looking for the table, naming the
+ * permission really missing. rc: -EACCES when /proc/PID/fd could not be
+ * listed (another user's process: CAP_DAC_READ_SEARCH), -EPERM when its
+ * entries could not be read or duplicated (ptrace access: CAP_SYS_PTRACE).
+ */
+static void access_message(pid_t pid, const char *comm, int rc, char *err, size_t errlen)
+{
+	bool ptrace_cap = have_cap(CAP_SYS_PTRACE), dac_cap = have_cap(CAP_DAC_READ_SEARCH);
+	const char *as_root = geteuid() == 0 ? " (this process runs as root but without it)" : "";
+	if (rc == -EACCES && !dac_cap) {
+		snprintf(err, errlen,
+			 "cannot list /proc/%d/fd of process %d (%s), which runs as another user: "
+			 "missing CAP_DAC_READ_SEARCH%s%s; run as root with full capabilities, or "
+			 "grant CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH",
+			 (int)pid, (int)pid, comm, ptrace_cap ? "" : " and CAP_SYS_PTRACE", as_root);
+		return;
+	}
+	if (!ptrace_cap) {
+		snprintf(err, errlen,
+			 "no ptrace access to process %d (%s): missing CAP_SYS_PTRACE%s (its file "
+			 "descriptors and memory must be readable); run as root with full "
+			 "capabilities, or grant CAP_SYS_PTRACE%s",
+			 (int)pid, comm, as_root, dac_cap ? "" : " (and CAP_DAC_READ_SEARCH when "
+			 "it runs as another user)");
+		return;
+	}
+	snprintf(err, errlen,
+		 "no ptrace access to process %d (%s) although CAP_SYS_PTRACE is held: a Linux "
+		 "security module (Yama ptrace_scope 3, SELinux, AppArmor) denies it",
+		 (int)pid, comm);
 }
 
 /*
@@ -224,9 +272,7 @@ struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
 	int fd = find_table_fd(t);
 	if (fd == -EACCES || fd == -EPERM) {
 		rc = -fd;
-		snprintf(err, errlen,
-			 "no ptrace access to process %d (%s): run as root or with CAP_SYS_PTRACE "
-			 "(its file descriptors and memory must be readable)", (int)pid, comm);
+		access_message(pid, comm, fd, err, errlen);
 		goto cleanup;
 	}
 	if (fd == -ENOENT) {

@@ -151,15 +151,28 @@ def check_task(t, where, stacks, grouped=False):
     allowed = ["id", "kind", "name", "state", "capture", "tid", "blocked_s", "running_s",
                "wait", "created_by", "error"]
     if stacks and grouped:
+        # The stack is the group's, written once: a grouped task has none.
         need(t, "group", lambda v: is_int(v) and v >= 0, "a group index", where)
         allowed += ["group"]
     elif stacks:
-        need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
-        need(t, "frames", lambda v: isinstance(v, list), "an array", where)
-        for i, f in enumerate(t["frames"]):
-            check_stack_frame(f, f"{where}.frames[{i}]")
-        allowed += ["truncated", "frames"]
+        check_stack(t, where)
+        allowed += STACK
     only(t, allowed, where)
+
+
+STACK = ["truncated", "frames", "runtime_frames_hidden", "frames_not_shown"]
+
+
+def check_stack(t, where):
+    """The stack members of a task, or of a group."""
+    need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
+    need(t, "frames", lambda v: isinstance(v, list), "an array", where)
+    for i, f in enumerate(t["frames"]):
+        check_stack_frame(f, f"{where}.frames[{i}]")
+    opt(t, "runtime_frames_hidden", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    if "frames_not_shown" in t and t["truncated"] is not True:
+        raise Bad(f"{where}: frames_not_shown without truncated")
 
 
 META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "freq_hz",
@@ -244,10 +257,7 @@ def check_stacks(doc, loader, grouped):
              "an array of integers", where)
         if len(g["ids"]) != g["count"]:
             raise Bad(f"{where}: {len(g['ids'])} ids for count {g['count']}")
-        need(g, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
-        need(g, "frames", lambda v: isinstance(v, list), "an array", where)
-        for k, f in enumerate(g["frames"]):
-            check_stack_frame(f, f"{where}.frames[{k}]")
+        check_stack(g, where)
         if "wait" in g:
             check_wait(g["wait"], f"{where}.wait")
         opt(g, "shortest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
@@ -261,8 +271,14 @@ def check_stacks(doc, loader, grouped):
             t = by_id.get(tid)
             if t is None or t["group"] != i:
                 raise Bad(f"{where}: id {tid} is not a task of this group")
-        only(g, ["count", "state", "wait", "shortest_s", "longest_s", "names", "ids",
-                 "truncated", "frames"], where)
+        only(g, ["count", "state", "wait", "shortest_s", "longest_s", "names", "ids"] + STACK,
+             where)
+    # Every task in exactly one group: each group's ids point back at it
+    # (above), and together they are every task once.
+    listed = [tid for g in doc.get("groups", []) for tid in g["ids"]]
+    if grouped and (len(listed) != len(doc["tasks"]) or len(set(listed)) != len(listed)):
+        raise Bad(f"groups: {len(listed)} ids ({len(set(listed))} distinct) for "
+                  f"{len(doc['tasks'])} tasks")
     only(doc, allowed, "document")
 
 

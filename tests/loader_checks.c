@@ -2,6 +2,7 @@
 /*
  * The helpers of the stb-bpf-loader tests (loader_checks.h).
  */
+#include <ctype.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -103,6 +104,8 @@ void target_finish(struct ts_ltarget *t, unsigned expect_joined)
 
 /* ---- running the loader ---- */
 
+bool run_loader_all_frames = true;
+
 /* Runs the loader with pre() in the child; args NULL-terminated. */
 void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap)
 {
@@ -110,8 +113,11 @@ void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap)
 	int n = 0;
 	argv[n++] = loader_path;
 	const char *a;
-	while ((a = va_arg(ap, const char *)) != NULL && n < 63)
+	while ((a = va_arg(ap, const char *)) != NULL && n < 62) {
 		argv[n++] = (char *)a;
+		if (n == 3 && strcmp(argv[1], "--pid") == 0 && run_loader_all_frames)
+			argv[n++] = "--runtime-frames";
+	}
 	argv[n] = NULL;
 	int rc = ts_proc_start(&r->p, argv, NULL, pre, pre_arg);
 	if (rc != 0)
@@ -195,28 +201,23 @@ void parse_text(const char *text, struct tout *o)
 			o->partial = true;
 			continue;
 		}
+		if (strncmp(line, "# the runtime's own frames", 26) == 0) {
+			o->runtime_hint = true;
+			continue;
+		}
 		if (!cur) {
 			assert_true(o->n < MAX_TASKS);
 			cur = &o->t[o->n++];
 			memset(cur, 0, sizeof(*cur));
 			unsigned count;
 			char kind[16];
-			/* "N bthreads [state, min .. max] waiting on ...: id id ...". */
+			/* "N bthreads [state, min .. max] waiting on ..."; the ids
+			 * follow on "  ids" lines. */
 			if (sscanf(line, "%u %15s [%31[^],]", &count, kind, cur->state) == 3 &&
 			    (strncmp(kind, "task", 4) == 0 || strncmp(kind, "bthread", 7) == 0 ||
-			     strncmp(kind, "pthread", 7) == 0) &&
-			    strrchr(line, ':')) {
+			     strncmp(kind, "pthread", 7) == 0)) {
 				cur->group = true;
 				cur->count = count;
-				const char *ids = strrchr(line, ':') + 1;
-				char *end;
-				for (;;) {
-					uint64_t id = strtoull(ids, &end, 10);
-					if (end == ids || cur->nids == MAX_TASKS)
-						break;
-					cur->ids[cur->nids++] = id;
-					ids = end;
-				}
 			} else if (sscanf(line, "%15s %" SCNu64, kind, &cur->id) == 2 &&
 				   (strcmp(kind, "bthread") == 0 || strcmp(kind, "pthread") == 0)) {
 				cur->pthread = strcmp(kind, "pthread") == 0;
@@ -236,6 +237,26 @@ void parse_text(const char *text, struct tout *o)
 			}
 			continue;
 		}
+		/* "  ids 1 2 ... and N more" ("  id 1"), continued on lines
+		 * indented by 6 spaces (every id). */
+		const char *ids = NULL;
+		if (cur->group && strncmp(line, "  ids ", 6) == 0)
+			ids = line + 5;
+		else if (cur->group && strncmp(line, "  id ", 5) == 0)
+			ids = line + 4;
+		else if (cur->group && strncmp(line, "      ", 6) == 0 && isdigit((unsigned char)line[6]))
+			ids = line + 5;
+		if (ids) {
+			char *end;
+			for (;;) {
+				uint64_t id = strtoull(ids, &end, 10);
+				if (end == ids || cur->nids == MAX_TASKS)
+					break;
+				cur->ids[cur->nids++] = id;
+				ids = end;
+			}
+			continue;
+		}
 		if (line[0] == '#') {
 			if (cur->nframes < MAX_FRAMES)
 				frame_fn(line, cur->frames[cur->nframes++], sizeof(cur->frames[0]));
@@ -244,7 +265,8 @@ void parse_text(const char *text, struct tout *o)
 			snprintf(cur->error, sizeof(cur->error), "%s", line + 15);
 		} else if (strncmp(line, "(no stack", 9) == 0) {
 			cur->no_stack = true;
-		} else if (strcmp(line, "(more frames not shown)") == 0) {
+		} else if (sscanf(line, "(%u more frame", &cur->not_shown) == 1 ||
+			   strncmp(line, "(over ", 6) == 0 || strncmp(line, "(more frames", 12) == 0) {
 			cur->truncated = true;
 		} else if (strncmp(line, "created by ", 11) == 0) {
 			snprintf(cur->created_by, sizeof(cur->created_by), "%.159s", line + 11);

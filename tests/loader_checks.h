@@ -52,6 +52,7 @@ struct ttask {
 	unsigned nids, count;
 	char name[48], state[32];
 	bool failed, no_stack, truncated;
+	unsigned not_shown; /* "(N more frames not shown)" */
 	char created_by[160]; /* "created by" line, without the words */
 	char error[512];
 	unsigned nframes;
@@ -61,6 +62,7 @@ struct ttask {
 struct tout {
 	bool note; /* a "# note:" line */
 	bool partial;
+	bool runtime_hint; /* "# the runtime's own frames ... are not shown" */
 	unsigned n;
 	struct ttask t[MAX_TASKS];
 };
@@ -102,6 +104,9 @@ int teardown(void **state);
 uint64_t chain_id(const struct ts_ltarget *t, const char *chain, unsigned i);
 uint64_t stat_of(struct ts_ltarget *t, const char *key);
 void target_finish(struct ts_ltarget *t, unsigned expect_joined);
+/* The loader runs with --runtime-frames after "--pid PID" (whole stacks, as
+ * the checks expect) unless a test clears this. */
+extern bool run_loader_all_frames;
 void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap);
 void run_loader(struct run *r, ...);
 void run_loader_pre(struct run *r, ts_pre_exec_fn pre, void *arg, ...);

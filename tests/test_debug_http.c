@@ -327,7 +327,8 @@ static void test_one_task(void **state)
 	STB_TEST_BEGIN(60);
 	char path[128];
 	struct dh_resp r;
-	snprintf(path, sizeof(path), "/bthreads/%llu?st=1", (unsigned long long)dh_chain_ids[1]);
+	snprintf(path, sizeof(path), "/bthreads/%llu?st=1&runtime_frames=1",
+		 (unsigned long long)dh_chain_ids[1]);
 	dh_get(path, 200, "text/plain", &r);
 	char head[96];
 	snprintf(head, sizeof(head), "bthread %llu \"dh chain\" [suspended",
@@ -378,20 +379,24 @@ static void test_all_grouped(void **state)
 	struct dh_resp r;
 	dh_get("/bthreads/all", 200, "text/plain", &r);
 	/* The three chains share one stack: one group of 3 listing their ids. */
-	/* "3 bthreads [suspended, T] waiting on butex 0x…: ids", then their one name. */
+	/* "3 bthreads [suspended, T] waiting on butex 0x…", then their one name
+	 * and "  ids ..." before the frames. */
 	char *g = strstr(r.body, "3 bthreads [suspended, ");
 	if (g && (!strstr(g, "] waiting on butex 0x") || !strstr(g, "\n  name \"dh chain\"\n")))
 		g = NULL;
 	if (!g)
 		fail_msg("no group of 3 suspended tasks:\n%s", r.body);
-	char *eol = strchr(g, '\n');
+	char *eol = strstr(g, "\n#0 ");
 	assert_non_null(eol);
 	*eol = '\0';
+	char *ids = strstr(g, "\n  ids ");
+	if (!ids)
+		fail_msg("group '%s' has no ids line", g);
 	for (int i = 0; i < DH_NCHAIN; i++) {
 		char id[32];
 		snprintf(id, sizeof(id), " %llu", (unsigned long long)dh_chain_ids[i]);
-		if (!strstr(g, id))
-			fail_msg("group line '%s' lacks%s", g, id);
+		if (!strstr(ids, id))
+			fail_msg("group '%s' lacks%s", g, id);
 	}
 	*eol = '\n';
 	char *next = strstr(eol, "\n\n");
@@ -402,7 +407,7 @@ static void test_all_grouped(void **state)
 	*next = '\n';
 	/* The other bthread is a group of its own. */
 	char one[64];
-	snprintf(one, sizeof(one), " sleeping: %llu\n", (unsigned long long)dh_other_id);
+	snprintf(one, sizeof(one), "\n  id %llu\n", (unsigned long long)dh_other_id);
 	char *o = strstr(r.body, one);
 	if (o && !strstr(r.body, "1 bthread [suspended, "))
 		o = NULL;
@@ -412,6 +417,176 @@ static void test_all_grouped(void **state)
 	/* The serving bthread traced itself: a running group with the endpoint's frames. */
 	assert_non_null(strstr(r.body, "dh_conn_main"));
 	dh_free(&r);
+	STB_TEST_END();
+}
+
+/* Runs cmd (sh -c) and returns its standard output (malloc'd), NULL if it
+ * could not run or exited non-zero. */
+static char *dh_run(const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return NULL;
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	size_t n;
+	while (buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+		len += n;
+		if (len + 1 == cap) {
+			char *g = realloc(buf, cap * 2);
+			if (!g) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = g;
+			cap *= 2;
+		}
+	}
+	int st = pclose(p);
+	if (buf)
+		buf[len] = '\0';
+	if (st != 0) {
+		fprintf(stderr, "'%s' exited with status 0x%x:\n%s\n", cmd, st, buf ? buf : "");
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* The runtime's own frames hidden by default (and said so), shown on
+ * request; file:line on request. */
+static void test_runtime_frames_and_lines(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	struct dh_resp r;
+	dh_get("/bthreads/all", 200, "text/plain", &r);
+	assert_null(strstr(r.body, " stb_jump_stack"));
+	assert_null(strstr(r.body, " stb_task_entry+"));
+	assert_non_null(strstr(r.body, "?runtime_frames=1 shows them"));
+	if (!dh_in_order(r.body, "#0 0x", " butex_wait+0x", " dh_chain_f3+0x"))
+		fail_msg("the chain does not start at butex_wait:\n%s", r.body);
+	dh_free(&r);
+	dh_get("/bthreads/all?runtime_frames=1", 200, "text/plain", &r);
+	assert_non_null(strstr(r.body, " stb_task_entry+"));
+	dh_free(&r);
+	dh_get("/bthreads/all?lines=1", 200, "text/plain", &r);
+	assert_non_null(strstr(r.body, "test_debug_http.c:"));
+	dh_free(&r);
+	dh_get("/bthreads/all?lines=2", 400, "text/plain", &r);
+	dh_free(&r);
+	STB_TEST_END();
+}
+
+/* pprof (read by go tool pprof over HTTP), folded, flame graph. */
+static void test_profile_formats(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	struct dh_resp r;
+	dh_get("/bthreads/all?format=pprof", 200, "application/octet-stream", &r);
+	assert_true(r.blen > 2 && (unsigned char)r.body[0] == 0x1f &&
+		    (unsigned char)r.body[1] == 0x8b);
+	dh_free(&r);
+	const char *go = getenv("STB_GO");
+	char tmp[] = "/tmp/stb_dh_pprof_XXXXXX";
+	assert_non_null(mkdtemp(tmp));
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+		 "PPROF_TMPDIR=%s HOME=%s timeout 120 %s tool pprof -raw "
+		 "'http://127.0.0.1:%u/bthreads/all?format=pprof' 2>&1",
+		 tmp, tmp, go && *go ? go : "go", dh_port);
+	char *raw = dh_run(cmd);
+	if (!raw)
+		fail_msg("go tool pprof could not read the endpoint's pprof (STB_GO=%s)",
+			 go ? go : "");
+	assert_non_null(strstr(raw, "bthreads/count"));
+	assert_non_null(strstr(raw, "dh_chain_f3"));
+	free(raw);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	assert_int_equal(system(cmd), 0);
+
+	dh_get("/bthreads/all?format=folded", 200, "text/plain", &r);
+	char line[64];
+	snprintf(line, sizeof(line), "dh_chain_f1;dh_chain_f2;dh_chain_f3;butex_wait %d\n",
+		 DH_NCHAIN);
+	if (!strstr(r.body, line))
+		fail_msg("no folded line ...%s in:\n%s", line, r.body);
+	dh_free(&r);
+	dh_get("/bthreads/all?format=flamegraph", 200, "text/html", &r);
+	assert_non_null(strstr(r.body, "id=\"fg-data\""));
+	assert_non_null(strstr(r.body, "\"dh_chain_f3\""));
+	dh_free(&r);
+	/* A list has no stacks. */
+	dh_get("/bthreads?format=pprof", 400, "text/plain", &r);
+	dh_free(&r);
+	dh_get("/bthreads/all?format=svg", 400, "text/plain", &r);
+	dh_free(&r);
+	STB_TEST_END();
+}
+
+/* Browsers get HTML: escaped, ids linking to each task's page; checked by
+ * headless Chromium as well. */
+static void test_html(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(180);
+	bthread_attr_t attr;
+	bthread_attr_init(&attr);
+	bthread_attr_set_name(&attr, "<b>x&y\"'</b>");
+	bthread_t odd;
+	assert_int_equal(bthread_start_background(&odd, &attr, dh_other_f1, NULL), 0);
+	bthread_attr_destroy(&attr);
+	assert_true(dh_wait_parked(odd, "dh_other_f2"));
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET /bthreads HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					  "Accept: text/html,application/xhtml+xml\r\n\r\n");
+	struct dh_resp r;
+	dh_request(req, (size_t)n, &r);
+	assert_int_equal(r.status, 200);
+	assert_true(strncmp(r.type, "text/html", 9) == 0);
+	char link[128];
+	snprintf(link, sizeof(link), "<a class=\"id\" href=\"/bthreads/%llu?st=1\">%llu</a>",
+		 (unsigned long long)odd, (unsigned long long)odd);
+	if (!strstr(r.body, link))
+		fail_msg("no link %s in:\n%s", link, r.body);
+	assert_non_null(strstr(r.body, "&lt;b&gt;x&amp;y\\&quot;&#39;&lt;/b&gt;"));
+	assert_null(strstr(r.body, "<b>x"));
+	dh_free(&r);
+	char path[96];
+	snprintf(path, sizeof(path), "/bthreads/%llu?st=1&format=html", (unsigned long long)odd);
+	dh_get(path, 200, "text/html", &r);
+	assert_non_null(strstr(r.body, " dh_other_f2+0x"));
+	dh_free(&r);
+	dh_get("/?format=html", 200, "text/html", &r);
+	assert_non_null(strstr(r.body, "href=\"/bthreads/all?format=pprof\""));
+	dh_free(&r);
+	/* Chromium: the DOM it builds has the link of every listed task. */
+	char dir[] = "/tmp/stb_dh_chromium_XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 chromium --headless --no-sandbox --disable-gpu "
+		 "--disable-background-networking --disable-component-update --disable-sync "
+		 "--no-first-run --user-data-dir=%s --dump-dom http://127.0.0.1:%u/bthreads "
+		 "2>/dev/null", dir, dh_port);
+	char *dom = dh_run(cmd);
+	if (!dom)
+		fail_msg("headless chromium could not load the page (apt-get install chromium)");
+	for (int i = 0; i < DH_NCHAIN; i++) {
+		snprintf(link, sizeof(link), "href=\"/bthreads/%llu?st=1\"",
+			 (unsigned long long)dh_chain_ids[i]);
+		if (!strstr(dom, link))
+			fail_msg("chromium's DOM lacks %s:\n%.3000s", link, dom);
+	}
+	/* The escaped name is text, not markup, in the DOM too. */
+	assert_non_null(strstr(dom, "&lt;b&gt;x&amp;y"));
+	free(dom);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(bthread_stop(odd), 0);
+	assert_int_equal(bthread_join(odd, NULL), 0);
 	STB_TEST_END();
 }
 
@@ -635,6 +810,9 @@ int main(void)
 		cmocka_unit_test(test_one_task),
 		cmocka_unit_test(test_all_grouped),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_runtime_frames_and_lines),
+		cmocka_unit_test(test_profile_formats),
+		cmocka_unit_test(test_html),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_start_stop),

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <regex.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
@@ -138,8 +139,7 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[([a-z-]+)((, [^],]+)*)\\]( .*)?$",
 		REG_EXTENDED);
 	regcomp(&gre,
-		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[([a-z-]+)[^]]*\\][^:]*:(( [0-9]+)+)"
-		"( and [0-9,]+ more)?$",
+		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[([a-z-]+)[^]]*\\]( .*)?$",
 		REG_EXTENDED);
 	bool ok = true;
 	char *save = NULL;
@@ -173,19 +173,33 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 				cur->count = (unsigned)strtoul(line, NULL, 10);
 				snprintf(cur->state, sizeof(cur->state), "%.*s",
 					 (int)(m[3].rm_eo - m[3].rm_so), line + m[3].rm_so);
-				const char *q = line + m[4].rm_so;
 				cur->ids = calloc(cur->count + 1, sizeof(bthread_t));
-				while (*q == ' ' && cur->ids) {
-					char *end;
-					bthread_t id = strtoull(q + 1, &end, 10);
-					if (cur->nids <= cur->count)
-						cur->ids[cur->nids] = id;
-					cur->nids++;
-					q = end;
-				}
 			}
 			continue;
 		}
+		/* A group's "  ids 1 2 ... [and N more]" line ("  id 1" for one),
+		 * continued on lines indented by 6 spaces (all ids). */
+		const char *q = NULL;
+		if (cur && cur->is_group && strncmp(line, "  ids ", 6) == 0)
+			q = line + 5;
+		else if (cur && cur->is_group && strncmp(line, "  id ", 5) == 0)
+			q = line + 4;
+		else if (cur && cur->is_group && strncmp(line, "      ", 6) == 0 &&
+			 line[6] >= '0' && line[6] <= '9')
+			q = line + 5;
+		if (q) {
+			while (*q == ' ' && q[1] >= '0' && q[1] <= '9' && cur->ids) {
+				char *end;
+				bthread_t id = strtoull(q + 1, &end, 10);
+				if (cur->nids <= cur->count)
+					cur->ids[cur->nids] = id;
+				cur->nids++;
+				q = end;
+			}
+			continue;
+		}
+		if (strncmp(line, "# ", 2) == 0)
+			continue; /* a note or the footer, not a frame */
 		if (!cur) {
 			snprintf(why, size, "text before the first header: \"%.100s\"", line);
 			ok = false;
@@ -247,8 +261,12 @@ static const struct stb_section *stb_find_task(const struct stb_parsed *p, bthre
 }
 
 /* Runs stb_dump into memory and parses the result. */
+/* o NULL: every frame (runtime_frames = 1), to compare with stb_trace. */
 static int stb_dump_to_parsed(const struct stb_dump_opts *o, struct stb_parsed *p)
 {
+	static const struct stb_dump_opts all_frames = {.runtime_frames = 1};
+	if (!o)
+		o = &all_frames;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -498,7 +516,7 @@ static void test_dump_grouped(void **state)
 	(void)state;
 	STB_TEST_BEGIN(60);
 	struct stb_parsed p;
-	struct stb_dump_opts o = {.group = 1, .all_ids = 1};
+	struct stb_dump_opts o = {.group = 1, .all_ids = 1, .runtime_frames = 1};
 	int rc = stb_dump_to_parsed(&o, &p);
 	assert_true(rc >= STB_NBLOCKED + STB_NGROUP + 2);
 	int count;
@@ -583,17 +601,83 @@ static void test_dump_max_depth_and_errors(void **state)
 	STB_TEST_BEGIN(60);
 	struct stb_parsed p;
 	int count;
+	/* The runtime's frames are not counted: butex_wait, f3, f2 -- and f1
+	 * is the one frame left out (the entry frames below it are hidden). */
 	struct stb_dump_opts o = {.max_depth = 3, .state_mask = 1u << STB_TASK_SUSPENDED};
 	stb_dump_to_parsed(&o, &p);
 	const struct stb_section *s = stb_find_task(&p, stb_blocked[0], &count);
 	assert_non_null(s);
-	/* 3 frames, then the note that more exist. */
 	assert_int_equal(s->nlines, 4);
-	assert_string_equal(s->lines[3], "(more frames not shown)");
+	assert_true(stb_sym_is(s->frames[0].symbol, "butex_wait"));
+	assert_true(stb_sym_is(s->frames[2].symbol, "stb_dump_f2"));
+	assert_string_equal(s->lines[3], "(1 more frame not shown)");
+	stb_parsed_free(&p);
+	/* With them, they count: 3 frames, and the count of all the others. */
+	struct stb_frame full[64];
+	int nfull = stb_trace(stb_blocked[0], NULL, full, 64, NULL);
+	assert_true(nfull > 6);
+	o.runtime_frames = 1;
+	stb_dump_to_parsed(&o, &p);
+	s = stb_find_task(&p, stb_blocked[0], &count);
+	assert_non_null(s);
+	assert_int_equal(s->nlines, 4);
+	assert_true(stb_sym_is(s->frames[0].symbol, "stb_jump_stack"));
+	char want[64];
+	snprintf(want, sizeof(want), "(%d more frames not shown)", nfull - 3);
+	assert_string_equal(s->lines[3], want);
 	stb_parsed_free(&p);
 	assert_int_equal(stb_dump(NULL, NULL), -EINVAL);
 	struct stb_dump_opts bad = {.format = 99};
 	assert_int_equal(stb_dump(stdout, &bad), -EINVAL);
+	STB_TEST_END();
+}
+
+/* The default: the runtime's own frames hidden (and said so), the stack
+ * from the API call the task waits in down to its function. */
+static void test_dump_runtime_frames_hidden(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	struct stb_dump_opts o = {.state_mask = 1u << STB_TASK_SUSPENDED};
+	assert_true(stb_dump(f, &o) >= STB_NBLOCKED);
+	fclose(f);
+	assert_null(strstr(buf, " stb_jump_stack+"));
+	assert_null(strstr(buf, " stb_sched_suspend+"));
+	assert_null(strstr(buf, " stb_task_entry+"));
+	assert_null(strstr(buf, " stb_ctx_trampoline+"));
+	assert_non_null(strstr(buf, "# the runtime's own frames"));
+	assert_non_null(strstr(buf, "stb_dump_opts.runtime_frames = 1 shows them"));
+	struct stb_parsed p;
+	char why[256];
+	if (!stb_dump_parse(buf, &p, why, sizeof(why)))
+		fail_msg("cannot parse the dump: %s", why);
+	int count;
+	const struct stb_section *s = stb_find_task(&p, stb_blocked[0], &count);
+	assert_non_null(s);
+	assert_true(stb_sym_is(s->frames[0].symbol, "butex_wait"));
+	assert_true(stb_sym_is(s->frames[s->nlines - 1].symbol, "stb_dump_f1"));
+	stb_parsed_free(&p); /* frees buf */
+	/* JSON says how many were hidden; --lines gives file:line. */
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	o.format = STB_FORMAT_JSON;
+	assert_true(stb_dump(f, &o) >= STB_NBLOCKED);
+	fclose(f);
+	assert_non_null(strstr(buf, "\"runtime_frames_hidden\": "));
+	assert_null(strstr(buf, "\"stb_jump_stack"));
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	o.format = STB_FORMAT_TEXT;
+	o.lines = 1;
+	assert_true(stb_dump(f, &o) >= STB_NBLOCKED);
+	fclose(f);
+	assert_true(strstr(buf, " stb_dump_f3+0x") && strstr(buf, "test_dump.c:"));
+	free(buf);
 	STB_TEST_END();
 }
 
@@ -670,11 +754,13 @@ static void test_dump_on_sigquit(void **state)
 		const struct stb_section *s = stb_find_task(&p, stb_blocked[i], &count);
 		assert_int_equal(count, 1);
 		assert_string_equal(s->state, "suspended");
-		stb_check_section_chain(s, stb_dump_chain, false, true);
+		/* The defaults: the runtime's frames are hidden. */
+		stb_check_section_chain(s, stb_dump_chain, false, false);
+		assert_true(stb_sym_is(s->frames[s->nlines - 1].symbol, "stb_dump_f1"));
 	}
 	const struct stb_section *s = stb_find_task(&p, stb_spinner, &count);
 	assert_int_equal(count, 1);
-	stb_check_section_chain(s, stb_spin_chain, true, true);
+	stb_check_section_chain(s, stb_spin_chain, true, false);
 	stb_parsed_free(&p);
 	free(out);
 	/* Still alive, and the runtime still works. */
@@ -686,8 +772,89 @@ static void test_dump_on_sigquit(void **state)
 	STB_TEST_END();
 }
 
-int main(void)
+/* ---- a dump that the program's exit must not cut ---- */
+
+#define STB_EXIT_CHILD_TASKS 3000
+
+static void *stb_exit_child_task(void *arg)
 {
+	(void)arg;
+	bthread_usleep(60 * 1000000);
+	return NULL;
+}
+
+/*
+ * The child: many bthreads (a dump of them takes a while), then main sleeps;
+ * SIGQUIT interrupts sleep() and main returns at once, while the dump runs.
+ */
+static int stb_exit_child(void)
+{
+	/* As in a program of its own: no signal blocked (the mask of the test
+	 * that forked this would be inherited). */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int i = 0; i < STB_EXIT_CHILD_TASKS; i++) {
+		bthread_t t;
+		if (bthread_start_background(&t, NULL, stb_exit_child_task, NULL) != 0)
+			return 2;
+	}
+	usleep(200000); /* let them park */
+	printf("ready\n");
+	fflush(stdout);
+	unsigned left = sleep(60);
+	return left > 0 ? 0 : 3; /* 3: the signal did not interrupt sleep */
+}
+
+static void test_dump_at_exit(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	char path[] = "/tmp/stb_test_dump_exit_XXXXXX";
+	int efd = mkstemp(path);
+	assert_true(efd >= 0);
+	unlink(path);
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(efd, STDERR_FILENO);
+		close(pfd[0]);
+		execl("/proc/self/exe", "test_dump", "--exit-child", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	char buf[16] = "";
+	ssize_t n = read(pfd[0], buf, sizeof(buf) - 1);
+	close(pfd[0]);
+	assert_true(n > 0 && strncmp(buf, "ready", 5) == 0);
+	/* To the main thread (a signal to the process may be taken by any
+	 * thread, and only the main thread's sleep() returns early). */
+	assert_int_equal(syscall(SYS_tgkill, (int)pid, (int)pid, SIGQUIT), 0);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	char *out = stb_read_fd(efd);
+	close(efd);
+	assert_non_null(out);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("the child ended with status 0x%x: %.2000s", st, out);
+	/* The dump was complete: its end marker with every task. */
+	const char *end = strstr(out, "==== stb: end of dump (");
+	if (!strstr(out, "==== stb: dump of all bthreads") || !end)
+		fail_msg("the dump was cut by the exit (%zu bytes of stderr)", strlen(out));
+	unsigned tasks = 0;
+	assert_int_equal(sscanf(end, "==== stb: end of dump (%u tasks)", &tasks), 1);
+	assert_true(tasks >= STB_EXIT_CHILD_TASKS);
+	free(out);
+	STB_TEST_END();
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--exit-child") == 0)
+		return stb_exit_child();
 	/* ctest sets it (ENV property); a manual run gets the same here. It is
 	 * read when the runtime starts, which happens in the setup. */
 	if (!getenv("STB_DUMP_SIGNAL"))
@@ -697,7 +864,9 @@ int main(void)
 		cmocka_unit_test(test_dump_grouped),
 		cmocka_unit_test(test_dump_state_mask),
 		cmocka_unit_test(test_dump_max_depth_and_errors),
+		cmocka_unit_test(test_dump_runtime_frames_hidden),
 		cmocka_unit_test(test_dump_on_sigquit),
+		cmocka_unit_test(test_dump_at_exit),
 	};
 	return cmocka_run_group_tests(tests, stb_dump_setup, stb_dump_teardown);
 }

@@ -96,7 +96,9 @@ while kill -0 "$client_pid" 2>/dev/null; do
     seen_handlers=1
   fi
   # A running task with a stack (BPF capture); without BPF it says "not captured".
-  if awk '/^[0-9]+ tasks? \[running\]/ {r = 1; next} r && /^#0 0x/ {found = 1} {r = 0} END {exit !found}' \
+  # (a group: "N bthreads [running, ...]", its "  name"/"  ids" lines, then the frames)
+  if awk '/^[0-9]+ (tasks?|bthreads?) \[running(\]|,)/ {r = 1; next} r && /^  / {next}
+          r && /^#0 0x/ {found = 1} {r = 0} END {exit !found}' \
        "$tmp/loader.txt"; then
     seen_running=1
   fi

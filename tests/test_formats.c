@@ -20,6 +20,8 @@
 #include <stb/stb.h>
 
 #include "fmt_chains.h"
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -98,6 +100,15 @@ static void assert_folded_shape(const char *text)
 		p = nl + 1;
 	}
 	assert_true(lines > 0);
+}
+
+/* How many times needle occurs in text. */
+static unsigned count_of(const char *text, const char *needle)
+{
+	unsigned n = 0;
+	for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
 }
 
 static void check_json(const char *file, const char *opts)
@@ -283,7 +294,8 @@ static char *dump_to_file(int format, int group, const char *name, char *path, s
 	tmp_path(path, size, name);
 	FILE *f = fopen(path, "wb");
 	assert_non_null(f);
-	struct stb_dump_opts o = {.format = format, .group = group};
+	/* The exact stacks checked here include the runtime's own frames. */
+	struct stb_dump_opts o = {.format = format, .group = group, .runtime_frames = 1};
 	int n = stb_dump(f, &o);
 	assert_int_equal(fclose(f), 0);
 	if (n < NA + NB)
@@ -315,6 +327,20 @@ static void test_dump_folded(void **state)
 	char *text2 = read_file(path2, NULL);
 	assert_non_null(text2);
 	assert_has_line(text2, line);
+	free(text2);
+	/* By default the runtime's own frames are left out. */
+	tmp_path(path2, sizeof(path2), "dump-default.folded");
+	FILE *f = fopen(path2, "wb");
+	assert_non_null(f);
+	struct stb_dump_opts o = {.format = STB_FORMAT_FOLDED};
+	assert_true(stb_dump(f, &o) >= NA + NB);
+	assert_int_equal(fclose(f), 0);
+	text2 = read_file(path2, NULL);
+	assert_non_null(text2);
+	snprintf(line, sizeof(line), "suspended;fmt_a1;fmt_a2;fmt_a3;park;butex_wait %d", NA);
+	assert_has_line(text2, line);
+	assert_null(strstr(text2, "stb_jump_stack"));
+	assert_null(strstr(text2, "stb_ctx_trampoline"));
 	free(text2);
 	free(text);
 	STB_TEST_END();
@@ -446,7 +472,8 @@ static int loader(char **out, char **err, const char *a1, const char *a2, const 
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
 	char *argv[] = {(char *)ts_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--timeout",
-			"10000", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
+			"10000", "--runtime-frames", (char *)a1, (char *)a2, (char *)a3, (char *)a4,
+			(char *)a5, NULL};
 	return ts_run(argv, out, err, 120);
 }
 
@@ -554,6 +581,109 @@ static void test_loader_json(void **state)
 		fail_msg("loader exit %d: %s", rc, err);
 	free(err);
 	check_json(path, "--loader --grouped");
+	/* The stack once per group (with its ids), never per task. */
+	text = read_file(path, NULL);
+	assert_non_null(text);
+	unsigned nframes = count_of(text, "\"frames\": ["), nids = count_of(text, "\"ids\": [");
+	unsigned ntasks = count_of(text, "\"kind\": \"bthread\"") +
+			  count_of(text, "\"kind\": \"pthread\"");
+	if (nframes == 0 || nframes != nids || nframes >= ntasks)
+		fail_msg("grouped JSON: %u frames arrays, %u groups, %u tasks", nframes, nids, ntasks);
+	free(text);
+	STB_TEST_END();
+}
+
+/* --format flamegraph: one self-contained page (tests/check_flamegraph.py:
+ * well-formed, no external resource, its tree consistent) naming the
+ * target's frames, split by state like the folded output. */
+static void test_loader_flamegraph(void **state)
+{
+	(void)state;
+	char path[256], *err = NULL, *out = NULL;
+	STB_TEST_BEGIN(150);
+	tmp_path(path, sizeof(path), "loader-fg.html");
+	int rc = loader(NULL, &err, "--format", "flamegraph", "-o", path, NULL);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	free(err);
+	const char *py = ts_env("STB_PYTHON3", "python3");
+	const char *checker = ts_env("STB_FG_CHECKER", "check_flamegraph.py");
+	char *argv[] = {(char *)py, (char *)checker, path, "running", "spin_leaf", "spin_outer",
+			"stb_task_entry", NULL};
+	rc = ts_run(argv, &out, &err, 60);
+	if (rc != 0)
+		fail_msg("%s %s: exit %d: %s", checker, path, rc, err);
+	assert_non_null(strstr(out, "names "));
+	free(out);
+	free(err);
+	STB_TEST_END();
+}
+
+/* Continuous mode: --every writes complete, timestamped files into
+ * --out-dir, keeps the --keep newest, leaves no temporary file behind and
+ * exits 0 on SIGTERM. */
+static void test_loader_every(void **state)
+{
+	(void)state;
+	char dir[256], pid[16], prefix[40];
+	STB_TEST_BEGIN(150);
+	tmp_path(dir, sizeof(dir), "every");
+	assert_true(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(pid, sizeof(pid), "%d", (int)tgt.pid);
+	snprintf(prefix, sizeof(prefix), "stb-%s-", pid);
+	char *argv[] = {(char *)ts_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--timeout",
+			"10000", "--every", "200ms", "--out-dir", dir, "--keep", "2", "--format",
+			"folded", NULL};
+	struct ts_proc pr;
+	assert_int_equal(ts_proc_start(&pr, argv, NULL, NULL, NULL), 0);
+	/* Wait for the first two files, then for several more snapshots, so that
+	 * rotation has work to do. */
+	int files = 0;
+	for (int waited = 0; waited < 20000 && files < 2; waited += 100) {
+		ts_proc_pump(&pr, 100);
+		files = 0;
+		DIR *d = opendir(dir);
+		assert_non_null(d);
+		for (struct dirent *e; (e = readdir(d));)
+			if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+				files++;
+		closedir(d);
+	}
+	if (files < 2)
+		fail_msg("--every 200ms: %d files after 20 s: %s", files, pr.err.p);
+	for (int i = 0; i < 10; i++)
+		ts_proc_pump(&pr, 100);
+	assert_int_equal(kill(pr.pid, SIGTERM), 0);
+	assert_int_equal(ts_proc_wait(&pr, 30000), 0);
+	if (ts_proc_exit_code(&pr) != 0)
+		fail_msg("--every exit %d: %s", ts_proc_exit_code(&pr), pr.err.p);
+	int ours = 0, other = 0;
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.' && (!e->d_name[1] || !strcmp(e->d_name, "..")))
+			continue;
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || n < 8 ||
+		    strcmp(e->d_name + n - 7, ".folded") != 0) {
+			other++;
+			continue;
+		}
+		ours++;
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		char *text = read_file(path, NULL);
+		assert_non_null(text);
+		assert_folded_shape(text);
+		/* By default without the runtime's own frames. */
+		assert_has_line(text, "running;spin_outer;spin_leaf 1");
+		assert_has_line(text, "suspended;fmt_a1;fmt_a2;fmt_a3;park;butex_wait 5");
+		free(text);
+	}
+	closedir(d);
+	if (ours != 2 || other != 0)
+		fail_msg("--keep 2: %d snapshot files and %d others in %s", ours, other, dir);
+	ts_proc_free(&pr);
 	STB_TEST_END();
 }
 
@@ -590,6 +720,8 @@ int main(int argc, char **argv)
 			cmocka_unit_test(test_loader_folded),
 			cmocka_unit_test(test_loader_pprof),
 			cmocka_unit_test(test_loader_json),
+			cmocka_unit_test(test_loader_flamegraph),
+			cmocka_unit_test(test_loader_every),
 			cmocka_unit_test(test_loader_format_errors),
 		};
 		return cmocka_run_group_tests_name("loader", tests, target_start, target_stop);

@@ -326,7 +326,9 @@ static void test_formats(void **state)
 	assert_int_equal(stb_format_from_name("xml"), -EINVAL);
 	assert_int_equal(stb_format_from_name(NULL), -EINVAL);
 	assert_string_equal(stb_format_name(STB_FORMAT_PPROF), "pprof");
-	assert_null(stb_format_name(4));
+	assert_string_equal(stb_format_name(STB_FORMAT_FLAMEGRAPH), "flamegraph");
+	assert_int_equal(stb_format_from_name("flamegraph"), STB_FORMAT_FLAMEGRAPH);
+	assert_null(stb_format_name(5));
 	assert_null(stb_format_name(-1));
 	assert_string_equal(stb_state_name(200), "invalid");
 }

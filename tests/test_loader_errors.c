@@ -4,6 +4,7 @@
  * ABI, and the fallbacks without BPF, perf events or ptrace access (each with
  * its message and exit status). Exits 77 unprivileged.
  */
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -20,7 +21,7 @@ static void test_usage_errors(void **state)
 {
 	(void)state;
 	static const struct {
-		const char *args[8];
+		const char *args[12];
 		const char *msg;
 	} cases[] = {
 		{{NULL}, "--pid or --core is required"},
@@ -53,9 +54,18 @@ static void test_usage_errors(void **state)
 		{{"--pid", "1", "--deadline", "25h", NULL}, "--deadline: '25h'"},
 		{{"--pid", "1", "--profile", "--duration", "10s", "--deadline", "5s", NULL},
 		 "--deadline must be longer than --duration"},
+		{{"--pid", "1", "--pid", "2", NULL}, "--pid given twice"},
+		{{"--pid", "1", "--every", "10s", NULL}, "--every needs --out-dir"},
+		{{"--pid", "1", "--keep", "5", NULL}, "--out-dir and --keep need --every"},
+		{{"--pid", "1", "--every", "10s", "--out-dir", "/tmp", "--keep", "0", NULL},
+		 "--keep: '0'"},
+		{{"--pid", "1", "--every", "10s", "--out-dir", "/tmp", "-o", "/tmp/x", NULL},
+		 "--every writes its files into --out-dir"},
+		{{"--pid", "1", "--out-dir", "", "--every", "1s", NULL}, "--out-dir: an empty path"},
+		{{"--pid", "1", "--format", "svg", NULL}, "--format: 'svg'"},
 	};
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[10];
+		char *argv[14];
 		int n = 0;
 		argv[n++] = loader_path;
 		for (int k = 0; cases[i].args[k]; k++)
@@ -77,7 +87,40 @@ static void test_usage_errors(void **state)
 	expect_exit(&r, 0, NULL);
 	assert_non_null(strstr(r.out, "Usage: stb-bpf-loader --pid PID"));
 	assert_non_null(strstr(r.out, "--deadline"));
+	assert_non_null(strstr(r.out, "--every"));
 	run_free(&r);
+	char want[80];
+	snprintf(want, sizeof(want), "(reads stb task tables of ABI version %u)", STB_ABI_VERSION);
+	for (int v = 0; v < 2; v++) {
+		run_loader(&r, v ? "-V" : "--version", NULL);
+		expect_exit(&r, 0, NULL);
+		if (strncmp(r.out, "stb-bpf-loader ", 15) != 0 || !strstr(r.out, want))
+			fail_msg("--version printed '%s' (want '%s')", r.out, want);
+		run_free(&r);
+	}
+}
+
+/* Durations in hours are accepted up to the 24 hours the messages promise:
+ * the run goes on to the target (here not a stb runtime), never a usage error. */
+static void test_duration_hours(void **state)
+{
+	(void)state;
+	char *argv[] = {"sleep", "60", NULL};
+	struct ts_proc s;
+	assert_int_equal(ts_proc_start(&s, argv, NULL, NULL, NULL), 0);
+	ts_sleep_ms(50);
+	char p[32];
+	snprintf(p, sizeof(p), "%d", (int)s.pid);
+	struct run r;
+	run_loader(&r, "--pid", p, "--deadline", "24h", NULL);
+	expect_exit(&r, 1, "not a stb runtime");
+	run_free(&r);
+	run_loader_all_frames = false; /* a profile keeps every frame anyway */
+	run_loader(&r, "--pid", p, "--profile", "--duration", "1h", "--deadline", "2h", NULL);
+	run_loader_all_frames = true;
+	expect_exit(&r, 1, "not a stb runtime");
+	run_free(&r);
+	ts_proc_free(&s);
 }
 
 /* -o is opened before anything is traced: an output that cannot be written
@@ -280,10 +323,81 @@ static void test_no_ptrace(void **state)
 	target_finish(&tg, DEFAULT_TASKS);
 }
 
+/* In the child: only the capabilities in mask (effective, permitted,
+ * inheritable and ambient, so that they survive exec), the bounding set
+ * emptied of the rest; then, when uid is not 0, become that user. */
+static int only_caps(uint64_t mask, uid_t uid)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2] = {{0}};
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0)
+		return -errno;
+	for (unsigned c = 0; c < 64; c++) {
+		if (mask >> c & 1)
+			continue;
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+			return -errno;
+	}
+	if (uid && (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+		    setresuid(uid, uid, uid) != 0))
+		return -errno;
+	for (unsigned c = 0; c < 64; c++)
+		if (mask >> c & 1) {
+			d[c >> 5].effective |= 1u << (c & 31);
+			d[c >> 5].permitted |= 1u << (c & 31);
+			d[c >> 5].inheritable |= 1u << (c & 31);
+		}
+	if (syscall(SYS_capset, &h, d) != 0)
+		return -errno;
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	for (unsigned c = 0; c < 64; c++)
+		if (mask >> c & 1 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) != 0)
+			return -errno;
+	return 0;
+}
+
+static int nobody_with_ptrace(void *arg)
+{
+	(void)arg;
+	return only_caps(1ull << CAP_SYS_PTRACE, 65534);
+}
+
+static int root_without_caps(void *arg)
+{
+	(void)arg;
+	return only_caps(0, 0);
+}
+
+/* Each case names the permission really missing: CAP_SYS_PTRACE alone cannot
+ * list /proc/PID/fd of another user's process (CAP_DAC_READ_SEARCH), and
+ * root without capabilities lacks CAP_SYS_PTRACE (never "not a stb
+ * runtime"). */
+static void test_permission_names(void **state)
+{
+	(void)state;
+	assert_int_equal(child_caps(nobody_with_ptrace), 1ull << CAP_SYS_PTRACE);
+	assert_int_equal(child_caps(root_without_caps), 0);
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	run_loader_pre(&r, nobody_with_ptrace, NULL, "--pid", pid_arg(&tg), NULL);
+	expect_exit(&r, 1, "missing CAP_DAC_READ_SEARCH;");
+	assert_null(strstr(r.err, "no ptrace access"));
+	assert_int_equal(r.p.out.len, 0);
+	run_free(&r);
+	run_loader_pre(&r, root_without_caps, NULL, "--pid", pid_arg(&tg), NULL);
+	expect_exit(&r, 1, "missing CAP_SYS_PTRACE (this process runs as root but without it)");
+	assert_null(strstr(r.err, "not a stb runtime"));
+	assert_int_equal(r.p.out.len, 0);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_usage_errors, teardown),
+		cmocka_unit_test_teardown(test_duration_hours, teardown),
 		cmocka_unit_test_teardown(test_output_first, teardown),
 		cmocka_unit_test_teardown(test_no_such_process, teardown),
 		cmocka_unit_test_teardown(test_not_stb_runtime, teardown),
@@ -292,6 +406,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_no_bpf_syscall, teardown),
 		cmocka_unit_test_teardown(test_no_perf_events, teardown),
 		cmocka_unit_test_teardown(test_no_ptrace, teardown),
+		cmocka_unit_test_teardown(test_permission_names, teardown),
 	};
 	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_errors");
 }

@@ -140,7 +140,7 @@ static void run_target_exits(bool json)
 	assert_int_equal(ts_ltarget_cmd(&tg, cmd, reply, sizeof(reply)), 0);
 	assert_true(strncmp(reply, "hold 0x", 7) == 0);
 	char *argv[] = {loader_path, "--pid", (char *)pid_arg(&tg), "--bthread", a, "--bthread", b,
-			"--bthread", c, "--timeout", "1500", "-vv", "--format",
+			"--bthread", c, "--timeout", "1500", "-vv", "--runtime-frames", "--format",
 			json ? "json" : "text", NULL};
 	struct ts_proc lp;
 	assert_int_equal(ts_proc_start(&lp, argv, NULL, NULL, NULL), 0);

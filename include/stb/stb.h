@@ -156,9 +156,11 @@ enum stb_format {
 	                           labels bthread_id, state, worker_tid, name (per group
 	                           with its count when group is set); go tool pprof FILE */
 	STB_FORMAT_JSON = 3,    /* the "stb-stacks/1" document of docs/json.md */
+	STB_FORMAT_FLAMEGRAPH = 4, /* a self-contained interactive HTML flame graph of
+	                              the folded stacks (split by state) */
 };
 
-/* Name of a format ("text", "folded", "pprof", "json"), NULL if none.
+/* Name of a format ("text", "folded", "pprof", "json", "flamegraph"), NULL if none.
  * Thread-safe. */
 STB_EXPORT const char *stb_format_name(int format);
 
@@ -170,12 +172,18 @@ STB_EXPORT int stb_format_from_name(const char *name);
 struct stb_dump_opts {
 	int group;            /* print each distinct stack (and wait kind) once with its
 	                         count, times and ids */
-	unsigned max_depth;   /* 0 = 64 */
+	unsigned max_depth;   /* frames per stack, the runtime's own not counted; 0 = 64.
+	                         The output counts the frames it leaves out. */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
 	int format;           /* enum stb_format */
 	uint64_t stuck_ns;    /* only tasks blocked, or running without a switch, at
 	                         least this long; 0 = all */
 	int all_ids;          /* grouped text: every id (default: the first 10 and a count) */
+	int runtime_frames;   /* non-zero: also the runtime's own frames (stb_jump_stack,
+	                         stb_sched_suspend, butex internals above the API call a
+	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
+	                         below its function), hidden by default in every format */
+	int lines;            /* text: file:line of each frame, and inlined calls */
 };
 
 /*

@@ -158,3 +158,34 @@ int stb_text_put(FILE *out, const char *s)
 	}
 	return 0;
 }
+
+int stb_html_put(FILE *out, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; i < len;) {
+		unsigned char c = p[i];
+		const char *ent = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+				: c == '"' ? "&quot;" : c == '\'' ? "&#39;" : NULL;
+		size_t k = 1;
+		uint32_t cp = c;
+		if (c >= 0x80)
+			k = stb_utf8_decode(p + i, len - i, &cp);
+		if (ent) {
+			fputs(ent, out);
+		} else if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f) ||
+			   (k > 0 && cp >= 0xa0)) {
+			fwrite(p + i, 1, k, out);
+		} else {
+			/* A control byte, a C1 control or invalid UTF-8: each byte as \xNN. */
+			if (k == 0)
+				k = 1;
+			for (size_t b = 0; b < k; b++) {
+				char e[4] = {'\\', 'x', hex[p[i + b] >> 4], hex[p[i + b] & 15]};
+				fwrite(e, 1, 4, out);
+			}
+		}
+		i += k;
+	}
+	return ferror(out) ? -EIO : 0;
+}

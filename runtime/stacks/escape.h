@@ -2,7 +2,8 @@
 /*
  * Strings the target controls (task names, comm, symbol and module names) made
  * safe for output: UTF-8 validation shared with the JSON writer, and the one
- * escape of text output (no control byte ever reaches a terminal raw).
+ * escape of text output (no control byte ever reaches a terminal raw), and
+ * the one escape of HTML text.
  */
 #ifndef STB_RUNTIME_STACKS_ESCAPE_H
 #define STB_RUNTIME_STACKS_ESCAPE_H
@@ -38,5 +39,12 @@ bool stb_text_plain(const char *src, size_t len);
 /* stb_text_escape of the NUL-terminated s (NULL: "") written to out. Returns
  * 0 or -EIO. */
 int stb_text_put(FILE *out, const char *s);
+
+/*
+ * Writes len bytes of s as HTML text (element content or a quoted attribute
+ * value): & < > " ' as character references; \n and \t kept; other control
+ * bytes, C1 controls and invalid UTF-8 as "\xNN". Returns 0 or -EIO.
+ */
+int stb_html_put(FILE *out, const char *s, size_t len);
 
 #endif /* STB_RUNTIME_STACKS_ESCAPE_H */

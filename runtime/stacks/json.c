@@ -23,6 +23,8 @@ static bool in_array(const struct stb_json *j)
 
 static void indent(struct stb_json *j)
 {
+	if (j->flags & STB_JSON_F_COMPACT)
+		return;
 	fputc('\n', j->out);
 	for (unsigned i = 0; i < j->depth; i++)
 		fputs("  ", j->out);
@@ -107,8 +109,10 @@ void stb_json_end(struct stb_json *j)
 }
 
 /* Writes s[0 .. len) as a quoted, escaped string. */
-static void put_string(FILE *out, const char *s, size_t len)
+static void put_string(const struct stb_json *j, const char *s, size_t len)
 {
+	FILE *out = j->out;
+	bool html = (j->flags & STB_JSON_F_HTML) != 0;
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s;
 	fputc('"', out);
@@ -145,7 +149,7 @@ static void put_string(FILE *out, const char *s, size_t len)
 			fputs("\\t", out);
 		} else if (c == '\r') {
 			fputs("\\r", out);
-		} else if (c < 0x20 || c == 0x7f) {
+		} else if (c < 0x20 || c == 0x7f || (html && (c == '<' || c == '>' || c == '&'))) {
 			char e[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
 			fputs(e, out);
 		} else {
@@ -165,7 +169,7 @@ void stb_json_key(struct stb_json *j, const char *key)
 		return;
 	}
 	separate(j);
-	put_string(j->out, key, key ? strlen(key) : 0);
+	put_string(j, key, key ? strlen(key) : 0);
 	fputs(": ", j->out);
 	j->after_key = true;
 }
@@ -173,7 +177,7 @@ void stb_json_key(struct stb_json *j, const char *key)
 void stb_json_stringn(struct stb_json *j, const char *s, size_t len)
 {
 	if (value_begin(j))
-		put_string(j->out, s ? s : "", s ? len : 0);
+		put_string(j, s ? s : "", s ? len : 0);
 }
 
 void stb_json_string(struct stb_json *j, const char *s)

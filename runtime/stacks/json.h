@@ -23,8 +23,14 @@ struct stb_json {
 	uint64_t arrays;   /* bit d: the container at depth d is an array */
 	uint64_t nonempty; /* bit d: it has an element already */
 	bool after_key;    /* a member's key was written, its value is next */
+	unsigned flags;    /* STB_JSON_F_*, set after stb_json_init */
 	int err;           /* first error: -EINVAL (misuse), -EIO */
 };
+
+/* stb_json.flags */
+#define STB_JSON_F_COMPACT 0x1u /* no line breaks or indentation */
+#define STB_JSON_F_HTML 0x2u    /* also escape '<', '>' and '&' (\u003c...): the
+				   document can sit inside an HTML <script> */
 
 /* Starts a document on out (the first value written is its root). */
 void stb_json_init(struct stb_json *j, FILE *out);

@@ -15,6 +15,7 @@
 
 #include "escape.h"
 #include "json.h"
+#include "flamegraph.h"
 #include "pprof.h"
 #include "report_why.h"
 #include "profile.pb-c.h"
@@ -546,16 +547,47 @@ void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns)
 		p->o.duration_ns = duration_ns;
 }
 
-int stb_pprof_comment(struct stb_pprof *p, const char *text)
+static int pp_comment_line(struct stb_pprof *p, const char *text)
 {
-	if (!p || !text)
-		return -EINVAL;
 	int64_t s = pp_str(p, text);
 	if (s < 0 || pp_grow(&p->comments, &p->ccomments, p->ncomments + 1,
 				 sizeof(*p->comments)) != 0)
 		return -ENOMEM;
 	p->comments[p->ncomments++] = (uint32_t)s;
 	return 0;
+}
+
+int stb_pprof_comment(struct stb_pprof *p, const char *text)
+{
+	if (!p || !text)
+		return -EINVAL;
+	/* pprof draws every comment as one line of its legend: long ones are
+	 * wrapped at spaces, continuation lines indented. */
+	char line[STB_PPROF_COMMENT_WIDTH + 1];
+	const char *s = text;
+	bool first = true;
+	while (*s) {
+		size_t room = STB_PPROF_COMMENT_WIDTH - (first ? 0 : 2);
+		size_t n = strlen(s);
+		if (n > room) {
+			size_t cut = room;
+			while (cut > room / 2 && s[cut] != ' ')
+				cut--;
+			n = s[cut] == ' ' ? cut : room;
+			/* Do not split a UTF-8 sequence. */
+			while (n > 1 && ((unsigned char)s[n] & 0xc0) == 0x80)
+				n--;
+		}
+		snprintf(line, sizeof(line), "%s%.*s", first ? "" : "  ", (int)n, s);
+		int rc = pp_comment_line(p, line);
+		if (rc != 0)
+			return rc;
+		s += n;
+		while (*s == ' ')
+			s++;
+		first = false;
+	}
+	return first ? pp_comment_line(p, "") : 0;
 }
 
 /* ---- symbolization ---- */
@@ -748,6 +780,14 @@ static int pp_resolve_loc(struct stb_pprof *p, size_t i)
 
 static int pp_resolve(struct stb_pprof *p)
 {
+	/* The main executable is mapping 1 (pprof's "File:"; Pyroscope and
+	 * Parca key profiles on it), even when no sample is in it. */
+	struct stb_unw_module_info mi;
+	if (p->nmaps == 0 && p->o.unw && stb_unw_proc_main_module(p->o.unw, &mi) == 0) {
+		struct stb_sym_info si;
+		memset(&si, 0, sizeof(si));
+		pp_mapping(p, mi.lo, &si, &mi);
+	}
 	for (size_t i = 0; i < p->nlocs; i++) {
 		/* Past the deadline: addresses and mappings only, no symbols. */
 		if (p->o.sym && p->o.sym_deadline && (i & 63) == 0 &&
@@ -1066,9 +1106,10 @@ static int pp_fline_add(struct stb_pp_folded *f, const char *s, int64_t count)
 	return 0;
 }
 
-int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value)
+int stb_pprof_folded_each(struct stb_pprof *p, const char *root_key, unsigned value,
+			  int (*fn)(void *arg, const char *line, int64_t count), void *arg)
 {
-	if (!p || !out || value >= p->o.nvalues)
+	if (!p || !fn || value >= p->o.nvalues)
 		return -EINVAL;
 	if (pp_resolve(p) != 0)
 		return -ENOMEM;
@@ -1106,9 +1147,9 @@ int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key,
 	}
 	if (f.n)
 		qsort(f.v, f.n, sizeof(*f.v), pp_fline_cmp);
-	for (size_t i = 0; i < f.n; i++)
-		fprintf(out, "%s %" PRId64 "\n", f.v[i].s, f.v[i].count);
-	rc = ferror(out) ? -EIO : 0;
+	rc = 0;
+	for (size_t i = 0; i < f.n && rc == 0; i++)
+		rc = fn(arg, f.v[i].s, f.v[i].count);
 cleanup:
 	for (size_t i = 0; i < f.n; i++)
 		free(f.v[i].s);
@@ -1116,6 +1157,20 @@ cleanup:
 	free(f.set.slot);
 	free(b.s);
 	return rc;
+}
+
+static int pp_folded_line(void *arg, const char *line, int64_t count)
+{
+	FILE *out = arg;
+	fprintf(out, "%s %" PRId64 "\n", line, count);
+	return ferror(out) ? -EIO : 0;
+}
+
+int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value)
+{
+	if (!out)
+		return -EINVAL;
+	return stb_pprof_folded_each(p, root_key, value, pp_folded_line, out);
 }
 
 /* ---- JSON ---- */
@@ -1254,7 +1309,7 @@ static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *
 			ips[n++] = t->frames[i].ip; /* inline frames are found again */
 	struct stb_pprof_stack s = {
 		.ips = ips, .n = n,
-		.first_exact = stb_trace_mode_exact(t->mode),
+		.first_exact = stb_report_task_exact(t),
 		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
 		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
@@ -1337,7 +1392,8 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 		     int format)
 {
 	if (!r || !r->out || (n && !tasks) ||
-	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED))
+	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED &&
+	     format != STB_FORMAT_FLAMEGRAPH))
 		return -EINVAL;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -1368,8 +1424,16 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 			if ((rc = pp_add_task(p, r, &tasks[i])) != 0)
 				goto cleanup;
 	}
-	rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
-					: stb_pprof_write_folded(p, r->out, "state", 0);
+	if (format == STB_FORMAT_FLAMEGRAPH) {
+		const struct stb_flamegraph_opts fo = {
+			.title = "bthreads by stack", .unit = "bthreads", .root_key = "state",
+			.meta = r->meta,
+		};
+		rc = stb_flamegraph_write(p, r->out, &fo);
+	} else {
+		rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
+						: stb_pprof_write_folded(p, r->out, "state", 0);
+	}
 cleanup:
 	free(leaders);
 	stb_pprof_free(p);

@@ -102,7 +102,12 @@ size_t stb_pprof_nstacks(const struct stb_pprof *p);
 /* Sets Profile.duration_nanos (known only at the end of a profile). */
 void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns);
 
-/* Appends a comment line (pprof Profile.comment, JSON "comments"). 0 or -ENOMEM. */
+/* Comment lines longer than this are wrapped. */
+#define STB_PPROF_COMMENT_WIDTH 80u
+
+/* Appends a comment (pprof Profile.comment, JSON "comments"): one line, or
+ * several when longer than STB_PPROF_COMMENT_WIDTH (wrapped at spaces,
+ * continuation lines indented by two). 0 or -ENOMEM. */
 int stb_pprof_comment(struct stb_pprof *p, const char *text);
 
 /* Writes the gzipped profile.proto. Returns 0 or -errno (-EIO: write error). */
@@ -118,6 +123,12 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out);
  */
 int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value);
 
+/* The lines of stb_pprof_write_folded, without the count, in the same order:
+ * calls fn(arg, line, count) for each. Returns 0, fn's first non-zero
+ * return, or -errno. */
+int stb_pprof_folded_each(struct stb_pprof *p, const char *root_key, unsigned value,
+			  int (*fn)(void *arg, const char *line, int64_t count), void *arg);
+
 /*
  * Writes the JSON document "stb-profile/1" of docs/json.md, with the members
  * of meta (may be NULL) at the top. 0 or -errno.
@@ -125,8 +136,9 @@ int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key,
 int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta);
 
 /*
- * A snapshot of tasks as pprof or folded stacks (format STB_FORMAT_PPROF or
- * STB_FORMAT_FOLDED). pprof: sample type
+ * A snapshot of tasks as pprof, folded stacks or a flame graph (format
+ * STB_FORMAT_PPROF, STB_FORMAT_FOLDED or STB_FORMAT_FLAMEGRAPH: the folded
+ * stacks drawn by flamegraph.c). pprof: sample type
  * bthreads/count; one sample per task with labels bthread_id, state,
  * worker_tid (running tasks), name, kind ("pthread" for registered pthreads),
  * blocked (nanoseconds, suspended tasks), error (failed traces) -- or, with

@@ -14,6 +14,7 @@
 #include "json.h"
 #include "pprof.h"
 #include "report.h"
+#include "rtframes.h"
 #include "report_why.h"
 #include "stb/abi.h"
 #include "symbolize.h"
@@ -32,6 +33,7 @@ const char *stb_state_name(unsigned state)
 static const char *const format_names[] = {
 	[STB_FORMAT_TEXT] = "text", [STB_FORMAT_FOLDED] = "folded",
 	[STB_FORMAT_PPROF] = "pprof", [STB_FORMAT_JSON] = "json",
+	[STB_FORMAT_FLAMEGRAPH] = "flamegraph",
 };
 
 const char *stb_format_name(int format)
@@ -59,6 +61,11 @@ bool stb_trace_mode_exact(unsigned mode)
 {
 	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL ||
 	       mode == STB_TRACE_CORE;
+}
+
+bool stb_report_task_exact(const struct stb_report_task *t)
+{
+	return stb_trace_mode_exact(t->mode) && !t->inexact;
 }
 
 /* The 8 hex digits of x, most significant first, as 8 bytes in memory
@@ -170,7 +177,7 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t,
 {
 	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
 		return;
-	bool exact = stb_trace_mode_exact(t->mode);
+	bool exact = stb_report_task_exact(t);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		struct stb_frame *f = &t->frames[i];
 		struct stb_sym_info si;
@@ -180,6 +187,44 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t,
 						   (with_source ? 0 : STB_SYM_NO_SOURCE),
 					   f, &si);
 	}
+}
+
+/* ---- the view of a stack ---- */
+
+/* Leaves out t's runtime frames (unless r->runtime_frames) and what is past
+ * r->max_depth, counting both; once per task. */
+static void report_trim(const struct stb_report *r, struct stb_report_task *t, bool with_source)
+{
+	if (t->trimmed)
+		return;
+	t->trimmed = true;
+	if (t->err < 0 || t->nframes == 0 || !t->frames) {
+		t->not_shown = t->beyond;
+		return;
+	}
+	unsigned inner = 0, outer = 0;
+	if (!r->runtime_frames && r->sym) {
+		stb_report_symbolize(r, t, with_source);
+		stb_rtframes_find(t->frames, t->nframes, !t->truncated && !t->beyond, &inner,
+				  &outer);
+	}
+	unsigned vis = t->nframes - inner - outer;
+	unsigned shown = r->max_depth && vis > r->max_depth ? r->max_depth : vis;
+	t->hidden = inner + outer;
+	t->not_shown = vis - shown + t->beyond;
+	if (inner) {
+		memmove(t->frames, t->frames + inner, shown * sizeof(*t->frames));
+		t->inexact = true;
+	}
+	t->nframes = shown;
+	if (t->not_shown)
+		t->truncated = 1;
+}
+
+/* The formats that print file:line (the others symbolize later, or never). */
+static bool format_sources(const struct stb_report *r, int format)
+{
+	return format == STB_FORMAT_JSON || (format == STB_FORMAT_TEXT && r->lines);
 }
 
 /* ---- text ---- */
@@ -199,6 +244,52 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 	fputc('\n', out);
 }
 
+/* " at file:line" of a frame, escaped; nothing when unknown. */
+static void text_source(FILE *out, const char *file, int line)
+{
+	if (!file)
+		return;
+	fputs(" at ", out);
+	stb_text_put(out, file);
+	if (line > 0)
+		fprintf(out, ":%d", line);
+}
+
+/* --lines: every frame with its file:line, inline frames before the frame
+ * they were inlined into. */
+static void text_frames_lines(const struct stb_report *r, const struct stb_report_task *t)
+{
+	FILE *out = r->out;
+	bool have_inline = false, exact = stb_report_task_exact(t);
+	for (unsigned i = 0; i < t->nframes; i++)
+		have_inline |= (t->frames[i].flags & STB_FRAME_F_INLINED) != 0;
+	unsigned idx = 0;
+	char line[1024];
+	for (unsigned i = 0; i < t->nframes; i++) {
+		const struct stb_frame *f = &t->frames[i];
+		struct stb_sym_info si;
+		if (!have_inline && r->sym &&
+		    stb_sym_lookup(r->sym, f->ip, i > 0 || !exact ? STB_SYM_RETURN : 0, &si) == 0) {
+			for (unsigned k = 0; k < si.ninline; k++) {
+				char name[512];
+				const char *fn = si.inlines[k].function;
+				stb_text_escape(name, sizeof(name), fn ? fn : "??", fn ? strlen(fn) : 2);
+				fprintf(out, "#%u 0x%016" PRIx64 " %s [inlined]", idx++, f->ip, name);
+				text_source(out, si.inlines[k].file, si.inlines[k].line);
+				fputc('\n', out);
+			}
+		}
+		size_t n = stb_format_frame(line, sizeof(line), idx++, f);
+		if (n > 0 && n < sizeof(line) && line[n - 1] == '\n')
+			line[n - 1] = '\0';
+		fputs(line, out);
+		if (f->flags & STB_FRAME_F_INLINED)
+			fputs(" [inlined]", out);
+		text_source(out, f->file, f->line);
+		fputc('\n', out);
+	}
+}
+
 static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 {
 	FILE *out = r->out;
@@ -212,14 +303,21 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 		fprintf(out, "(no stack: %s)\n", stb_state_name(t->state));
 		return;
 	}
-	stb_report_symbolize(r, t, false); /* text shows no file:line */
-	char line[1024];
-	for (unsigned i = 0; i < t->nframes; i++) {
-		stb_format_frame(line, sizeof(line), i, &t->frames[i]);
-		fputs(line, out);
+	stb_report_symbolize(r, t, r->lines); /* file:line with --lines only */
+	if (r->lines) {
+		text_frames_lines(r, t);
+	} else {
+		char line[1024];
+		for (unsigned i = 0; i < t->nframes; i++) {
+			stb_format_frame(line, sizeof(line), i, &t->frames[i]);
+			fputs(line, out);
+		}
 	}
-	if (t->truncated)
-		fprintf(out, "(more frames not shown)\n");
+	if (t->not_shown)
+		fprintf(out, "(%s%u more %s not shown)\n", t->beyond_more ? "over " : "",
+			t->not_shown, t->not_shown == 1 ? "frame" : "frames");
+	else if (t->truncated)
+		fprintf(out, "(more frames not shown: the walk ended early)\n");
 }
 
 static void text_notes(const struct stb_report *r)
@@ -232,9 +330,18 @@ static void text_notes(const struct stb_report *r)
 	}
 }
 
-static void text_footer(const struct stb_report *r)
+static void text_footer(const struct stb_report *r, const struct stb_report_task *tasks, size_t n)
 {
 	const struct stb_report_meta *m = r->meta;
+	uint64_t hidden = 0;
+	for (size_t i = 0; i < n; i++)
+		hidden += tasks[i].hidden;
+	if (hidden && r->runtime_hint) {
+		fputs("# the runtime's own frames (stb_jump_stack, stb_sched_suspend, ..., "
+		      "stb_task_entry) are not shown: ", r->out);
+		stb_text_put(r->out, r->runtime_hint);
+		fputs(" shows them\n", r->out);
+	}
 	if (m && m->run && !m->complete) {
 		fputs("# ", r->out);
 		stb_text_put(r->out, m->partial ? m->partial : "not every task was traced");
@@ -343,7 +450,7 @@ static int report_text(const struct stb_report *r, struct stb_report_task *tasks
 	}
 	stb_why_text_deadlocks(&w, text_frames);
 	stb_why_fini(&w);
-	text_footer(r);
+	text_footer(r, tasks, n);
 	return ferror(r->out) ? -EIO : 0;
 }
 
@@ -473,8 +580,20 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_string(j, "error", t->error[0] ? t->error : strerror(-t->err));
 }
 
-/* Grouped, a task carries no frames but the index of its group (whose
- * frames are written once). */
+/* The members describing the stack shown: of a task, or once for a group
+ * (its first member's, as the text shows). */
+static void json_stack(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
+{
+	if (t->hidden)
+		stb_json_kv_u64(j, "runtime_frames_hidden", t->hidden);
+	if (t->not_shown)
+		stb_json_kv_u64(j, "frames_not_shown", t->not_shown);
+	stb_json_kv_bool(j, "truncated", t->truncated != 0);
+	json_frames(r, j, t);
+}
+
+/* Grouped, a task carries no frames but the index of its group, and the
+ * group its members' ids and the stack, once. */
 static int report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
 {
 	struct stb_json j;
@@ -504,12 +623,10 @@ static int report_json(const struct stb_report *r, struct stb_report_task *tasks
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
-		if (r->group) {
+		if (r->group)
 			stb_json_kv_u64(&j, "group", group_of[i]);
-		} else {
-			stb_json_kv_bool(&j, "truncated", tasks[i].truncated != 0);
-			json_frames(r, &j, &tasks[i]);
-		}
+		else
+			json_stack(r, &j, &tasks[i]);
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);
@@ -527,8 +644,7 @@ static int report_json(const struct stb_report *r, struct stb_report_task *tasks
 			for (struct stb_report_task *m = t; m; m = m->group_next)
 				stb_json_u64(&j, m->id);
 			stb_json_end(&j);
-			stb_json_kv_bool(&j, "truncated", t->truncated != 0);
-			json_frames(r, &j, t);
+			json_stack(r, &j, t);
 			stb_json_end(&j);
 		}
 		stb_json_end(&j);
@@ -544,8 +660,10 @@ static int report_json(const struct stb_report *r, struct stb_report_task *tasks
 int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		     int format)
 {
-	if (!r || !r->out || (n && !tasks))
+	if (!r || !r->out || (n && !tasks) || !stb_format_name(format))
 		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		report_trim(r, &tasks[i], format_sources(r, format));
 	switch (format) {
 	case STB_FORMAT_TEXT:
 		return report_text(r, tasks, n);
@@ -553,6 +671,8 @@ int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, 
 		return report_json(r, tasks, n);
 	case STB_FORMAT_PPROF:
 	case STB_FORMAT_FOLDED:
+		return stb_report_pprof(r, tasks, n, format);
+	case STB_FORMAT_FLAMEGRAPH:
 		return stb_report_pprof(r, tasks, n, format);
 	default:
 		return -EINVAL;

@@ -41,9 +41,16 @@ struct stb_report_task {
 	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
 	char error[128];
-	int truncated;
+	int truncated;           /* the walk ended at a limit (or the report cut it) */
 	unsigned nframes;
 	struct stb_frame *frames;
+	unsigned beyond;         /* frames the walk found past frames[nframes) (not kept) */
+	bool beyond_more;        /* the walk stopped at its limit: even more exist */
+	/* Set by stb_report_write (the view of the stack it wrote). */
+	bool trimmed;            /* the fields below are set; frames were trimmed */
+	bool inexact;            /* frames[0] is no longer the walk's frame 0 */
+	unsigned hidden;         /* runtime frames left out (rtframes.h) */
+	unsigned not_shown;      /* other frames left out: the depth limit, beyond */
 	/* grouping */
 	uint64_t hash;
 	struct stb_report_task *group_next; /* next member of the same group */
@@ -52,6 +59,20 @@ struct stb_report_task {
 };
 
 #define STB_REPORT_MAX_NOTES 8u
+
+/*
+ * Depth limits. A producer tracing for a report with max_depth keeps
+ * stb_report_keep(max_depth) frames of each walk (the runtime's own frames,
+ * which do not count, fit in the slack), and walks on up to
+ * STB_REPORT_WALK_MAX frames only to count the rest into beyond.
+ */
+#define STB_REPORT_RT_SLACK 32u
+#define STB_REPORT_WALK_MAX 2048u
+
+static inline unsigned stb_report_keep(unsigned max_depth)
+{
+	return max_depth + STB_REPORT_RT_SLACK;
+}
 
 /* A counter of the producer ("stats" in JSON). */
 struct stb_report_stat {
@@ -99,6 +120,12 @@ struct stb_report {
 	const struct stb_report_meta *meta; /* may be NULL */
 	uint64_t sym_deadline;   /* CLOCK_MONOTONIC ns: no symbol lookups after it
 	                            (frames keep their addresses); 0 = none */
+	unsigned max_depth;      /* frames shown per stack, the runtime's own not
+	                            counted; 0 = every frame kept */
+	bool runtime_frames;     /* show the runtime's own frames (rtframes.h) */
+	bool lines;              /* text: file:line and inline frames */
+	const char *runtime_hint; /* text: how to show hidden runtime frames
+	                            ("--runtime-frames"); NULL: no hint */
 	const struct stb_deadlocks *deadlocks; /* the table's deadlocks; NULL: not searched */
 	bool all_ids;            /* grouped text: every id (else the first few and a count) */
 };
@@ -106,6 +133,9 @@ struct stb_report {
 /* Is frame 0 of a task traced in this mode the interrupted instruction (not
  * a return address)? */
 bool stb_trace_mode_exact(unsigned mode);
+
+/* Is t->frames[0] the interrupted instruction (its mode, and not trimmed)? */
+bool stb_report_task_exact(const struct stb_report_task *t);
 
 /* Formats "#idx 0x%016x symbol+0xoff\n" into buf (symbol and module
  * escaped); returns the full length (snprintf). */
@@ -127,8 +157,11 @@ struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t 
 /*
  * Writes the report of tasks[0 .. n) to r->out in format (enum stb_format):
  * text (one section per task, or per group), the "stb-stacks/1" JSON
- * document, pprof or folded stacks. Returns 0 or -errno (-EINVAL: bad
- * format; -ENOMEM; -EIO: writing failed). Not thread-safe for one r.
+ * document, pprof, folded stacks or a flame graph. First trims each task's
+ * stack once (in place): the runtime's own frames left out unless
+ * r->runtime_frames, the rest cut at r->max_depth, what was left out counted
+ * (hidden, not_shown). Returns 0 or -errno (-EINVAL: bad format; -ENOMEM;
+ * -EIO: writing failed). Not thread-safe for one r.
  */
 int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		     int format);

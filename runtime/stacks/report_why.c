@@ -20,6 +20,7 @@
 #include "util.h"
 
 #define STB_WHY_GROUP_IDS 10u /* ids of a group shown before "and N more" */
+#define STB_WHY_COLUMNS 100u  /* the "ids" lines of a group fit this width */
 
 /* ---- filling a task ---- */
 
@@ -447,6 +448,42 @@ static void fmt_count(char *buf, size_t size, uint64_t v)
 	buf[k] = '\0';
 }
 
+/* "  ids 4294967296 4294967297 ... and 3,091 more": the first few that fit
+ * STB_WHY_COLUMNS (at most STB_WHY_GROUP_IDS, at least one); r->all_ids:
+ * every id, on lines of that width. */
+static void put_group_ids(const struct stb_why *w, const struct stb_report_task *lead)
+{
+	FILE *out = w->r->out;
+	static const char first[] = "  ids", cont[] = "     ";
+	unsigned n = lead->group_count, shown = 0;
+	size_t col = sizeof(first) - 1;
+	fputs(n == 1 ? "  id" : first, out);
+	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
+		char id[24], more[48], c[32];
+		int len = snprintf(id, sizeof(id), " %" PRIu64, m->id);
+		/* Room kept for " and N more" unless this is the last id. */
+		fmt_count(c, sizeof(c), n - shown - 1);
+		int tail = m->group_next ? snprintf(more, sizeof(more), " and %s more", c) : 0;
+		if (!w->r->all_ids &&
+		    (shown == STB_WHY_GROUP_IDS ||
+		     (shown && col + (size_t)len + (size_t)tail > STB_WHY_COLUMNS)))
+			break;
+		if (w->r->all_ids && shown && col + (size_t)len > STB_WHY_COLUMNS) {
+			fprintf(out, "\n%s", cont);
+			col = sizeof(cont) - 1;
+		}
+		fputs(id, out);
+		col += (size_t)len;
+		shown++;
+	}
+	if (shown < n) {
+		char c[32];
+		fmt_count(c, sizeof(c), n - shown);
+		fprintf(out, " and %s more", c);
+	}
+	fputc('\n', out);
+}
+
 void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *lead)
 {
 	FILE *out = w->r->out;
@@ -476,19 +513,6 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 			fputs(" (several)", out);
 		}
 	}
-	fputc(':', out);
-	unsigned shown = 0;
-	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
-		if (!w->r->all_ids && shown == STB_WHY_GROUP_IDS)
-			break;
-		fprintf(out, " %" PRIu64, m->id);
-		shown++;
-	}
-	if (shown < n) {
-		char c[32];
-		fmt_count(c, sizeof(c), n - shown);
-		fprintf(out, " and %s more", c);
-	}
 	fputc('\n', out);
 	if (s.first) {
 		fputs(s.one_name ? "  name \"" : "  names \"", out);
@@ -501,6 +525,7 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 		}
 		fputc('\n', out);
 	}
+	put_group_ids(w, lead);
 }
 
 void stb_why_text_group_created(const struct stb_why *w, const struct stb_report_task *lead)

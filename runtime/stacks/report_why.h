@@ -44,8 +44,10 @@ void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task 
 void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t);
 void stb_why_text_created(const struct stb_why *w, struct stb_report_task *t);
 
-/* Text: the header of group lead (count, state, shortest and longest time,
- * wait, ids elided after the first few unless r->all_ids, names). */
+/* Text: the header of group lead, a few lines that fit a screen: count,
+ * state, shortest and longest time, wait; the names ("first" ... "last");
+ * the ids, elided after the first few that fit 100 columns ("and 3,091
+ * more") unless r->all_ids (then every id, on lines of 100 columns). */
 void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *lead);
 
 /* Text: the "created by" line of group lead when its members share it. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define RCACHE 8192u /* rule cache entries per proc (power of 2) */
 
@@ -476,6 +477,18 @@ int stb_unw_proc_refresh(struct stb_unw_proc *p)
 	return ret < 0 ? ret : 0;
 }
 
+static void module_info(const struct stb_mod *m, struct stb_unw_module_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->lo = m->lo;
+	out->hi = m->hi;
+	out->bias = m->bias;
+	out->flags = m->flags;
+	out->build_id_len = m->build_id_len;
+	memcpy(out->build_id, m->build_id, m->build_id_len);
+	snprintf(out->path, sizeof(out->path), "%s", m->path ? m->path : "");
+}
+
 int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_module_info *out)
 {
 	const struct stb_modtab *t;
@@ -487,15 +500,31 @@ int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_modu
 	t = stb_mods_acquire(p->mods);
 	m = stb_modtab_find(t, ip);
 	if (m) {
-		memset(out, 0, sizeof(*out));
-		out->lo = m->lo;
-		out->hi = m->hi;
-		out->bias = m->bias;
-		out->flags = m->flags;
-		out->build_id_len = m->build_id_len;
-		memcpy(out->build_id, m->build_id, m->build_id_len);
-		snprintf(out->path, sizeof(out->path), "%s", m->path ? m->path : "");
+		module_info(m, out);
 		ret = 0;
+	}
+	stb_mods_release(t);
+	return ret;
+}
+
+int stb_unw_proc_main_module(struct stb_unw_proc *p, struct stb_unw_module_info *out)
+{
+	if (!p || !out)
+		return -EINVAL;
+	char exe[64];
+	struct stat st;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)stb_mods_read_pid(p->mods));
+	if (stat(exe, &st) != 0)
+		return -errno;
+	const struct stb_modtab *t = stb_mods_acquire(p->mods);
+	int ret = -ENOENT;
+	for (size_t i = 0; t && i < t->nmods; i++) {
+		const struct stb_mod *m = &t->mods[i];
+		if (m->dev == st.st_dev && m->ino == st.st_ino && m->path) {
+			module_info(m, out);
+			ret = 0;
+			break;
+		}
 	}
 	stb_mods_release(t);
 	return ret;

@@ -220,6 +220,11 @@ struct stb_unw_module_info {
  * refresh). Thread-safe. Returns 0, or -ENOENT when ip is in no known module. */
 int stb_unw_proc_module(struct stb_unw_proc *p, uint64_t ip, struct stb_unw_module_info *out);
 
+/* Describes the target's main executable (the module mapped from
+ * /proc/PID/exe). Thread-safe. Returns 0, -ENOENT when it maps no code of
+ * it, or -errno from stat. */
+int stb_unw_proc_main_module(struct stb_unw_proc *p, struct stb_unw_module_info *out);
+
 /* The range [*lo, *hi) of the function (or function part: an FDE) whose
  * code holds ip, from the module's CFI. ip is an address inside the code
  * (for a return address pass ret - 1). Thread-safe, reads no target memory.

@@ -3,7 +3,8 @@
  * The opt-in debug HTTP endpoint (stb_debug_http_start): bRPC-style
  * /bthreads, /bthreads/<id>[?st=1] and /bthreads/all pages on 127.0.0.1,
  * served by bthreads with bthread_fd_wait. Owns only the HTTP side; the tasks
- * come from stb_collect_tasks (dump.c) and the text/JSON from report.c.
+ * come from stb_collect_tasks (dump.c), every format from report.c, the HTML
+ * for browsers from debug_html.c.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -12,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "debug_html.h"
 #include "internal.h"
 #include "report.h"
 #include "stb/stb.h"
@@ -114,15 +117,30 @@ static bool dh_parse_id(const char *s, size_t len, uint64_t *out)
 	return true;
 }
 
+/* ?format=html: the text page as HTML (also for Accept: text/html). */
+#define STB_DH_FORMAT_HTML (-2)
+
 struct stb_dh_query {
 	bool st;
 	bool json;
-	bool all_ids;      /* v=1 */
-	uint64_t stuck_ns; /* stuck=SECONDS */
+	int format;          /* enum stb_format, STB_DH_FORMAT_HTML; -1: not given */
+	bool runtime_frames; /* runtime_frames=1 */
+	bool lines;          /* lines=1 */
+	bool all_ids;        /* v=1 */
+	uint64_t stuck_ns;   /* stuck=SECONDS */
 };
 
-/* Parses "k=v&k=v": st=0|1, format=text|json, stuck=SECONDS, v=0|1; other
- * keys are ignored. */
+/* A 0|1 value. */
+static bool dh_flag(const char *v, size_t vlen, bool *out)
+{
+	if (vlen != 1 || (v[0] != '0' && v[0] != '1'))
+		return false;
+	*out = v[0] == '1';
+	return true;
+}
+
+/* Parses "k=v&k=v": st, runtime_frames, lines and v (0|1), format (text, json,
+ * pprof, folded, flamegraph, html), stuck=SECONDS; other keys are ignored. */
 static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
 			       size_t whylen)
 {
@@ -150,19 +168,34 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 				return false;
 			}
 		} else if (klen == 1 && kv[0] == 'v') {
-			if (vlen == 1 && (v[0] == '0' || v[0] == '1')) {
-				out->all_ids = v[0] == '1';
-			} else {
+			if (!dh_flag(v, vlen, &out->all_ids)) {
 				snprintf(why, whylen, "v must be 0 or 1");
 				return false;
 			}
 		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
-			if (vlen == 4 && memcmp(v, "json", 4) == 0) {
-				out->json = true;
-			} else if (vlen == 4 && memcmp(v, "text", 4) == 0) {
-				out->json = false;
-			} else {
-				snprintf(why, whylen, "format must be text or json");
+			char name[16];
+			int f = -1;
+			if (vlen < sizeof(name)) {
+				memcpy(name, v, vlen);
+				name[vlen] = '\0';
+				f = strcmp(name, "html") == 0 ? STB_DH_FORMAT_HTML
+							      : stb_format_from_name(name);
+			}
+			if (f == -1 || f == -EINVAL) {
+				snprintf(why, whylen, "format must be text, json, pprof, folded, "
+						      "flamegraph or html");
+				return false;
+			}
+			out->format = f;
+			out->json = f == STB_FORMAT_JSON;
+		} else if (klen == 14 && memcmp(kv, "runtime_frames", 14) == 0) {
+			if (!dh_flag(v, vlen, &out->runtime_frames)) {
+				snprintf(why, whylen, "runtime_frames must be 0 or 1");
+				return false;
+			}
+		} else if (klen == 5 && memcmp(kv, "lines", 5) == 0) {
+			if (!dh_flag(v, vlen, &out->lines)) {
+				snprintf(why, whylen, "lines must be 0 or 1");
 				return false;
 			}
 		}
@@ -178,7 +211,32 @@ static const char stb_dh_index[] =
 	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
 	"                          count, times, ids (?v=1: all of them) and the deadlocks\n"
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
-	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1).\n";
+	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
+	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
+	"flamegraph; ?runtime_frames=1 shows the runtime's own frames, ?lines=1 adds\n"
+	"file:line. Browsers (Accept: text/html) get HTML.\n";
+
+/* Replaces the text body of res by its HTML page. false on ENOMEM. */
+static bool dh_html_wrap(struct stb_dh_response *res, const char *path, size_t plen)
+{
+	char title[256];
+	snprintf(title, sizeof(title), "stb %.*s", (int)(plen > 200 ? 200 : plen), path);
+	char *body = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&body, &len);
+	if (!out)
+		return false;
+	int rc = stb_dh_html_page(out, title, res->body, res->len);
+	if (fclose(out) != 0 || rc != 0) {
+		free(body);
+		return false;
+	}
+	free(res->body);
+	res->body = body;
+	res->len = len;
+	res->type = "text/html; charset=utf-8";
+	return true;
+}
 
 /*
  * Renders the page for path/query into res. Not inlined: its caller's frame
@@ -198,6 +256,20 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	bool all = false, list = false, one = false;
 	uint64_t id = 0;
 
+	bool html = q->format == STB_DH_FORMAT_HTML;
+	int format = q->format >= 0 ? q->format : STB_FORMAT_TEXT;
+	if (plen == 1 && path[0] == '/' && html) {
+		out = open_memstream(&res->body, &res->len);
+		if (!out || stb_dh_html_index(out) != 0 || fclose(out) != 0) {
+			out = NULL;
+			dh_error(res, 500, "out of memory");
+			goto cleanup;
+		}
+		out = NULL;
+		res->status = 200;
+		res->type = "text/html; charset=utf-8";
+		goto cleanup;
+	}
 	if (plen == 1 && path[0] == '/') {
 		res->status = 200;
 		res->type = "text/plain; charset=utf-8";
@@ -232,6 +304,12 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
+	if (!stacks && (format == STB_FORMAT_PPROF || format == STB_FORMAT_FOLDED ||
+			format == STB_FORMAT_FLAMEGRAPH)) {
+		dh_error(res, 400, "format=%s needs stacks: /bthreads/all or /bthreads/<id>?st=1",
+			 stb_format_name(format));
+		goto cleanup;
+	}
 	const struct stb_collect_opts co = {
 		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
@@ -253,10 +331,12 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
 			       .meta = &meta, .all_ids = q->all_ids,
-			       .deadlocks = set.searched ? &set.deadlocks : NULL};
+			       .deadlocks = set.searched ? &set.deadlocks : NULL, .max_depth = 64,
+			       .runtime_frames = q->runtime_frames, .lines = q->lines,
+			       .runtime_hint = "?runtime_frames=1"};
 	stb_trace_self_tools(&r.unw, &r.sym);
 	if (stacks)
-		rc = stb_report_write(&r, set.tasks, set.n, q->json ? STB_FORMAT_JSON : STB_FORMAT_TEXT);
+		rc = stb_report_write(&r, set.tasks, set.n, format);
 	else
 		rc = stb_report_list(&r, set.tasks, set.n, q->json);
 	if (list && !q->json)
@@ -268,17 +348,41 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	out = NULL;
 	res->status = 200;
-	res->type = q->json ? "application/json" : "text/plain; charset=utf-8";
+	res->type = format == STB_FORMAT_JSON		? "application/json"
+		    : format == STB_FORMAT_PPROF	? "application/octet-stream"
+		    : format == STB_FORMAT_FLAMEGRAPH ? "text/html; charset=utf-8"
+						      : "text/plain; charset=utf-8";
+	if (html && !dh_html_wrap(res, path, plen))
+		dh_error(res, 500, "out of memory");
 cleanup:
 	if (out)
 		fclose(out);
 	stb_task_set_free(&set);
 }
 
+/* Does a header line "Accept: ..." of headers name text/html (a browser)? */
+static bool dh_accepts_html(const char *headers)
+{
+	for (const char *p = headers; *p;) {
+		const char *eol = strpbrk(p, "\r\n");
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+		if (n > 7 && strncasecmp(p, "accept:", 7) == 0) {
+			for (size_t i = 7; i + 9 <= n; i++)
+				if (strncasecmp(p + i, "text/html", 9) == 0)
+					return true;
+		}
+		p += n;
+		while (*p == '\r' || *p == '\n')
+			p++;
+	}
+	return false;
+}
+
 /* Parses the request head (NUL-terminated) and renders the response. */
 static void dh_handle(char *head, struct stb_dh_response *res)
 {
 	char *eol = strpbrk(head, "\r\n");
+	const char *headers = eol ? eol + 1 : NULL;
 	if (eol)
 		*eol = '\0';
 	char *sp1 = strchr(head, ' ');
@@ -306,12 +410,14 @@ static void dh_handle(char *head, struct stb_dh_response *res)
 	}
 	const char *qm = strchr(target, '?');
 	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-	struct stb_dh_query q = {0};
-	char why[64];
+	struct stb_dh_query q = {.format = -1};
+	char why[96];
 	if (qm && !dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
 		dh_error(res, 400, "%s", why);
 		return;
 	}
+	if (q.format == -1 && headers && dh_accepts_html(headers))
+		q.format = STB_DH_FORMAT_HTML;
 	stb_dh_render(target, plen, &q, res);
 }
 

@@ -71,9 +71,9 @@ struct collect {
 	const struct stb_collect_opts *o;
 	struct stb_task_set *set;
 	size_t cap;                  /* tasks allocated */
-	unsigned depth;
+	unsigned depth;              /* frames kept per task (stb_report_keep) */
 	uint64_t now;                /* CLOCK_MONOTONIC when the collection started */
-	struct stb_frame *scratch;   /* one trace's frames */
+	struct stb_frame *scratch;   /* one trace's frames (STB_REPORT_WALK_MAX) */
 	size_t used, room;           /* frames arena */
 	int err;
 };
@@ -91,11 +91,12 @@ static void entry_task(const struct stb_tview_task *v, struct stb_report_task *d
  * -ESRCH if it finished. */
 static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d)
 {
-	/* Symbols are looked up when printing: once per group when grouped. */
-	struct stb_trace_opts to = {.max_depth = c->depth, .no_symbols = 1};
+	/* Symbols are looked up when printing. The whole stack is walked so
+	 * that the report can count the frames it leaves out; depth are kept. */
+	struct stb_trace_opts to = {.max_depth = STB_REPORT_WALK_MAX, .no_symbols = 1};
 	struct stb_trace_info info;
-	int r = stb_trace_impl(id, &to, c->scratch, c->depth, &info, c->o->self_ip, c->o->self_sp,
-			       c->o->self_bp);
+	int r = stb_trace_impl(id, &to, c->scratch, STB_REPORT_WALK_MAX, &info, c->o->self_ip,
+			       c->o->self_sp, c->o->self_bp);
 	if (r == -ESRCH)
 		return r;
 	d->id = id;
@@ -106,8 +107,11 @@ static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d
 	memcpy(d->name, info.name, sizeof(d->name));
 	d->err = r < 0 ? r : 0;
 	memcpy(d->error, info.error, sizeof(d->error));
+	unsigned n = r < 0 ? 0 : info.nframes;
+	d->nframes = n < c->depth ? n : c->depth;
+	d->beyond = n - d->nframes;
+	d->beyond_more = info.truncated != 0;
 	d->truncated = info.truncated;
-	d->nframes = r < 0 ? 0 : info.nframes;
 	return 0;
 }
 
@@ -187,7 +191,8 @@ int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set
 {
 	memset(set, 0, sizeof(*set));
 	struct collect c = {
-		.o = o, .set = set, .depth = o->depth ? o->depth : STB_DUMP_DEFAULT_DEPTH,
+		.o = o, .set = set,
+		.depth = stb_report_keep(o->depth ? o->depth : STB_DUMP_DEFAULT_DEPTH),
 		.now = stb_now_ns(),
 	};
 	uint32_t first = 0;
@@ -198,7 +203,7 @@ int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set
 		first = STB_ABI_SLOT(o->only);
 		src.nslots = first + 1;
 	}
-	if (o->stacks && !(c.scratch = calloc(c.depth, sizeof(*c.scratch)))) {
+	if (o->stacks && !(c.scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*c.scratch)))) {
 		c.err = -ENOMEM;
 		goto cleanup;
 	}
@@ -247,7 +252,10 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	struct stb_report_meta meta = {.producer = "stb_dump", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = o->group != 0,
 			       .meta = &meta, .all_ids = o->all_ids != 0,
-			       .deadlocks = set.searched ? &set.deadlocks : NULL};
+			       .deadlocks = set.searched ? &set.deadlocks : NULL,
+			       .max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH,
+			       .runtime_frames = o->runtime_frames != 0, .lines = o->lines != 0,
+			       .runtime_hint = "stb_dump_opts.runtime_frames = 1"};
 	/* Every format: runtime/stacks/report.c and pprof.c, shared with stb-bpf-loader. */
 	stb_trace_self_tools(&r.unw, &r.sym);
 	rc = stb_report_write(&r, set.tasks, set.n, o->format);
@@ -261,12 +269,26 @@ cleanup:
 
 /* ---- dump on signal ---- */
 
+/*
+ * The handler only counts the request and wakes the dump thread. A dump is
+ * complete or does not start: exit() (an atexit hook) waits, up to
+ * STB_DUMP_EXIT_WAIT_S, for the requests made before it to be written, and
+ * no dump starts once that wait is over.
+ */
+#define STB_DUMP_EXIT_WAIT_S 30
+
 static int stb_dump_pipe[2] = {-1, -1};
+static pthread_mutex_t stb_dump_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stb_dump_cv = PTHREAD_COND_INITIALIZER;
+static unsigned long stb_dump_requested; /* signals received (the handler adds) */
+static unsigned long stb_dump_done;      /* requests answered by a finished dump */
+static bool stb_dump_closed;             /* the exit hook gave up: no more dumps */
 
 static void dump_on_signal(int sig)
 {
 	(void)sig;
 	int saved = errno;
+	__atomic_fetch_add(&stb_dump_requested, 1, __ATOMIC_SEQ_CST);
 	char c = 1;
 	ssize_t rc = write(stb_dump_pipe[1], &c, 1);
 	(void)rc;
@@ -284,12 +306,37 @@ static void *dump_thread(void *arg)
 			continue;
 		if (r <= 0)
 			return NULL;
+		pthread_mutex_lock(&stb_dump_mu);
+		unsigned long req = __atomic_load_n(&stb_dump_requested, __ATOMIC_SEQ_CST);
+		bool go = !stb_dump_closed && req != stb_dump_done;
+		pthread_mutex_unlock(&stb_dump_mu);
+		if (!go)
+			continue; /* answered by the previous dump, or exiting */
 		fprintf(stderr, "==== stb: dump of all bthreads (pid %d) ====\n", (int)getpid());
 		int rc = stb_dump(stderr, NULL);
 		if (rc < 0)
 			fprintf(stderr, "stb: dump failed: %s\n", strerror(-rc));
 		fprintf(stderr, "==== stb: end of dump (%d tasks) ====\n", rc < 0 ? 0 : rc);
+		pthread_mutex_lock(&stb_dump_mu);
+		stb_dump_done = req;
+		pthread_cond_broadcast(&stb_dump_cv);
+		pthread_mutex_unlock(&stb_dump_mu);
 	}
+}
+
+/* atexit: lets the dumps requested so far finish (bounded), then closes. */
+static void dump_at_exit(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += STB_DUMP_EXIT_WAIT_S;
+	pthread_mutex_lock(&stb_dump_mu);
+	unsigned long want = __atomic_load_n(&stb_dump_requested, __ATOMIC_SEQ_CST);
+	while ((long)(want - stb_dump_done) > 0 && !stb_dump_closed)
+		if (pthread_cond_timedwait(&stb_dump_cv, &stb_dump_mu, &until) == ETIMEDOUT)
+			break;
+	stb_dump_closed = true;
+	pthread_mutex_unlock(&stb_dump_mu);
 }
 
 /* Parses "SIGQUIT", "QUIT", "quit" or a number; 1 means the default SIGQUIT. */
@@ -330,6 +377,7 @@ void stb_dump_signal_init(void)
 	if (pthread_create(&th, NULL, dump_thread, NULL) != 0)
 		goto fail;
 	pthread_detach(th);
+	atexit(dump_at_exit);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = dump_on_signal;

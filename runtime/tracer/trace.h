@@ -68,8 +68,10 @@ struct stb_collect_opts {
  * Collects every live bthread and registered pthread as o says, with why
  * each is where it is (report.h: wait, times, creator). Stacks are traced
  * without symbols (the report symbolizes with stb_trace_self_tools'
- * symbolizer). Returns 0 (set filled; free it with stb_task_set_free),
- * -ENOMEM, or -ESRCH when o->only is not a live task.
+ * symbolizer), keeping stb_report_keep(depth) frames (depth 0 = 64) and
+ * counting the rest up to STB_REPORT_WALK_MAX into beyond. Returns 0 (set
+ * filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH when o->only is
+ * not a live task.
  */
 int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set);
 void stb_task_set_free(struct stb_task_set *set);

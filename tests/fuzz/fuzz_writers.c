@@ -41,6 +41,15 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struc
 	return false;
 }
 
+int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out)
+{
+	(void)s;
+	(void)ip;
+	(void)flags;
+	(void)out;
+	return -ENOENT;
+}
+
 static void check_output(const char *s, size_t n, bool json)
 {
 	for (size_t i = 0; i < n;) {
