@@ -115,7 +115,8 @@ void run_loader_v(struct run *r, ts_pre_exec_fn pre, void *pre_arg, va_list ap)
 	const char *a;
 	while ((a = va_arg(ap, const char *)) != NULL && n < 62) {
 		argv[n++] = (char *)a;
-		if (n == 3 && strcmp(argv[1], "--pid") == 0 && run_loader_all_frames)
+		if (n == 3 && (strcmp(argv[1], "--pid") == 0 || strcmp(argv[1], "--core") == 0) &&
+		    run_loader_all_frames)
 			argv[n++] = "--runtime-frames";
 	}
 	argv[n] = NULL;
