@@ -74,7 +74,7 @@ fail() {
 # Is there a running group (BPF capture) whose stack holds cpu_heavy_checksum?
 # The loader's group: its header, "  name"/"  ids" lines, then its frames.
 running_cpu_seen() {
-  grep -A 12 -E '^[0-9]+ bthreads? \[running(\]|,)' "$1" | grep -q ' cpu_heavy_checksum+'
+  grep -A 12 -E '^[0-9]+ bthreads? \[running(\]|,)' "$1" | grep ' cpu_heavy_checksum+' >/dev/null
 }
 
 echo "== stb demo: an echo server on bthreads, traced live from outside =="
