@@ -654,6 +654,78 @@ static void bench_core(const struct bench_opts *o)
 	free(write);
 }
 
+/* ---- 5. continuous mode: one snapshot of a resident session vs a fresh run ---- */
+
+static void bench_every(const struct bench_opts *o)
+{
+	char many[16];
+	snprintf(many, sizeof(many), "%u", o->tasks);
+	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
+			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
+			      "--pthread", "0", NULL};
+	struct ts_ltarget t;
+	bench_target(&t, o->target, args);
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
+	unsigned n = o->rounds;
+	double *fresh = calloc(n, sizeof(double)), *fresh_cpu = calloc(n, sizeof(double));
+	double *cont = calloc(64, sizeof(double));
+	/* Both write the same pprof file (continuous mode's default format) into
+	 * the same scratch directory. */
+	char dir[] = "/tmp/stb-bench-every-XXXXXX";
+	if (!mkdtemp(dir))
+		bench_die("mkdtemp: %s", strerror(errno));
+	char fresh_out[64];
+	snprintf(fresh_out, sizeof(fresh_out), "%s/fresh.pb.gz", dir);
+	struct ts_proc p;
+	double w, c;
+	char *warm[] = {"--pid", pid, "-f", "pprof", "-o", fresh_out, NULL};
+	bench_loader_run(o, warm, &p, &w, &c);
+	ts_proc_free(&p);
+	for (unsigned i = 0; i < n; i++) {
+		char *a[] = {"--pid", pid, "-f", "pprof", "-o", fresh_out, NULL};
+		if (bench_loader_run(o, a, &p, &fresh[i], &fresh_cpu[i]) != 0)
+			bench_die("loader failed: %s", p.err.p);
+		ts_proc_free(&p);
+	}
+	/* The session: one snapshot every 500 ms into a scratch directory, each
+	 * timed by the loader itself (-v: "wrote NAME (N tasks, X ms)"). */
+	char *argv[] = {(char *)o->loader, "--pid", pid, "-f", "pprof", "--every", "500ms", "--out-dir", dir,
+			"--keep", "2", "-v", NULL};
+	if (ts_proc_start(&p, argv, NULL, NULL, NULL) != 0)
+		bench_die("cannot start %s", o->loader);
+	ts_sleep_ms(500 * (n + 2) + 300);
+	kill(p.pid, SIGTERM);
+	if (ts_proc_wait(&p, 60000) != 0 || ts_proc_exit_code(&p) != 0)
+		bench_die("continuous mode failed: %s", p.err.p ? p.err.p : "");
+	unsigned nc = 0;
+	for (const char *s = p.err.p; s && (s = strstr(s, " tasks, ")) != NULL && nc < 64; s += 8)
+		cont[nc++] = strtod(s + 8, NULL);
+	ts_proc_free(&p);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench_loader: cannot remove %s\n", dir);
+	if (nc < 2)
+		bench_die("continuous mode wrote %s snapshots", nc ? "one" : "no");
+	bench_header("5. Continuous mode (--every): one snapshot against a fresh loader run");
+	printf("target: %u parked bthreads, pprof into the same directory; fresh: %u runs of\n"
+	       "--pid P -f pprof -o D/fresh.pb.gz (exec to exit);\n"
+	       "continuous: -f pprof --every 500ms --out-dir D -v, each snapshot as timed by the loader "
+	       "(the first, which warms the session, left out)\n",
+	       o->tasks, n);
+	bench_row("fresh run, wall", "ms", fresh, n);
+	bench_row("fresh run, CPU", "ms", fresh_cpu, n);
+	bench_row("one continuous snapshot, wall", "ms", cont + 1, nc - 1);
+	struct bench_dist f = bench_stats(fresh, n), k = bench_stats(cont + 1, nc - 1);
+	printf("continuous / fresh (medians): %.2f (goal <= 0.5: %s)\n", k.med / f.med,
+	       k.med / f.med <= 0.5 ? "met" : "NOT met");
+	free(fresh);
+	free(fresh_cpu);
+	free(cont);
+	bench_quit(&t);
+}
+
 static const char *bench_default(const char *env, const char *def)
 {
 	const char *v = getenv(env);
@@ -668,7 +740,7 @@ int main(int argc, char **argv)
 		.gdb_script = bench_default("STB_GDB_SCRIPT", STB_BENCH_GDB_SCRIPT),
 		.tasks = 10000, .rounds = 7, .captures = 200, .yield_pairs = 8, .gdb = true,
 	};
-	bool dump = true, capture = true, yield = true, core = true;
+	bool dump = true, capture = true, yield = true, core = true, every = true;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--no-gdb") == 0)
 			o.gdb = false;
@@ -683,12 +755,13 @@ int main(int argc, char **argv)
 			capture = strcmp(w, "capture") == 0;
 			yield = strcmp(w, "yield") == 0;
 			core = strcmp(w, "core") == 0;
+			every = strcmp(w, "every") == 0;
 		} else if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
 			o.tasks = (unsigned)strtoul(argv[++i], NULL, 10);
 		} else {
 			fprintf(stderr,
 				"usage: bench_loader [--quick] [--no-gdb] [--tasks N] "
-				"[--only dump|capture|yield|core]\n"
+				"[--only dump|capture|yield|core|every]\n"
 				"Needs root. Paths: $STB_LOADER, $STB_LOADER_TARGET, $STB_GDB_SCRIPT.\n");
 			return 2;
 		}
@@ -715,5 +788,7 @@ int main(int argc, char **argv)
 		bench_yield(&o);
 	if (core)
 		bench_core(&o);
+	if (every)
+		bench_every(&o);
 	return 0;
 }
