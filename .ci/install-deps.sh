@@ -11,7 +11,7 @@ pkgs=(
   libunwind-dev libelf-dev libdw-dev zlib1g-dev
   libcmocka-dev
   protobuf-c-compiler libprotobuf-c-dev golang-go python3
-  gdb procps iproute2 curl dpkg-dev
+  gdb procps iproute2 curl dpkg-dev man-db groff-base
 )
 
 missing=()

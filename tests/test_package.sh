@@ -22,9 +22,12 @@ want=(
   '/usr/include/stb/abi\.h$'
   '/usr/lib/.*pkgconfig/bthread\.pc$'
   '/usr/lib/.*cmake/bthread/bthreadConfig\.cmake$'
+  '/usr/share/man/man3/stb\.3'
 )
 if grep -q '^STB_BPF:BOOL=ON' "$build/CMakeCache.txt"; then
-  want+=('/usr/sbin/stb-bpf-loader$')
+  want+=('/usr/sbin/stb-bpf-loader$' '/usr/share/man/man8/stb-bpf-loader\.8'
+         '/usr/share/bash-completion/completions/stb-bpf-loader$'
+         '/usr/share/doc/stb/examples/stb-snapshots@\.service$')
 fi
 for w in "${want[@]}"; do
   grep -Eq "$w" "$tmp/contents" || { cat "$tmp/contents"; echo "FAIL: $w missing from the .deb"; exit 1; }
