@@ -81,7 +81,7 @@ static void usage(FILE *out)
 		"                       (1 ms to 24 h)\n"
 		"      --freq HZ        samples and snapshots per second, 1..1000 (default 99)\n"
 		"\n"
-		"Continuous mode (docs/continuous.md):\n"
+		"Continuous mode (stb-bpf-loader(8); a systemd unit: stb-snapshots@.service):\n"
 		"      --every D        stay resident and write a snapshot (or, with --profile, a\n"
 		"                       profile) every D (100ms to 24 h) into --out-dir, as\n"
 		"                       stb-PID-YYYYMMDDTHHMMSS.mmmZ.EXT files (written, then\n"
