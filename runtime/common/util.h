@@ -5,8 +5,8 @@
  * strict number parsing every command line of the project uses. Header-only,
  * no state.
  */
-#ifndef STB_RUNTIME_UTIL_H
-#define STB_RUNTIME_UTIL_H
+#ifndef STB_RUNTIME_COMMON_UTIL_H
+#define STB_RUNTIME_COMMON_UTIL_H
 
 #include <errno.h>
 #include <stdbool.h>
@@ -80,4 +80,4 @@ static inline bool stb_parse_seconds(const char *s, size_t len, uint64_t max_s, 
 	return true;
 }
 
-#endif /* STB_RUNTIME_UTIL_H */
+#endif /* STB_RUNTIME_COMMON_UTIL_H */

@@ -3,8 +3,8 @@
  * The x86_64 context switch: the saved-register layout shared by the assembly
  * in context_x86_64.S, the C side and (through include/stb/abi.h) the tracers.
  */
-#ifndef STB_RUNTIME_CONTEXT_H
-#define STB_RUNTIME_CONTEXT_H
+#ifndef STB_RUNTIME_CORE_CONTEXT_H
+#define STB_RUNTIME_CORE_CONTEXT_H
 
 /* Offsets in struct stb_ctx (used by the assembly). */
 #define STB_CTX_SP 0
@@ -60,4 +60,4 @@ void stb_ctx_jump(struct stb_ctx *from, const struct stb_ctx *to);
 void stb_ctx_make(struct stb_ctx *ctx, void *lo, size_t size, void (*entry)(void *), void *arg);
 
 #endif /* !__ASSEMBLER__ */
-#endif /* STB_RUNTIME_CONTEXT_H */
+#endif /* STB_RUNTIME_CORE_CONTEXT_H */

@@ -4,8 +4,8 @@
  * workers, butex waiters, stacks, timers and the small helpers (clocks,
  * futex, spin lock) they use. Nothing here is exported from libbthread.
  */
-#ifndef STB_RUNTIME_INTERNAL_H
-#define STB_RUNTIME_INTERNAL_H
+#ifndef STB_RUNTIME_CORE_INTERNAL_H
+#define STB_RUNTIME_CORE_INTERNAL_H
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -403,4 +403,4 @@ void stb_tracer_attach(void);
  * decrements it when the copy is done. */
 extern uint32_t stb_stack_readers;
 
-#endif /* STB_RUNTIME_INTERNAL_H */
+#endif /* STB_RUNTIME_CORE_INTERNAL_H */

@@ -6,8 +6,8 @@
  * descriptors they publish, and the address-hashed parking butexes of the
  * primitives that have no butex of their own (once).
  */
-#ifndef STB_RUNTIME_SYNC_H
-#define STB_RUNTIME_SYNC_H
+#ifndef STB_RUNTIME_CORE_SYNC_H
+#define STB_RUNTIME_CORE_SYNC_H
 
 #include "internal.h"
 
@@ -51,4 +51,4 @@ static inline struct stb_lock *stb_lock_at(unsigned *word)
 	return (struct stb_lock *)(void *)word;
 }
 
-#endif /* STB_RUNTIME_SYNC_H */
+#endif /* STB_RUNTIME_CORE_SYNC_H */

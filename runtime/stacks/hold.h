@@ -6,8 +6,8 @@
  * described in include/stb/abi.h. Works on a table entry mapped in this
  * process (the own table, or a target's table mapped by the loader).
  */
-#ifndef STB_RUNTIME_HOLD_H
-#define STB_RUNTIME_HOLD_H
+#ifndef STB_RUNTIME_STACKS_HOLD_H
+#define STB_RUNTIME_STACKS_HOLD_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -64,4 +64,4 @@ int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint
 			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
 			  struct stb_regs *regs, struct stb_stack_copy *copy);
 
-#endif /* STB_RUNTIME_HOLD_H */
+#endif /* STB_RUNTIME_STACKS_HOLD_H */

@@ -6,8 +6,8 @@
  * frames, mappings with build ids) and writes pprof (gzipped profile.proto,
  * runtime/stacks/profile.proto), Brendan Gregg's folded stacks, or JSON.
  */
-#ifndef STB_RUNTIME_PPROF_H
-#define STB_RUNTIME_PPROF_H
+#ifndef STB_RUNTIME_STACKS_PPROF_H
+#define STB_RUNTIME_STACKS_PPROF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -152,4 +152,4 @@ int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		     int format);
 
-#endif /* STB_RUNTIME_PPROF_H */
+#endif /* STB_RUNTIME_STACKS_PPROF_H */

@@ -7,8 +7,8 @@
  * bRPC-style text, the JSON documents of docs/json.md, pprof and folded
  * stacks (pprof.c). Everything the target controls is escaped on output.
  */
-#ifndef STB_RUNTIME_REPORT_H
-#define STB_RUNTIME_REPORT_H
+#ifndef STB_RUNTIME_STACKS_REPORT_H
+#define STB_RUNTIME_STACKS_REPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -207,4 +207,4 @@ void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi
  * (CLOCK_MONOTONIC); 0 when neither is known (--stuck, opts.stuck_ns). */
 uint64_t stb_report_stuck_ns(const struct stb_report_task *t, uint64_t now_ns);
 
-#endif /* STB_RUNTIME_REPORT_H */
+#endif /* STB_RUNTIME_STACKS_REPORT_H */

@@ -6,8 +6,8 @@
  * Files the target maps are never mapped here (they are read, or copied).
  * Shared by the in-process tracer and stb-bpf-loader.
  */
-#ifndef STB_RUNTIME_SYMBOLIZE_H
-#define STB_RUNTIME_SYMBOLIZE_H
+#ifndef STB_RUNTIME_STACKS_SYMBOLIZE_H
+#define STB_RUNTIME_STACKS_SYMBOLIZE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -91,4 +91,4 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
  * cached results (strings already returned stay valid). Returns 0 or -errno. */
 int stb_sym_refresh(struct stb_sym *s);
 
-#endif /* STB_RUNTIME_SYMBOLIZE_H */
+#endif /* STB_RUNTIME_STACKS_SYMBOLIZE_H */

@@ -7,8 +7,8 @@
  * symbolizer can share. Shared by the in-process tracer and stb-bpf-loader.
  * Not async-signal-safe.
  */
-#ifndef STB_RUNTIME_UNWIND_H
-#define STB_RUNTIME_UNWIND_H
+#ifndef STB_RUNTIME_STACKS_UNWIND_H
+#define STB_RUNTIME_STACKS_UNWIND_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -248,4 +248,4 @@ struct stb_unw_stats {
 /* Snapshot of the counters (relaxed; not atomic as a whole). */
 void stb_unw_proc_stats(struct stb_unw_proc *p, struct stb_unw_stats *out);
 
-#endif /* STB_RUNTIME_UNWIND_H */
+#endif /* STB_RUNTIME_STACKS_UNWIND_H */

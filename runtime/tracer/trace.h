@@ -3,8 +3,8 @@
  * Internal interface of the in-process tracer (trace.c) used by the dump
  * (dump.c), the stack pool and runtime start-up.
  */
-#ifndef STB_RUNTIME_TRACE_H
-#define STB_RUNTIME_TRACE_H
+#ifndef STB_RUNTIME_TRACER_TRACE_H
+#define STB_RUNTIME_TRACER_TRACE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -89,4 +89,4 @@ extern const struct stb_mem stb_self_checked_mem;
 /* Starts the watchdog when $STB_WATCHDOG is set (attach). */
 void stb_watchdog_env_init(void);
 
-#endif /* STB_RUNTIME_TRACE_H */
+#endif /* STB_RUNTIME_TRACER_TRACE_H */
