@@ -150,8 +150,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t c = 0; c < dl.ncycles; c++) {
 			size_t k;
 			const struct stb_deadlock_member *m = stb_deadlock_cycle(&dl, c, &k);
+			/* A cycle of one is a task waiting for what it holds itself. */
+			if (k == 0)
+				__builtin_trap();
 			for (size_t i = 0; i < k; i++)
-				if (k < 2 || m[i].held_by != m[(i + 1) % k].id)
+				if (m[i].held_by != m[(i + 1) % k].id)
 					__builtin_trap(); /* a cycle that does not close */
 		}
 		stb_deadlocks_free(&dl);
