@@ -113,6 +113,19 @@ static void bench_target(struct ts_ltarget *t, const char *path, const char *con
 	bench_target_env(t, path, args, NULL);
 }
 
+/* The target with o->tasks parked bthreads and nothing else (env: extra
+ * "K=V" strings or NULL). */
+static void bench_parked_target(const struct bench_opts *o, struct ts_ltarget *t,
+				char *const env[])
+{
+	char many[16];
+	snprintf(many, sizeof(many), "%u", o->tasks);
+	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
+			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
+			      "--pthread", "0", NULL};
+	bench_target_env(t, o->target, args, env);
+}
+
 static uint64_t bench_stat(struct ts_ltarget *t, const char *key)
 {
 	uint64_t v = ts_ltarget_stat(t, key);
@@ -160,13 +173,8 @@ static int bench_loader_run(const struct bench_opts *o, char **args, struct ts_p
 
 static void bench_dump(const struct bench_opts *o)
 {
-	char many[16];
-	snprintf(many, sizeof(many), "%u", o->tasks);
-	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
-			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
-			      "--pthread", "0", NULL};
 	struct ts_ltarget t;
-	bench_target(&t, o->target, args);
+	bench_parked_target(o, &t, NULL);
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
 	char reply[512];
@@ -564,17 +572,12 @@ static void bench_yield(const struct bench_opts *o)
 
 static void bench_core(const struct bench_opts *o)
 {
-	char many[16];
-	snprintf(many, sizeof(many), "%u", o->tasks);
-	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
-			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
-			      "--pthread", "0", NULL};
 	/* gdb's gcore stops copying a mapping at its first unreadable page:
 	 * stack guards as mappings of their own (docs/postmortem.md). */
 	static char guards[] = "STB_STACK_GUARDS=mprotect";
 	char *const env[] = {guards, NULL};
 	struct ts_ltarget t;
-	bench_target_env(&t, o->target, args, env);
+	bench_parked_target(o, &t, env);
 	char dir[] = "/tmp/stb-bench-core.XXXXXX";
 	if (!mkdtemp(dir))
 		bench_die("mkdtemp: %s", strerror(errno));
@@ -658,13 +661,8 @@ static void bench_core(const struct bench_opts *o)
 
 static void bench_every(const struct bench_opts *o)
 {
-	char many[16];
-	snprintf(many, sizeof(many), "%u", o->tasks);
-	const char *args[] = {"--many", many, "--workers", "4", "--butex", "0", "--sleep", "0",
-			      "--mutex", "0", "--fd", "0", "--yield", "0", "--spin", "0",
-			      "--pthread", "0", NULL};
 	struct ts_ltarget t;
-	bench_target(&t, o->target, args);
+	bench_parked_target(o, &t, NULL);
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
 	unsigned n = o->rounds;
