@@ -830,6 +830,26 @@ static void test_dump_at_exit(void **state)
 	ssize_t n = read(pfd[0], buf, sizeof(buf) - 1);
 	close(pfd[0]);
 	assert_true(n > 0 && strncmp(buf, "ready", 5) == 0);
+	/* Only once main sleeps: a signal taken just before sleep() would leave
+	 * it sleeping the whole minute (/proc/PID/syscall names the call a
+	 * thread is blocked in: clock_nanosleep or nanosleep). */
+	char sys[64];
+	snprintf(sys, sizeof(sys), "/proc/%d/syscall", (int)pid);
+	bool sleeping = false;
+	for (int i = 0; i < 10000 && !sleeping; i++) {
+		char now[32] = "";
+		int fd = open(sys, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t k = read(fd, now, sizeof(now) - 1);
+			now[k > 0 ? k : 0] = '\0';
+			close(fd);
+		}
+		long nr = now[0] ? strtol(now, NULL, 10) : -1;
+		sleeping = nr == SYS_clock_nanosleep || nr == SYS_nanosleep;
+		if (!sleeping)
+			usleep(1000);
+	}
+	assert_true(sleeping);
 	/* To the main thread (a signal to the process may be taken by any
 	 * thread, and only the main thread's sleep() returns early). */
 	assert_int_equal(syscall(SYS_tgkill, (int)pid, (int)pid, SIGQUIT), 0);
