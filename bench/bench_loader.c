@@ -31,6 +31,7 @@
 
 struct bench_opts {
 	const char *loader, *target, *gdb_script;
+	const char *baseline; /* --baseline: another stb-bpf-loader measured beside it (scale) */
 	unsigned tasks;     /* suspended bthreads in the dump benchmark */
 	unsigned rounds;    /* loader / in-process dumps */
 	unsigned captures;  /* running-task captures */
@@ -724,6 +725,103 @@ static void bench_every(const struct bench_opts *o)
 	bench_quit(&t);
 }
 
+/* ---- 6. many stacks: formats, time and memory, against a baseline loader ---- */
+
+struct bench_scale_case {
+	const char *what;
+	const char *const args[4]; /* after --pid P */
+	const char *out;           /* "-o" target; NULL: a fresh file each run */
+};
+
+static void bench_scale(const struct bench_opts *o)
+{
+	static const struct bench_scale_case cases[] = {
+	    {"grouped text (--group), -o /dev/null", {"--group", NULL}, "/dev/null"},
+	    {"text, -o /dev/null", {NULL}, "/dev/null"},
+	    {"JSON, -o /dev/null", {"-f", "json", NULL}, "/dev/null"},
+	    {"JSON, -o a new file", {"-f", "json", NULL}, NULL},
+	    {"pprof, -o /dev/null", {"-f", "pprof", NULL}, "/dev/null"},
+	};
+	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+	char cap[64];
+	snprintf(cap, sizeof(cap), "STB_TABLE_CAPACITY=%u", o->tasks + 4096);
+	char *env[] = {cap, NULL};
+	struct ts_ltarget t;
+	bench_parked_target(o, &t, env);
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
+	const char *loaders[2] = {o->loader, o->baseline};
+	unsigned nl = o->baseline ? 2 : 1, n = o->rounds;
+	double *v = calloc((size_t)2 * NCASES * 3 * n, sizeof(double));
+	if (!v)
+		bench_die("out of memory%s", "");
+#define SCALE_V(l, c, k, i) v[(((size_t)(l) * NCASES + (c)) * 3 + (k)) * n + (i)]
+	char dir[] = "/tmp/stb-bench-scale-XXXXXX";
+	if (!mkdtemp(dir))
+		bench_die("mkdtemp: %s", strerror(errno));
+	char file[64];
+	snprintf(file, sizeof(file), "%s/out.json", dir);
+	struct bench_opts lo = *o;
+	struct ts_proc p;
+	double w, c;
+	for (unsigned l = 0; l < nl; l++) { /* warm the page cache and the target */
+		lo.loader = loaders[l];
+		char *warm[] = {"--pid", pid, "--group", "-o", "/dev/null", NULL};
+		bench_loader_run(&lo, warm, &p, &w, &c);
+		ts_proc_free(&p);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned c0 = 0; c0 < NCASES; c0++) {
+			for (unsigned k = 0; k < nl; k++) {
+				unsigned l = (i + k) % nl; /* who goes first alternates */
+				lo.loader = loaders[l];
+				char *a[12];
+				unsigned na = 0;
+				a[na++] = "--pid";
+				a[na++] = pid;
+				for (unsigned x = 0; cases[c0].args[x]; x++)
+					a[na++] = (char *)cases[c0].args[x];
+				a[na++] = "-o";
+				a[na++] = (char *)(cases[c0].out ? cases[c0].out : file);
+				a[na] = NULL;
+				if (bench_loader_run(&lo, a, &p, &SCALE_V(l, c0, 0, i),
+						     &SCALE_V(l, c0, 1, i)) != 0)
+					bench_die("loader failed: %s", p.err.p);
+				SCALE_V(l, c0, 2, i) = (double)p.ru.ru_maxrss / 1024.0;
+				ts_proc_free(&p);
+				unlink(file);
+			}
+		}
+	}
+	rmdir(dir);
+	printf("\n6. %u parked bthreads (+1 heartbeat), each format %u times%s\n", o->tasks, n,
+	       o->baseline ? "; the baseline loader alternating with this one" : "");
+	bench_header("");
+	for (unsigned l = 0; l < nl; l++) {
+		for (unsigned c0 = 0; c0 < NCASES; c0++) {
+			char what[128];
+			static const char *const kinds[3][2] = {
+			    {"wall", "ms"}, {"CPU", "ms"}, {"max RSS", "MB"}};
+			for (unsigned k = 0; k < 3; k++) {
+				snprintf(what, sizeof(what), "%s%s: %s", l ? "baseline " : "",
+					 cases[c0].what, kinds[k][0]);
+				bench_row(what, kinds[k][1], &SCALE_V(l, c0, k, 0), n);
+			}
+		}
+	}
+	/* Medians (bench_stats sorted each row). */
+	double g = SCALE_V(0, 0, 0, n / 2);
+	printf("  JSON / grouped wall (this loader): %.2f to /dev/null, %.2f to a file\n",
+	       SCALE_V(0, 2, 0, n / 2) / g, SCALE_V(0, 3, 0, n / 2) / g);
+	for (unsigned c0 = 0; c0 < NCASES && nl == 2; c0++)
+		printf("  this / baseline, %s: wall %.2f, max RSS %.2f\n", cases[c0].what,
+		       SCALE_V(0, c0, 0, n / 2) / SCALE_V(1, c0, 0, n / 2),
+		       SCALE_V(0, c0, 2, n / 2) / SCALE_V(1, c0, 2, n / 2));
+#undef SCALE_V
+	free(v);
+	bench_quit(&t);
+}
+
 static const char *bench_default(const char *env, const char *def)
 {
 	const char *v = getenv(env);
@@ -738,7 +836,7 @@ int main(int argc, char **argv)
 		.gdb_script = bench_default("STB_GDB_SCRIPT", STB_BENCH_GDB_SCRIPT),
 		.tasks = 10000, .rounds = 7, .captures = 200, .yield_pairs = 8, .gdb = true,
 	};
-	bool dump = true, capture = true, yield = true, core = true, every = true;
+	bool dump = true, capture = true, yield = true, core = true, every = true, scale = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--no-gdb") == 0)
 			o.gdb = false;
@@ -754,12 +852,28 @@ int main(int argc, char **argv)
 			yield = strcmp(w, "yield") == 0;
 			core = strcmp(w, "core") == 0;
 			every = strcmp(w, "every") == 0;
+			scale = strcmp(w, "scale") == 0;
+			if (!dump && !capture && !yield && !core && !every && !scale) {
+				fprintf(stderr, "bench_loader: unknown benchmark '%s'\n", w);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc) {
+			o.baseline = argv[++i];
+		} else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+			o.rounds = (unsigned)strtoul(argv[++i], NULL, 10);
+			if (o.rounds == 0 || o.rounds > 1000) {
+				fprintf(stderr, "bench_loader: --rounds wants 1..1000\n");
+				return 2;
+			}
 		} else if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
 			o.tasks = (unsigned)strtoul(argv[++i], NULL, 10);
 		} else {
 			fprintf(stderr,
-				"usage: bench_loader [--quick] [--no-gdb] [--tasks N] "
-				"[--only dump|capture|yield|core|every]\n"
+				"usage: bench_loader [--quick] [--no-gdb] [--tasks N] [--rounds N]\n"
+				"                    [--only dump|capture|yield|core|every|scale]\n"
+				"                    [--baseline OTHER-STB-BPF-LOADER]\n"
+				"scale (only with --only scale): every output format on --tasks parked\n"
+				"bthreads, wall/CPU/max RSS, beside the --baseline loader if given.\n"
 				"Needs root. Paths: $STB_LOADER, $STB_LOADER_TARGET, $STB_GDB_SCRIPT.\n");
 			return 2;
 		}
@@ -788,5 +902,7 @@ int main(int argc, char **argv)
 		bench_core(&o);
 	if (every)
 		bench_every(&o);
+	if (scale)
+		bench_scale(&o);
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "postmortem.h"
 #include "report.h"
 #include "running.h"
+#include "stackset.h"
 #include "symbolize.h"
 #include "target.h"
 #include "tview.h"
@@ -48,6 +49,18 @@ struct stb_snapshot_session {
 	struct stb_frame *scratch;     /* STB_REPORT_WALK_MAX frames */
 	struct stb_report_task *tasks; /* grows with the live tasks */
 	size_t n, cap;
+	struct stb_stackset *stacks;   /* the tasks' stacks, each stored once */
+	struct pending *pend;          /* queued for tracing: STB_DRIVER_MANY_MAX */
+	struct stb_driver_job jobs[STB_DRIVER_MANY_MAX];
+	unsigned npend, njobs;
+	/* Continuous mode: the stacks of the previous snapshot's ready and
+	 * suspended tasks, by id (open addressing), and this snapshot's. A task
+	 * with the same id and run sequence has not run since: its stack is the
+	 * same (abi.h) and is not copied or unwound again. */
+	struct known *known, *next_known;
+	size_t known_cap, next_cap, next_n;
+	uint64_t reused;
+	bool stop; /* the target exited, or out of memory: no more tasks */
 	uint64_t trace_end; /* no task is started after this */
 	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
 	struct stb_deadlocks dl; /* this snapshot's deadlocks */
@@ -60,12 +73,101 @@ struct stb_snapshot_session {
 	uint64_t open_ns, write_ns; /* -v: the core's opening, the output's writing */
 };
 
+struct pending;
+static int flush(struct stb_snapshot_session *S);
+
+/* What a ready or suspended task's trace gave, while its run sequence stays. */
+struct known {
+	uint64_t id; /* 0: empty */
+	uint32_t seq;
+	struct stb_stackset_entry *stack;
+	unsigned nframes, beyond;
+	bool truncated, beyond_more;
+};
+
 /* Fault injection for tests: keep the lease as a stuck loader would. */
 static void hold_fault(void *arg)
 {
 	const struct stb_loader_opts *o = arg;
 	struct timespec ts = {o->fault_hold_ms / 1000, (long)(o->fault_hold_ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
+}
+
+/* A task between the scan and its place in the report: traced in batches of
+ * up to STB_DRIVER_MANY_MAX (one system call copies their stacks). */
+struct pending {
+	struct stb_report_task t;
+	char error[128];
+	struct stb_abi_task *p;
+	struct stb_tview_task v;
+	bool keep;     /* traced (or failed) and selected: goes into the report */
+	bool reusable; /* copied while ready/suspended with run sequence seq */
+	uint32_t seq;
+};
+
+static size_t known_slot(uint64_t id, size_t cap)
+{
+	uint64_t h = id * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 32) & (cap - 1);
+}
+
+static const struct known *known_find(const struct stb_snapshot_session *S, uint64_t id)
+{
+	if (!S->known_cap)
+		return NULL;
+	for (size_t i = known_slot(id, S->known_cap);; i = (i + 1) & (S->known_cap - 1)) {
+		if (S->known[i].id == id)
+			return &S->known[i];
+		if (!S->known[i].id)
+			return NULL;
+	}
+}
+
+/* Remembers task t (traced with run sequence seq) for the next snapshot;
+ * without memory it is simply traced again then. */
+static void known_add(struct stb_snapshot_session *S, const struct stb_report_task *t,
+		      uint32_t seq)
+{
+	if (2 * (S->next_n + 1) > S->next_cap) {
+		size_t cap = S->next_cap ? 2 * S->next_cap : 1024;
+		struct known *k = calloc(cap, sizeof(*k));
+		if (!k)
+			return;
+		for (size_t i = 0; i < S->next_cap; i++) {
+			if (!S->next_known[i].id)
+				continue;
+			size_t j = known_slot(S->next_known[i].id, cap);
+			while (k[j].id)
+				j = (j + 1) & (cap - 1);
+			k[j] = S->next_known[i];
+		}
+		free(S->next_known);
+		S->next_known = k;
+		S->next_cap = cap;
+	}
+	size_t j = known_slot(t->id, S->next_cap);
+	while (S->next_known[j].id && S->next_known[j].id != t->id)
+		j = (j + 1) & (S->next_cap - 1);
+	S->next_n += !S->next_known[j].id;
+	S->next_known[j] = (struct known){.id = t->id,
+					  .seq = seq,
+					  .stack = t->stack,
+					  .nframes = t->nframes,
+					  .beyond = t->beyond,
+					  .truncated = t->truncated != 0,
+					  .beyond_more = t->beyond_more};
+}
+
+/* This snapshot's tasks become the known ones; the stacks no task holds now
+ * are freed. */
+static void known_turn(struct stb_snapshot_session *S)
+{
+	free(S->known);
+	S->known = S->next_known;
+	S->known_cap = S->next_cap;
+	S->next_known = NULL;
+	S->next_cap = S->next_n = 0;
+	stb_stackset_sweep(S->stacks);
 }
 
 static struct stb_report_task *new_task(struct stb_snapshot_session *S)
@@ -80,9 +182,7 @@ static struct stb_report_task *new_task(struct stb_snapshot_session *S)
 		S->tasks = t;
 		S->cap = cap;
 	}
-	struct stb_report_task *t = &S->tasks[S->n];
-	memset(t, 0, sizeof(*t));
-	return t;
+	return &S->tasks[S->n];
 }
 
 /* The entry of worker w: in the target's mapped header region, or as the
@@ -98,63 +198,100 @@ static const struct stb_abi_worker *worker_entry(const struct stb_snapshot_sessi
 	return (const struct stb_abi_worker *)((const char *)S->tg->hdr + STB_ABI_WORKER_OFFSET(w));
 }
 
-/* Traces task v->id of entry p. Returns 1 when the run must stop. */
-static int trace_one(struct stb_snapshot_session *S, struct stb_abi_task *p, const struct stb_tview_task *v)
+/* What task q's record needs from its trace (snap, rc): state, capture,
+ * whether it is still selected (q->keep). Returns true when it has a stack
+ * to unwind. */
+static bool settle(struct stb_snapshot_session *S, struct pending *q,
+		   const struct stb_snapshot *snap, int rc, bool traced)
 {
+	struct stb_report_task *t = &q->t;
+	const struct stb_tview_task *v = &q->v;
 	const struct stb_loader_opts *o = S->o;
-	struct stb_report_task *t = new_task(S);
-	if (!t)
-		return 1;
-	t->id = v->id;
-	memcpy(t->name, v->name, sizeof(t->name));
-	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
-	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
-	/* Why it is there, read before the trace (which then must not see it move). */
-	stb_report_task_why(t, p, worker_entry(S, v->worker), &S->mem);
-	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
-		return 0; /* not stuck: not selected */
-	uint64_t deadline = stb_now_ns() + (uint64_t)o->timeout_ms * 1000000u;
-	if (deadline > S->trace_end)
-		deadline = S->trace_end;
-	struct stb_snapshot snap;
-	stb_watchdog_phase("tracing a task");
-	int rc = stb_driver_trace(&S->drv, p, v->id, deadline, &snap, t->error, sizeof(t->error));
-	S->nhold++;
-	S->hold_sum_ns += snap.lease_ns;
-	S->hold_max_ns = snap.lease_ns > S->hold_max_ns ? snap.lease_ns : S->hold_max_ns;
-	if (o->verbose > 1) {
+	if (S->stop)
+		return false;
+	if (traced) {
+		S->nhold++;
+		S->hold_sum_ns += snap->lease_ns;
+		S->hold_max_ns = snap->lease_ns > S->hold_max_ns ? snap->lease_ns : S->hold_max_ns;
+	}
+	if (traced && o->verbose > 1) {
 		fprintf(stderr, "stb-bpf-loader: task %" PRIu64 " %s: held %.1f us", v->id,
-			stb_state_name(snap.state), (double)snap.lease_ns / 1e3);
-		if (snap.mode == STB_TRACE_BPF)
+			stb_state_name(snap->state), (double)snap->lease_ns / 1e3);
+		if (snap->mode == STB_TRACE_BPF)
 			fprintf(stderr, ", BPF request to record %.1f us, program %.1f us",
-				(double)S->run.last_wait_ns / 1e3, (double)snap.held_ns / 1e3);
+				(double)S->run.last_wait_ns / 1e3, (double)snap->held_ns / 1e3);
 		fputc('\n', stderr);
 	}
-	if (snap.target_gone || (rc == -ESRCH && S->tg && !stb_target_alive(S->tg))) {
+	if (snap->target_gone || (rc == -ESRCH && S->tg && !stb_target_alive(S->tg))) {
 		S->target_gone = true;
-		return 1;
+		S->stop = true;
+		return false;
 	}
 	if (rc == -ESRCH) {
 		S->finished++; /* finished meanwhile (its slot may be reused): not selected */
-		return 0;
+		return false;
 	}
-	unsigned st = snap.state ? snap.state : v->state; /* 0: failed before reading it */
+	unsigned st = snap->state ? snap->state : v->state; /* 0: failed before reading it */
 	t->state = st < STB_TASK_NSTATES ? st : STB_TASK_UNUSED;
 	if (o->state_mask && !(o->state_mask & (1u << t->state)))
-		return 0; /* moved out of the selected states meanwhile */
-	t->mode = snap.mode;
-	t->tid = snap.tid ? snap.tid : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
-	stb_report_task_why_recheck(t, p);
+		return false; /* moved out of the selected states meanwhile */
+	t->mode = snap->mode;
+	t->tid = snap->tid ? snap->tid
+			   : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
+	stb_report_task_why_recheck(t, q->p);
 	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
-		return 0; /* it moved on meanwhile: not stuck */
-	S->n++;
+		return false; /* it moved on meanwhile: not stuck */
+	q->keep = true;
 	if (rc != 0) {
 		t->err = rc;
 		S->failed++;
-		return 0;
+		return false;
 	}
-	if (snap.mode == STB_TRACE_NO_STACK)
-		return 0;
+	return snap->mode != STB_TRACE_NO_STACK;
+}
+
+/* Continuous mode: a ready or suspended task whose run sequence has not
+ * changed since the previous snapshot traced it has the same stack, which
+ * is taken again (the word is read once more after the wait block, as a
+ * copy would be validated). Returns true when q is done so. */
+static bool reuse(struct stb_snapshot_session *S, struct pending *q)
+{
+	const struct stb_tview_task *v = &q->v;
+	if (!S->tg || (v->state != STB_TASK_READY && v->state != STB_TASK_SUSPENDED))
+		return false;
+	const struct known *k = known_find(S, v->id);
+	if (!k || k->seq != v->seq)
+		return false;
+	struct stb_snapshot snap = {.mode = STB_TRACE_CONTEXT, .state = v->state, .seq = v->seq};
+	uint64_t w2 = __atomic_load_n(&q->p->word, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&q->p->id, __ATOMIC_ACQUIRE) != v->id || w2 != v->word)
+		return false; /* it ran, or is about to: trace it */
+	if (settle(S, q, &snap, 0, false)) {
+		struct stb_report_task *t = &q->t;
+		stb_stackset_hold(S->stacks, k->stack);
+		t->stack = k->stack;
+		t->frames = k->stack->frames;
+		t->nframes = k->nframes;
+		t->beyond = k->beyond;
+		t->truncated = k->truncated;
+		t->beyond_more = k->beyond_more;
+		q->reusable = true;
+		q->seq = v->seq;
+	}
+	S->reused++;
+	return true;
+}
+
+/* A job is traced: what its record needs from the snapshot, its frames. */
+static void job_done(void *arg, struct stb_driver_job *j)
+{
+	struct stb_snapshot_session *S = arg;
+	struct pending *q = j->arg;
+	struct stb_report_task *t = &q->t;
+	const struct stb_snapshot *snap = &j->snap;
+	const struct stb_loader_opts *o = S->o;
+	if (!settle(S, q, snap, j->rc, true))
+		return;
 	/* The whole stack is walked (up to STB_REPORT_WALK_MAX frames) so that
 	 * the report can say how many frames it does not show; the runtime's
 	 * own frames do not count against --max-depth (report.h). */
@@ -165,28 +302,99 @@ static int trace_one(struct stb_snapshot_session *S, struct stb_abi_task *p, con
 	    .deadline = S->trace_end,
 	};
 	stb_watchdog_phase("unwinding a stack");
-	stb_snapshot_unwind(S->unw, &snap, &sink);
+	stb_snapshot_unwind(S->unw, snap, &sink);
 	unsigned keep = stb_report_keep(o->max_depth);
 	keep = sink.n < keep ? sink.n : keep;
 	t->truncated = sink.truncated || sink.timed_out;
 	t->beyond = sink.n - keep;
 	t->beyond_more = sink.truncated;
-	if (keep) {
-		t->frames = malloc(keep * sizeof(*t->frames));
-		if (!t->frames) {
-			S->err = -ENOMEM;
-			return 1;
-		}
+	if (!keep)
+		return;
+	/* Tasks with the same stack share one copy of it (stackset.h). */
+	t->stack = stb_stackset_add(S->stacks, S->scratch, keep, stb_report_stack_key(t));
+	if (t->stack) {
+		t->frames = t->stack->frames;
+		q->reusable = snap->mode == STB_TRACE_CONTEXT;
+		q->seq = snap->seq;
+	} else if ((t->frames = malloc(keep * sizeof(*t->frames))) != NULL) {
 		memcpy(t->frames, S->scratch, keep * sizeof(*t->frames));
-		t->nframes = keep;
+	} else {
+		S->err = -ENOMEM;
+		S->stop = true;
+		q->keep = false;
+		return;
 	}
-	return 0;
+	t->nframes = keep;
+}
+
+/* Queues task v->id of entry p for tracing, unless it is not selected. Returns
+ * 1 when the run must stop. */
+static int queue_task(struct stb_snapshot_session *S, struct stb_abi_task *p,
+		      const struct stb_tview_task *v)
+{
+	const struct stb_loader_opts *o = S->o;
+	struct pending *q = &S->pend[S->npend];
+	struct stb_report_task *t = &q->t;
+	memset(t, 0, sizeof(*t));
+	t->id = v->id;
+	memcpy(t->name, v->name, sizeof(t->name));
+	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
+	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
+	/* Why it is there, read before the trace (which then must not see it move). */
+	stb_report_task_why(t, p, worker_entry(S, v->worker), &S->mem);
+	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
+		return 0; /* not stuck: not selected */
+	q->p = p;
+	q->v = *v;
+	q->keep = false;
+	q->reusable = false;
+	q->error[0] = '\0';
+	if (reuse(S, q))
+		return ++S->npend == STB_DRIVER_MANY_MAX ? flush(S) : 0;
+	S->jobs[S->njobs++] = (struct stb_driver_job){
+	    .p = p,
+	    .id = v->id,
+	    .deadline = S->trace_end,
+	    .timeout_ns = (uint64_t)o->timeout_ms * 1000000u,
+	    .err = q->error,
+	    .errlen = sizeof(q->error),
+	    .arg = q,
+	};
+	return ++S->npend == STB_DRIVER_MANY_MAX ? flush(S) : 0;
+}
+
+/* Traces the queued tasks and adds the selected ones to the report, in the
+ * order of the scan. Returns 1 when the run must stop. */
+static int flush(struct stb_snapshot_session *S)
+{
+	stb_watchdog_phase("tracing tasks");
+	stb_driver_trace_many(&S->drv, S->jobs, S->njobs, job_done, S);
+	for (unsigned k = 0; k < S->npend; k++) {
+		struct pending *q = &S->pend[k];
+		struct stb_report_task *t = NULL;
+		if (!q->keep)
+			continue;
+		if (S->stop || !(t = new_task(S))) {
+			if (!q->t.stack)
+				free(q->t.frames);
+			S->stop = true;
+			continue;
+		}
+		*t = q->t;
+		if (t->err < 0 && q->error[0])
+			t->error = strdup(q->error); /* NULL: strerror(-err) */
+		if (q->reusable && S->o->every_ns)
+			known_add(S, t, q->seq);
+		S->n++;
+	}
+	S->npend = S->njobs = 0;
+	return S->stop;
 }
 
 static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
 {
 	(void)slot;
-	return trace_one(arg, p, v);
+	return queue_task(arg, p, v);
 }
 
 /* --bthread ids: each looked up in its slot. */
@@ -194,7 +402,7 @@ static void trace_ids(struct stb_snapshot_session *S)
 {
 	const struct stb_loader_opts *o = S->o;
 	uint32_t capacity = S->info->capacity;
-	for (unsigned i = 0; i < o->nids && !S->target_gone && !S->err; i++) {
+	for (unsigned i = 0; i < o->nids && !S->stop; i++) {
 		uint64_t id = o->ids[i];
 		uint32_t slot = STB_ABI_SLOT(id);
 		if (slot >= capacity) {
@@ -222,7 +430,9 @@ static void trace_ids(struct stb_snapshot_session *S)
 			S->missing++;
 			continue;
 		}
-		trace_one(S, p, &v);
+		/* One at a time: each is looked up again when it is its turn. */
+		if (queue_task(S, p, &v) == 0 && S->npend)
+			flush(S);
 	}
 }
 
@@ -242,6 +452,11 @@ static void print_summary(const struct stb_snapshot_session *S, uint64_t t0, uin
 	if (S->nhold)
 		fprintf(stderr, "stb-bpf-loader: tasks held %.1f us at most, %.1f us on average\n",
 			(double)S->hold_max_ns / 1e3, (double)S->hold_sum_ns / S->nhold / 1e3);
+	if (S->reused)
+		fprintf(stderr,
+			"stb-bpf-loader: %" PRIu64 " tasks had not run since the previous snapshot: "
+			"their stacks were not copied again\n",
+			S->reused);
 	if (r->n)
 		fprintf(stderr,
 			"stb-bpf-loader: %u BPF captures: request to record %.1f us at most, "
@@ -295,7 +510,9 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	}
 	S->buf = malloc(STB_SNAPSHOT_COPY_MAX);
 	S->scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*S->scratch));
-	if (!S->buf || !S->scratch ||
+	S->pend = calloc(STB_DRIVER_MANY_MAX, sizeof(*S->pend));
+	S->stacks = stb_stackset_new();
+	if (!S->buf || !S->scratch || !S->pend || !S->stacks ||
 	    (S->tg && stb_running_init(&S->run, S->tg, o->verbose) != 0)) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto fail;
@@ -324,10 +541,21 @@ fail:
 /* Forgets the previous snapshot's tasks and counters. */
 static void session_reset(struct stb_snapshot_session *S)
 {
-	for (size_t i = 0; i < S->n; i++)
-		free(S->tasks[i].frames);
+	for (size_t i = 0; i < S->n; i++) {
+		if (!S->tasks[i].stack)
+			free(S->tasks[i].frames);
+		free((char *)S->tasks[i].error);
+	}
+	if (S->stacks)
+		stb_stackset_next(S->stacks);
+	free(S->next_known);
+	S->next_known = NULL;
+	S->next_cap = S->next_n = 0;
+	S->reused = 0;
 	S->n = 0;
+	S->npend = S->njobs = 0;
 	S->err = 0;
+	S->stop = false;
 	S->failed = S->finished = S->missing = S->not_traced = 0;
 	S->hold_max_ns = S->hold_sum_ns = 0;
 	S->nhold = 0;
@@ -360,6 +588,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 		struct stb_tview_src src = S->pm ? stb_postmortem_src(S->pm, &hwm_clamped)
 						 : stb_target_src(S->tg, &hwm_clamped);
 		stb_tview_scan(&src, o->state_mask, S->trace_end, scan_fn, S, &scan);
+		if (S->npend)
+			flush(S);
 		S->not_traced = scan.left;
 	}
 	uint64_t t1 = stb_now_ns();
@@ -447,6 +677,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .out = out,
 	    .sym = S->sym,
 	    .unw = S->unw,
+	    .stacks = S->stacks,
 	    .group = o->group,
 	    .meta = &meta,
 	    .now_ns = S->pm ? stb_postmortem_now(S->pm)
@@ -476,6 +707,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	if (stb_now_ns() >= r.sym_deadline)
 		fprintf(stderr, "stb-bpf-loader: warning: the deadline came close while the output "
 				"was written: some frames have no symbols\n");
+	known_turn(S);
 	if (o->verbose)
 		print_summary(S, t0, t1);
 	if (S->target_gone)
@@ -506,6 +738,10 @@ void stb_snapshot_close(struct stb_snapshot_session *S)
 		return;
 	session_reset(S);
 	free(S->tasks);
+	free(S->known);
+	free(S->next_known);
+	stb_stackset_free(S->stacks);
+	free(S->pend);
 	free(S->scratch);
 	free(S->buf);
 	stb_running_fini(&S->run);

@@ -468,6 +468,29 @@ int stb_target_read(void *target, uint64_t addr, void *dst, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+/* stb_mem.read_many: one process_vm_readv for every segment. A partial
+ * transfer stops at the first remote segment it cannot read whole. */
+static unsigned target_read_many(void *target, const struct stb_mem_seg *segs, unsigned n)
+{
+	const struct stb_target *t = target;
+	struct iovec local[STB_MEM_SEGS_MAX], remote[STB_MEM_SEGS_MAX];
+	if (n > STB_MEM_SEGS_MAX)
+		n = STB_MEM_SEGS_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		local[i] = (struct iovec){.iov_base = segs[i].dst, .iov_len = segs[i].len};
+		remote[i] = (struct iovec){.iov_base = (void *)(uintptr_t)segs[i].addr,
+					   .iov_len = segs[i].len};
+	}
+	ssize_t got = n ? process_vm_readv(t->pid, local, n, remote, n, 0) : 0;
+	unsigned whole = 0;
+	for (size_t sum = 0; got > 0 && whole < n; whole++) {
+		sum += segs[whole].len;
+		if (sum > (size_t)got)
+			break;
+	}
+	return whole;
+}
+
 int stb_target_alive(const struct stb_target *t)
 {
 	/* The pidfd turns readable once every thread has exited: a zombie has no
@@ -483,7 +506,8 @@ static bool mem_alive(void *ctx)
 
 void stb_target_mem(struct stb_target *t, struct stb_mem *mem)
 {
-	*mem = (struct stb_mem){.read = stb_target_read, .alive = mem_alive, .ctx = t};
+	*mem = (struct stb_mem){
+	    .read = stb_target_read, .read_many = target_read_many, .alive = mem_alive, .ctx = t};
 }
 
 void stb_target_bpf_prog_opts(const struct stb_target *t, unsigned mode,

@@ -4,8 +4,10 @@
  * bthreads parked in known call chains. "chains": 5 in fmt_a1 > fmt_a2 >
  * fmt_a3, 3 in fmt_b1 > fmt_b2 (waiting on a butex) and one spinning in
  * spin_outer > spin_leaf; "profile": one spinning in hot(), 100 sleeping in
- * cold(). Prints "ready", the ids and (chains) the reference folded lines of
- * the chains on stdout, runs until stdin closes.
+ * cold(); "flip": the chains' bthreads parked, and one that sleeps 70 ms in
+ * flip_a, then 70 ms in flip_b, and so on (continuous mode must see it move).
+ * Prints "ready", the ids and (chains) the reference folded lines of the
+ * chains on stdout, runs until stdin closes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -76,6 +78,28 @@ STB_NOIPA static void *cold(void *arg)
  * frames, root first. An independent reference for the loader's folded
  * output (another symbolization path, another writer).
  */
+STB_NOIPA static void flip_a(void)
+{
+	bthread_usleep(70000);
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void flip_b(void)
+{
+	bthread_usleep(70000);
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *flip(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&fmt_stop, __ATOMIC_ACQUIRE)) {
+		flip_a();
+		flip_b();
+	}
+	return NULL;
+}
+
 static void folded_reference(bthread_t id, char *buf, size_t size)
 {
 	struct stb_frame f[64];
@@ -104,8 +128,9 @@ static bthread_t start(void *(*fn)(void *), const char *name)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || (strcmp(argv[1], "chains") != 0 && strcmp(argv[1], "profile") != 0)) {
-		fprintf(stderr, "usage: profile_target chains|profile\n");
+	if (argc != 2 || (strcmp(argv[1], "chains") != 0 && strcmp(argv[1], "profile") != 0 &&
+			  strcmp(argv[1], "flip") != 0)) {
+		fprintf(stderr, "usage: profile_target chains|profile|flip\n");
 		return 64;
 	}
 	fmt_gate = butex_create();
@@ -129,6 +154,12 @@ int main(int argc, char **argv)
 		folded_reference(a[0], fa, sizeof(fa));
 		folded_reference(b[0], fb, sizeof(fb));
 		printf(" spin=%" PRIu64 " fold_a=%s fold_b=%s\n", (uint64_t)s, fa, fb);
+	} else if (strcmp(argv[1], "flip") == 0) {
+		for (int i = 0; i < NA; i++)
+			start(fmt_a1, "chain-a");
+		bthread_t f = start(flip, "flip");
+		usleep(200000);
+		printf("ready flip=%" PRIu64 "\n", (uint64_t)f);
 	} else {
 		bthread_t h = start(hot, "hot");
 		for (int i = 0; i < NCOLD; i++)

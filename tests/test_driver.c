@@ -290,6 +290,161 @@ static void feed(struct stb_frame_sink *s, unsigned n)
 	}
 }
 
+/* ---- many tasks at once (stb_driver_trace_many) ---- */
+
+#define MANY 40u
+#define MANY_STACK 1024u
+#define MANY_ADDR 0x7f0000400000ull
+
+static uint8_t many_bytes[MANY * MANY_STACK];
+
+struct many {
+	struct stb_abi_task p[MANY];
+	unsigned reads, read_manys, segs;
+	unsigned fail_at;      /* read_many: segments from this one on are not read */
+	int bump;              /* read_many: the task whose word moves during the read */
+	unsigned done[MANY];
+	uint8_t buf[16384];
+};
+
+static int many_read(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	struct many *m = ctx;
+	m->reads++;
+	if (addr < MANY_ADDR || addr - MANY_ADDR > sizeof(many_bytes) ||
+	    sizeof(many_bytes) - (addr - MANY_ADDR) < len)
+		return -EFAULT;
+	memcpy(dst, many_bytes + (addr - MANY_ADDR), len);
+	return 0;
+}
+
+static unsigned many_read_many(void *ctx, const struct stb_mem_seg *segs, unsigned n)
+{
+	struct many *m = ctx;
+	m->read_manys++;
+	assert_true(n <= STB_MEM_SEGS_MAX);
+	m->segs += n;
+	if (m->bump >= 0)
+		__atomic_add_fetch(&m->p[m->bump].word, 1ull << 32, __ATOMIC_RELEASE);
+	unsigned i = 0;
+	for (; i < n && i < m->fail_at; i++)
+		if (many_read(ctx, segs[i].addr, segs[i].dst, segs[i].len) != 0)
+			break;
+	m->reads -= i; /* counted as one read_many */
+	return i;
+}
+
+static void many_done(void *arg, struct stb_driver_job *j)
+{
+	struct many *m = arg;
+	unsigned i = (unsigned)(j->p - m->p);
+	m->done[i]++;
+	if (j->rc != 0)
+		return;
+	/* The copy is there during the call: the task's stack from sp - 64. */
+	assert_int_equal(j->snap.mode, STB_TRACE_CONTEXT);
+	uint64_t from = j->p->sp - STB_ABI_SWITCH_FRAME;
+	assert_int_equal(j->snap.copy.addr, from);
+	assert_int_equal(j->snap.copy.len, j->p->stack_hi - from);
+	assert_memory_equal(j->snap.copy.bytes, many_bytes + (from - MANY_ADDR), j->snap.copy.len);
+	assert_int_equal(j->snap.regs.sp, j->p->sp);
+}
+
+static void many_run(struct many *m, struct stb_driver_job *jobs, unsigned flags)
+{
+	struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = m};
+	struct stb_driver d = {.mem = &mem, .flags = flags, .buf = m->buf, .cap = sizeof(m->buf),
+			       .no_capture = "none here"};
+	static char errs[MANY][128];
+	for (unsigned i = 0; i < MANY; i++)
+		jobs[i] = (struct stb_driver_job){.p = &m->p[i], .id = m->p[i].id,
+						  .deadline = UINT64_MAX,
+						  .timeout_ns = 50000000ull,
+						  .err = errs[i], .errlen = sizeof(errs[i])};
+	stb_driver_trace_many(&d, jobs, MANY, many_done, m);
+	for (unsigned i = 0; i < MANY; i++)
+		assert_int_equal(m->done[i], 1); /* each job once */
+}
+
+static void many_init(struct many *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->fail_at = UINT32_MAX;
+	m->bump = -1;
+	for (unsigned i = 0; i < sizeof(many_bytes); i++)
+		many_bytes[i] = (uint8_t)(i * 7 + i / 251);
+	for (unsigned i = 0; i < MANY; i++) {
+		struct stb_abi_task *p = &m->p[i];
+		p->id = (uint64_t)(i + 1) << 32 | i;
+		p->word = (uint64_t)5 << 32 | (i % 3 ? STB_TASK_SUSPENDED : STB_TASK_READY);
+		p->stack_lo = MANY_ADDR + (uint64_t)i * MANY_STACK;
+		p->stack_hi = p->stack_lo + MANY_STACK;
+		p->sp = p->stack_hi - 128 - 8 * (i % 5);
+		p->ip = 0x401000 + i;
+	}
+}
+
+static void test_many(void **state)
+{
+	(void)state;
+	static struct many m;
+	static struct stb_driver_job jobs[MANY];
+
+	/* Every task ready or suspended: one read per batch, nothing alone. */
+	many_init(&m);
+	many_run(&m, jobs, STB_DRIVER_F_LEASE);
+	assert_int_equal(m.read_manys, (MANY + STB_DRIVER_MANY_MAX - 1) / STB_DRIVER_MANY_MAX);
+	assert_int_equal(m.segs, MANY);
+	assert_int_equal(m.reads, 0);
+	for (unsigned i = 0; i < MANY; i++) {
+		assert_int_equal(jobs[i].rc, 0);
+		assert_int_equal(m.p[i].trace, 0); /* every lease given back */
+	}
+
+	/* Tasks that cannot be batched are traced alone, with their own errors:
+	 * a lying entry, a lease held by another tracer, a running task without
+	 * a capture backend, a finished one. */
+	many_init(&m);
+	m.p[1].sp = m.p[1].stack_hi + 64;
+	uint64_t theirs = STB_ABI_LEASE_ENCODE(stb_now_ns() + 60000000000ull, 9);
+	m.p[2].trace = theirs;
+	m.p[3].word = (uint64_t)5 << 32 | STB_TASK_RUNNING;
+	m.p[4].word = (uint64_t)5 << 32 | STB_TASK_DESTROYED;
+	many_run(&m, jobs, STB_DRIVER_F_LEASE);
+	assert_int_equal(jobs[1].rc, -EPROTO);
+	assert_int_equal(jobs[2].rc, -EBUSY);
+	assert_int_equal(jobs[3].rc, -ENOTSUP);
+	assert_int_equal(jobs[4].rc, -ESRCH);
+	for (unsigned i = 5; i < MANY; i++)
+		assert_int_equal(jobs[i].rc, 0);
+	assert_int_equal(m.segs, MANY - 4);
+	assert_int_equal(m.p[2].trace, theirs); /* their lease is left alone */
+
+	/* A batched read that stops part way: the rest are read alone. */
+	many_init(&m);
+	m.fail_at = 5;
+	many_run(&m, jobs, STB_DRIVER_F_LEASE);
+	for (unsigned i = 0; i < MANY; i++)
+		assert_int_equal(jobs[i].rc, 0);
+	assert_int_equal(m.reads, MANY - 5 * m.read_manys);
+
+	/* A task that ran during the batched read: its copy is not used, it is
+	 * traced again alone (its word is stable by then). */
+	many_init(&m);
+	m.bump = 6;
+	many_run(&m, jobs, STB_DRIVER_F_LEASE);
+	for (unsigned i = 0; i < MANY; i++)
+		assert_int_equal(jobs[i].rc, 0);
+	assert_true(m.reads >= 1);
+	assert_int_equal(jobs[6].snap.seq, 6);
+
+	/* Without a lease (or without read_many) every task is traced alone. */
+	many_init(&m);
+	many_run(&m, jobs, 0);
+	assert_int_equal(m.read_manys, 0);
+	assert_int_equal(m.reads, MANY);
+}
+
 static void test_sink(void **state)
 {
 	(void)state;
@@ -325,7 +480,7 @@ int main(void)
 	    cmocka_unit_test(test_context_copy),  cmocka_unit_test(test_lying_entries),
 	    cmocka_unit_test(test_never_settles), cmocka_unit_test(test_held_by_another),
 	    cmocka_unit_test(test_slot_reused),   cmocka_unit_test(test_running),
-	    cmocka_unit_test(test_sink),
+	    cmocka_unit_test(test_sink),          cmocka_unit_test(test_many),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -687,6 +687,77 @@ static void test_loader_every(void **state)
 	STB_TEST_END();
 }
 
+/* Continuous mode takes again the stacks of tasks that have not run since
+ * the previous snapshot (-v says how many), and traces again every task that
+ * ran: a bthread moving between two sleeps (flip_a, flip_b) is seen in both
+ * across the snapshots, in exactly one of them in each. */
+static void test_loader_every_reuse(void **state)
+{
+	(void)state;
+	char dir[256], pid[16];
+	STB_TEST_BEGIN(150);
+	struct ts_ptarget ft;
+	if (ts_ptarget_start(&ft, "flip") != 0)
+		fail_msg("cannot start profile_target flip");
+	tmp_path(dir, sizeof(dir), "every-reuse");
+	assert_true(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(pid, sizeof(pid), "%d", (int)ft.pid);
+	char *argv[] = {(char *)ts_env("STB_LOADER", "stb-bpf-loader"), "--pid", pid, "--timeout",
+			"10000", "--every", "100ms", "--out-dir", dir, "--keep", "1000", "--format",
+			"folded", "-v", NULL};
+	struct ts_proc pr;
+	assert_int_equal(ts_proc_start(&pr, argv, NULL, NULL, NULL), 0);
+	unsigned wrote = 0;
+	for (int waited = 0; waited < 30000 && wrote < 16; waited += 100) {
+		ts_proc_pump(&pr, 100);
+		wrote = pr.err.p ? count_of(pr.err.p, ": wrote ") : 0;
+	}
+	assert_int_equal(kill(pr.pid, SIGTERM), 0);
+	assert_int_equal(ts_proc_wait(&pr, 30000), 0);
+	if (ts_proc_exit_code(&pr) != 0 || wrote < 16)
+		fail_msg("--every 100ms: exit %d, %u files: %s", ts_proc_exit_code(&pr), wrote,
+			 pr.err.p);
+	/* The five parked chain tasks at least, in most snapshots after the first. */
+	unsigned reused = 0;
+	for (const char *p = pr.err.p; (p = strstr(p, "stb-bpf-loader: ")); p++) {
+		unsigned n;
+		if (sscanf(p, "stb-bpf-loader: %u tasks had not run since", &n) == 1 && n >= 5)
+			reused++;
+	}
+	if (reused < wrote / 2)
+		fail_msg("%u of %u snapshots took stacks again: %s", reused, wrote, pr.err.p);
+	unsigned in_a = 0, in_b = 0, files = 0;
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		char *text = read_file(path, NULL);
+		assert_non_null(text);
+		assert_folded_shape(text);
+		assert_has_line(text, "suspended;fmt_a1;fmt_a2;fmt_a3;park;butex_wait 5");
+		unsigned a = count_of(text, ";flip;flip_a;"), b = count_of(text, ";flip;flip_b;");
+		unsigned other = count_of(text, ";flip ") + count_of(text, ";flip;bthread_");
+		if (a + b + other != 1)
+			fail_msg("%s: the flip bthread %u + %u + %u times:\n%s", path, a, b, other, text);
+		in_a += a;
+		in_b += b;
+		files++;
+		unlink(path);
+		free(text);
+	}
+	closedir(d);
+	rmdir(dir);
+	if (in_a == 0 || in_b == 0)
+		fail_msg("%u files: flip_a in %u, flip_b in %u (a task that ran must be traced "
+			 "again)", files, in_a, in_b);
+	ts_proc_free(&pr);
+	assert_int_equal(ts_ptarget_stop(&ft), 0);
+	STB_TEST_END();
+}
+
 static void test_loader_format_errors(void **state)
 {
 	(void)state;
@@ -722,6 +793,7 @@ int main(int argc, char **argv)
 			cmocka_unit_test(test_loader_json),
 			cmocka_unit_test(test_loader_flamegraph),
 			cmocka_unit_test(test_loader_every),
+			cmocka_unit_test(test_loader_every_reuse),
 			cmocka_unit_test(test_loader_format_errors),
 		};
 		return cmocka_run_group_tests_name("loader", tests, target_start, target_stop);

@@ -8,6 +8,7 @@
  * $STB_PYTHON3 is set).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,6 +91,69 @@ static void test_document(void **state)
 	assert_string_equal(s, "{\n  \"k\\\"ey\": \"v\",\n  \"n\": 18446744073709551615,\n"
 			       "  \"i\": -5,\n  \"ip\": \"0xabcdef\",\n  \"a\": [\n    true,\n"
 			       "    1.500,\n    {},\n    []\n  ]\n}\n");
+	free(s);
+}
+
+static void html_doc(struct stb_json *j)
+{
+	j->flags = STB_JSON_F_COMPACT | STB_JSON_F_HTML;
+	stb_json_array(j);
+	stb_json_string(j, "a</script><b>&c");
+	stb_json_i64(j, INT64_MIN);
+	stb_json_hex(j, 0);
+	stb_json_end(j);
+}
+
+/* HTML mode escapes '<', '>' and '&' inside a run of plain bytes too: a
+ * name cannot close the <script> element the document sits in. */
+static void test_html(void **state)
+{
+	(void)state;
+	int rc;
+	char *s = json_of(html_doc, &rc);
+	assert_int_equal(rc, 0);
+	assert_string_equal(s, "[\"a\\u003c/script\\u003e\\u003cb\\u003e\\u0026c\","
+			       "-9223372036854775808,\"0x0\"]\n");
+	free(s);
+}
+
+static char big_name[3 * STB_JSON_BUF];
+
+static void big_doc(struct stb_json *j)
+{
+	stb_json_array(j);
+	for (unsigned i = 0; i < 5000; i++)
+		stb_json_u64(j, i);
+	stb_json_string(j, big_name);
+	stb_json_end(j);
+}
+
+/* Documents larger than the writer's buffer, and strings larger than it,
+ * come out whole and in order. */
+static void test_buffered(void **state)
+{
+	(void)state;
+	memset(big_name, 'x', sizeof(big_name) - 1);
+	big_name[100] = '"';
+	int rc;
+	char *s = json_of(big_doc, &rc);
+	assert_int_equal(rc, 0);
+	const char *p = s;
+	assert_int_equal(*p++, '[');
+	for (unsigned i = 0; i < 5000; i++) {
+		char want[32];
+		int n = snprintf(want, sizeof(want), "\n  %u,", i);
+		assert_memory_equal(p, want, (size_t)n);
+		p += n;
+	}
+	assert_memory_equal(p, "\n  \"", 4);
+	p += 4;
+	for (size_t i = 0; i < sizeof(big_name) - 1; i++) {
+		if (i == 100)
+			assert_int_equal(*p++, '\\');
+		assert_int_equal(*p++, big_name[i]);
+	}
+	assert_string_equal(p, "\"\n]\n");
 	free(s);
 }
 
@@ -253,7 +317,7 @@ static char *report_of(int format, bool list)
 	};
 	memcpy(t.name, hostile, sizeof(hostile));
 	struct stb_report_task failed = {.id = 2ull << 32, .state = STB_TASK_RUNNING, .err = -EIO};
-	snprintf(failed.error, sizeof(failed.error), "boom \x1b[5m\"x\"\n");
+	failed.error = "boom \x1b[5m\"x\"\n";
 	struct stb_report_task tasks[2] = {t, failed};
 	struct stb_report_meta m = {
 	    .producer = "test",
@@ -318,6 +382,136 @@ static void test_reports(void **state)
 	free(list);
 }
 
+/* Tasks A and B share one stored stack, C has its own copy of the same
+ * frames, D the same frames with another key (3 more frames were left out):
+ * every task gets the view its own copy would give, though the shared one is
+ * trimmed once and its JSON written once. */
+static char *shared_report(struct stb_report_task *t, size_t n, struct stb_stackset *set,
+			   int format, bool group)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	/* Symbols are there already: the symbolizer is never called, but the
+	 * runtime's frames are left out only with one. */
+	static char not_a_symbolizer;
+	struct stb_report r = {.out = f, .max_depth = 2, .stacks = set, .group = group,
+			       .sym = (struct stb_sym *)(void *)&not_a_symbolizer};
+	assert_int_equal(stb_report_write(&r, t, n, format), 0);
+	fclose(f);
+	return buf;
+}
+
+static void shared_tasks(struct stb_report_task *t, struct stb_stackset *set,
+			 struct stb_frame *own)
+{
+	/* The runtime's own innermost frame, then an API function: hidden. */
+	static const char *const names[] = {"stb_jump_stack", "bthread_f1", "f2", "f3", "f4",
+					    "f5"};
+	struct stb_frame frames[6];
+	memset(frames, 0, sizeof(frames));
+	for (unsigned i = 0; i < 6; i++) {
+		frames[i].ip = 0x401000 + 16 * i;
+		frames[i].sp = 0x7000 + 64 * i;
+		frames[i].symbol = names[i];
+		frames[i].offset = i;
+		frames[i].module = "/lib/m.so";
+	}
+	memset(t, 0, 4 * sizeof(*t));
+	for (unsigned i = 0; i < 4; i++) {
+		t[i].id = (uint64_t)(i + 1) << 32;
+		t[i].state = STB_TASK_SUSPENDED;
+		t[i].mode = STB_TRACE_CONTEXT;
+		t[i].nframes = 6;
+	}
+	t[3].beyond = 3;
+	for (unsigned i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		frames[0].sp = 0x9000 + i; /* differs per task: not part of the stack */
+		t[i].stack = stb_stackset_add(set, frames, 6, stb_report_stack_key(&t[i]));
+		assert_non_null(t[i].stack);
+		t[i].frames = t[i].stack->frames;
+	}
+	memcpy(own, frames, sizeof(frames));
+	t[2].frames = own;
+}
+
+/* The text of task id's "frames" member in a JSON report. */
+static char *frames_of(const char *json, uint64_t id)
+{
+	char key[48];
+	snprintf(key, sizeof(key), "{\"id\": %" PRIu64 ",", id);
+	const char *p = strstr(json, key);
+	assert_non_null(p);
+	p = strstr(p, "\"frames\": [");
+	assert_non_null(p);
+	const char *e = strstr(p, "]}");
+	assert_non_null(e);
+	return strndup(p, (size_t)(e - p));
+}
+
+static void test_shared_stacks(void **state)
+{
+	(void)state;
+	struct stb_stackset *set = stb_stackset_new();
+	assert_non_null(set);
+	struct stb_report_task t[4];
+	struct stb_frame own[6];
+	shared_tasks(t, set, own);
+	assert_ptr_equal(t[0].stack, t[1].stack);
+	assert_true(t[3].stack != t[0].stack); /* another key: another stack */
+	assert_int_equal(t[0].stack->refs, 2);
+	assert_int_equal(t[0].stack->frames[0].sp, 0);
+	size_t nframes;
+	assert_int_equal(stb_stackset_count(set, &nframes), 2);
+	assert_int_equal(nframes, 12);
+
+	char *json = shared_report(t, 4, set, STB_FORMAT_JSON, false);
+	python_parses(json);
+	char *fa = frames_of(json, t[0].id), *fb = frames_of(json, t[1].id);
+	char *fc = frames_of(json, t[2].id), *fd = frames_of(json, t[3].id);
+	assert_string_equal(fa, fc);
+	assert_string_equal(fb, fc);
+	assert_string_equal(fd, fc);
+	assert_null(strstr(fa, "stb_jump_stack")); /* hidden */
+	assert_non_null(strstr(fa, "\"function\": \"bthread_f1\""));
+	assert_non_null(strstr(fa, "\"function\": \"f2\""));
+	assert_null(strstr(fa, "\"function\": \"f3\"")); /* max_depth 2 */
+	assert_non_null(t[0].stack->json); /* written once, kept */
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(t[i].hidden, 1);
+		assert_int_equal(t[i].nframes, 2);
+		assert_int_equal(t[i].not_shown, i == 3 ? 6 : 3);
+	}
+	free(fa);
+	free(fb);
+	free(fc);
+	free(fd);
+	free(json);
+
+	/* Text, and grouped: the same view. */
+	stb_stackset_clear(set);
+	assert_int_equal(stb_stackset_count(set, NULL), 0);
+	shared_tasks(t, set, own);
+	char *text = shared_report(t, 4, set, STB_FORMAT_TEXT, false);
+	unsigned f2 = 0;
+	for (const char *p = text; (p = strstr(p, " f2+0x2\n")); p++)
+		f2++;
+	assert_int_equal(f2, 4);
+	assert_null(strstr(text, "stb_jump_stack+"));
+	assert_null(strstr(text, " f3+"));
+	free(text);
+	stb_stackset_clear(set);
+	shared_tasks(t, set, own);
+	json = shared_report(t, 4, set, STB_FORMAT_JSON, true);
+	python_parses(json);
+	assert_non_null(strstr(json, "\"count\": 4"));
+	free(json);
+	stb_stackset_free(set);
+}
+
 static void test_formats(void **state)
 {
 	(void)state;
@@ -337,9 +531,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_string_escapes), cmocka_unit_test(test_document),
+	    cmocka_unit_test(test_html),           cmocka_unit_test(test_buffered),
 	    cmocka_unit_test(test_misuse),         cmocka_unit_test(test_text_escape),
 	    cmocka_unit_test(test_text_plain),     cmocka_unit_test(test_frame_line),
 	    cmocka_unit_test(test_reports),        cmocka_unit_test(test_formats),
+	    cmocka_unit_test(test_shared_stacks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,6 +232,110 @@ out:
 	return rc;
 }
 
+/* Takes job's lease and plans its copy into buf + *used (packed, 16-byte
+ * aligned) when the task is ready or suspended and its stack fits; false
+ * (nothing held) when it must be traced alone. */
+/* When job's trace must end if it starts at now. */
+static uint64_t job_deadline(const struct stb_driver_job *j, uint64_t now)
+{
+	if (!j->timeout_ns || now + j->timeout_ns >= j->deadline)
+		return j->deadline;
+	return now + j->timeout_ns;
+}
+
+static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uint64_t now,
+		       size_t *used)
+{
+	memset(&j->snap, 0, sizeof(j->snap));
+	if (stb_hold_try(j->p, now, job_deadline(j, now), &j->lease) != 0)
+		return false;
+	j->held_from = now;
+	if (d->on_hold)
+		d->on_hold(d->on_hold_arg);
+	bool ok = false;
+	if (__atomic_load_n(&j->p->id, __ATOMIC_ACQUIRE) == j->id) {
+		j->w1 = __atomic_load_n(&j->p->word, __ATOMIC_ACQUIRE);
+		unsigned st = STB_ABI_STATE(j->w1);
+		size_t room = d->cap - *used;
+		ok = (st == STB_TASK_READY || st == STB_TASK_SUSPENDED) &&
+		     stb_hold_copy_plan(j->p, j->id, j->w1, j->lease, now, d->cap, &j->plan) == 0 &&
+		     j->plan.len <= room;
+	}
+	if (!ok) {
+		stb_hold_release(j->p, j->lease);
+		j->batch_ns = 0;
+		return false;
+	}
+	*used += (j->plan.len + 15u) & ~(size_t)15u;
+	return true;
+}
+
+/* Validates a batched copy (got: whether the read got it whole) and gives
+ * the lease back. */
+static void batch_check(struct stb_driver_job *j, void *bytes, bool got, uint64_t now)
+{
+	struct stb_snapshot *snap = &j->snap;
+	int rc = stb_hold_copy_check(j->p, j->id, j->w1, &j->plan, bytes, got ? 0 : -EFAULT,
+				     &snap->regs, &snap->copy);
+	uint64_t held = now - j->held_from;
+	stb_hold_release(j->p, j->lease);
+	j->copied = rc == 0;
+	if (!j->copied) {
+		j->batch_ns = held;
+		return;
+	}
+	snap->state = STB_ABI_STATE(j->w1);
+	snap->seq = STB_ABI_SEQ(j->w1);
+	snap->mode = STB_TRACE_CONTEXT;
+	snap->lease_ns = snap->held_ns = held;
+	if (j->errlen)
+		j->err[0] = '\0';
+	j->rc = 0;
+}
+
+void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			   stb_driver_done_fn done, void *arg)
+{
+	for (; n > STB_DRIVER_MANY_MAX; jobs += STB_DRIVER_MANY_MAX, n -= STB_DRIVER_MANY_MAX)
+		stb_driver_trace_many(d, jobs, STB_DRIVER_MANY_MAX, done, arg);
+	bool batch = (d->flags & STB_DRIVER_F_LEASE) && d->mem->read_many && n > 1 &&
+		     !(d->mem->flags & (STB_MEM_F_FROZEN | STB_MEM_F_FAULTS));
+	struct stb_mem_seg segs[STB_DRIVER_MANY_MAX];
+	unsigned of[STB_DRIVER_MANY_MAX], ns = 0;
+	size_t used = 0;
+	/* One clock read for the batch: the leases end no later than they would
+	 * by each its own, and each copy is validated by the word (hold.h). */
+	uint64_t now = batch ? stb_now_ns() : 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct stb_driver_job *j = &jobs[i];
+		j->copied = false;
+		j->batch_ns = 0;
+		size_t at = used;
+		if (!batch || !batch_plan(d, j, now, &used))
+			continue;
+		segs[ns] = (struct stb_mem_seg){
+		    .addr = j->plan.from, .dst = (char *)d->buf + at, .len = j->plan.len};
+		of[ns++] = i;
+	}
+	unsigned got = ns ? d->mem->read_many(d->mem->ctx, segs, ns) : 0;
+	now = stb_now_ns();
+	for (unsigned k = 0; k < ns; k++)
+		batch_check(&jobs[of[k]], segs[k].dst, k < got, now);
+	for (unsigned k = 0; k < ns; k++)
+		if (jobs[of[k]].copied)
+			done(arg, &jobs[of[k]]);
+	/* The others alone, each copied to the start of buf. */
+	for (unsigned i = 0; i < n; i++) {
+		struct stb_driver_job *j = &jobs[i];
+		if (j->copied)
+			continue;
+		j->rc = stb_driver_trace(d, j->p, j->id, job_deadline(j, stb_now_ns()), &j->snap,
+					 j->err, j->errlen);
+		j->snap.lease_ns += j->batch_ns;
+		done(arg, j);
+	}
+}
+
 int stb_snapshot_unwind(struct stb_unw_proc *unw, const struct stb_snapshot *snap,
 			struct stb_frame_sink *sink)
 {

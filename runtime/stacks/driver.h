@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "frames.h"
+#include "hold.h"
 #include "stb/abi.h"
 #include "unwind.h"
 
@@ -35,10 +36,23 @@
 	0x2u /* the target does not run (a core file): no lease, \
 		no waiting for a task to settle */
 
+/* One piece of a stb_mem.read_many: len bytes at target address addr into dst. */
+struct stb_mem_seg {
+	uint64_t addr;
+	void *dst;
+	size_t len;
+};
+
+#define STB_MEM_SEGS_MAX 16u
+
 struct stb_mem {
 	/* Copies len bytes at target address addr into dst. Returns 0, -EFAULT
 	 * (not mapped), -ESRCH (the target is gone) or -errno. */
 	int (*read)(void *ctx, uint64_t addr, void *dst, size_t len);
+	/* Copies n <= STB_MEM_SEGS_MAX segments with as few system calls as it
+	 * can. Returns how many of the first segments were copied completely
+	 * (the others: read them one by one to learn why). NULL: not offered. */
+	unsigned (*read_many)(void *ctx, const struct stb_mem_seg *segs, unsigned n);
 	/* false once the target has exited; NULL: it never does. */
 	bool (*alive)(void *ctx);
 	void *ctx;
@@ -128,6 +142,43 @@ struct stb_driver {
  */
 int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_t id,
 		     uint64_t deadline, struct stb_snapshot *snap, char *err, size_t errlen);
+
+/* One task of stb_driver_trace_many: the arguments and results of one
+ * stb_driver_trace, and the driver's own state meanwhile. */
+struct stb_driver_job {
+	struct stb_abi_task *p;   /* in: its entry */
+	uint64_t id;              /* in */
+	uint64_t deadline;        /* in: CLOCK_MONOTONIC ns, the trace ends by then... */
+	uint64_t timeout_ns;      /* in: ...and this long after it starts (0: no more) */
+	char *err;                /* in: err[errlen] says why on failure */
+	size_t errlen;
+	void *arg;                /* in: the caller's */
+	struct stb_snapshot snap; /* out */
+	int rc;                   /* out: what stb_driver_trace would return */
+	/* the driver's */
+	uint64_t w1, lease, held_from, batch_ns;
+	struct stb_hold_plan plan;
+	bool copied;
+};
+
+/* Called once per job of stb_driver_trace_many when its snapshot is ready;
+ * job->snap's copy is valid only during the call (it is in the driver's buf). */
+typedef void (*stb_driver_done_fn)(void *arg, struct stb_driver_job *job);
+
+#define STB_DRIVER_MANY_MAX STB_MEM_SEGS_MAX
+
+/*
+ * Traces jobs[0..n) (n <= STB_DRIVER_MANY_MAX; more are traced in turns) as
+ * stb_driver_trace would trace each, calling done(arg, job) for every job
+ * once, in an unspecified order. With a lease (STB_DRIVER_F_LEASE) and a
+ * memory that offers read_many, the ready and suspended tasks whose leases
+ * are free are held together for one batched copy of their stacks (packed
+ * into buf, each validated as hold.h says); every other task, and every one
+ * whose batched copy does not validate, is traced alone by stb_driver_trace.
+ * Thread-safe for distinct buffers; may block until the jobs' deadlines.
+ */
+void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			   stb_driver_done_fn done, void *arg);
 
 /*
  * Unwinds snap with unw into sink (at most stb_frame_sink_depth(sink)

@@ -37,6 +37,10 @@ uint64_t stb_hold_lease(uint64_t deadline);
  */
 int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease);
 
+/* One attempt of stb_hold_acquire, the clock read at now: 0 (*lease set) or
+ * -EBUSY when the entry is leased already. Thread-safe; never blocks. */
+int stb_hold_try(struct stb_abi_task *p, uint64_t now, uint64_t deadline, uint64_t *lease);
+
 /*
  * Makes sure *lease is still held with at least STB_HOLD_MARGIN_NS left,
  * taking a fresh one otherwise (the runtime may have broken an expired one).
@@ -63,5 +67,25 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
 int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
 			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
 			  struct stb_regs *regs, struct stb_stack_copy *copy);
+
+/*
+ * stb_hold_copy_context in two halves, for a reader that copies many stacks
+ * with one read: plan() reads and checks the saved registers and stack
+ * bounds, the lease's time left as of now (its errors as above; nothing is
+ * read) and says what to copy
+ * (from, len <= cap); the caller copies [from, from + len) into buf; check()
+ * then validates the copy as above, read_rc being the copy's 0 or -errno.
+ */
+struct stb_hold_plan {
+	uint64_t ip, sp, bp; /* as saved at the switch */
+	uint64_t from;       /* what to copy: [from, from + len) */
+	size_t len;
+};
+
+int stb_hold_copy_plan(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
+		       uint64_t now, size_t cap, struct stb_hold_plan *pl);
+int stb_hold_copy_check(struct stb_abi_task *p, uint64_t id, uint64_t w1,
+			const struct stb_hold_plan *pl, void *buf, int read_rc,
+			struct stb_regs *regs, struct stb_stack_copy *copy);
 
 #endif /* STB_RUNTIME_STACKS_HOLD_H */

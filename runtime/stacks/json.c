@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "escape.h"
@@ -12,8 +14,54 @@
 
 void stb_json_init(struct stb_json *j, FILE *out)
 {
-	memset(j, 0, sizeof(*j));
+	memset(j, 0, offsetof(struct stb_json, buf));
 	j->out = out;
+}
+
+/* ---- the buffer ---- */
+
+static void drain(struct stb_json *j)
+{
+	if (j->len && fwrite(j->buf, 1, j->len, j->out) != j->len && !j->err)
+		j->err = -EIO;
+	j->len = 0;
+}
+
+static void put(struct stb_json *j, const void *s, size_t n)
+{
+	if (n > sizeof(j->buf) - j->len) {
+		drain(j);
+		if (n > sizeof(j->buf)) {
+			if (fwrite(s, 1, n, j->out) != n && !j->err)
+				j->err = -EIO;
+			return;
+		}
+	}
+	memcpy(j->buf + j->len, s, n);
+	j->len += n;
+}
+
+static void put_c(struct stb_json *j, char c)
+{
+	if (j->len == sizeof(j->buf))
+		drain(j);
+	j->buf[j->len++] = c;
+}
+
+static void put_s(struct stb_json *j, const char *s)
+{
+	put(j, s, strlen(s));
+}
+
+static void put_u64(struct stb_json *j, uint64_t v)
+{
+	char d[20];
+	unsigned n = 0;
+	do {
+		d[sizeof(d) - 1 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put(j, d + sizeof(d) - n, n);
 }
 
 static bool in_array(const struct stb_json *j)
@@ -25,9 +73,9 @@ static void indent(struct stb_json *j)
 {
 	if (j->flags & STB_JSON_F_COMPACT)
 		return;
-	fputc('\n', j->out);
-	for (unsigned i = 0; i < j->depth; i++)
-		fputs("  ", j->out);
+	static const char spaces[2 * STB_JSON_MAX_DEPTH + 1] =
+		"\n                                                                ";
+	put(j, spaces, 1 + 2 * (size_t)j->depth);
 }
 
 /* Before an element or a member: the separator and layout. */
@@ -37,12 +85,12 @@ static void separate(struct stb_json *j)
 		return;
 	uint64_t bit = 1ull << (j->depth - 1);
 	if (j->nonempty & bit)
-		fputc(',', j->out);
+		put_c(j, ',');
 	/* Array elements and the root's members on lines of their own. */
 	if (in_array(j) || j->depth == 1)
 		indent(j);
 	else if (j->nonempty & bit)
-		fputc(' ', j->out);
+		put_c(j, ' ');
 	j->nonempty |= bit;
 }
 
@@ -73,7 +121,7 @@ static void open_container(struct stb_json *j, char c, bool array)
 		j->err = -EINVAL;
 		return;
 	}
-	fputc(c, j->out);
+	put_c(j, c);
 	uint64_t bit = 1ull << j->depth;
 	j->depth++;
 	j->arrays = array ? j->arrays | bit : j->arrays & ~bit;
@@ -105,26 +153,26 @@ void stb_json_end(struct stb_json *j)
 	j->depth--;
 	if (multiline)
 		indent(j);
-	fputc(array ? ']' : '}', j->out);
+	put_c(j, array ? ']' : '}');
 }
 
 /* Writes s[0 .. len) as a quoted, escaped string. */
-static void put_string(const struct stb_json *j, const char *s, size_t len)
+static void put_string(struct stb_json *j, const char *s, size_t len)
 {
-	FILE *out = j->out;
 	bool html = (j->flags & STB_JSON_F_HTML) != 0;
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s;
-	fputc('"', out);
+	put_c(j, '"');
 	for (size_t i = 0; i < len;) {
 		unsigned char c = p[i];
-		/* A run of bytes that need no escape: one write (names and paths
+		/* A run of bytes that need no escape: one copy (names and paths
 		 * are mostly that). */
 		size_t run = i;
-		while (run < len && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' && p[run] != '\\')
+		while (run < len && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' &&
+		       p[run] != '\\' && !(html && (p[run] == '<' || p[run] == '>' || p[run] == '&')))
 			run++;
 		if (run > i) {
-			fwrite(p + i, 1, run - i, out);
+			put(j, p + i, run - i);
 			i = run;
 			continue;
 		}
@@ -132,32 +180,32 @@ static void put_string(const struct stb_json *j, const char *s, size_t len)
 			uint32_t cp;
 			size_t k = stb_utf8_decode(p + i, len - i, &cp);
 			if (k == 0) {
-				fputs("\\ufffd", out); /* invalid UTF-8, one replacement per byte */
+				put_s(j, "\\ufffd"); /* invalid UTF-8, one replacement per byte */
 				i++;
 			} else {
-				fwrite(p + i, 1, k, out);
+				put(j, p + i, k);
 				i += k;
 			}
 			continue;
 		}
 		if (c == '"' || c == '\\') {
-			fputc('\\', out);
-			fputc(c, out);
+			put_c(j, '\\');
+			put_c(j, (char)c);
 		} else if (c == '\n') {
-			fputs("\\n", out);
+			put_s(j, "\\n");
 		} else if (c == '\t') {
-			fputs("\\t", out);
+			put_s(j, "\\t");
 		} else if (c == '\r') {
-			fputs("\\r", out);
+			put_s(j, "\\r");
 		} else if (c < 0x20 || c == 0x7f || (html && (c == '<' || c == '>' || c == '&'))) {
-			char e[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
-			fputs(e, out);
+			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+			put(j, e, sizeof(e));
 		} else {
-			fputc(c, out);
+			put_c(j, (char)c);
 		}
 		i++;
 	}
-	fputc('"', out);
+	put_c(j, '"');
 }
 
 void stb_json_key(struct stb_json *j, const char *key)
@@ -170,7 +218,7 @@ void stb_json_key(struct stb_json *j, const char *key)
 	}
 	separate(j);
 	put_string(j, key, key ? strlen(key) : 0);
-	fputs(": ", j->out);
+	put(j, ": ", 2);
 	j->after_key = true;
 }
 
@@ -188,31 +236,49 @@ void stb_json_string(struct stb_json *j, const char *s)
 void stb_json_u64(struct stb_json *j, uint64_t v)
 {
 	if (value_begin(j))
-		fprintf(j->out, "%" PRIu64, v);
+		put_u64(j, v);
 }
 
 void stb_json_i64(struct stb_json *j, int64_t v)
 {
-	if (value_begin(j))
-		fprintf(j->out, "%" PRId64, v);
+	if (!value_begin(j))
+		return;
+	if (v < 0)
+		put_c(j, '-');
+	put_u64(j, v < 0 ? -(uint64_t)v : (uint64_t)v);
 }
 
 void stb_json_bool(struct stb_json *j, bool v)
 {
 	if (value_begin(j))
-		fputs(v ? "true" : "false", j->out);
+		put_s(j, v ? "true" : "false");
 }
 
 void stb_json_fixed3(struct stb_json *j, double v)
 {
-	if (value_begin(j))
-		fprintf(j->out, "%.3f", isfinite(v) ? v : 0.0);
+	char d[48];
+	if (value_begin(j)) {
+		int n = snprintf(d, sizeof(d), "%.3f", isfinite(v) ? v : 0.0);
+		put(j, d, n > 0 && (size_t)n < sizeof(d) ? (size_t)n : 0);
+	}
 }
 
 void stb_json_hex(struct stb_json *j, uint64_t v)
 {
-	if (value_begin(j))
-		fprintf(j->out, "\"0x%" PRIx64 "\"", v);
+	static const char hex[] = "0123456789abcdef";
+	char d[20];
+	unsigned n = 0;
+	if (!value_begin(j))
+		return;
+	d[sizeof(d) - 1 - n++] = '"';
+	do {
+		d[sizeof(d) - 1 - n++] = hex[v & 15];
+		v >>= 4;
+	} while (v);
+	d[sizeof(d) - 1 - n++] = 'x';
+	d[sizeof(d) - 1 - n++] = '0';
+	d[sizeof(d) - 1 - n++] = '"';
+	put(j, d + sizeof(d) - n, n);
 }
 
 void stb_json_kv_string(struct stb_json *j, const char *key, const char *s)
@@ -245,12 +311,40 @@ void stb_json_kv_hex(struct stb_json *j, const char *key, uint64_t v)
 	stb_json_hex(j, v);
 }
 
+void stb_json_init_value(struct stb_json *j, FILE *out, const struct stb_json *parent)
+{
+	stb_json_init(j, out);
+	j->flags = parent->flags;
+	j->depth = parent->depth;
+	j->arrays = parent->arrays;
+	j->nonempty = parent->nonempty;
+	j->after_key = true; /* the one value, without separator: the splice writes it */
+	j->base = parent->depth + 1;
+}
+
+int stb_json_value_finish(struct stb_json *j)
+{
+	if (!j->err && (j->base == 0 || j->depth + 1 != j->base || j->after_key))
+		j->err = -EINVAL;
+	drain(j);
+	if (!j->err && ferror(j->out))
+		j->err = -EIO;
+	return j->err;
+}
+
+void stb_json_splice(struct stb_json *j, const char *text, size_t len)
+{
+	if (value_begin(j))
+		put(j, text, len);
+}
+
 int stb_json_finish(struct stb_json *j)
 {
 	if (!j->err && (j->depth != 0 || j->after_key || j->nonempty == 0))
 		j->err = -EINVAL;
 	if (!j->err)
-		fputc('\n', j->out);
+		put_c(j, '\n');
+	drain(j);
 	if (!j->err && ferror(j->out))
 		j->err = -EIO;
 	return j->err;

@@ -16,7 +16,10 @@
 
 #define STB_JSON_MAX_DEPTH 32u
 
-/* A document being written to out. Not thread-safe; no allocation. */
+#define STB_JSON_BUF 4096u
+
+/* A document being written to out, through a buffer of its own (written out
+ * when full and by stb_json_finish). Not thread-safe; no allocation. */
 struct stb_json {
 	FILE *out;
 	unsigned depth;
@@ -25,6 +28,9 @@ struct stb_json {
 	bool after_key;    /* a member's key was written, its value is next */
 	unsigned flags;    /* STB_JSON_F_*, set after stb_json_init */
 	int err;           /* first error: -EINVAL (misuse), -EIO */
+	unsigned base;     /* stb_json_init_value: the depth its value starts at, + 1 */
+	size_t len;        /* bytes in buf (last: init leaves buf as it is) */
+	char buf[STB_JSON_BUF];
 };
 
 /* stb_json.flags */
@@ -60,6 +66,18 @@ void stb_json_kv_u64(struct stb_json *j, const char *key, uint64_t v);
 void stb_json_kv_i64(struct stb_json *j, const char *key, int64_t v);
 void stb_json_kv_bool(struct stb_json *j, const char *key, bool v);
 void stb_json_kv_hex(struct stb_json *j, const char *key, uint64_t v);
+
+/*
+ * Splicing a value written once and used many times (a stack shared by many
+ * tasks): stb_json_init_value starts a writer of one value on out, written
+ * as parent would write its next value there (layout, escaping); after that
+ * value, stb_json_value_finish flushes it (0 or -errno). stb_json_splice
+ * then writes such a text as parent's next value: parent must be where it
+ * was (same depth and container) when the text was written.
+ */
+void stb_json_init_value(struct stb_json *j, FILE *out, const struct stb_json *parent);
+int stb_json_value_finish(struct stb_json *j);
+void stb_json_splice(struct stb_json *j, const char *text, size_t len);
 
 /*
  * Ends the document (a newline after the root). Returns 0, -EINVAL when the

@@ -1345,7 +1345,7 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 						  .unit = "nanoseconds"};
 	if (t->err < 0)
 		l[n++] = (struct stb_pprof_label){.key = "error",
-						  .str = t->error[0] ? t->error : strerror(-t->err)};
+						  .str = t->error && t->error[0] ? t->error : strerror(-t->err)};
 	unsigned nw = stb_why_labels(t, wkeys, wvals, wbuf);
 	for (unsigned i = 0; i < nw; i++)
 		l[n++] = (struct stb_pprof_label){.key = wkeys[i], .str = wvals[i]};

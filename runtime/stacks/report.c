@@ -192,7 +192,9 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t,
 /* ---- the view of a stack ---- */
 
 /* Leaves out t's runtime frames (unless r->runtime_frames) and what is past
- * r->max_depth, counting both; once per task. */
+ * r->max_depth, counting both; once per task. A shared stack (stackset.h)
+ * is viewed once, for all its tasks (they have the same key: the same
+ * view), and stays as stored: its tasks point into it. */
 static void report_trim(const struct stb_report *r, struct stb_report_task *t, bool with_source)
 {
 	if (t->trimmed)
@@ -200,6 +202,19 @@ static void report_trim(const struct stb_report *r, struct stb_report_task *t, b
 	t->trimmed = true;
 	if (t->err < 0 || t->nframes == 0 || !t->frames) {
 		t->not_shown = t->beyond;
+		return;
+	}
+	struct stb_stackset_entry *k = t->frames == (t->stack ? t->stack->frames : NULL) &&
+						       t->nframes == t->stack->n
+					       ? t->stack
+					       : NULL;
+	if (k && k->viewed) {
+		t->frames = k->frames + k->first;
+		t->nframes = k->shown;
+		t->hidden = k->hidden;
+		t->not_shown = k->not_shown;
+		t->inexact = k->inexact;
+		t->truncated = k->truncated;
 		return;
 	}
 	unsigned inner = 0, outer = 0;
@@ -213,12 +228,31 @@ static void report_trim(const struct stb_report *r, struct stb_report_task *t, b
 	t->hidden = inner + outer;
 	t->not_shown = vis - shown + t->beyond;
 	if (inner) {
-		memmove(t->frames, t->frames + inner, shown * sizeof(*t->frames));
+		if (k)
+			t->frames += inner;
+		else
+			memmove(t->frames, t->frames + inner, shown * sizeof(*t->frames));
 		t->inexact = true;
 	}
 	t->nframes = shown;
 	if (t->not_shown)
 		t->truncated = 1;
+	if (k) {
+		k->viewed = true;
+		k->first = inner;
+		k->shown = t->nframes;
+		k->hidden = t->hidden;
+		k->not_shown = t->not_shown;
+		k->inexact = t->inexact;
+		k->truncated = t->truncated != 0;
+	}
+}
+
+uint32_t stb_report_stack_key(const struct stb_report_task *t)
+{
+	uint32_t beyond = t->beyond < (1u << 28) ? t->beyond : (1u << 28) - 1;
+	return beyond << 3 | (uint32_t)(t->truncated != 0) << 2 | (uint32_t)t->beyond_more << 1 |
+	       (uint32_t)stb_report_task_exact(t);
 }
 
 /* The formats that print file:line (the others symbolize later, or never). */
@@ -295,7 +329,7 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 	FILE *out = r->out;
 	if (t->err < 0) {
 		fputs("(trace failed: ", out);
-		stb_text_put(out, t->error[0] ? t->error : strerror(-t->err));
+		stb_text_put(out, t->error && t->error[0] ? t->error : strerror(-t->err));
 		fputs(")\n", out);
 		return;
 	}
@@ -531,10 +565,10 @@ int stb_report_meta_lines(const struct stb_report_meta *m,
 	return rc;
 }
 
+/* The value of "frames": t's frames, symbolized. */
 static void json_frames(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
 {
 	stb_report_symbolize(r, t, true);
-	stb_json_key(j, "frames");
 	stb_json_array(j);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];
@@ -563,6 +597,39 @@ static void json_frames(const struct stb_report *r, struct stb_json *j, struct s
 	stb_json_end(j);
 }
 
+/* The frames of a stack that tasks share, written once by the same writer
+ * (kept in the stackset, within its budget) and spliced for each. false:
+ * not kept; write them. */
+static bool json_frames_shared(const struct stb_report *r, struct stb_json *j,
+			       struct stb_report_task *t)
+{
+	struct stb_stackset_entry *k = t->stack;
+	if (!k || !r->stacks || k->refs < 2 || !k->viewed || t->frames != k->frames + k->first)
+		return false;
+	if (k->json && k->json_depth != j->depth)
+		return false;
+	if (!k->json) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
+		if (!f)
+			return false;
+		struct stb_json v;
+		stb_json_init_value(&v, f, j);
+		json_frames(r, &v, t);
+		int rc = stb_json_value_finish(&v);
+		if (fclose(f) != 0 || rc != 0 || !stb_stackset_json_room(r->stacks, len)) {
+			free(text);
+			return false;
+		}
+		k->json = text;
+		k->json_len = len;
+		k->json_depth = j->depth;
+	}
+	stb_json_splice(j, k->json, k->json_len);
+	return true;
+}
+
 /* The members of a task object up to (not including) "truncated". */
 static void json_task_head(const struct stb_why *w, struct stb_json *j,
 			   struct stb_report_task *t)
@@ -577,7 +644,7 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_u64(j, "tid", t->tid);
 	stb_why_json_task(w, j, t);
 	if (t->err < 0)
-		stb_json_kv_string(j, "error", t->error[0] ? t->error : strerror(-t->err));
+		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
 }
 
 /* The members describing the stack shown: of a task, or once for a group
@@ -589,7 +656,9 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 	if (t->not_shown)
 		stb_json_kv_u64(j, "frames_not_shown", t->not_shown);
 	stb_json_kv_bool(j, "truncated", t->truncated != 0);
-	json_frames(r, j, t);
+	stb_json_key(j, "frames");
+	if (!json_frames_shared(r, j, t))
+		json_frames(r, j, t);
 }
 
 /* Grouped, a task carries no frames but the index of its group, and the

@@ -17,6 +17,7 @@
 
 #include "stb/abi.h"
 #include "stb/stb.h"
+#include "stackset.h"
 #include "wait.h"
 
 struct stb_sym;
@@ -40,10 +41,12 @@ struct stb_report_task {
 	struct stb_creator creator; /* who started it (all 0: unknown) */
 	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
-	char error[128];
+	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */
 	int truncated;           /* the walk ended at a limit (or the report cut it) */
 	unsigned nframes;
 	struct stb_frame *frames;
+	struct stb_stackset_entry *stack; /* non-NULL: frames are stack->frames, shared with the
+				    other tasks of that stack (stackset.h) */
 	unsigned beyond;         /* frames the walk found past frames[nframes) (not kept) */
 	bool beyond_more;        /* the walk stopped at its limit: even more exist */
 	/* Set by stb_report_write (the view of the stack it wrote). */
@@ -57,6 +60,10 @@ struct stb_report_task {
 	struct stb_report_task *group_tail; /* leaders: last member */
 	unsigned group_count;               /* leaders: members */
 };
+
+/* What else than its frames the report's view of t's stack depends on: the
+ * key of t's walk in a stackset (stackset.h). */
+uint32_t stb_report_stack_key(const struct stb_report_task *t);
 
 #define STB_REPORT_MAX_NOTES 8u
 
@@ -115,6 +122,8 @@ struct stb_report {
 	FILE *out;
 	struct stb_sym *sym;     /* symbols of the traced process; NULL: addresses only */
 	struct stb_unw_proc *unw; /* its modules (pprof mappings); may be NULL */
+	struct stb_stackset *stacks; /* where the tasks' shared stacks are (their JSON is
+					kept there, written once); may be NULL */
 	uint64_t now_ns;         /* CLOCK_MONOTONIC_COARSE now, for "blocked for" (0: unknown) */
 	bool group;              /* each distinct stack once, with its count and ids */
 	const struct stb_report_meta *meta; /* may be NULL */

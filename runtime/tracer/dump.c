@@ -106,7 +106,7 @@ static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d
 	d->tid = info.tid;
 	memcpy(d->name, info.name, sizeof(d->name));
 	d->err = r < 0 ? r : 0;
-	memcpy(d->error, info.error, sizeof(d->error));
+	d->error = r < 0 && info.error[0] ? strdup(info.error) : NULL; /* NULL: strerror */
 	unsigned n = r < 0 ? 0 : info.nframes;
 	d->nframes = n < c->depth ? n : c->depth;
 	d->beyond = n - d->nframes;
@@ -168,9 +168,12 @@ static int collect_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 		return 0; /* finished meanwhile */
 	} else {
 		stb_report_task_why_recheck(d, p);
-		if (!stb_collect_stuck(o, d, c->now))
+		if (!stb_collect_stuck(o, d, c->now)) {
+			free((char *)d->error);
 			return 0; /* it moved on meanwhile: not stuck */
+		}
 		if (d->nframes && keep_frames(c, d->nframes) != 0) {
+			free((char *)d->error);
 			c->err = -ENOMEM;
 			return 1;
 		}
@@ -181,6 +184,8 @@ static int collect_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 
 void stb_task_set_free(struct stb_task_set *set)
 {
+	for (size_t i = 0; set->tasks && i < set->n; i++)
+		free((char *)set->tasks[i].error);
 	free(set->tasks);
 	free(set->frames);
 	stb_deadlocks_free(&set->deadlocks);

@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[1].state = STB_TASK_SUSPENDED;
 	t[1].since_ns = 1;
 	t[1].err = -EIO;
-	snprintf(t[1].error, sizeof(t[1].error), "%s", str[2]);
+	t[1].error = str[2];
 	struct stb_report_meta m = {
 	    .producer = "fuzz",
 	    .pid = 1,
