@@ -10,7 +10,7 @@ pkgs=(
   clang llvm bpftool libbpf-dev libclang-rt-14-dev
   libunwind-dev libelf-dev libdw-dev zlib1g-dev
   libcmocka-dev
-  protobuf-c-compiler libprotobuf-c-dev golang-go python3
+  golang-go python3
   gdb procps iproute2 curl dpkg-dev man-db groff-base
 )
 

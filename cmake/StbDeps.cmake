@@ -6,11 +6,9 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(LIBUNWIND REQUIRED IMPORTED_TARGET libunwind-generic)
 pkg_check_modules(LIBDW REQUIRED IMPORTED_TARGET libdw)
-# pprof output (runtime/stacks/pprof.c): profile.proto compiled by protoc-c, encoded
-# with libprotobuf-c, gzipped with zlib.
-pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
+# pprof output (runtime/stacks/pprof.c): profile.proto's wire format written by
+# pprof.c itself, gzipped with zlib.
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
-find_program(STB_PROTOC_C protoc-c REQUIRED)
 if(STB_BPF)
   pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf>=1.1)
 endif()

@@ -3,7 +3,8 @@
  * The stack-profile builder of pprof.h: interned strings, locations (one per
  * address and kind), stacks and samples in hash sets; symbolization into
  * functions, lines (inline frames) and mappings when written; the pprof
- * (protobuf-c + zlib), folded and JSON writers; snapshots of traced tasks.
+ * (profile.proto wire format, gzipped), folded and JSON writers; snapshots of
+ * traced tasks.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +19,6 @@
 #include "flamegraph.h"
 #include "pprof.h"
 #include "report_why.h"
-#include "profile.pb-c.h"
 #include "stb/abi.h"
 #include "symbolize.h"
 #include "unwind.h"
@@ -801,41 +801,149 @@ static int pp_resolve(struct stb_pprof *p)
 
 /* ---- pprof ---- */
 
-/* Deflates buf into a gzip stream written to out. 0, -EIO or -ENOMEM. */
-static int pp_gzip(const uint8_t *buf, size_t len, FILE *out)
+/* profile.proto is written field by field (proto3 wire format: varints,
+ * length-delimited messages, packed repeated scalars, zero values left out)
+ * into a gzip stream, a bounded buffer at a time: memory does not grow with
+ * the profile. */
+
+/* A message being built (grows), or the profile's pending bytes. */
+struct pp_wire {
+	uint8_t *b;
+	size_t len, cap;
+	int err; /* -ENOMEM: the rest was dropped */
+};
+
+static void w_put(struct pp_wire *w, const void *s, size_t n)
 {
-	z_stream zs;
-	memset(&zs, 0, sizeof(zs));
-	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-			 Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	uint8_t *chunk = malloc(STB_PP_GZ_CHUNK);
-	int rc = 0;
-	if (!chunk) {
-		rc = -ENOMEM;
-		goto cleanup;
+	if (w->err)
+		return;
+	if (n > w->cap - w->len) {
+		size_t cap = w->cap ? w->cap : 256;
+		while (cap - w->len < n) {
+			if (cap > SIZE_MAX / 2) {
+				w->err = -ENOMEM;
+				return;
+			}
+			cap *= 2;
+		}
+		uint8_t *b = realloc(w->b, cap);
+		if (!b) {
+			w->err = -ENOMEM;
+			return;
+		}
+		w->b = b;
+		w->cap = cap;
 	}
-	zs.next_in = (Bytef *)(uintptr_t)buf;
-	zs.avail_in = (uInt)len;
+	memcpy(w->b + w->len, s, n);
+	w->len += n;
+}
+
+static unsigned varint(uint8_t d[10], uint64_t v)
+{
+	unsigned n = 0;
+	while (v >= 0x80) {
+		d[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	d[n++] = (uint8_t)v;
+	return n;
+}
+
+static void w_varint(struct pp_wire *w, uint64_t v)
+{
+	uint8_t d[10];
+	w_put(w, d, varint(d, v));
+}
+
+/* Field f (wire type 0): an int64/uint64/bool, left out when 0. */
+static void w_num(struct pp_wire *w, unsigned f, uint64_t v)
+{
+	if (!v)
+		return;
+	w_varint(w, (uint64_t)f << 3);
+	w_varint(w, v);
+}
+
+/* Field f (wire type 2): bytes, or a message built in m. */
+static void w_bytes(struct pp_wire *w, unsigned f, const void *s, size_t n)
+{
+	w_varint(w, (uint64_t)f << 3 | 2);
+	w_varint(w, n);
+	w_put(w, s, n);
+}
+
+static void w_msg(struct pp_wire *w, unsigned f, struct pp_wire *m)
+{
+	if (m->err)
+		w->err = m->err;
+	w_bytes(w, f, m->b, m->len);
+	m->len = 0;
+}
+
+/* Packed repeated field f of n values, each at get(arg, i). */
+static void w_packed(struct pp_wire *w, unsigned f, const void *arg, size_t n,
+		     uint64_t (*get)(const void *arg, size_t i))
+{
+	if (!n)
+		return;
+	size_t size = 0;
+	uint8_t d[10];
+	for (size_t i = 0; i < n; i++)
+		size += varint(d, get(arg, i));
+	w_varint(w, (uint64_t)f << 3 | 2);
+	w_varint(w, size);
+	for (size_t i = 0; i < n; i++)
+		w_varint(w, get(arg, i));
+}
+
+static uint64_t get_u32(const void *arg, size_t i)
+{
+	return ((const uint32_t *)arg)[i];
+}
+
+static uint64_t get_i64(const void *arg, size_t i)
+{
+	return (uint64_t)((const int64_t *)arg)[i];
+}
+
+/* The gzip stream the profile goes to. */
+struct pp_gz {
+	z_stream zs;
+	FILE *out;
+	uint8_t *chunk;
+	int err;
+};
+
+static void gz_deflate(struct pp_gz *g, const uint8_t *s, size_t n, int flush)
+{
+	g->zs.next_in = (Bytef *)(uintptr_t)s;
+	g->zs.avail_in = (uInt)n;
 	int z;
 	do {
-		zs.next_out = chunk;
-		zs.avail_out = STB_PP_GZ_CHUNK;
-		z = deflate(&zs, Z_FINISH);
+		g->zs.next_out = g->chunk;
+		g->zs.avail_out = STB_PP_GZ_CHUNK;
+		z = deflate(&g->zs, flush);
 		if (z == Z_STREAM_ERROR) {
-			rc = -EIO;
-			goto cleanup;
+			g->err = -EIO;
+			return;
 		}
-		size_t have = STB_PP_GZ_CHUNK - zs.avail_out;
-		if (have && fwrite(chunk, 1, have, out) != have) {
-			rc = -EIO;
-			goto cleanup;
+		size_t have = STB_PP_GZ_CHUNK - g->zs.avail_out;
+		if (have && fwrite(g->chunk, 1, have, g->out) != have) {
+			g->err = -EIO;
+			return;
 		}
-	} while (z != Z_STREAM_END);
-cleanup:
-	deflateEnd(&zs);
-	free(chunk);
-	return rc;
+	} while (g->zs.avail_out == 0 || (flush == Z_FINISH && z != Z_STREAM_END));
+}
+
+/* Hands the profile's pending bytes to the stream once there are enough. */
+static void gz_feed(struct pp_gz *g, struct pp_wire *top, bool last)
+{
+	if (!g->err && top->err)
+		g->err = top->err;
+	if (g->err || (!last && top->len < STB_PP_GZ_CHUNK))
+		return;
+	gz_deflate(g, top->b, top->len, last ? Z_FINISH : Z_NO_FLUSH);
+	top->len = 0;
 }
 
 int stb_pprof_write(struct stb_pprof *p, FILE *out)
@@ -844,157 +952,96 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out)
 		return -EINVAL;
 	if (pp_resolve(p) != 0)
 		return -ENOMEM;
-	int rc = -ENOMEM;
-	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	Perftools__Profiles__ValueType types[STB_PPROF_MAX_VALUES], *typep[STB_PPROF_MAX_VALUES];
-	Perftools__Profiles__ValueType period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-	Perftools__Profiles__Sample *samples = calloc(p->nsamples + 1, sizeof(*samples));
-	Perftools__Profiles__Sample **samplep = calloc(p->nsamples + 1, sizeof(*samplep));
-	Perftools__Profiles__Label *labels = calloc(p->nlabels + 1, sizeof(*labels));
-	Perftools__Profiles__Label **labelp = calloc(p->nlabels + 1, sizeof(*labelp));
-	uint64_t *locids = calloc(p->nstack_locs + 1, sizeof(*locids));
-	int64_t *values = calloc(p->nsamples * p->o.nvalues + 1, sizeof(*values));
-	Perftools__Profiles__Location *locs = calloc(p->nlocs + 1, sizeof(*locs));
-	Perftools__Profiles__Location **locp = calloc(p->nlocs + 1, sizeof(*locp));
-	Perftools__Profiles__Line *lines = calloc(p->nlines + 1, sizeof(*lines));
-	Perftools__Profiles__Line **linep = calloc(p->nlines + 1, sizeof(*linep));
-	Perftools__Profiles__Function *funcs = calloc(p->nfuncs + 1, sizeof(*funcs));
-	Perftools__Profiles__Function **funcp = calloc(p->nfuncs + 1, sizeof(*funcp));
-	Perftools__Profiles__Mapping *maps = calloc(p->nmaps + 1, sizeof(*maps));
-	Perftools__Profiles__Mapping **mapp = calloc(p->nmaps + 1, sizeof(*mapp));
-	int64_t *comments = calloc(p->ncomments + 1, sizeof(*comments));
-	uint8_t *buf = NULL;
-	if (!samples || !samplep || !labels || !labelp || !locids || !values || !locs || !locp ||
-	    !lines || !linep || !funcs || !funcp || !maps || !mapp || !comments)
-		goto cleanup;
-
-	for (unsigned i = 0; i < p->o.nvalues; i++) {
-		perftools__profiles__value_type__init(&types[i]);
-		types[i].type = p->type_str[i][0];
-		types[i].unit = p->type_str[i][1];
-		typep[i] = &types[i];
+	struct pp_gz g = {.out = out, .chunk = malloc(STB_PP_GZ_CHUNK)};
+	struct pp_wire top = {0}, m = {0}, sub = {0};
+	if (!g.chunk)
+		return -ENOMEM;
+	/* Speed over size: continuous mode writes one every few seconds. */
+	if (deflateInit2(&g.zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		free(g.chunk);
+		return -ENOMEM;
 	}
-	prof.n_sample_type = p->o.nvalues;
-	prof.sample_type = typep;
-	if (p->o.default_type >= 0)
-		prof.default_sample_type = p->type_str[p->o.default_type][0];
-	if (p->o.period_type.type) {
-		period.type = p->period_str[0];
-		period.unit = p->period_str[1];
-		prof.period_type = &period;
+	for (unsigned i = 0; i < p->o.nvalues; i++) { /* 1: sample_type */
+		w_num(&m, 1, p->type_str[i][0]);
+		w_num(&m, 2, p->type_str[i][1]);
+		w_msg(&top, 1, &m);
 	}
-	prof.period = p->o.period;
-	prof.time_nanos = p->o.time_ns;
-	prof.duration_nanos = p->o.duration_ns;
-
-	for (size_t i = 0; i < p->nstack_locs; i++)
-		locids[i] = p->stack_locs[i];
-	for (size_t i = 0; i < p->nlabels; i++) {
-		perftools__profiles__label__init(&labels[i]);
-		labels[i].key = p->labels[i].key;
-		labels[i].str = p->labels[i].str;
-		labels[i].num = p->labels[i].num;
-		labels[i].num_unit = p->labels[i].unit;
-		labelp[i] = &labels[i];
-	}
-	for (size_t i = 0; i < p->nsamples; i++) {
+	for (size_t i = 0; i < p->nsamples && !g.err; i++) { /* 2: sample */
 		const struct stb_pp_sample *s = &p->samples[i];
-		Perftools__Profiles__Sample *d = &samples[i];
-		perftools__profiles__sample__init(d);
-		d->n_location_id = p->stacks[s->stack].n;
-		d->location_id = locids + p->stacks[s->stack].off;
-		d->n_value = p->o.nvalues;
-		d->value = values + i * p->o.nvalues;
-		memcpy(d->value, s->v, p->o.nvalues * sizeof(*d->value));
-		d->n_label = s->nlabels;
-		d->label = labelp + s->label0;
-		samplep[i] = d;
+		const struct stb_pp_stack *st = &p->stacks[s->stack];
+		w_packed(&m, 1, p->stack_locs + st->off, st->n, get_u32);
+		w_packed(&m, 2, s->v, p->o.nvalues, get_i64);
+		for (uint32_t k = 0; k < s->nlabels; k++) {
+			const struct stb_pp_label *l = &p->labels[s->label0 + k];
+			w_num(&sub, 1, l->key);
+			w_num(&sub, 2, l->str);
+			w_num(&sub, 3, (uint64_t)l->num);
+			w_num(&sub, 4, l->unit);
+			w_msg(&m, 3, &sub);
+		}
+		w_msg(&top, 2, &m);
+		gz_feed(&g, &top, false);
 	}
-	prof.n_sample = p->nsamples;
-	prof.sample = samplep;
-
-	for (size_t i = 0; i < p->nlines; i++) {
-		perftools__profiles__line__init(&lines[i]);
-		lines[i].function_id = p->lines[i].func;
-		lines[i].line = p->lines[i].line;
-		linep[i] = &lines[i];
+	for (size_t i = 0; i < p->nmaps; i++) { /* 3: mapping */
+		const struct stb_pp_map *mp = &p->maps[i];
+		w_num(&m, 1, i + 1);
+		w_num(&m, 2, mp->start);
+		w_num(&m, 3, mp->limit);
+		w_num(&m, 4, mp->offset);
+		w_num(&m, 5, mp->file);
+		w_num(&m, 6, mp->build_id);
+		w_num(&m, 7, mp->fn);
+		w_num(&m, 8, mp->fl);
+		w_num(&m, 9, mp->ln);
+		w_num(&m, 10, mp->in);
+		w_msg(&top, 3, &m);
 	}
-	for (size_t i = 0; i < p->nlocs; i++) {
+	for (size_t i = 0; i < p->nlocs && !g.err; i++) { /* 4: location */
 		const struct pp_loc *l = &p->locs[i];
-		perftools__profiles__location__init(&locs[i]);
-		locs[i].id = i + 1;
-		locs[i].mapping_id = l->mapping;
-		locs[i].address = l->ip;
-		locs[i].n_line = l->nlines;
-		locs[i].line = linep + l->line0;
-		locp[i] = &locs[i];
+		w_num(&m, 1, i + 1);
+		w_num(&m, 2, l->mapping);
+		w_num(&m, 3, l->ip);
+		for (uint32_t k = 0; k < l->nlines; k++) {
+			const struct stb_pp_line *ln = &p->lines[l->line0 + k];
+			w_num(&sub, 1, ln->func);
+			w_num(&sub, 2, (uint64_t)(int64_t)ln->line);
+			w_msg(&m, 4, &sub);
+		}
+		w_msg(&top, 4, &m);
+		gz_feed(&g, &top, false);
 	}
-	prof.n_location = p->nlocs;
-	prof.location = locp;
-
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		perftools__profiles__function__init(&funcs[i]);
-		funcs[i].id = i + 1;
-		funcs[i].name = p->funcs[i].name;
-		funcs[i].system_name = p->funcs[i].name;
-		funcs[i].filename = p->funcs[i].file;
-		funcp[i] = &funcs[i];
+	for (size_t i = 0; i < p->nfuncs && !g.err; i++) { /* 5: function */
+		w_num(&m, 1, i + 1);
+		w_num(&m, 2, p->funcs[i].name);
+		w_num(&m, 3, p->funcs[i].name);
+		w_num(&m, 4, p->funcs[i].file);
+		w_msg(&top, 5, &m);
+		gz_feed(&g, &top, false);
 	}
-	prof.n_function = p->nfuncs;
-	prof.function = funcp;
-
-	for (size_t i = 0; i < p->nmaps; i++) {
-		const struct stb_pp_map *m = &p->maps[i];
-		perftools__profiles__mapping__init(&maps[i]);
-		maps[i].id = i + 1;
-		maps[i].memory_start = m->start;
-		maps[i].memory_limit = m->limit;
-		maps[i].file_offset = m->offset;
-		maps[i].filename = m->file;
-		maps[i].build_id = m->build_id;
-		maps[i].has_functions = m->fn;
-		maps[i].has_filenames = m->fl;
-		maps[i].has_line_numbers = m->ln;
-		maps[i].has_inline_frames = m->in;
-		mapp[i] = &maps[i];
+	for (size_t i = 0; i < p->nstrs && !g.err; i++) { /* 6: string_table */
+		w_bytes(&top, 6, p->strs[i], strlen(p->strs[i]));
+		gz_feed(&g, &top, false);
 	}
-	prof.n_mapping = p->nmaps;
-	prof.mapping = mapp;
-
-	for (size_t i = 0; i < p->ncomments; i++)
-		comments[i] = p->comments[i];
-	prof.n_comment = p->ncomments;
-	prof.comment = comments;
-	prof.n_string_table = p->nstrs;
-	prof.string_table = p->strs;
-
-	size_t len = perftools__profiles__profile__get_packed_size(&prof);
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		goto cleanup;
-	if (perftools__profiles__profile__pack(&prof, buf) != len) {
-		rc = -EIO;
-		goto cleanup;
+	w_num(&top, 9, (uint64_t)p->o.time_ns);
+	w_num(&top, 10, (uint64_t)p->o.duration_ns);
+	if (p->o.period_type.type) { /* 11: period_type */
+		w_num(&m, 1, p->period_str[0]);
+		w_num(&m, 2, p->period_str[1]);
+		w_msg(&top, 11, &m);
 	}
-	rc = pp_gzip(buf, len, out);
-cleanup:
-	free(buf);
-	free(samples);
-	free(samplep);
-	free(labels);
-	free(labelp);
-	free(locids);
-	free(values);
-	free(locs);
-	free(locp);
-	free(lines);
-	free(linep);
-	free(funcs);
-	free(funcp);
-	free(maps);
-	free(mapp);
-	free(comments);
-	return rc;
+	w_num(&top, 12, (uint64_t)p->o.period);
+	w_packed(&top, 13, p->comments, p->ncomments, get_u32);
+	if (p->o.default_type >= 0)
+		w_num(&top, 14, p->type_str[p->o.default_type][0]);
+	if (m.err || sub.err)
+		top.err = -ENOMEM;
+	gz_feed(&g, &top, true);
+	deflateEnd(&g.zs);
+	free(g.chunk);
+	free(top.b);
+	free(m.b);
+	free(sub.b);
+	return g.err;
 }
 
 /* ---- folded ---- */
