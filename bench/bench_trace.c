@@ -244,6 +244,60 @@ static int stb_child_idle(double secs)
 	return 0;
 }
 
+/*
+ * Fixed work for instruction counts (valgrind --tool=callgrind, docs/benchmarks.md):
+ * one worker, 100 bthreads that yield `yields` times each, then `batches`
+ * batches of 100 start_background + join from a bthread. Deterministic
+ * except for the idle worker's spinning: compare two runs that differ in one
+ * count and divide the difference.
+ */
+struct stb_count_ctx {
+	long yields;
+	long batches;
+};
+
+static void *stb_count_yielder(void *arg)
+{
+	long n = ((struct stb_count_ctx *)arg)->yields;
+	for (long i = 0; i < n; i++)
+		bthread_yield();
+	return NULL;
+}
+
+static void *stb_count_creator(void *arg)
+{
+	bthread_t ids[100];
+	for (long b = 0; b < ((struct stb_count_ctx *)arg)->batches; b++) {
+		for (int i = 0; i < 100; i++)
+			if (bthread_start_background(&ids[i], &BTHREAD_ATTR_SMALL, stb_nothing, NULL))
+				stb_die("bthread_start_background", errno);
+		for (int i = 0; i < 100; i++)
+			bthread_join(ids[i], NULL);
+	}
+	return NULL;
+}
+
+static int stb_child_idle_count(long yields, long batches)
+{
+	if (yields < 0 || batches < 0) {
+		fprintf(stderr, "bench_trace: idle_count wants YIELDS BATCHES >= 0\n");
+		return 2;
+	}
+	setenv("STB_CONCURRENCY", "1", 1);
+	struct stb_count_ctx c = {.yields = yields, .batches = batches};
+	bthread_t ids[100], t;
+	for (int i = 0; i < 100; i++)
+		if (bthread_start_background(&ids[i], &BTHREAD_ATTR_SMALL, stb_count_yielder, &c))
+			stb_die("bthread_start_background", errno);
+	for (int i = 0; i < 100; i++)
+		bthread_join(ids[i], NULL);
+	if (bthread_start_background(&t, NULL, stb_count_creator, &c))
+		stb_die("bthread_start_background", errno);
+	bthread_join(t, NULL);
+	printf("yields=%ld create_join=%ld\n", yields * 100, batches * 100);
+	return 0;
+}
+
 #if STB_BENCH_TRACER
 
 /* ---- trace latency and hold time ---- */
@@ -777,6 +831,9 @@ int main(int argc, char **argv)
 	if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
 		if (strcmp(argv[2], "idle") == 0)
 			return stb_child_idle(argc > 3 ? atof(argv[3]) : 0.5);
+		if (strcmp(argv[2], "idle_count") == 0)
+			return stb_child_idle_count(argc > 3 ? atol(argv[3]) : 1000,
+						    argc > 4 ? atol(argv[4]) : 100);
 #if STB_BENCH_TRACER
 		if (strcmp(argv[2], "latency") == 0)
 			return stb_child_latency(argc > 3 ? (unsigned)atoi(argv[3]) : 20000);
@@ -837,7 +894,7 @@ int main(int argc, char **argv)
 	printf("# load average %.2f %.2f %.2f at the end\n", load[0], load[1], load[2]);
 	return 0;
 #else
-	fprintf(stderr, "bench_trace_notrace: only --child idle (run bench_trace)\n");
+	fprintf(stderr, "bench_trace_notrace: only --child idle or idle_count (run bench_trace)\n");
 	return 2;
 #endif
 }

@@ -143,14 +143,15 @@ void stb_stack_put(struct stb_stack *s);
 struct stb_butex;
 struct stb_waiter;
 struct stb_wait;
+struct stb_worker;
 
 struct stb_task {
 	struct stb_abi_task *pub;      /* table entry, or &own when untraceable */
 	bthread_t id;                  /* version << 32 | slot of the current occupant */
 	uint32_t slot;
 	uint32_t version;              /* version of the current/last occupant */
-	uint32_t seq;                  /* run sequence number (mirrors pub->word) */
-	uint32_t last_worker;          /* worker index + 1 last published in pub, 0 = none */
+	uint64_t seq_word;             /* run sequence number << 32 (mirrors pub->word) */
+	struct stb_worker *last_worker; /* worker last published in pub->worker/tid, NULL = none */
 	bool yield_published;          /* pub->wait_word says STB_WAIT_YIELD (tracer builds) */
 	uint32_t flags;
 	int tag;                       /* worker pool */
@@ -217,6 +218,12 @@ extern void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
 
 void stb_gate_wait(struct stb_task *t);
 
+/* The task word of t in state (the current run's seq). */
+static inline uint64_t stb_task_word(const struct stb_task *t, unsigned state)
+{
+	return t->seq_word | state;
+}
+
 /*
  * The one place where a task's state changes. Costs one release store when no
  * tracer holds the task; before READY/READY_NO_STACK -> ABOUT_TO_RUN and
@@ -231,9 +238,9 @@ static inline void stb_task_set_state(struct stb_task *t, unsigned state)
 		if (STB_UNLIKELY(__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != 0))
 			stb_gate_wait(t);
 		if (state == STB_TASK_ABOUT_TO_RUN)
-			t->seq++;
+			t->seq_word += 1ull << 32;
 	}
-	__atomic_store_n(&p->word, ((uint64_t)t->seq << 32) | state, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->word, stb_task_word(t, state), __ATOMIC_RELEASE);
 #if defined(STB_TEST_HOOKS)
 	if (STB_UNLIKELY(stb_test_switch_hook != NULL) &&
 	    (state == STB_TASK_ABOUT_TO_RUN || state == STB_TASK_SUSPENDING))

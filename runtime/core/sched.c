@@ -463,18 +463,24 @@ static inline __attribute__((always_inline)) void stb_after_switch(void)
 	struct stb_task *cur = w->cur;
 	if (cur) {
 #if STB_TRACER
+		/* Everything loaded before the first store (the atomic stores keep
+		 * later loads after them). */
+		struct stb_abi_task *cp = cur->pub;
+		struct stb_abi_worker *wp = w->pub;
+		uint64_t word = stb_task_word(cur, STB_TASK_RUNNING);
 		/* Store only what changed: a task mostly stays on its worker. The
 		 * private copy keeps the entry's second cache line untouched. */
-		if (STB_UNLIKELY(cur->last_worker != w->index + 1)) {
-			cur->last_worker = w->index + 1;
-			__atomic_store_n(&cur->pub->worker, w->index, __ATOMIC_RELAXED);
-			__atomic_store_n(&cur->pub->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
+		if (STB_UNLIKELY(cur->last_worker != w)) {
+			cur->last_worker = w;
+			__atomic_store_n(&cp->worker, w->index, __ATOMIC_RELAXED);
+			__atomic_store_n(&cp->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
 		}
-		__atomic_store_n(&w->pub->current, stb_task_id(cur), __ATOMIC_RELEASE);
-		if (w->pub->state != STB_WORKER_RUNNING)
-			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
+		__atomic_store_n(&wp->current, stb_task_id(cur), __ATOMIC_RELEASE);
+		/* Unconditional: the line is written anyway (current). */
+		__atomic_store_n(&wp->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
+		/* What stb_task_set_state(cur, STB_TASK_RUNNING) stores (no gate). */
+		__atomic_store_n(&cp->word, word, __ATOMIC_RELEASE);
 #endif
-		stb_task_set_state(cur, STB_TASK_RUNNING);
 	} else {
 #if STB_TRACER
 		__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
@@ -495,6 +501,25 @@ static struct stb_ctx *stb_task_ctx(struct stb_task *t)
 	return (struct stb_ctx *)&t->pub->sp;
 }
 
+#if STB_TRACER
+/*
+ * The gates of a switch one task at a time, when a tracer holds from or to
+ * (and in test builds, for the switch hook). Returns w, so that the hot path
+ * keeps nothing live across the call (it reloads from and to from w).
+ */
+static __attribute__((noinline, cold)) struct stb_worker *
+switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *to)
+{
+	if (from)
+		stb_task_set_state(from, STB_TASK_SUSPENDING);
+	if (to)
+		stb_task_set_state(to, STB_TASK_ABOUT_TO_RUN);
+	w->prev = from;
+	w->cur = to;
+	return w;
+}
+#endif
+
 /*
  * The single place where a worker switches stacks: from task `from` (NULL:
  * the worker's scheduler context) to task `to` (NULL: the scheduler). This is
@@ -503,14 +528,56 @@ static struct stb_ctx *stb_task_ctx(struct stb_task *t)
 static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
 			   bool from_finished)
 {
-	struct stb_ctx *fctx = from ? stb_task_ctx(from) : &w->main_ctx;
-	struct stb_ctx *tctx = to ? stb_task_ctx(to) : &w->main_ctx;
+	struct stb_ctx *fctx = &w->main_ctx, *tctx = &w->main_ctx;
+#if STB_TRACER && !defined(STB_TEST_HOOKS)
+	/*
+	 * from RUNNING -> SUSPENDING and to READY(_NO_STACK) -> ABOUT_TO_RUN, as
+	 * two stb_task_set_state calls do, with one test of both leases. Loading
+	 * to's lease before from's store changes nothing a reader can tell: x86
+	 * lets a load pass an earlier store anyway.
+	 */
+	struct stb_abi_task *fp = NULL, *tp = NULL;
+	uint64_t held = 0;
+	if (from) {
+		fp = from->pub;
+		fctx = (struct stb_ctx *)&fp->sp;
+		held = __atomic_load_n(&fp->trace, __ATOMIC_ACQUIRE);
+	}
+	if (to) {
+		tp = to->pub;
+		tctx = (struct stb_ctx *)&tp->sp;
+		held |= __atomic_load_n(&tp->trace, __ATOMIC_ACQUIRE);
+	}
+	if (STB_UNLIKELY(held != 0)) {
+		w = switch_gates_slow(w, from, to);
+		from = w->prev;
+		to = w->cur;
+		fctx = from ? stb_task_ctx(from) : &w->main_ctx;
+		tctx = to ? stb_task_ctx(to) : &w->main_ctx;
+	} else {
+		if (from)
+			__atomic_store_n(&fp->word, stb_task_word(from, STB_TASK_SUSPENDING),
+					 __ATOMIC_RELEASE);
+		if (to) {
+			to->seq_word += 1ull << 32;
+			__atomic_store_n(&tp->word, stb_task_word(to, STB_TASK_ABOUT_TO_RUN),
+					 __ATOMIC_RELEASE);
+		}
+		w->prev = from;
+		w->cur = to;
+	}
+#else
 	if (from)
-		stb_task_set_state(from, STB_TASK_SUSPENDING);
+		fctx = stb_task_ctx(from);
 	if (to)
-		stb_task_set_state(to, STB_TASK_ABOUT_TO_RUN);
+		tctx = stb_task_ctx(to);
+#if STB_TRACER
+	switch_gates_slow(w, from, to); /* the test hook is called there */
+#else
 	w->prev = from;
 	w->cur = to;
+#endif
+#endif
 #if defined(STB_ASAN)
 	const void *bottom = to ? to->stack->lo : w->main_stack_lo;
 	size_t size = to ? to->stack->size : w->main_stack_size;
@@ -545,16 +612,19 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 #if STB_TRACER
+	struct stb_abi_task *pp = prev->pub;
+	uint64_t word = stb_task_word(prev, STB_TASK_READY);
 	/* The wait block of a READY task says why it is not running (abi.h).
 	 * Written once per run of yields: a task that yields in a loop leaves
 	 * the entry's second cache line alone. */
 	if (STB_UNLIKELY(!prev->yield_published)) {
 		prev->yield_published = true;
-		__atomic_store_n(&prev->pub->wait_word,
-				 STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0), __ATOMIC_RELAXED);
+		__atomic_store_n(&pp->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
+				 __ATOMIC_RELAXED);
 	}
+	/* What stb_task_set_state(prev, STB_TASK_READY) stores (no gate). */
+	__atomic_store_n(&pp->word, word, __ATOMIC_RELEASE);
 #endif
-	stb_task_set_state(prev, STB_TASK_READY);
 	/* prev ran here, so it belongs to this worker's pool: queue it locally. */
 	struct stb_pool *p = w->pool;
 	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev)))
@@ -1011,17 +1081,28 @@ int bthread_getattr(bthread_t bt, bthread_attr_t *attr)
 	return 0;
 }
 
-/* Creator of a new task: the bthread or registered pthread that starts it. */
-static void task_set_creator(struct stb_task *t, void *ip)
+/*
+ * Creator of a new task: the bthread or registered pthread that starts it
+ * (what stb_task_current() says, from the caller's worker w, NULL on a
+ * pthread), and the tag it runs in.
+ */
+static inline __attribute__((always_inline)) void task_set_creator(struct stb_task *t,
+								 struct stb_worker *w, int tag,
+								 void *ip)
 {
 #if STB_TRACER
-	struct stb_task *c = stb_task_current();
+	struct stb_task *c = w && w->cur ? w->cur : stb_tls_ptask;
 	struct stb_abi_task *p = t->pub;
-	__atomic_store_n(&p->creator_id, c ? stb_task_id(c) : 0, __ATOMIC_RELAXED);
+	uint64_t cid = c ? stb_task_id(c) : 0;
+	uint32_t tid = w ? (uint32_t)w->tid : (uint32_t)stb_tid_self();
+	__atomic_store_n(&p->tag, (uint32_t)tag, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->creator_id, cid, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->creator_ip, (uint64_t)(uintptr_t)ip, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->creator_tid, (uint32_t)stb_tid_self(), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->creator_tid, tid, __ATOMIC_RELAXED);
 #else
 	(void)t;
+	(void)w;
+	(void)tag;
 	(void)ip;
 #endif
 }
@@ -1064,10 +1145,7 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 		t->flags |= STB_TASK_F_CPU_CLOCK;
 	if (STB_UNLIKELY((t->flags & STB_TASK_F_SWITCH_HOOKS) && !stb_switch_hooks_on))
 		__atomic_store_n(&stb_switch_hooks_on, true, __ATOMIC_RELAXED);
-#if STB_TRACER
-	__atomic_store_n(&t->pub->tag, (uint32_t)tag, __ATOMIC_RELAXED);
-#endif
-	task_set_creator(t, caller_ip);
+	task_set_creator(t, w, tag, caller_ip);
 	if (!(t->flags & STB_TASK_F_WORKER_STACK)) {
 		/* The stack now, in the caller: a failure is the caller's, never a worker's. */
 		t->stack = stb_stack_get(attr->stack_type);

@@ -204,7 +204,7 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	t->wait_butex = NULL;
 	t->waiter = NULL;
 	t->next = NULL;
-	t->last_worker = 0;
+	t->last_worker = NULL;
 	t->yield_published = false;
 	t->keytable = NULL;
 	t->span = NULL;
