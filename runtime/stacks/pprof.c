@@ -25,6 +25,7 @@
 #include "util.h"
 
 #define STB_PP_GZ_CHUNK (64u << 10)
+#define STB_PP_LIKELY(x) __builtin_expect(!!(x), 1)
 
 /* A hash set of indices (stored + 1; 0 is empty), open addressing. */
 struct stb_pp_set {
@@ -813,29 +814,37 @@ struct pp_wire {
 	int err; /* -ENOMEM: the rest was dropped */
 };
 
+/* Room for n more bytes; false (w->err set) without memory. */
+static bool w_room(struct pp_wire *w, size_t n)
+{
+	if (STB_PP_LIKELY(n <= w->cap - w->len))
+		return true;
+	if (w->err)
+		return false;
+	size_t cap = w->cap ? w->cap : 256;
+	while (cap - w->len < n) {
+		if (cap > SIZE_MAX / 2) {
+			w->err = -ENOMEM;
+			return false;
+		}
+		cap *= 2;
+	}
+	uint8_t *b = realloc(w->b, cap);
+	if (!b) {
+		w->err = -ENOMEM;
+		return false;
+	}
+	w->b = b;
+	w->cap = cap;
+	return true;
+}
+
 static void w_put(struct pp_wire *w, const void *s, size_t n)
 {
-	if (w->err)
-		return;
-	if (n > w->cap - w->len) {
-		size_t cap = w->cap ? w->cap : 256;
-		while (cap - w->len < n) {
-			if (cap > SIZE_MAX / 2) {
-				w->err = -ENOMEM;
-				return;
-			}
-			cap *= 2;
-		}
-		uint8_t *b = realloc(w->b, cap);
-		if (!b) {
-			w->err = -ENOMEM;
-			return;
-		}
-		w->b = b;
-		w->cap = cap;
+	if (!w->err && w_room(w, n)) {
+		memcpy(w->b + w->len, s, n);
+		w->len += n;
 	}
-	memcpy(w->b + w->len, s, n);
-	w->len += n;
 }
 
 static unsigned varint(uint8_t d[10], uint64_t v)
@@ -851,8 +860,8 @@ static unsigned varint(uint8_t d[10], uint64_t v)
 
 static void w_varint(struct pp_wire *w, uint64_t v)
 {
-	uint8_t d[10];
-	w_put(w, d, varint(d, v));
+	if (!w->err && w_room(w, 10))
+		w->len += varint(w->b + w->len, v);
 }
 
 /* Field f (wire type 0): an int64/uint64/bool, left out when 0. */

@@ -89,9 +89,13 @@ void stb_why_init(struct stb_why *w, const struct stb_report *r, struct stb_repo
 			     : 4000000u;
 	if (!n || !(w->byid = malloc(n * sizeof(*w->byid))))
 		return;
-	for (size_t i = 0; i < n; i++)
+	bool sorted = true;
+	for (size_t i = 0; i < n; i++) {
 		w->byid[i] = &tasks[i];
-	qsort(w->byid, n, sizeof(*w->byid), by_id);
+		sorted = sorted && (i == 0 || tasks[i - 1].id < tasks[i].id);
+	}
+	if (!sorted) /* a scan in slot order mostly is in id order already */
+		qsort(w->byid, n, sizeof(*w->byid), by_id);
 	w->n = n;
 }
 
@@ -425,8 +429,9 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 			s->first = s->last = m->name;
 			continue;
 		}
-		if (strcmp(m->name, s->first) != 0)
-			s->one_name = false;
+		if (strcmp(m->name, s->first) == 0)
+			continue; /* neither before the first nor after the last */
+		s->one_name = false;
 		if (natural_cmp(m->name, s->first) < 0)
 			s->first = m->name;
 		if (natural_cmp(m->name, s->last) > 0)
