@@ -18,6 +18,7 @@
 #include "json.h"
 #include "pprof.h"
 #include "report.h"
+#include "stackset.h"
 #include "symbolize.h"
 
 /* report.c's other writers and symbolizer are not under test here: reports
@@ -124,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    {.ip = 0x1000, .symbol = str[3], .module = str[4], .file = str[5], .line = 7},
 	    {.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
 	};
-	struct stb_report_task t[2];
+	struct stb_report_task t[4];
 	memset(t, 0, sizeof(t));
 	t[0].id = 1ull << 32;
 	t[0].state = size % STB_TASK_NSTATES;
@@ -137,6 +138,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[1].since_ns = 1;
 	t[1].err = -EIO;
 	t[1].error = str[2];
+	/* Two tasks sharing one stored stack (its JSON written once, spliced). */
+	struct stb_stackset *set = stb_stackset_new();
+	for (int i = 2; i < 4 && set; i++) {
+		t[i].id = (uint64_t)(i + 1) << 32;
+		t[i].state = STB_TASK_SUSPENDED;
+		t[i].mode = STB_TRACE_CONTEXT;
+		t[i].truncated = (size >> 1) & 1;
+		t[i].stack = stb_stackset_add(set, frames, 2, stb_report_stack_key(&t[i]));
+		t[i].frames = t[i].stack ? t[i].stack->frames : frames;
+		t[i].nframes = 2;
+		snprintf(t[i].name, sizeof(t[i].name), "%s", str[1]);
+	}
+	unsigned nt = set ? 4 : 2;
 	struct stb_report_meta m = {
 	    .producer = "fuzz",
 	    .pid = 1,
@@ -155,16 +169,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FILE *f = open_memstream(&out, &len);
 			if (!f)
 				break;
-			struct stb_report r = {
-			    .out = f, .meta = &m, .group = format == 1, .now_ns = 2000000000};
-			int rc = list ? stb_report_list(&r, t, 2, format == STB_FORMAT_JSON)
-				      : stb_report_write(&r, t, 2, format);
+			struct stb_report r = {.out = f,
+					       .meta = &m,
+					       .group = format == 1,
+					       .now_ns = 2000000000,
+					       .stacks = set};
+			int rc = list ? stb_report_list(&r, t, nt, format == STB_FORMAT_JSON)
+				      : stb_report_write(&r, t, nt, format);
 			fclose(f);
 			if (rc == 0)
 				check_output(out, len, format == STB_FORMAT_JSON);
 			free(out);
 		}
 	}
+	stb_stackset_free(set);
 	free(buf);
 	return 0;
 }
