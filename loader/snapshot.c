@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,8 +48,8 @@ struct stb_snapshot_session {
 	struct stb_driver drv;
 	uint8_t *buf;
 	struct stb_frame *scratch;     /* STB_REPORT_WALK_MAX frames */
-	struct stb_report_task *tasks; /* grows with the live tasks */
-	size_t n, cap;
+	struct stb_report_task *tasks; /* grows with the live tasks (new_task) */
+	size_t n, cap, tasks_bytes;
 	struct stb_stackset *stacks;   /* the tasks' stacks, each stored once */
 	struct pending *pend;          /* queued for tracing: STB_DRIVER_MANY_MAX */
 	struct stb_driver_job jobs[STB_DRIVER_MANY_MAX];
@@ -170,17 +171,27 @@ static void known_turn(struct stb_snapshot_session *S)
 	stb_stackset_sweep(S->stacks);
 }
 
+/* The task records live in a mapping of their own, grown with mremap (no
+ * copy) and in transparent huge pages where the system allows them (the
+ * "madvise" mode): 100,000 records fault 15 times instead of 7,000 (a fault
+ * costs ~6 us here). */
+#define STB_SNAPSHOT_TASKS_CHUNK ((size_t)2 << 20)
+
 static struct stb_report_task *new_task(struct stb_snapshot_session *S)
 {
 	if (S->n == S->cap) {
-		size_t cap = S->cap ? S->cap * 2 : 256;
-		struct stb_report_task *t = realloc(S->tasks, cap * sizeof(*t));
-		if (!t) {
+		size_t bytes = S->tasks_bytes ? S->tasks_bytes * 2 : STB_SNAPSHOT_TASKS_CHUNK;
+		void *m = S->tasks ? mremap(S->tasks, S->tasks_bytes, bytes, MREMAP_MAYMOVE)
+				   : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) {
 			S->err = -ENOMEM;
 			return NULL;
 		}
-		S->tasks = t;
-		S->cap = cap;
+		madvise(m, bytes, MADV_HUGEPAGE); /* a hint: its failure changes nothing */
+		S->tasks = m;
+		S->tasks_bytes = bytes;
+		S->cap = bytes / sizeof(*S->tasks);
 	}
 	return &S->tasks[S->n];
 }
@@ -737,7 +748,8 @@ void stb_snapshot_close(struct stb_snapshot_session *S)
 	if (!S)
 		return;
 	session_reset(S);
-	free(S->tasks);
+	if (S->tasks)
+		munmap(S->tasks, S->tasks_bytes);
 	free(S->known);
 	free(S->next_known);
 	stb_stackset_free(S->stacks);
