@@ -232,9 +232,6 @@ out:
 	return rc;
 }
 
-/* Takes job's lease and plans its copy into buf + *used (packed, 16-byte
- * aligned) when the task is ready or suspended and its stack fits; false
- * (nothing held) when it must be traced alone. */
 /* When job's trace must end if it starts at now. */
 static uint64_t job_deadline(const struct stb_driver_job *j, uint64_t now)
 {
@@ -243,6 +240,9 @@ static uint64_t job_deadline(const struct stb_driver_job *j, uint64_t now)
 	return now + j->timeout_ns;
 }
 
+/* Takes job's lease and plans its copy into buf + *used (packed, 16-byte
+ * aligned) when the task is ready or suspended and its stack fits; false
+ * (nothing held) when it must be traced alone. */
 static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uint64_t now,
 		       size_t *used)
 {

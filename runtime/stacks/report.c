@@ -204,10 +204,9 @@ static void report_trim(const struct stb_report *r, struct stb_report_task *t, b
 		t->not_shown = t->beyond;
 		return;
 	}
-	struct stb_stackset_entry *k = t->frames == (t->stack ? t->stack->frames : NULL) &&
-						       t->nframes == t->stack->n
-					       ? t->stack
-					       : NULL;
+	struct stb_stackset_entry *k = t->stack;
+	if (k && (t->frames != k->frames || t->nframes != k->n))
+		k = NULL; /* not its stack as stored: viewed as its own */
 	if (k && k->viewed) {
 		t->frames = k->frames + k->first;
 		t->nframes = k->shown;
