@@ -94,6 +94,11 @@ diff -u "$tmp/help_opts" "$tmp/comp_opts" >"$tmp/d" ||
 complete_words --format '' | sort >"$tmp/comp_formats"
 diff -u "$tmp/formats" "$tmp/comp_formats" >"$tmp/d" ||
   fail "--format completion differs from the loader's formats:"$'\n'"$(cat "$tmp/d")"
+# --format=VALUE: bash hands over "--format" "=" "VALUE".
+[ "$(complete_words --format = js)" = json ] ||
+  fail "'--format=js' completes to '$(complete_words --format = js)', not json"
+[ "$(complete_words --format = | sort)" = "$(cat "$tmp/formats")" ] ||
+  fail "'--format=' does not complete the formats"
 complete_words -s '' | sort >"$tmp/comp_states"
 diff -u "$tmp/states" "$tmp/comp_states" >"$tmp/d" ||
   fail "--state completion differs from the loader's states:"$'\n'"$(cat "$tmp/d")"
