@@ -3,7 +3,9 @@
  * In-process tracer costs (docs/benchmarks.md): idle cost (this file built with
  * bthread_static and bthread_notrace, run in alternate rounds), trace latency
  * and hold time, full dumps of 10,000/100,000 bthreads, and yield throughput
- * while a thread traces. Each measurement runs in a fresh child process.
+ * while a thread traces. Each measurement runs in a fresh child process;
+ * `--child trace_loop N` runs text and structured traces untimed, for
+ * callgrind's instruction counts.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -393,21 +395,56 @@ static void stb_lat_print(const char *key, struct stb_lat *r)
 	free(r->held);
 }
 
-static int stb_child_latency(unsigned n)
+/* Starts the suspended task (and the running one when run is not NULL) and
+ * waits until both are where they are traced. */
+static bthread_t stb_lat_start(bthread_t *run)
 {
 	setenv("STB_CONCURRENCY", "2", 1);
 	stb_set_signal_trace_timeout_ms(5000);
 	stb_lat_butex = butex_create();
-	bthread_t sus, run;
+	bthread_t sus;
 	bthread_start_background(&sus, NULL, stb_c1, NULL);
-	bthread_start_background(&run, NULL, stb_s1, NULL);
+	if (run)
+		bthread_start_background(run, NULL, stb_s1, NULL);
 	struct stb_trace_info info;
 	for (int i = 0; i < 10000; i++) {
 		if (stb_trace(sus, NULL, NULL, 0, &info) > 0 && info.state == STB_TASK_SUSPENDED &&
-		    stb_trace(run, NULL, NULL, 0, &info) > 0 && info.mode == STB_TRACE_SIGNAL)
+		    (!run ||
+		     (stb_trace(*run, NULL, NULL, 0, &info) > 0 && info.mode == STB_TRACE_SIGNAL)))
 			break;
 		usleep(1000);
 	}
+	return sus;
+}
+
+/* n text then structured (symbols) traces of the suspended task, untimed:
+ * what callgrind counts (docs/benchmarks.md, issue 13). */
+static int stb_child_trace_loop(unsigned n)
+{
+	bthread_t sus = stb_lat_start(NULL);
+	static char text[4096];
+	struct stb_frame fr[64];
+	struct stb_trace_info info;
+	const struct stb_trace_opts sym = {0};
+	for (unsigned i = 0; i < n; i++) {
+		int rc = bthread_stack_trace(sus, text, sizeof(text));
+		if (rc <= 0)
+			stb_die("bthread_stack_trace", rc);
+		rc = stb_trace(sus, &sym, fr, 64, &info);
+		if (rc <= 0)
+			stb_die(info.error, rc);
+	}
+	fputs(text, stdout);
+	__atomic_store_n((int *)stb_lat_butex, 1, __ATOMIC_RELEASE);
+	butex_wake_all(stb_lat_butex);
+	bthread_join(sus, NULL);
+	return 0;
+}
+
+static int stb_child_latency(unsigned n)
+{
+	bthread_t run;
+	bthread_t sus = stb_lat_start(&run);
 	struct stb_lat r;
 	struct stb_trace_opts sym = {0}, nosym = {.no_symbols = 1};
 	stb_lat_run(sus, &sym, 2000, &r, NULL); /* warm the caches */
@@ -433,10 +470,14 @@ static int stb_child_latency(unsigned n)
 		free(q.held);
 	}
 	stb_lat_print("text", &r);
-	double tr[5];
-	for (int b = 0; b < 5; b++)
+	double tr[5], tp[5], sp[5];
+	for (int b = 0; b < 5; b++) {
 		tr[b] = (double)text_p50[b] / (double)sym_p50[b];
-	printf("text_ratio=%.3f ", stb_median(tr, 5));
+		tp[b] = (double)text_p50[b];
+		sp[b] = (double)sym_p50[b];
+	}
+	printf("text_ratio=%.3f text_block_p50_ns=%.0f sym_block_p50_ns=%.0f ", stb_median(tr, 5),
+	       stb_median(tp, 5), stb_median(sp, 5));
 	stb_lat_run(run, &sym, n / 4, &r, "stb_spin_leaf");
 	stb_lat_print("running", &r);
 	printf("\n");
@@ -740,7 +781,10 @@ static void stb_bench_latency(const char *n)
 #undef STB_F
 	}
 	printf("\nbthread_stack_trace (text) / stb_trace (structured, symbols), median of 5 "
-	       "alternating blocks: **%.2f×**\n\n", stb_field(out, "text_ratio"));
+	       "alternating blocks: **%.2f×** (block p50s, median: text %.2f us, structured "
+	       "%.2f us)\n\n",
+	       stb_field(out, "text_ratio"), stb_field(out, "text_block_p50_ns") / 1e3,
+	       stb_field(out, "sym_block_p50_ns") / 1e3);
 	free(out);
 }
 
@@ -837,6 +881,8 @@ int main(int argc, char **argv)
 #if STB_BENCH_TRACER
 		if (strcmp(argv[2], "latency") == 0)
 			return stb_child_latency(argc > 3 ? (unsigned)atoi(argv[3]) : 20000);
+		if (strcmp(argv[2], "trace_loop") == 0)
+			return stb_child_trace_loop(argc > 3 ? (unsigned)atoi(argv[3]) : 2000);
 		if (strcmp(argv[2], "dump") == 0)
 			return stb_child_dump(argc > 3 ? (unsigned)atoi(argv[3]) : 10000);
 		if (strcmp(argv[2], "traced_yield") == 0)

@@ -5,7 +5,8 @@
  * UTF-8; documents that cannot be malformed by misuse; the text escape; and
  * reports of a task whose name and comm hold ESC, BEL, newlines, quotes and
  * bytes >= 0x80, in text and JSON (the JSON checked by Python's parser when
- * $STB_PYTHON3 is set).
+ * $STB_PYTHON3 is set). Frame lines against snprintf, also of frames our
+ * symbolizer names (a symbol of this file holds ESC and BEL).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 #include "escape.h"
 #include "json.h"
 #include "report.h"
+#include "symbolize.h"
 
 /* Runs fn(j) into a memory stream; returns the text (caller frees) and *rc. */
 static char *json_of(void (*fn)(struct stb_json *), int *rc)
@@ -281,6 +283,176 @@ static void test_frame_line(void **state)
 	}
 }
 
+/* What stb_format_frame must print, by snprintf: names cut at 511 bytes
+ * (those tests use names needing no escape). */
+static int frame_ref(char *out, size_t size, unsigned idx, const struct stb_frame *f)
+{
+	const char *name = f->symbol ? f->symbol : f->module;
+	if (name && !f->symbol && strrchr(name, '/'))
+		name = strrchr(name, '/') + 1;
+	int n = snprintf(out, size, "#%u 0x%016llx", idx, (unsigned long long)f->ip);
+	if (f->symbol)
+		n += snprintf(out + n, size - n, " %.511s+0x%llx", name,
+			      (unsigned long long)f->offset);
+	else if (name)
+		n += snprintf(out + n, size - n, " ?? (%.511s+0x%llx)", name,
+			      (unsigned long long)f->module_offset);
+	else
+		n += snprintf(out + n, size - n, " ??");
+	n += snprintf(out + n, size - n, "%s%s\n", f->flags & STB_FRAME_F_FP ? " [fp]" : "",
+		      f->flags & STB_FRAME_F_MISMATCH ? " [build id mismatch]" : "");
+	return n;
+}
+
+/* stb_format_frame of f at every size up to len + 130 (both the line
+ * formatted in place and the one copied): the reference's prefix, NUL, and
+ * no byte written past the NUL. */
+static void frame_sizes(unsigned idx, const struct stb_frame *f, const char *want, size_t len)
+{
+	static char buf[1024];
+	for (size_t size = 0; size <= len + 130 && size < sizeof(buf); size++) {
+		memset(buf, 'Z', sizeof(buf));
+		assert_int_equal(stb_format_frame(size ? buf : NULL, size, idx, f), len);
+		if (!size)
+			continue;
+		size_t k = len < size ? len : size - 1;
+		assert_memory_equal(buf, want, k);
+		assert_int_equal(buf[k], '\0');
+		for (size_t i = k + 1; i < sizeof(buf); i++)
+			if (buf[i] != 'Z')
+				fail_msg("size %zu: byte %zu written past the NUL", size, i);
+	}
+}
+
+/* Every width of every number, names of every length the copy treats
+ * apart, each form, against snprintf. */
+static void test_frame_line_widths(void **state)
+{
+	(void)state;
+	static char name[700], path[720], want[1024];
+	for (size_t i = 0; i < sizeof(name); i++)
+		name[i] = (char)('a' + i % 26);
+	uint64_t nums[34];
+	size_t nn = 0;
+	nums[nn++] = 0;
+	for (int d = 1; d <= 16; d++) {
+		nums[nn++] = 1ull << (4 * (d - 1)); /* d digits, the first 1 */
+		nums[nn++] = d == 16 ? UINT64_MAX : (1ull << (4 * d)) - 1; /* d digits of f */
+	}
+	nums[nn++] = 0x0123456789abcdefull;
+	const unsigned idxs[] = {0, 9, 10, 99, 100, 12345, 4294967295u};
+	const size_t lens[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 510, 511, 512, 699};
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		char saved = name[lens[l]];
+		name[lens[l]] = '\0';
+		snprintf(path, sizeof(path), "/lib/dir/%s", name);
+		for (size_t k = 0; k < nn; k++) {
+			for (int form = 0; form < 3; form++) {
+				struct stb_frame f = {.ip = nums[(k + l) % nn]};
+				if (form == 0) {
+					f.symbol = name;
+					f.offset = nums[k];
+				} else if (form == 1) {
+					f.module = path;
+					f.module_offset = nums[k];
+				}
+				f.flags = (unsigned)(k % 4 == 1 ? STB_FRAME_F_FP
+						     : k % 4 == 2 ? STB_FRAME_F_MISMATCH
+						     : k % 4 == 3 ? STB_FRAME_F_FP | STB_FRAME_F_MISMATCH
+								  : 0);
+				unsigned idx = idxs[(k + (size_t)form) % 7];
+				size_t len = (size_t)frame_ref(want, sizeof(want), idx, &f);
+				static char got[1024];
+				assert_int_equal(stb_format_frame(got, sizeof(got), idx, &f), len);
+				assert_string_equal(got, want);
+				if (lens[l] <= 64 ? k % 3 == 0 || form == 0 : k == 5)
+					frame_sizes(idx, &f, want, len);
+			}
+		}
+		name[lens[l]] = saved;
+	}
+}
+
+/* A function whose symbol holds ESC, BEL and an invalid UTF-8 byte (an ELF
+ * symbol can hold any byte but NUL). */
+__attribute__((noinline, used)) int frame_hostile(int v) __asm__("\"ev\x1b[1mil\x07\xff" "fn\"");
+__attribute__((noinline, used)) int frame_hostile(int v)
+{
+	__asm__ volatile("" : "+r"(v));
+	return v + 1;
+}
+
+__attribute__((noinline)) static int frame_plain(int v)
+{
+	__asm__ volatile("" : "+r"(v));
+	return v * 3;
+}
+
+/* Lines of frames symbolized by a stb_sym (lengths and escapes known from
+ * the symbolizer's strings) are those of stb_format_frame, escaped from the
+ * bytes of the names, at every size of the text. */
+static void test_frame_text_symbols(void **state)
+{
+	(void)state;
+	struct stb_sym *s = stb_sym_new(0);
+	assert_non_null(s);
+	struct stb_frame fr[4] = {
+		{.ip = (uint64_t)(uintptr_t)frame_plain + 1},
+		{.ip = (uint64_t)(uintptr_t)frame_hostile + 2, .flags = STB_FRAME_F_FP},
+		{.ip = (uint64_t)(uintptr_t)frame_plain},
+	};
+	struct stb_sym_info si;
+	for (int i = 0; i < 3; i++) {
+		assert_true(stb_sym_fill_frame(s, 0, &fr[i], &si));
+		assert_non_null(fr[i].symbol);
+		assert_non_null(fr[i].module);
+	}
+	/* The last one as if the symbol were unknown: the module's file name. */
+	fr[2].symbol = NULL;
+	fr[3] = fr[1];
+	fr[3].symbol = NULL;
+	fr[3].flags = STB_FRAME_F_MISMATCH;
+	/* What the symbolizer knows of its strings is what their bytes say. */
+	for (int i = 0; i < 4; i++) {
+		const char *str[2] = {fr[i].symbol, fr[i].module};
+		for (int k = 0; k < 2; k++) {
+			if (!str[k])
+				continue;
+			bool plain = !stb_text_plain(str[k], strlen(str[k]));
+			assert_int_equal(stb_sym_str_len(str[k], &plain), strlen(str[k]));
+			assert_int_equal(plain, stb_text_plain(str[k], strlen(str[k])));
+		}
+	}
+	bool plain = true;
+	stb_sym_str_len(fr[1].symbol, &plain);
+	assert_false(plain);
+	static char want[4096], got[4096];
+	size_t len = 0;
+	for (unsigned i = 0; i < 4; i++)
+		len += stb_format_frame(want + len, sizeof(want) - len, i, &fr[i]);
+	assert_non_null(strstr(want, " ev\\x1b[1mil\\x07\\xfffn+0x2 [fp]\n"));
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)want[i] < 0x20 && want[i] != '\n')
+			fail_msg("control byte 0x%02x at %zu", (unsigned char)want[i], i);
+	for (size_t size = 0; size <= len + 2 * 96 + 10 && size <= sizeof(got); size++) {
+		memset(got, 'Z', sizeof(got));
+		struct stb_frame_text t = {.buf = size ? got : NULL, .size = size};
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(stb_frame_text_add(&fr[i], &t), 0);
+		assert_int_equal(t.len, len);
+		assert_int_equal(t.idx, 4);
+		if (!size)
+			continue;
+		size_t k = len < size ? len : size - 1;
+		assert_memory_equal(got, want, k);
+		assert_int_equal(got[k], '\0');
+		for (size_t i = k + 1; i < size; i++)
+			if (got[i] != 'Z')
+				fail_msg("size %zu: byte %zu written past the NUL", size, i);
+	}
+	stb_sym_free(s);
+}
+
 /* Checks a JSON document with Python's parser (strict: no control bytes). */
 static void python_parses(const char *text)
 {
@@ -534,6 +706,7 @@ int main(void)
 	    cmocka_unit_test(test_html),           cmocka_unit_test(test_buffered),
 	    cmocka_unit_test(test_misuse),         cmocka_unit_test(test_text_escape),
 	    cmocka_unit_test(test_text_plain),     cmocka_unit_test(test_frame_line),
+	    cmocka_unit_test(test_frame_line_widths), cmocka_unit_test(test_frame_text_symbols),
 	    cmocka_unit_test(test_reports),        cmocka_unit_test(test_formats),
 	    cmocka_unit_test(test_shared_stacks),
 	};

@@ -1250,6 +1250,19 @@ static void test_text_buffers_and_errors(void **state)
 	assert_int_equal(strlen(small), 15);
 	assert_memory_equal(small, full, 15);
 	assert_int_equal(small[16], 'Z');
+	/* Every size, each line formatted in place or cut: the same prefix, and
+	 * nothing written past the NUL. */
+	static char cut[8192];
+	for (int size = 1; size <= len + 200 && size <= (int)sizeof(cut); size++) {
+		memset(cut, 'Z', sizeof(cut));
+		assert_int_equal(bthread_stack_trace(b.id, cut, (size_t)size), len);
+		int k = len < size ? len : size - 1;
+		assert_memory_equal(cut, full, (size_t)k);
+		assert_int_equal(cut[k], '\0');
+		for (int i = k + 1; i < (int)sizeof(cut); i++)
+			if (cut[i] != 'Z')
+				fail_msg("size %d: byte %d written past the NUL", size, i);
+	}
 	assert_int_equal(bthread_stack_trace(b.id, NULL, 0), len);
 	assert_int_equal(bthread_stack_trace(b.id, NULL, 10), -EINVAL);
 	stb_blk_finish(&b, -1);

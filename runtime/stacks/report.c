@@ -5,6 +5,7 @@
  * The same code prints stb_dump's output, the debug endpoint's and
  * stb-bpf-loader's, so all look alike.
  */
+#include <emmintrin.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -68,46 +69,85 @@ bool stb_report_task_exact(const struct stb_report_task *t)
 	return stb_trace_mode_exact(t->mode) && !t->inexact;
 }
 
-/* The 8 hex digits of x, most significant first, as 8 bytes in memory
- * order: each nibble spread into a byte, then turned into its digit in all
- * bytes at once. */
-static uint64_t hex8(uint32_t x)
+/* Frame lines store digits as whole words, in memory order, and make them
+ * 16 at a time with SSE2 (part of x86-64). */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ || !defined(__SSE2__)
+#error "frame lines are formatted for a little-endian machine with SSE2"
+#endif
+
+/* The 16 hex digits of v, most significant first, as the 16 bytes of a
+ * vector: each byte split into its two nibbles, then every nibble turned
+ * into its digit at once. */
+static __m128i hex16(uint64_t v)
 {
-	uint64_t v = x;
-	v = ((v & 0xffff0000u) << 16) | (v & 0xffffu);
-	v = ((v & 0x0000ff000000ff00ull) << 8) | (v & 0x000000ff000000ffull);
-	v = ((v & 0x00f000f000f000f0ull) << 4) | (v & 0x000f000f000f000full);
-	uint64_t letters = ((v + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull;
-	v += 0x3030303030303030ull + letters * ('a' - '0' - 10);
-	return __builtin_bswap64(v);
+	const __m128i x = _mm_cvtsi64_si128((long long)__builtin_bswap64(v));
+	const __m128i low = _mm_set1_epi8(0x0f);
+	__m128i d = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low),
+				      _mm_and_si128(x, low));
+	__m128i letter = _mm_and_si128(_mm_cmpgt_epi8(d, _mm_set1_epi8(9)),
+				       _mm_set1_epi8('a' - '0' - 10));
+	return _mm_add_epi8(_mm_add_epi8(d, _mm_set1_epi8('0')), letter);
 }
 
-/* Appends the hex digits of v (at least min of them, no prefix) at p. */
-static char *put_hex(char *p, uint64_t v, int min)
+/* Stores the first n (1..8) bytes of w, in memory order, at p: exactly n
+ * bytes written, without a call. */
+static char *put_first(char *p, uint64_t w, unsigned n)
 {
-	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
-	if (n < min)
-		n = min;
-	if (n == 16) {
-		uint64_t hi = hex8((uint32_t)(v >> 32)), lo = hex8((uint32_t)v);
-		memcpy(p, &hi, 8);
-		memcpy(p + 8, &lo, 8);
-	} else if (n > 8) {
-		uint64_t hi = hex8((uint32_t)(v >> 32)), lo = hex8((uint32_t)v);
-		char t[16];
-		memcpy(t, &hi, 8);
-		memcpy(t + 8, &lo, 8);
-		memcpy(p, t + 16 - n, (size_t)n);
-	} else {
-		static const char digits[] = "0123456789abcdef";
-		for (int i = n - 1; i >= 0; i--, v >>= 4)
-			p[i] = digits[v & 15];
+	if (n == 8) {
+		memcpy(p, &w, 8);
+		return p + 8;
 	}
-	return p + n;
+	if (n & 4) {
+		uint32_t x = (uint32_t)w;
+		memcpy(p, &x, 4);
+		p += 4;
+		w >>= 32;
+	}
+	if (n & 2) {
+		uint16_t x = (uint16_t)w;
+		memcpy(p, &x, 2);
+		p += 2;
+		w >>= 16;
+	}
+	if (n & 1)
+		*p++ = (char)w;
+	return p;
+}
+
+/* The 16 hex digits of v at p. */
+static char *put_hex16(char *p, uint64_t v)
+{
+	_mm_storeu_si128((__m128i *)(void *)p, hex16(v));
+	return p + 16;
+}
+
+/* The hex digits of v at p, no leading zero (one digit for 0). */
+static char *put_hex(char *p, uint64_t v)
+{
+	unsigned n = v ? (unsigned)(67 - __builtin_clzll(v)) / 4 : 1;
+	/* Shifted so that its n digits come first. */
+	__m128i d = hex16(v << (4 * (16 - n)));
+	uint64_t w = (uint64_t)_mm_cvtsi128_si64(d);
+	if (n > 8) {
+		memcpy(p, &w, 8);
+		p += 8;
+		n -= 8;
+		w = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(d, d));
+	}
+	return put_first(p, w, n);
 }
 
 static char *put_dec(char *p, unsigned v)
 {
+	if (v < 10) {
+		*p = (char)('0' + v);
+		return p + 1;
+	}
+	if (v < 100) {
+		p[0] = (char)('0' + v / 10);
+		p[1] = (char)('0' + v % 10);
+		return p + 2;
+	}
 	char t[10];
 	int n = 0;
 	do {
@@ -119,58 +159,131 @@ static char *put_dec(char *p, unsigned v)
 }
 
 #define STB_NAME_MAX 512 /* escaped names are cut at 511 bytes: a line stays readable */
+/* More than the bytes of a frame line but its name can be (81: "#", 10
+ * digits, " 0x", 16, " ?? (", "+0x", 16, ")", " [fp]", " [build id
+ * mismatch]", "\n"), and its NUL. */
+#define STB_FRAME_FIXED 96
 #define STB_PUT(p, lit) (memcpy(p, lit, sizeof(lit) - 1), (p) + sizeof(lit) - 1)
 
-static char *put_name(char *p, const char *s)
+/* Copies n bytes from s to p; up to 32 without a call: two overlapping
+ * pieces of the largest size that fits. */
+static char *put_bytes(char *p, const char *s, size_t n)
 {
-	size_t n = strlen(s);
-	if (n < STB_NAME_MAX && stb_text_plain(s, n)) { /* the common case */
+	if (n > 32) {
 		memcpy(p, s, n);
-		return p + n;
+	} else if (n > 16) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+		_mm_storeu_si128((__m128i *)(void *)p, a);
+		_mm_storeu_si128((__m128i *)(void *)(p + n - 16), b);
+	} else if (n >= 8) {
+		uint64_t a, b;
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(p, &a, 8);
+		memcpy(p + n - 8, &b, 8);
+	} else if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		memcpy(p, &a, 4);
+		memcpy(p + n - 4, &b, 4);
+	} else if (n) {
+		/* 1..3 bytes: the first, the middle and the last one. */
+		char a = s[0], b = s[n / 2], c = s[n - 1];
+		p[0] = a;
+		p[n / 2] = b;
+		p[n - 1] = c;
 	}
-	n = stb_text_escape(p, STB_NAME_MAX, s, n);
-	return p + (n < STB_NAME_MAX ? n : STB_NAME_MAX - 1);
+	return p + n;
+}
+
+/* n bytes of name, copied as they are when copy (they need no escape, n <
+ * STB_NAME_MAX), escaped and cut at STB_NAME_MAX - 1 bytes otherwise. */
+static char *put_name(char *p, const char *name, size_t n, bool copy)
+{
+	if (copy)
+		return put_bytes(p, name, n);
+	size_t w = stb_text_escape(p, STB_NAME_MAX, name, n);
+	return p + (w < STB_NAME_MAX ? w : STB_NAME_MAX - 1);
+}
+
+/* "0x" and the digits of v after the byte c: the 4 bytes of "c0x" and its
+ * NUL in one store, the NUL then covered by the first digit. */
+#define STB_PUT_0X(p, c, v, put) (memcpy(p, c "0x", 4), put((p) + 3, v))
+
+/* The line of frame f at p, with n bytes of name (the symbol, else the
+ * module's file name; put_name). Writes at most STB_FRAME_FIXED + (copy ? n
+ * : STB_NAME_MAX) bytes, no NUL; returns the end. */
+static char *frame_line(char *p, unsigned idx, const struct stb_frame *f, const char *name,
+			size_t n, bool copy)
+{
+	p = STB_PUT(p, "#");
+	p = put_dec(p, idx);
+	p = STB_PUT_0X(p, " ", f->ip, put_hex16);
+	if (!name)
+		p = STB_PUT(p, " ??");
+	else if (f->symbol)
+		p = STB_PUT(p, " ");
+	else
+		p = STB_PUT(p, " ?? (");
+	if (name) {
+		p = put_name(p, name, n, copy);
+		p = STB_PUT_0X(p, "+", f->symbol ? f->offset : f->module_offset, put_hex);
+		if (!f->symbol)
+			p = STB_PUT(p, ")");
+	}
+	/* Frames found by following frame pointers (beyond a stack copy) say so,
+	 * and those in a module whose file is not the one mapped. */
+	if (f->flags & (STB_FRAME_F_FP | STB_FRAME_F_MISMATCH)) {
+		if (f->flags & STB_FRAME_F_FP)
+			p = STB_PUT(p, " [fp]");
+		if (f->flags & STB_FRAME_F_MISMATCH)
+			p = STB_PUT(p, " [build id mismatch]");
+	}
+	return STB_PUT(p, "\n");
 }
 
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f)
 {
-	/* Built in a local line of bounded length (every part is), then copied
-	 * with snprintf's contract: no format parsed per field. */
-	char line[64 + STB_NAME_MAX + 64];
-	char *p = line;
-	p = STB_PUT(p, "#");
-	p = put_dec(p, idx);
-	p = STB_PUT(p, " 0x");
-	p = put_hex(p, f->ip, 16);
-	if (f->symbol) {
-		p = STB_PUT(p, " ");
-		p = put_name(p, f->symbol);
-		p = STB_PUT(p, "+0x");
-		p = put_hex(p, f->offset, 1);
-	} else if (f->module) {
-		const char *base = strrchr(f->module, '/');
-		p = STB_PUT(p, " ?? (");
-		p = put_name(p, base ? base + 1 : f->module);
-		p = STB_PUT(p, "+0x");
-		p = put_hex(p, f->module_offset, 1);
-		p = STB_PUT(p, ")");
-	} else {
-		p = STB_PUT(p, " ??");
+	struct stb_frame_text t = {.buf = buf, .size = size, .idx = idx, .foreign = true};
+	stb_frame_text_add(f, &t);
+	return t.len;
+}
+
+int stb_frame_text_add(const struct stb_frame *f, void *arg)
+{
+	struct stb_frame_text *t = arg;
+	/* The name shown: the symbol, else the module's file name. */
+	const char *name = f->symbol ? f->symbol : f->module;
+	size_t len = 0;
+	bool plain = false;
+	if (name)
+		len = t->foreign ? strlen(name) : stb_sym_str_len(name, &plain);
+	if (name && !f->symbol) {
+		const char *slash = memrchr(name, '/', len);
+		if (slash) {
+			len -= (size_t)(slash + 1 - name);
+			name = slash + 1;
+		}
 	}
-	/* Frames found by following frame pointers (beyond a stack copy) say so,
-	 * and those in a module whose file is not the one mapped. */
-	if (f->flags & STB_FRAME_F_FP)
-		p = STB_PUT(p, " [fp]");
-	if (f->flags & STB_FRAME_F_MISMATCH)
-		p = STB_PUT(p, " [build id mismatch]");
-	p = STB_PUT(p, "\n");
-	size_t len = (size_t)(p - line);
-	if (size) {
-		size_t n = len < size ? len : size - 1;
-		memcpy(buf, line, n);
-		buf[n] = '\0';
+	bool copy = name && len < STB_NAME_MAX && (plain || stb_text_plain(name, len));
+	/* Straight into the buffer when the longest line this can be fits,
+	 * else in a local line copied with snprintf's contract. */
+	size_t room = t->len < t->size ? t->size - t->len : 0;
+	char line[STB_FRAME_FIXED + STB_NAME_MAX];
+	bool direct = room > STB_FRAME_FIXED + (copy ? len : STB_NAME_MAX);
+	char *start = direct ? t->buf + t->len : line;
+	size_t n = (size_t)(frame_line(start, t->idx++, f, name, len, copy) - start);
+	if (direct) {
+		start[n] = '\0';
+	} else if (room) {
+		size_t k = n < room ? n : room - 1;
+		memcpy(t->buf + t->len, line, k);
+		t->buf[t->len + k] = '\0';
 	}
-	return len;
+	t->len += n;
+	return 0;
 }
 
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)

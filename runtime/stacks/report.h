@@ -150,6 +150,25 @@ bool stb_report_task_exact(const struct stb_report_task *t);
  * escaped); returns the full length (snprintf). */
 size_t stb_format_frame(char *buf, size_t size, unsigned idx, const struct stb_frame *f);
 
+/* A text made of frame lines, with snprintf's contract on buf[size] (NULL
+ * when size is 0): len counts every byte, also those that did not fit. */
+struct stb_frame_text {
+	char *buf;
+	size_t size, len;
+	unsigned idx; /* the next line's number */
+	bool foreign; /* the frames' strings may come from anywhere (not only
+			 from a stb_sym): measured and checked for escapes */
+};
+
+/*
+ * stb_frame_fn appending stb_format_frame's line of f to the stb_frame_text
+ * arg (the text stays NUL-terminated). Unless the text is foreign, f's
+ * strings must come from a stb_sym (stb_sym_fill_frame): their lengths and
+ * whether they need an escape are known (stb_sym_str_len), not scanned
+ * again. Returns 0 (never stops a walk). Not thread-safe for one text.
+ */
+int stb_frame_text_add(const struct stb_frame *f, void *arg);
+
 /* Symbolizes frames that have none yet (frame 0 exact for running captures);
  * with_source: also file:line. */
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source);

@@ -10,6 +10,7 @@
  * the concrete inlined scopes (dwarf_getscopes_die), innermost first.
  */
 #include "symbolize.h"
+#include "escape.h"
 #include "modules.h"
 #include "util.h"
 #include "stb/stb.h"
@@ -156,14 +157,17 @@ static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 	for (i = h & (s->strs_cap - 1); s->strs[i]; i = (i + 1) & (s->strs_cap - 1))
 		if (strcmp(s->strs[i], str) == 0)
 			return s->strs[i];
-	size_t len = strlen(str) + 1;
-	char *copy = stb_sym_alloc(s, len);
+	size_t len = strlen(str);
+	/* With its length and plain flag (symbolize.h) in front. */
+	struct stb_sym_str *copy = stb_sym_alloc(s, sizeof(*copy) + len + 1);
 	if (!copy)
 		return NULL;
-	memcpy(copy, str, len);
-	s->strs[i] = copy;
+	copy->len = len;
+	copy->plain = stb_text_plain(str, len);
+	memcpy(copy->bytes, str, len + 1);
+	s->strs[i] = copy->bytes;
 	s->strs_n++;
-	return copy;
+	return copy->bytes;
 }
 
 /* ------------------------------------------------------------------ cache */

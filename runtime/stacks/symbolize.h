@@ -10,6 +10,7 @@
 #define STB_RUNTIME_STACKS_SYMBOLIZE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -86,6 +87,28 @@ struct stb_frame;
  */
 bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f,
 			struct stb_sym_info *si);
+
+/* What a string a stb_sym hands out knows of itself, just before its bytes:
+ * computed from them once, when the symbolizer first met the string. */
+struct stb_sym_str {
+	size_t len;
+	bool plain; /* stb_text_plain of its bytes: no escape needed in text */
+	char bytes[];
+};
+
+/*
+ * The length of str, a string a stb_sym handed out (any string of a
+ * stb_sym_info, or of a frame stb_sym_fill_frame filled), and in *plain
+ * whether it needs no escape in text output. O(1), no lock; str must come
+ * from a stb_sym not yet freed (any other pointer is undefined behaviour).
+ */
+static inline size_t stb_sym_str_len(const char *str, bool *plain)
+{
+	const struct stb_sym_str *h =
+		(const struct stb_sym_str *)(const void *)(str - offsetof(struct stb_sym_str, bytes));
+	*plain = h->plain;
+	return h->len;
+}
 
 /* Re-reads the target's module list (dlopen/dlclose in the target) and drops
  * cached results (strings already returned stay valid). Returns 0 or -errno. */

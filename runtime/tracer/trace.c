@@ -509,20 +509,6 @@ __attribute__((noinline)) int stb_trace(bthread_t tid, const struct stb_trace_op
 	return stb_trace_impl(tid, opts, frames, nframes, info, ip, sp, bp);
 }
 
-struct stb_text {
-	char *buf;
-	size_t size, len;
-	unsigned idx;
-};
-
-static int text_frame(const struct stb_frame *f, void *arg)
-{
-	struct stb_text *tx = arg;
-	size_t room = tx->len < tx->size ? tx->size - tx->len : 0;
-	tx->len += stb_format_frame(room ? tx->buf + tx->len : NULL, room, tx->idx++, f);
-	return 0;
-}
-
 __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size_t size)
 {
 	uint64_t ip, sp, bp;
@@ -531,8 +517,9 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 		return -EINVAL;
 	if (size)
 		buf[0] = '\0';
-	struct stb_text tx = {.buf = buf, .size = size};
-	struct stb_trace_opts o = {.no_source = 1, .on_frame = text_frame, .arg = &tx};
+	/* The frames' strings come from stb_self_sym, as stb_frame_text_add needs. */
+	struct stb_frame_text tx = {.buf = buf, .size = size};
+	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx};
 	struct stb_trace_info info;
 	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)
