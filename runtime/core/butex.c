@@ -493,8 +493,14 @@ int bthread_usleep(uint64_t microseconds)
 	for (;;) {
 		int v = __atomic_load_n(&t->sleep->value, __ATOMIC_ACQUIRE);
 		int rc = stb_butex_wait_mono(t->sleep, v, deadline, &why);
-		if (rc == ETIMEDOUT)
+		if (rc == ETIMEDOUT) {
+			/* A wait of less than 2 us times out at once (the butex's
+			 * minimum, as bRPC's): after a spurious wake that close to
+			 * the deadline, the rest is yielded away, never cut short. */
+			while (stb_now_ns() < deadline)
+				bthread_yield();
 			return 0;
+		}
 		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
 			stb_errno_set(ESTOP); /* may run on another worker now */
 			return -1;
