@@ -349,7 +349,10 @@ static void report_trim(const struct stb_report *r, struct stb_report_task *t, b
 	t->nframes = shown;
 	if (t->not_shown)
 		t->truncated = 1;
-	if (k) {
+	/* A view made once the symbol deadline passed may lack names (and so
+	 * runtime frames): not kept for the stack's other tasks and later
+	 * snapshots, which view it again. */
+	if (k && !(r->sym && r->sym_deadline && stb_now_ns() >= r->sym_deadline)) {
 		k->viewed = true;
 		k->first = inner;
 		k->shown = t->nframes;
