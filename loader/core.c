@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "util.h"
 
 #define PRSTATUS_PID 32u
 #define PRSTATUS_CURSIG 12u
@@ -27,15 +27,6 @@
 #define PRPSINFO_MIN (PRPSINFO_FNAME + 16u)
 #define NOTE_FILE 0x46494c45u    /* NT_FILE */
 #define NOTE_SIGINFO 0x53494749u /* NT_SIGINFO */
-
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* Exactly len bytes at off: 0, -EIO (short: the file ends), -errno. */
 static int read_at(int fd, uint64_t off, void *dst, size_t len)
@@ -271,18 +262,19 @@ static int check_ehdr(int fd, uint64_t size, const char *name, Elf64_Ehdr *eh, u
 	uint8_t ident[EI_NIDENT] = {0};
 	if (size < 4 || read_at(fd, 0, ident, size < EI_NIDENT ? (size_t)size : EI_NIDENT) != 0 ||
 	    memcmp(ident, ELFMAG, SELFMAG) != 0) {
-		say(err, errlen, "%s is not a core file: it is not an ELF file", name);
+		stb_say(err, errlen, "%s is not a core file: it is not an ELF file", name);
 		return -ENOEXEC;
 	}
 	if (size < sizeof(*eh)) {
-		say(err, errlen, "%s is truncated: %" PRIu64 " bytes, shorter than an ELF header",
-		    name, size);
+		stb_say(err, errlen,
+			"%s is truncated: %" PRIu64 " bytes, shorter than an ELF header", name,
+			size);
 		return -EPROTO;
 	}
 	if (ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != ELFDATA2LSB) {
-		say(err, errlen,
-		    "%s is a %s ELF file; this reader understands x86_64 core files only", name,
-		    ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "big-endian or unknown-class");
+		stb_say(err, errlen,
+			"%s is a %s ELF file; this reader understands x86_64 core files only", name,
+			ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "big-endian or unknown-class");
 		return -EPROTO;
 	}
 	int rc = read_at(fd, 0, eh, sizeof(*eh));
@@ -293,22 +285,22 @@ static int check_ehdr(int fd, uint64_t size, const char *name, Elf64_Ehdr *eh, u
 				   : eh->e_type == ET_DYN ? "a shared object or PIE executable"
 				   : eh->e_type == ET_REL ? "an object file"
 							  : "an ELF file of unknown type";
-		say(err, errlen,
-		    "%s is %s, not a core dump (--core takes the core file; give the program "
-		    "with --exe)",
-		    name, what);
+		stb_say(err, errlen,
+			"%s is %s, not a core dump (--core takes the core file; give the program "
+			"with --exe)",
+			name, what);
 		return -ENOEXEC;
 	}
 	if (eh->e_machine != EM_X86_64) {
-		say(err, errlen,
-		    "%s is a core dump of %s (ELF machine %u); this reader understands x86_64 "
-		    "cores only",
-		    name, machine_name(eh->e_machine), eh->e_machine);
+		stb_say(err, errlen,
+			"%s is a core dump of %s (ELF machine %u); this reader understands x86_64 "
+			"cores only",
+			name, machine_name(eh->e_machine), eh->e_machine);
 		return -EPROTO;
 	}
 	if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0) {
-		say(err, errlen, "%s is malformed: program header size %u, count %u", name,
-		    eh->e_phentsize, eh->e_phnum);
+		stb_say(err, errlen, "%s is malformed: program header size %u, count %u", name,
+			eh->e_phentsize, eh->e_phnum);
 		return -EPROTO;
 	}
 	*phnum = eh->e_phnum;
@@ -317,10 +309,10 @@ static int check_ehdr(int fd, uint64_t size, const char *name, Elf64_Ehdr *eh, u
 		Elf64_Shdr sh;
 		if (eh->e_shoff == 0 || eh->e_shoff > size || size - eh->e_shoff < sizeof(sh) ||
 		    read_at(fd, eh->e_shoff, &sh, sizeof(sh)) != 0) {
-			say(err, errlen,
-			    "%s is truncated or malformed: its segment count is in a section "
-			    "header that is not in the file",
-			    name);
+			stb_say(err, errlen,
+				"%s is truncated or malformed: its segment count is in a section "
+				"header that is not in the file",
+				name);
 			return -EPROTO;
 		}
 		*phnum = sh.sh_info;
@@ -329,10 +321,11 @@ static int check_ehdr(int fd, uint64_t size, const char *name, Elf64_Ehdr *eh, u
 	if (*phnum > STB_CORE_MAX_SEGMENTS + 64u ||
 	    __builtin_mul_overflow(*phnum, (uint64_t)sizeof(Elf64_Phdr), &bytes) ||
 	    eh->e_phoff > size || size - eh->e_phoff < bytes) {
-		say(err, errlen,
-		    "%s is truncated or malformed: its %" PRIu64 " program headers at offset %" PRIu64
-		    " do not fit in its %" PRIu64 " bytes",
-		    name, *phnum, (uint64_t)eh->e_phoff, size);
+		stb_say(err, errlen,
+			"%s is truncated or malformed: its %" PRIu64
+			" program headers at offset %" PRIu64 " do not fit in its %" PRIu64
+			" bytes",
+			name, *phnum, (uint64_t)eh->e_phoff, size);
 		return -EPROTO;
 	}
 	return 0;
@@ -345,20 +338,20 @@ struct stb_core *stb_core_open_fd(int fd, const char *name, char *err, size_t er
 	uint8_t *notes = NULL;
 	int rc = 0;
 	if (!c) {
-		say(err, errlen, "out of memory");
+		stb_say(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
 	c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (c->fd < 0) {
 		rc = -errno;
-		say(err, errlen, "cannot read %s: %s", name, strerror(-rc));
+		stb_say(err, errlen, "cannot read %s: %s", name, strerror(-rc));
 		goto cleanup;
 	}
 	struct stat st;
 	if (fstat(c->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		rc = -EINVAL;
-		say(err, errlen, "%s is not a regular file", name);
+		stb_say(err, errlen, "%s is not a regular file", name);
 		goto cleanup;
 	}
 	c->size = (uint64_t)st.st_size;
@@ -374,7 +367,8 @@ struct stb_core *stb_core_open_fd(int fd, const char *name, char *err, size_t er
 	}
 	rc = read_at(c->fd, eh.e_phoff, ph, (size_t)phnum * sizeof(*ph));
 	if (rc) {
-		say(err, errlen, "cannot read the program headers of %s: %s", name, strerror(-rc));
+		stb_say(err, errlen, "cannot read the program headers of %s: %s", name,
+			strerror(-rc));
 		goto cleanup;
 	}
 	size_t nloads = 0;
@@ -452,7 +446,7 @@ cleanup:
 	free(notes);
 	if (rc) {
 		if (rc == -ENOMEM)
-			say(err, errlen, "out of memory reading %s", name);
+			stb_say(err, errlen, "out of memory reading %s", name);
 		stb_core_close(c);
 		errno = -rc;
 		return NULL;
@@ -465,7 +459,7 @@ struct stb_core *stb_core_open(const char *path, char *err, size_t errlen)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
-		say(err, errlen, "cannot open the core file %s: %s", path, strerror(e));
+		stb_say(err, errlen, "cannot open the core file %s: %s", path, strerror(e));
 		errno = e;
 		return NULL;
 	}

@@ -26,15 +26,6 @@
 /* Bytes of a running task's stack copied below its sp (the red zone). */
 #define REDZONE 128u
 
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 static void note(struct stb_postmortem *pm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void note(struct stb_postmortem *pm, const char *fmt, ...)
@@ -84,40 +75,51 @@ static void no_table(const struct stb_core *c, const char *path, const char *com
 	const char *cut = c->truncated ? " (the core file is also truncated)" : "";
 	const struct stb_core_seg *ms = memfd ? stb_core_seg_at(c, memfd->start) : NULL;
 	if (ms && ms->cut) {
-		say(err, errlen,
-		    "the core file %s is truncated (%" PRIu64 " bytes): the task table of process %u "
+		stb_say(
+		    err, errlen,
+		    "the core file %s is truncated (%" PRIu64
+		    " bytes): the task table of process %u "
 		    "(%s) at 0x%" PRIx64 " lies beyond its end. Was the core cut by a size limit "
 		    "(ulimit -c, RLIMIT_CORE, systemd-coredump's ProcessSizeMax) or a full disk? "
 		    "See docs/postmortem.md",
 		    path, c->size, c->pid, comm, memfd->start);
 	} else if (memfd) {
-		say(err, errlen,
-		    "the core of process %u (%s) does not hold its task table (memfd \"" STB_ABI_TABLE_NAME
-		    "\" at 0x%" PRIx64 ", %" PRIu64 " bytes, not dumped)%s: the process's "
-		    "coredump_filter left shared memory out. Keep bit 1 (shared anonymous memory) set, "
-		    "as the default 0x33 does (echo 0x33 > /proc/PID/coredump_filter), then take the "
-		    "core again (docs/postmortem.md)",
-		    c->pid, comm, memfd->start, memfd->end - memfd->start, cut);
+		stb_say(err, errlen,
+			"the core of process %u (%s) does not hold its task table (memfd "
+			"\"" STB_ABI_TABLE_NAME "\" at 0x%" PRIx64 ", %" PRIu64
+			" bytes, not dumped)%s: the process's "
+			"coredump_filter left shared memory out. Keep bit 1 (shared anonymous "
+			"memory) set, "
+			"as the default 0x33 does (echo 0x33 > /proc/PID/coredump_filter), then "
+			"take the "
+			"core again (docs/postmortem.md)",
+			c->pid, comm, memfd->start, memfd->end - memfd->start, cut);
 	} else if (map) {
-		say(err, errlen,
+		stb_say(
+		    err, errlen,
 		    "the core of process %u (%s) does not hold its task table: the process kept it "
-		    "in a BPF map (STB_TABLE=bpf), whose memory the kernel never writes into a core "
-		    "(VM_DONTDUMP). Run it with the default table, a memfd (unset STB_TABLE), to read "
+		    "in a BPF map (STB_TABLE=bpf), whose memory the kernel never writes into a "
+		    "core "
+		    "(VM_DONTDUMP). Run it with the default table, a memfd (unset STB_TABLE), to "
+		    "read "
 		    "its bthreads from a core (docs/postmortem.md)%s",
 		    c->pid, comm, cut);
 	} else if (lib) {
-		say(err, errlen,
-		    "the core of process %u (%s) maps %s but holds no stb task table: it started no "
-		    "bthread, or its table was left out of the core -- a BPF-map table (STB_TABLE=bpf) "
-		    "is never dumped, a memfd one needs bit 1 of coredump_filter "
-		    "(docs/postmortem.md)%s",
-		    c->pid, comm, lib->path, cut);
+		stb_say(err, errlen,
+			"the core of process %u (%s) maps %s but holds no stb task table: it "
+			"started no "
+			"bthread, or its table was left out of the core -- a BPF-map table "
+			"(STB_TABLE=bpf) "
+			"is never dumped, a memfd one needs bit 1 of coredump_filter "
+			"(docs/postmortem.md)%s",
+			c->pid, comm, lib->path, cut);
 	} else {
-		say(err, errlen,
-		    "%s: process %u (%s) is not a stb runtime: its core holds no \"" STB_ABI_TABLE_NAME
-		    "\" task table (is the program linked with libbthread built with tracer "
-		    "support?)%s",
-		    path, c->pid, comm, cut);
+		stb_say(err, errlen,
+			"%s: process %u (%s) is not a stb runtime: its core holds no "
+			"\"" STB_ABI_TABLE_NAME
+			"\" task table (is the program linked with libbthread built with tracer "
+			"support?)%s",
+			path, c->pid, comm, cut);
 	}
 }
 
@@ -140,8 +142,9 @@ static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, s
 	 * that gdb was told to dump, a core without NT_FILE). */
 	for (size_t i = 0; i < c->nsegs && !found; i++) {
 		if ((i & 1023) == 0 && stb_now_ns() >= deadline) {
-			say(err, errlen, "the run's deadline passed while the core was searched for its "
-					 "task table");
+			stb_say(err, errlen,
+				"the run's deadline passed while the core was searched for its "
+				"task table");
 			return -ETIMEDOUT;
 		}
 		if (table_at(c, &c->segs[i], &pm->hdr))
@@ -154,7 +157,8 @@ static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, s
 	char why[256];
 	int rc = stb_tview_check_header(&pm->hdr, 0, &pm->info, why, sizeof(why));
 	if (rc) {
-		say(err, errlen,
+		stb_say(
+		    err, errlen,
 		    "the core of process %u (%s) has a task table this stb-bpf-loader cannot read: "
 		    "%s (use the loader built with the target's libbthread)",
 		    c->pid, comm, why);
@@ -165,7 +169,7 @@ static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, s
 	pm->workers = calloc(STB_ABI_MAX_WORKERS, sizeof(*pm->workers));
 	pm->win = malloc(STB_POSTMORTEM_WINDOW_SLOTS * sizeof(*pm->win));
 	if (!pm->workers || !pm->win) {
-		say(err, errlen, "out of memory");
+		stb_say(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	uint64_t base = pm->info.table_addr;
@@ -257,16 +261,18 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 	uint32_t tid = v.tid;
 	if (!(v.flags & STB_ABI_TASK_F_PTHREAD)) {
 		if (v.worker >= STB_ABI_MAX_WORKERS) {
-			say(err, errlen, "its table entry is inconsistent: worker %u is out of range",
-			    v.worker);
+			stb_say(err, errlen,
+				"its table entry is inconsistent: worker %u is out of range",
+				v.worker);
 			return -EPROTO;
 		}
 		const struct stb_abi_worker *w = &pm->workers[v.worker];
 		if (!switching && w->current != id) {
-			say(err, errlen,
-			    "its worker %u was running bthread %" PRIu64 " when the core was written "
-			    "(a switch in progress): no consistent registers",
-			    v.worker, (uint64_t)w->current);
+			stb_say(err, errlen,
+				"its worker %u was running bthread %" PRIu64
+				" when the core was written "
+				"(a switch in progress): no consistent registers",
+				v.worker, (uint64_t)w->current);
 			return -EPROTO;
 		}
 		if (!tid || switching)
@@ -274,18 +280,18 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 	}
 	const struct stb_core_thread *th = stb_core_thread_of(pm->core, tid);
 	if (!th) {
-		say(err, errlen, "its thread %u is not in the core (no registers)", tid);
+		stb_say(err, errlen, "its thread %u is not in the core (no registers)", tid);
 		return -ENOENT;
 	}
 	/* Mid-switch: the worker's registers are the task's only when the
 	 * worker is on the task's stack (switched to it, not yet away). */
 	if (switching && !(v.stack_lo < v.stack_hi && th->regs.sp >= v.stack_lo &&
 			   th->regs.sp < v.stack_hi)) {
-		say(err, errlen,
-		    "the task was %s when the core was written (a switch in progress) and its "
-		    "worker's thread %u was not on its stack (sp 0x%" PRIx64 "): no consistent "
-		    "context",
-		    stb_state_name(st), tid, th->regs.sp);
+		stb_say(err, errlen,
+			"the task was %s when the core was written (a switch in progress) and its "
+			"worker's thread %u was not on its stack (sp 0x%" PRIx64 "): no consistent "
+			"context",
+			stb_state_name(st), tid, th->regs.sp);
 		return -EPROTO;
 	}
 	memset(&snap->regs, 0, sizeof(snap->regs));
@@ -315,8 +321,10 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 	for (size_t i = 0; zero && i < n; i++)
 		zero = b[i] == 0;
 	if (!len || zero) {
-		say(err, errlen, "its stack is not in the core (%s at sp 0x%" PRIx64
-			"): see docs/postmortem.md", len ? "zeros" : "nothing", sp);
+		stb_say(err, errlen,
+			"its stack is not in the core (%s at sp 0x%" PRIx64
+			"): see docs/postmortem.md",
+			len ? "zeros" : "nothing", sp);
 		return -ENODATA;
 	}
 	snap->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
@@ -338,7 +346,7 @@ static int build_mods(struct stb_postmortem *pm, const struct stb_loader_opts *o
 	size_t nmaps = 0, cap = c->nsegs + c->nfiles;
 	struct stb_mods_map *maps = calloc(cap ? cap : 1, sizeof(*maps));
 	if (!maps) {
-		say(err, errlen, "out of memory");
+		stb_say(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	const char *exe_path = NULL;
@@ -385,7 +393,8 @@ static int build_mods(struct stb_postmortem *pm, const struct stb_loader_opts *o
 	if (pm->unw)
 		pm->sym = stb_sym_new_mods(pm->mods);
 	if (!pm->mods || !pm->unw || !pm->sym) {
-		say(err, errlen, "cannot read the modules of the core: %s", strerror(pm->mods ? errno : e));
+		stb_say(err, errlen, "cannot read the modules of the core: %s",
+			strerror(pm->mods ? errno : e));
 		return -ENOMEM;
 	}
 	return 0;
@@ -448,7 +457,7 @@ struct stb_postmortem *stb_postmortem_open(const struct stb_loader_opts *o, char
 	struct stb_postmortem *pm = calloc(1, sizeof(*pm));
 	int rc = 0;
 	if (!pm) {
-		say(err, errlen, "out of memory");
+		stb_say(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}

@@ -105,15 +105,6 @@ static int record_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_s
 	return (int)stb_record_unwind(unw, ctx, sizeof(struct stb_record), max, fn, arg);
 }
 
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 /* Blocked in a system call on its thread: 0 with snap set, or -errno. */
 static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, void *buf, size_t cap,
 		      struct stb_snapshot *snap)
@@ -142,16 +133,16 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 	if (!pthread && worker >= STB_ABI_MAX_WORKERS) {
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen,
-		    "its table entry is inconsistent: running on worker %u (at most "
-		    "%u workers)",
-		    worker, STB_ABI_MAX_WORKERS);
+		stb_say(err, errlen,
+			"its table entry is inconsistent: running on worker %u (at most "
+			"%u workers)",
+			worker, STB_ABI_MAX_WORKERS);
 		return -EPROTO;
 	}
 	if (tid == 0 || tid > INT32_MAX) {
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen, "its table entry is inconsistent: running on thread %u", tid);
+		stb_say(err, errlen, "its table entry is inconsistent: running on thread %u", tid);
 		return -EPROTO;
 	}
 	/* Blocked in a system call on its thread: nothing to sample. */
@@ -162,20 +153,20 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		/* No such thread in the target: gone meanwhile, or the entry lies. */
 		if (!stb_target_alive(r->tg)) {
 			snap->target_gone = true;
-			say(err, errlen, "the target exited");
+			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen,
-		    "its table entry names thread %u, which is not a thread of the "
-		    "target",
-		    tid);
+		stb_say(err, errlen,
+			"its table entry names thread %u, which is not a thread of the "
+			"target",
+			tid);
 		return -EPROTO;
 	}
 	struct stb_bpf_prog *bp = prog(r);
 	if (!bp) {
-		say(err, errlen, "running: not captured (%s)", r->note);
+		stb_say(err, errlen, "running: not captured (%s)", r->note);
 		return -ENOTSUP;
 	}
 	if (pthread) {
@@ -183,8 +174,8 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		worker = STB_ABI_MAX_WORKERS;
 		rc = stb_bpf_prog_set_worker(bp, worker, (pid_t)tid);
 		if (rc != 0) {
-			say(err, errlen, "cannot open a perf event on pthread %u: %s", tid,
-			    stb_bpf_prog_strerror(rc));
+			stb_say(err, errlen, "cannot open a perf event on pthread %u: %s", tid,
+				stb_bpf_prog_strerror(rc));
 			return rc == -ESRCH ? -EAGAIN : rc;
 		}
 	}
@@ -222,25 +213,25 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 			return 0;
 		if (stb_now_ns() < deadline)
 			return -EAGAIN;
-		say(err, errlen,
-		    "running on worker %u (tid %u) but not seen on a CPU within the "
-		    "timeout (machine overloaded?)",
-		    worker, tid);
+		stb_say(err, errlen,
+			"running on worker %u (tid %u) but not seen on a CPU within the "
+			"timeout (machine overloaded?)",
+			worker, tid);
 		return -ETIMEDOUT;
 	}
 	if (rc == -ESRCH) {
 		if (!stb_target_alive(r->tg)) {
 			snap->target_gone = true;
-			say(err, errlen, "the target exited");
+			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
-		say(err, errlen, "its thread %u is gone although its entry says it runs there",
-		    tid);
+		stb_say(err, errlen, "its thread %u is gone although its entry says it runs there",
+			tid);
 		return -EPROTO;
 	}
-	say(err, errlen, "BPF capture failed: %s", stb_bpf_prog_strerror(rc));
+	stb_say(err, errlen, "BPF capture failed: %s", stb_bpf_prog_strerror(rc));
 	return rc;
 }
 

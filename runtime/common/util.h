@@ -1,19 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small helpers shared by the runtime, the loader, the tools, the examples
- * and the tests: the monotonic clock in nanoseconds, API deadlines, and the
- * strict number parsing every command line of the project uses. Header-only,
- * no state.
+ * and the tests: the monotonic clock in nanoseconds, API deadlines, the
+ * strict number parsing every command line of the project uses, and the
+ * formatting of an error message into a caller's buffer. Header-only, no
+ * state.
  */
 #ifndef STB_RUNTIME_COMMON_UTIL_H
 #define STB_RUNTIME_COMMON_UTIL_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+/* Formats a message into err[len] as snprintf does (len 0: nothing). */
+static inline __attribute__((format(printf, 3, 4))) void stb_say(char *err, size_t len,
+								 const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
 
 /* CLOCK_MONOTONIC in ns. Thread-safe, never blocks (vDSO). */
 static inline uint64_t stb_now_ns(void)

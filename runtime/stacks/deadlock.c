@@ -123,8 +123,7 @@ static int link_nodes(struct finder *f)
 /* Reads member node x again: same task, same run, same wait, same owner. */
 static bool still(const struct finder *f, const struct node *x, struct stb_deadlock_member *m)
 {
-	uint32_t next = x->slot + 1;
-	struct stb_abi_task *p = f->src->entry(f->src->ctx, x->slot, &next);
+	struct stb_abi_task *p = stb_tview_at(f->src, x->slot);
 	if (!p || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != x->id)
 		return false;
 	struct stb_wait_view w;

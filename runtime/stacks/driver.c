@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,15 +13,6 @@
 #include "hold.h"
 #include "stb/stb.h"
 #include "util.h"
-
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 static void relax(unsigned spins)
 {
@@ -49,10 +39,10 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 			memcpy(&f, snap->copy.bytes, sizeof(f));
 		if (f.ret != ip) {
 			rc = -ENODATA;
-			say(err, errlen,
-			    "its stack is not in the core (no return address 0x%" PRIx64
-			    " at sp 0x%" PRIx64 "): see docs/postmortem.md",
-			    ip, snap->copy.addr + STB_ABI_SWITCH_FRAME);
+			stb_say(err, errlen,
+				"its stack is not in the core (no return address 0x%" PRIx64
+				" at sp 0x%" PRIx64 "): see docs/postmortem.md",
+				ip, snap->copy.addr + STB_ABI_SWITCH_FRAME);
 			return rc;
 		}
 	}
@@ -63,27 +53,27 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 	if (rc == -EAGAIN || rc == -ETIMEDOUT)
 		return -EAGAIN; /* moved, or our lease is about to end: again */
 	if (rc == -ESRCH && __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
-		say(err, errlen,
-		    "bthread %" PRIu64 " finished during the trace (its slot was "
-		    "reused)",
-		    id);
+		stb_say(err, errlen,
+			"bthread %" PRIu64 " finished during the trace (its slot was "
+			"reused)",
+			id);
 		return -ESRCH;
 	}
 	if (d->mem->alive && !d->mem->alive(d->mem->ctx)) {
 		snap->target_gone = true;
-		say(err, errlen, "the target exited");
+		stb_say(err, errlen, "the target exited");
 		return -ESRCH;
 	}
 	if (rc == -EPROTO) {
-		say(err, errlen,
-		    "its table entry is inconsistent: saved sp 0x%" PRIx64
-		    " is outside its stack [0x%" PRIx64 ", 0x%" PRIx64 ")",
-		    (uint64_t)__atomic_load_n(&p->sp, __ATOMIC_RELAXED),
-		    (uint64_t)__atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED),
-		    (uint64_t)__atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED));
+		stb_say(err, errlen,
+			"its table entry is inconsistent: saved sp 0x%" PRIx64
+			" is outside its stack [0x%" PRIx64 ", 0x%" PRIx64 ")",
+			(uint64_t)__atomic_load_n(&p->sp, __ATOMIC_RELAXED),
+			(uint64_t)__atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED),
+			(uint64_t)__atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED));
 		return rc;
 	}
-	say(err, errlen, "cannot read the stack: %s", strerror(-rc));
+	stb_say(err, errlen, "cannot read the stack: %s", strerror(-rc));
 	return rc;
 }
 
@@ -102,11 +92,11 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 	if (lease_mode) {
 		rc = stb_hold_acquire(p, id, deadline, &lease);
 		if (rc == -ESRCH) {
-			say(err, errlen, "bthread %" PRIu64 " has finished", id);
+			stb_say(err, errlen, "bthread %" PRIu64 " has finished", id);
 			return rc;
 		}
 		if (rc != 0) {
-			say(err, errlen, "another tracer held the task for the whole timeout");
+			stb_say(err, errlen, "another tracer held the task for the whole timeout");
 			return rc;
 		}
 		held_from = stb_now_ns();
@@ -120,15 +110,15 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			rc = lease ? stb_hold_refresh(p, id, deadline, &lease)
 				   : stb_hold_acquire(p, id, deadline, &lease);
 			if (rc == -EBUSY) {
-				say(err, errlen,
-				    "another tracer held the task for the whole timeout");
+				stb_say(err, errlen,
+					"another tracer held the task for the whole timeout");
 				break;
 			}
 		} else {
 			rc = 0;
 		}
 		if (rc != 0 || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
-			say(err, errlen, "bthread %" PRIu64 " has finished", id);
+			stb_say(err, errlen, "bthread %" PRIu64 " has finished", id);
 			rc = -ESRCH;
 			break;
 		}
@@ -140,7 +130,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 		case STB_TASK_READY:
 		case STB_TASK_SUSPENDED:
 			if (!lease_mode && (d->mem->flags & STB_MEM_F_FAULTS)) {
-				say(err, errlen, "no lease: this memory cannot be copied safely");
+				stb_say(err, errlen,
+					"no lease: this memory cannot be copied safely");
 				rc = -EINVAL;
 				break;
 			}
@@ -152,9 +143,9 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 				goto out; /* on a CPU now: not off-CPU */
 			}
 			if (!d->capture) {
-				say(err, errlen, "running: not captured (%s)",
-				    d->no_capture ? d->no_capture
-						  : "no capture of running tasks here");
+				stb_say(err, errlen, "running: not captured (%s)",
+					d->no_capture ? d->no_capture
+						      : "no capture of running tasks here");
 				rc = -ENOTSUP;
 				break;
 			}
@@ -178,7 +169,7 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			break;
 		case STB_TASK_UNUSED:
 		case STB_TASK_DESTROYED:
-			say(err, errlen, "bthread %" PRIu64 " has finished", id);
+			stb_say(err, errlen, "bthread %" PRIu64 " has finished", id);
 			rc = -ESRCH;
 			break;
 		case STB_TASK_ABOUT_TO_RUN:
@@ -194,8 +185,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			}
 			break;
 		default:
-			say(err, errlen,
-			    "its table entry is inconsistent: state %u is out of range", st);
+			stb_say(err, errlen,
+				"its table entry is inconsistent: state %u is out of range", st);
 			rc = -EPROTO;
 			break;
 		}
@@ -204,15 +195,16 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 		snap->retries++;
 		if (no_wait && (spins >= 1 || (d->mem->flags & STB_MEM_F_FROZEN))) {
 			if (d->mem->flags & STB_MEM_F_FROZEN) {
-				say(err, errlen, "the task was %s: no consistent context",
-				    stb_state_name(st));
+				stb_say(err, errlen, "the task was %s: no consistent context",
+					stb_state_name(st));
 				rc = -ETIMEDOUT;
 			}
 			break;
 		}
 		if (stb_now_ns() >= deadline) {
-			say(err, errlen, "the task did not settle within %" PRIu64 " ms (state %s)",
-			    (deadline - start + 500000) / 1000000, stb_state_name(st));
+			stb_say(err, errlen,
+				"the task did not settle within %" PRIu64 " ms (state %s)",
+				(deadline - start + 500000) / 1000000, stb_state_name(st));
 			rc = -ETIMEDOUT;
 			break;
 		}

@@ -135,22 +135,33 @@ bool stb_tview_live(const struct stb_tview_task *v)
 	return v->id != 0 && v->state != STB_TASK_UNUSED && v->state != STB_TASK_DESTROYED;
 }
 
+struct stb_abi_task *stb_tview_at(const struct stb_tview_src *src, uint32_t slot)
+{
+	uint32_t next = slot + 1;
+	return src->entry(src->ctx, slot, &next);
+}
+
+struct stb_abi_task *stb_tview_next(const struct stb_tview_src *src, uint32_t *slot)
+{
+	while (*slot < src->nslots) {
+		uint32_t next = *slot + 1;
+		struct stb_abi_task *p = src->entry(src->ctx, *slot, &next);
+		if (p)
+			return p;
+		*slot = next > *slot ? next : *slot + 1;
+	}
+	return NULL;
+}
+
 int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_t deadline,
 		   stb_tview_scan_fn fn, void *arg, struct stb_tview_scan_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	bool past = false;
-	uint32_t slot = 0;
-	while (slot < src->nslots) {
-		uint32_t next = slot + 1;
-		struct stb_abi_task *p = src->entry(src->ctx, slot, &next);
-		if (!p) {
-			slot = next > slot ? next : slot + 1;
-			continue;
-		}
+	struct stb_abi_task *p;
+	for (uint32_t cur = 0; (p = stb_tview_next(src, &cur)); cur++) {
 		struct stb_tview_task v;
 		stb_tview_read_task(p, &v);
-		uint32_t cur = slot++;
 		if (!stb_tview_live(&v))
 			continue;
 		bool invalid = (v.bad & STB_TVIEW_BAD_STATE) != 0;

@@ -92,6 +92,14 @@ struct stb_tview_src {
 	uint32_t nslots; /* scan [0, nslots): min(slot_hwm, capacity) */
 };
 
+/* The entry of slot in src, NULL when its window cannot be mapped. */
+struct stb_abi_task *stb_tview_at(const struct stb_tview_src *src, uint32_t slot);
+
+/* The first entry of src at or after *slot, which is set to its slot; NULL
+ * past the end. Slots whose window cannot be mapped are skipped. Iterate
+ * with: for (slot = 0; (p = stb_tview_next(src, &slot)); slot++). */
+struct stb_abi_task *stb_tview_next(const struct stb_tview_src *src, uint32_t *slot);
+
 /* Called for each live task whose state is in the mask: p is the entry (valid
  * during the call), v its checked copy. Return non-zero to stop the scan. */
 typedef int (*stb_tview_scan_fn)(void *arg, uint32_t slot, struct stb_abi_task *p,

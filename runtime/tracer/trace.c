@@ -6,7 +6,6 @@
  * symbolizes the copy. Also pthread registration, configuration, statistics.
  */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "symbolize.h"
 #include "trace.h"
 #include "unwind.h"
+#include "util.h"
 
 #define STB_SLOTS 16u
 #define STB_COPY_MAX (256u << 10) /* bytes of stack copied at most */
@@ -237,15 +237,6 @@ static void slot_put(struct stb_slot *s)
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 /* Is signal signo blocked on thread tid of this process? (/proc status) */
 static bool signal_blocked(pid_t tid, int signo)
 {
@@ -277,15 +268,17 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
 	if (stb_handler_err) {
-		say(err, errlen, "cannot install the handler of signal %d: %s", signo,
-			   strerror(stb_handler_err));
+		stb_say(err, errlen, "cannot install the handler of signal %d: %s", signo,
+			strerror(stb_handler_err));
 		return -stb_handler_err;
 	}
 	struct sigaction cur;
 	if (sigaction(signo, NULL, &cur) == 0 &&
 	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != signal_handler)) {
-		say(err, errlen, "the handler of trace signal %d was replaced by the application "
-				 "(choose another with STB_TRACE_SIGNAL)", signo);
+		stb_say(err, errlen,
+			"the handler of trace signal %d was replaced by the application "
+			"(choose another with STB_TRACE_SIGNAL)",
+			signo);
 		return -EPERM;
 	}
 	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
@@ -304,7 +297,7 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
 		if (e == ESRCH)
 			return -EAGAIN; /* the thread is gone: re-read the task */
-		say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
+		stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
 		return -e;
 	}
 	uint64_t st = 0;
@@ -318,12 +311,13 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 				count(&stb_tstats.signal_timeouts);
 				if (signal_blocked(ktid, signo))
-					say(err, errlen, "signal %d is blocked on thread %d", signo,
-						   (int)ktid);
+					stb_say(err, errlen, "signal %d is blocked on thread %d",
+						signo, (int)ktid);
 				else
-					say(err, errlen, "no capture from thread %d within the timeout "
-							 "(signal %d blocked or ignored?)",
-						   (int)ktid, signo);
+					stb_say(err, errlen,
+						"no capture from thread %d within the timeout "
+						"(signal %d blocked or ignored?)",
+						(int)ktid, signo);
 				return -ETIMEDOUT;
 			}
 			continue; /* the handler is writing: it finishes quickly */
@@ -421,13 +415,14 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 	uint64_t deadline = stb_now_ns() + (uint64_t)ms * 1000000u;
 	struct stb_task *t = stb_task_lookup(tid);
 	if (!t || __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE) != tid) {
-		say(info->error, sizeof(info->error), "no live bthread %llu", (unsigned long long)tid);
+		stb_say(info->error, sizeof(info->error), "no live bthread %llu",
+			(unsigned long long)tid);
 		return -ESRCH;
 	}
 	pthread_once(&stb_self_once, self_init);
 	if (stb_self_err) {
-		say(info->error, sizeof(info->error), "cannot set up unwinding: %s",
-		    strerror(stb_self_err));
+		stb_say(info->error, sizeof(info->error), "cannot set up unwinding: %s",
+			strerror(stb_self_err));
 		return -stb_self_err;
 	}
 	memcpy(info->name, t->pub->name, sizeof(info->name));
@@ -437,7 +432,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 
 	struct stb_slot *s = slot_get(deadline);
 	if (!s) {
-		say(info->error, sizeof(info->error), "no capture buffer available");
+		stb_say(info->error, sizeof(info->error), "no capture buffer available");
 		return -ENOMEM;
 	}
 	struct stb_snapshot snap;
@@ -489,7 +484,8 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		};
 		rc = stb_snapshot_unwind(stb_self_proc, &snap, &sink);
 		if (rc < 0) {
-			say(info->error, sizeof(info->error), "unwinding failed: %s", strerror(-rc));
+			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
+				strerror(-rc));
 		} else {
 			info->nframes = sink.n;
 			info->truncated = sink.truncated || sink.stopped;

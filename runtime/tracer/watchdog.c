@@ -194,8 +194,7 @@ static void keys_sort(struct keys *ks)
 static void check_slot(struct check *c, const struct stb_tview_src *src, uint32_t slot,
 		       uint64_t want_id)
 {
-	uint32_t next = slot + 1;
-	struct stb_abi_task *p = src->entry(src->ctx, slot, &next);
+	struct stb_abi_task *p = stb_tview_at(src, slot);
 	if (!p)
 		return;
 	struct stb_tview_task v;
@@ -239,15 +238,8 @@ static void check_running(struct check *c, const struct stb_tview_src *src)
 static uint64_t check_blocked(struct check *c, const struct stb_tview_src *src)
 {
 	uint64_t t0 = stb_now_ns();
-	uint32_t slot = 0;
-	while (slot < src->nslots) {
-		uint32_t next = slot + 1;
-		struct stb_abi_task *p = src->entry(src->ctx, slot, &next);
-		if (!p) {
-			slot = next > slot ? next : slot + 1;
-			continue;
-		}
-		uint32_t cur = slot++;
+	struct stb_abi_task *p;
+	for (uint32_t cur = 0; (p = stb_tview_next(src, &cur)); cur++) {
 		uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
 		unsigned st = STB_ABI_STATE(word);
 		if (st != STB_TASK_SUSPENDED) {
