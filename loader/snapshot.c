@@ -65,6 +65,7 @@ struct stb_snapshot_session {
 	uint64_t trace_end; /* no task is started after this */
 	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
 	struct stb_deadlocks dl; /* this snapshot's deadlocks */
+	struct stb_deadlock_scan *dls; /* fed by the scan of the tasks, NULL: search apart */
 	bool target_gone;
 	int err; /* -ENOMEM */
 	uint64_t failed, finished, missing, not_traced;
@@ -406,8 +407,10 @@ static int flush(struct stb_snapshot_session *S)
 
 static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
 {
-	(void)slot;
-	return queue_task(arg, p, v);
+	struct stb_snapshot_session *S = arg;
+	if (S->dls)
+		stb_deadlock_scan_add(S->dls, slot, p, v);
+	return queue_task(S, p, v);
 }
 
 /* --bthread ids: each looked up in its slot. */
@@ -573,6 +576,8 @@ static void session_reset(struct stb_snapshot_session *S)
 	S->hold_max_ns = S->hold_sum_ns = 0;
 	S->nhold = 0;
 	stb_deadlocks_free(&S->dl);
+	stb_deadlock_scan_free(S->dls);
+	S->dls = NULL;
 }
 
 int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *out,
@@ -600,6 +605,11 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	} else {
 		struct stb_tview_src src = S->pm ? stb_postmortem_src(S->pm, &hwm_clamped)
 						 : stb_target_src(S->tg, &hwm_clamped);
+		/* A live target's whole table is read once for both the tasks and
+		 * the wait-for graph, when the scan passes every task with an edge. */
+		if (!S->pm && (!o->state_mask ||
+			       (o->state_mask & STB_DEADLOCK_STATES) == STB_DEADLOCK_STATES))
+			S->dls = stb_deadlock_scan_new(&src, &S->mem);
 		stb_tview_scan(&src, o->state_mask, S->trace_end, scan_fn, S, &scan);
 		if (S->npend)
 			flush(S);
@@ -616,10 +626,19 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 
 	/* The deadlocks of the whole table, each edge validated again. */
 	stb_watchdog_phase("searching deadlocks");
-	struct stb_tview_src all =
-		S->pm ? stb_postmortem_src_again(S->pm) : stb_target_src(S->tg, NULL);
 	uint64_t dl_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2;
-	bool searched = !S->target_gone && stb_deadlock_find(&all, &S->mem, dl_end, &S->dl) == 0;
+	bool searched = false;
+	if (S->target_gone) {
+		/* Nothing to validate cycles against. */
+	} else if (S->dls && !scan.left && !scan.stopped) {
+		searched = stb_deadlock_scan_end(S->dls, false, dl_end, &S->dl) == 0;
+	} else {
+		struct stb_tview_src all =
+		    S->pm ? stb_postmortem_src_again(S->pm) : stb_target_src(S->tg, NULL);
+		searched = stb_deadlock_find(&all, &S->mem, dl_end, &S->dl) == 0;
+	}
+	stb_deadlock_scan_free(S->dls);
+	S->dls = NULL;
 
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = S->info;

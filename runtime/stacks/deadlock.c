@@ -22,8 +22,8 @@ struct node {
 	bool pthread;
 };
 
-struct finder {
-	const struct stb_tview_src *src;
+struct stb_deadlock_scan {
+	struct stb_tview_src src; /* a copy: entries are looked up again in it */
 	const struct stb_mem *mem;
 	uint64_t deadline;
 	struct node *nodes;
@@ -53,10 +53,13 @@ static uint64_t edge_owner(const struct stb_mem *mem, const struct stb_wait_view
 	return STB_ABI_OWNER_IS_TID(o) ? 0 : o;
 }
 
-static int collect(void *arg, uint32_t slot, struct stb_abi_task *p,
-		   const struct stb_tview_task *v)
+int stb_deadlock_scan_add(struct stb_deadlock_scan *f, uint32_t slot, struct stb_abi_task *p,
+			  const struct stb_tview_task *v)
 {
-	struct finder *f = arg;
+	if (f->err)
+		return 1;
+	if ((v->bad & STB_TVIEW_BAD_STATE) || !(STB_DEADLOCK_STATES & (1u << v->state)))
+		return 0;
 	bool pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	struct stb_wait_view w;
 	if (!stb_wait_read(p, &w) || (!stb_wait_has_owner_word(w.kind) && w.kind != STB_WAIT_JOIN))
@@ -94,7 +97,7 @@ static uint64_t mix(uint64_t x)
 }
 
 /* Links every node to its owner's node (an id -> node hash). */
-static int link_nodes(struct finder *f)
+static int link_nodes(struct stb_deadlock_scan *f)
 {
 	size_t cap = 16;
 	while (cap < f->n * 2)
@@ -121,9 +124,9 @@ static int link_nodes(struct finder *f)
 }
 
 /* Reads member node x again: same task, same run, same wait, same owner. */
-static bool still(const struct finder *f, const struct node *x, struct stb_deadlock_member *m)
+static bool still(const struct stb_deadlock_scan *f, const struct node *x, struct stb_deadlock_member *m)
 {
-	struct stb_abi_task *p = stb_tview_at(f->src, x->slot);
+	struct stb_abi_task *p = stb_tview_at(&f->src, x->slot);
 	if (!p || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != x->id)
 		return false;
 	struct stb_wait_view w;
@@ -138,7 +141,7 @@ static bool still(const struct finder *f, const struct node *x, struct stb_deadl
 	return true;
 }
 
-static int add_cycle(struct finder *f, struct stb_deadlocks *d, uint32_t head, size_t len)
+static int add_cycle(struct stb_deadlock_scan *f, struct stb_deadlocks *d, uint32_t head, size_t len)
 {
 	size_t have = d->nmembers, ncap = have + len;
 	struct stb_deadlock_member *m = realloc(d->members, ncap * sizeof(*m));
@@ -169,7 +172,7 @@ static int add_cycle(struct finder *f, struct stb_deadlocks *d, uint32_t head, s
 }
 
 /* Walks the functional graph once; every cycle met is validated and kept. */
-static int find_cycles(struct finder *f, struct stb_deadlocks *d)
+static int find_cycles(struct stb_deadlock_scan *f, struct stb_deadlocks *d)
 {
 	uint32_t walk = 0;
 	for (size_t i = 0; i < f->n; i++) {
@@ -200,27 +203,62 @@ static int find_cycles(struct finder *f, struct stb_deadlocks *d)
 	return 0;
 }
 
+static int collect(void *arg, uint32_t slot, struct stb_abi_task *p,
+		   const struct stb_tview_task *v)
+{
+	return stb_deadlock_scan_add(arg, slot, p, v);
+}
+
+struct stb_deadlock_scan *stb_deadlock_scan_new(const struct stb_tview_src *src,
+						const struct stb_mem *mem)
+{
+	struct stb_deadlock_scan *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->src = *src;
+	f->mem = mem;
+	return f;
+}
+
+int stb_deadlock_scan_end(struct stb_deadlock_scan *f, bool partial, uint64_t deadline,
+			  struct stb_deadlocks *out)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = f->err;
+	if (rc)
+		goto cleanup;
+	f->deadline = deadline;
+	if (partial)
+		f->partial = true;
+	out->waiting = f->n;
+	if (f->n && ((rc = link_nodes(f)) != 0 || (rc = find_cycles(f, out)) != 0))
+		goto cleanup;
+	out->partial = f->partial;
+cleanup:
+	if (rc)
+		stb_deadlocks_free(out);
+	return rc;
+}
+
+void stb_deadlock_scan_free(struct stb_deadlock_scan *f)
+{
+	if (!f)
+		return;
+	free(f->nodes);
+	free(f);
+}
+
 int stb_deadlock_find(const struct stb_tview_src *src, const struct stb_mem *mem,
 		      uint64_t deadline, struct stb_deadlocks *out)
 {
 	memset(out, 0, sizeof(*out));
-	struct finder f = {.src = src, .mem = mem, .deadline = deadline};
+	struct stb_deadlock_scan *f = stb_deadlock_scan_new(src, mem);
+	if (!f)
+		return -ENOMEM;
 	struct stb_tview_scan_result res;
-	unsigned mask = 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_RUNNING;
-	stb_tview_scan(src, mask, deadline, collect, &f, &res);
-	int rc = f.err;
-	if (rc)
-		goto cleanup;
-	if (res.left)
-		f.partial = true;
-	out->waiting = f.n;
-	if (f.n && ((rc = link_nodes(&f)) != 0 || (rc = find_cycles(&f, out)) != 0))
-		goto cleanup;
-	out->partial = f.partial;
-cleanup:
-	free(f.nodes);
-	if (rc)
-		stb_deadlocks_free(out);
+	stb_tview_scan(src, STB_DEADLOCK_STATES, deadline, collect, f, &res);
+	int rc = stb_deadlock_scan_end(f, res.left != 0, deadline, out);
+	stb_deadlock_scan_free(f);
 	return rc;
 }
 

@@ -24,6 +24,8 @@
 
 #define STB_DEADLOCK_MAX_NODES (1u << 20) /* waiting tasks followed at most */
 #define STB_DEADLOCK_MAX_CYCLE 4096u      /* members of one reported cycle at most */
+/* The states (1u << STB_TASK_*) in which a task can have a wait-for edge. */
+#define STB_DEADLOCK_STATES (1u << STB_TASK_SUSPENDED | 1u << STB_TASK_RUNNING)
 
 /* One member of a cycle: it waits (wait) on what held_by holds. */
 struct stb_deadlock_member {
@@ -55,6 +57,27 @@ struct stb_deadlocks {
  */
 int stb_deadlock_find(const struct stb_tview_src *src, const struct stb_mem *mem,
 		      uint64_t deadline, struct stb_deadlocks *out);
+
+/*
+ * The same search fed by a scan of the caller's own, so that one pass over
+ * the table serves both: stb_deadlock_scan_new keeps a copy of src (members
+ * are looked up again in it) and mem; NULL + errno on ENOMEM. Hand every
+ * live task of the scan to stb_deadlock_scan_add (any state: it keeps those
+ * with a wait-for edge, as stb_deadlock_find reads them); it returns non-zero
+ * once it takes no more (STB_DEADLOCK_MAX_NODES, or out of memory), which
+ * need not stop the caller's scan. stb_deadlock_scan_end finds the cycles as
+ * stb_deadlock_find does (partial: the scan did not see every task) and
+ * returns 0 or -ENOMEM; stb_deadlock_scan_free accepts NULL. One thread at a
+ * time per scan object.
+ */
+struct stb_deadlock_scan;
+struct stb_deadlock_scan *stb_deadlock_scan_new(const struct stb_tview_src *src,
+						const struct stb_mem *mem);
+int stb_deadlock_scan_add(struct stb_deadlock_scan *f, uint32_t slot, struct stb_abi_task *p,
+			  const struct stb_tview_task *v);
+int stb_deadlock_scan_end(struct stb_deadlock_scan *f, bool partial, uint64_t deadline,
+			  struct stb_deadlocks *out);
+void stb_deadlock_scan_free(struct stb_deadlock_scan *f);
 
 /* Frees what stb_deadlock_find allocated; accepts NULL. */
 void stb_deadlocks_free(struct stb_deadlocks *d);

@@ -168,7 +168,9 @@ int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_
 		r->invalid += invalid;
 		if (state_mask && (invalid || !(state_mask & (1u << v.state))))
 			continue;
-		if (!past && deadline && stb_now_ns() >= deadline)
+		/* The clock before every 16th call: fn is quick past the deadline
+		 * (every trace it starts has one), so the scan ends soon after. */
+		if (!past && deadline && (r->visited & 15) == 0 && stb_now_ns() >= deadline)
 			past = true;
 		if (past) {
 			r->left++;

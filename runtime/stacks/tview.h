@@ -116,8 +116,9 @@ struct stb_tview_scan_result {
 /*
  * Calls fn for every live task of src in slot order whose state is in
  * state_mask (bit 1u << state; 0 = every state, out-of-range states
- * included). At deadline (CLOCK_MONOTONIC ns; 0 = none) fn is not called any
- * more: the rest of the table is only counted, in r->left. Memory: none.
+ * included). Past deadline (CLOCK_MONOTONIC ns; 0 = none; read before every
+ * 16th call of fn) fn is not called any more: the rest of the table is only
+ * counted, in r->left. Memory: none.
  * Returns 0 (r filled). Thread-safety: as src->entry.
  */
 int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_t deadline,
