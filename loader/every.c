@@ -173,6 +173,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 			close(fd);
 		return 1;
 	}
+	stb_loader_out_buffer(out);
 	uint64_t start = stb_now_ns();
 	stb_loader_watchdog_arm(start + o->deadline_ns);
 	if (E->prof)
@@ -182,7 +183,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 	bool ok = res->written && !res->write_failed && fflush(out) == 0 && !ferror(out) &&
 		  fsync(fileno(out)) == 0;
 	int err = errno;
-	if (fclose(out) != 0 && ok) {
+	if (stb_loader_out_close(out) != 0 && ok) {
 		ok = false;
 		err = errno;
 	}

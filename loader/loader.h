@@ -53,6 +53,16 @@ struct stb_loader_opts {
 	unsigned fault_hold_ms;
 };
 
+/*
+ * Output streams (output.c). stb_loader_out_buffer gives out, right after it
+ * is opened and before anything is written to it, a buffer of 1 MiB, unless
+ * it is a terminal: one for stdout, and one for a single file stream at a
+ * time, which stb_loader_out_close (fclose's result) gives back. Not
+ * thread-safe: the main thread's.
+ */
+void stb_loader_out_buffer(FILE *out);
+int stb_loader_out_close(FILE *out);
+
 /* The run's end (CLOCK_MONOTONIC ns). */
 static inline uint64_t stb_loader_deadline(const struct stb_loader_opts *o)
 {

@@ -805,6 +805,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 			goto cleanup;
 		}
 	}
+	stb_loader_out_buffer(out);
 	if (prof_setup(P) != 0)
 		goto cleanup;
 	struct sigaction sa;
@@ -823,7 +824,7 @@ cleanup:
 		sigaction(SIGTERM, &old_term, NULL);
 	}
 	if (out && out != stdout) {
-		fclose(out);
+		stb_loader_out_close(out);
 		if (!written)
 			unlink(o->output); /* nothing was profiled: leave no empty file */
 	}

@@ -802,6 +802,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 			return STB_EXIT_FAIL;
 		}
 	}
+	stb_loader_out_buffer(out);
 	struct stb_snapshot_session *S = stb_snapshot_open(o);
 	if (S) {
 		struct stb_snapshot_result res;
@@ -809,7 +810,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 		written = res.written;
 	}
 	if (out != stdout) {
-		fclose(out);
+		stb_loader_out_close(out);
 		if (!written)
 			unlink(o->output); /* nothing was traced: leave no empty file */
 	}
