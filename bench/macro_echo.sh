@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Macro benchmark: stb-echo-server under closed-loop stb-echo-client load on
-# loopback, in four configurations run side by side in alternating rounds:
+# loopback, in six configurations run side by side in alternating rounds:
 #   1 tracer support built out (stb-echo-server-notrace)
 #   2 tracer built in, nothing attached
 #   3 tracer built in, stb-bpf-loader --pid <server> --all every 100 ms
@@ -9,7 +9,9 @@
 #     (the server's --self-dump-ms: a pthread in the server dumps to /dev/null)
 #   5 control: like 2, while the same loader runs every 100 ms against another,
 #     idle server with as many connections (the loader's own CPU, no tracing)
-# Prints requests/s, p99 latency and server CPU per request of 2-5 as ratios
+#   6 tracer built in, one resident stb-bpf-loader --pid <server> --every 100ms
+#     (continuous mode: one process, a snapshot file every 100 ms, to a tmpfs)
+# Prints requests/s, p99 latency and server CPU per request of 2-6 as ratios
 # to 1 (per-round ratios, medians over rounds) and checks the goals.
 set -euo pipefail
 
@@ -18,14 +20,14 @@ usage() {
 Usage: sudo bench/macro_echo.sh [options]
 Options:
   --build-dir DIR     build directory (default build; configured if needed)
-  --rounds N          rounds of the five configurations, 1..100 (default 7)
+  --rounds N          rounds of the six configurations, 1..100 (default 7)
   --duration SEC      client run per configuration and round, 1..600 (default 5)
   --connections N     client connections (default 16)
   --size BYTES        request size (default 64)
   --interval-ms N     period of the loader / in-process dump (default 100)
   --server-cpu N      CPU the server (all its threads) is pinned to (default 0)
   --client-cpu N      CPU the client is pinned to (default 1)
-  --loader-cpu N|any  CPU the loader runs on in configuration 3 (default 1)
+  --loader-cpu N|any  CPU the loader runs on in configurations 3, 5 and 6 (default 1)
   --results FILE      per-run results, TSV (default <build>/macro_echo.tsv)
   -h, --help          this text
 Examples:
@@ -81,11 +83,11 @@ loader=$build_dir/loader/stb-bpf-loader
 every=$build_dir/bench/stb-bench-every
 
 tmp=$(mktemp -d)
-spid='' epid='' tpid=''
+spid='' epid='' tpid='' rpid=''
 twin_fds=()
 cleanup() {
   local pid
-  for pid in "$epid" "$spid" "$tpid"; do
+  for pid in "$epid" "$rpid" "$spid" "$tpid"; do
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   done
   rm -rf "$tmp"
@@ -107,6 +109,7 @@ name_of() {
     3) echo "built in, loader --all every ${interval} ms" ;;
     4) echo "built in, stb_dump every ${interval} ms" ;;
     5) echo "control: loader on an idle twin" ;;
+    6) echo "built in, resident loader --every ${interval}ms" ;;
   esac
 }
 
@@ -164,13 +167,33 @@ run_one() {
     "${loader_pin[@]}" "$every" --interval-ms "$interval" -- "$loader" --pid "$target" --all \
       >"$tmp/every.out" 2>"$tmp/loader.err" &
     epid=$!
+  elif [ "$cfg" = 6 ]; then
+    rm -rf "$tmp/snaps"
+    mkdir "$tmp/snaps"
+    "${loader_pin[@]}" "$loader" --pid "$spid" --every "${interval}ms" --out-dir "$tmp/snaps" \
+      --keep 2 -f text >"$tmp/every.out" 2>"$tmp/loader.err" &
+    rpid=$!
   fi
-  local c0 c1 crc=0
+  local c0 c1 crc=0 l0=0
   c0=$(cpu_ns "$spid")
+  if [ -n "$rpid" ]; then l0=$(cpu_ns "$rpid"); fi
   taskset -c "$client_cpu" "$client" --port "$port" --workers 1 --connections "$connections" \
     --size "$size" --duration "$duration" --json >"$tmp/client.json" 2>"$tmp/client.err" || crc=$?
   c1=$(cpu_ns "$spid")
   [ "$crc" -eq 0 ] || fail "config $cfg round $round: the client failed (exit $crc)"
+  if [ -n "$rpid" ]; then
+    local l1 src6=0 files
+    l1=$(cpu_ns "$rpid")
+    kill -TERM "$rpid"
+    wait "$rpid" || src6=$?
+    rpid=''
+    [ "$src6" -eq 0 ] || fail "config 6 round $round: the resident loader exited with $src6"
+    # "stopped by SIGTERM; N files written"
+    files=$(sed -n 's/.*; \([0-9]*\) files written.*/\1/p' "$tmp/loader.err")
+    [ -n "$files" ] && [ "$files" -gt 0 ] || fail "config 6 round $round: no snapshot written"
+    extra=$(awk -v f="$files" -v a="$l0" -v b="$l1" \
+      'BEGIN {printf "snapshots=%d,cpu_ms=%.2f", f, (b - a) / 1e6 / f}')
+  fi
   if [ -n "$epid" ]; then
     kill -TERM "$epid"
     wait "$epid" || fail "stb-bench-every failed"
@@ -203,14 +226,14 @@ run_one() {
 
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-echo "== echo server macro benchmark: $rounds rounds x 5 configurations x ${duration} s =="
+echo "== echo server macro benchmark: $rounds rounds x 6 configurations x ${duration} s =="
 echo "   $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; server on CPU $server_cpu" \
      "(1 worker), client on CPU $client_cpu (1 worker, $connections connections, $size-byte requests)," \
      "loader on CPU $loader_cpu"
 printf 'round\tconfig\trps\tp50_us\tp99_us\tp999_us\tserver_cpu_us_per_req\textra\n' >"$results"
 for ((r = 1; r <= rounds; r++)); do
-  for k in 0 1 2 3 4; do                    # the order rotates every round
-    run_one $(( (k + r - 1) % 5 + 1 )) "$r"
+  for k in 0 1 2 3 4 5; do                  # the order rotates every round
+    run_one $(( (k + r - 1) % 6 + 1 )) "$r"
   done
 done
 
@@ -219,7 +242,7 @@ echo
 echo "results (medians over $rounds rounds; ratios are per round against config 1, then the median):"
 printf '  %-40s %10s %9s %8s | %8s %8s %8s\n' config "req/s" "p99 us" "CPU/req" "req/s" p99 CPU/req
 declare -A R
-for cfg in 1 2 3 4 5; do
+for cfg in 1 2 3 4 5 6; do
   rps=$(awk -v c="$cfg" -F'\t' 'NR > 1 && $2 == c {print $3}' "$results" | median)
   p99=$(awk -v c="$cfg" -F'\t' 'NR > 1 && $2 == c {print $5}' "$results" | median)
   cpu=$(awk -v c="$cfg" -F'\t' 'NR > 1 && $2 == c {print $7}' "$results" | median)
@@ -251,4 +274,7 @@ echo "  (4) no goal set: req/s ${R[4,3]}, p99 ${R[4,5]}"
 echo "  (5) control, the loader's own CPU use alone: req/s ${R[5,3]}, p99 ${R[5,5]};" \
      "tracing itself (3 vs 5): req/s $(awk -v a="${R[3,3]}" -v b="${R[5,3]}" 'BEGIN {printf "%.3f", a / b}')," \
      "p99 $(awk -v a="${R[3,5]}" -v b="${R[5,5]}" 'BEGIN {printf "%.3f", a / b}')"
+echo "  (6) resident loader (not a goal of its own; what (3) costs without a process start" \
+     "every ${interval} ms): req/s ${R[6,3]} -> $(verdict "${R[6,3]}" '>=' 0.95) at 0.95;" \
+     "p99 ${R[6,5]} -> $(verdict "${R[6,5]}" '<=' 1.2) at 1.2"
 echo "per-run results: $results; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
