@@ -149,6 +149,27 @@ static void find(struct graph *g, uint64_t deadline, struct stb_deadlocks *d)
 	assert_int_equal(stb_deadlock_find(&src, &mem, deadline, d), 0);
 }
 
+/* As the loader does it: every live task of one scan of the whole table, in
+ * any state, handed to the search, which may say it takes no more (the scan
+ * goes on regardless). */
+static int feed_one(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
+{
+	(void)stb_deadlock_scan_add(arg, slot, p, v);
+	return 0;
+}
+
+static void find_fed(struct graph *g, struct stb_deadlocks *d)
+{
+	struct stb_tview_src src = {.entry = entry, .ctx = g, .nslots = g->generated ? g->gen_n : g->n};
+	struct stb_mem mem = {.read = mem_read, .ctx = g};
+	struct stb_deadlock_scan *f = stb_deadlock_scan_new(&src, &mem);
+	assert_non_null(f);
+	struct stb_tview_scan_result res;
+	stb_tview_scan(&src, 0, 0, feed_one, f, &res);
+	assert_int_equal(stb_deadlock_scan_end(f, false, 0, d), 0);
+	stb_deadlock_scan_free(f);
+}
+
 /* Every cycle of d is a real cycle of g's edges (each member held by the
  * next, the last by the first), members distinct; no member in two cycles. */
 static void check_cycles(const struct graph *g, const struct stb_deadlocks *d)
@@ -452,6 +473,13 @@ static void test_random_graphs(void **state)
 		assert_false(d.partial);
 		check_cycles(g, &d);
 		stb_deadlocks_free(&d);
+		/* The same from a scan that hands over every state. */
+		find_fed(g, &d);
+		assert_int_equal(d.ncycles, want);
+		assert_int_equal(d.nmembers, members);
+		assert_false(d.partial);
+		check_cycles(g, &d);
+		stb_deadlocks_free(&d);
 		graph_free(g);
 	}
 }
@@ -466,6 +494,12 @@ static void test_huge_table_bounded(void **state)
 	g->gen_n = STB_DEADLOCK_MAX_NODES + 4096;
 	struct stb_deadlocks d;
 	find(g, 0, &d);
+	assert_int_equal(d.ncycles, 0);
+	assert_int_equal(d.waiting, STB_DEADLOCK_MAX_NODES);
+	assert_true(d.partial);
+	stb_deadlocks_free(&d);
+	/* Fed by a scan that goes on past the bound: the same. */
+	find_fed(g, &d);
 	assert_int_equal(d.ncycles, 0);
 	assert_int_equal(d.waiting, STB_DEADLOCK_MAX_NODES);
 	assert_true(d.partial);
