@@ -152,7 +152,8 @@ static void find(struct graph *g, uint64_t deadline, struct stb_deadlocks *d)
 /* As the loader does it: every live task of one scan of the whole table, in
  * any state, handed to the search, which may say it takes no more (the scan
  * goes on regardless). */
-static int feed_one(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
+static int feed_one(void *arg, uint32_t slot, struct stb_abi_task *p,
+		    const struct stb_tview_task *v)
 {
 	(void)stb_deadlock_scan_add(arg, slot, p, v);
 	return 0;
@@ -160,7 +161,8 @@ static int feed_one(void *arg, uint32_t slot, struct stb_abi_task *p, const stru
 
 static void find_fed(struct graph *g, struct stb_deadlocks *d)
 {
-	struct stb_tview_src src = {.entry = entry, .ctx = g, .nslots = g->generated ? g->gen_n : g->n};
+	struct stb_tview_src src = {
+	    .entry = entry, .ctx = g, .nslots = g->generated ? g->gen_n : g->n};
 	struct stb_mem mem = {.read = mem_read, .ctx = g};
 	struct stb_deadlock_scan *f = stb_deadlock_scan_new(&src, &mem);
 	assert_non_null(f);

@@ -124,7 +124,8 @@ static int link_nodes(struct stb_deadlock_scan *f)
 }
 
 /* Reads member node x again: same task, same run, same wait, same owner. */
-static bool still(const struct stb_deadlock_scan *f, const struct node *x, struct stb_deadlock_member *m)
+static bool still(const struct stb_deadlock_scan *f, const struct node *x,
+		  struct stb_deadlock_member *m)
 {
 	struct stb_abi_task *p = stb_tview_at(&f->src, x->slot);
 	if (!p || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != x->id)
@@ -141,7 +142,8 @@ static bool still(const struct stb_deadlock_scan *f, const struct node *x, struc
 	return true;
 }
 
-static int add_cycle(struct stb_deadlock_scan *f, struct stb_deadlocks *d, uint32_t head, size_t len)
+static int add_cycle(struct stb_deadlock_scan *f, struct stb_deadlocks *d, uint32_t head,
+		     size_t len)
 {
 	size_t have = d->nmembers, ncap = have + len;
 	struct stb_deadlock_member *m = realloc(d->members, ncap * sizeof(*m));
