@@ -48,7 +48,7 @@ static inline __attribute__((always_inline)) bool stb_rq_push(struct stb_rq *q, 
 	return true;
 }
 
-static struct stb_task *stb_rq_pop(struct stb_rq *q)
+static inline __attribute__((always_inline)) struct stb_task *stb_rq_pop(struct stb_rq *q)
 {
 	uint64_t top = __atomic_load_n(&q->top, __ATOMIC_ACQUIRE);
 	for (;;) {
@@ -147,7 +147,7 @@ struct stb_worker {
 	uint32_t index;                /* over all pools: its table entry */
 	pid_t tid;
 	uint64_t rng;
-	uint32_t picks;                /* stb_find_task calls, for remote-queue fairness */
+	uint32_t fair_left;            /* stb_find_task calls until the next fair pick */
 	uint64_t cpu_in;               /* thread CPU time when cur was switched in (STB_CPU_CLOCK) */
 	void *main_stack_lo;
 	size_t main_stack_size;
@@ -291,6 +291,10 @@ static inline void stb_full_fence(void)
  *    and looked into every queue once more; a signal bumps park_seq before
  *    the wake, so a wake between the re-check and the futex wait makes the
  *    wait return at once.
+ * 5. A worker that queued a task in its own pool does not signal when that
+ *    pool has one worker (pool_signal_own): the only one that could run the
+ *    task is itself, awake. A worker added later starts awake and looks into
+ *    the queues before it parks (rule 4).
  * (BTHREAD_NOSIGNAL starts skip rule 1 on purpose; bthread_flush signals.)
  */
 static void pool_signal(struct stb_pool *p)
@@ -301,6 +305,14 @@ static void pool_signal(struct stb_pool *p)
 		return;
 	__atomic_fetch_add(&p->park_seq, 1, __ATOMIC_SEQ_CST);
 	stb_futex_wake(&p->park_seq, 1);
+}
+
+/* pool_signal after worker w queued a task in its own pool (rule 5). */
+static inline __attribute__((always_inline)) void pool_signal_own(struct stb_worker *w)
+{
+	struct stb_pool *p = w->pool;
+	if (__atomic_load_n(&p->nworkers, __ATOMIC_RELAXED) > 1)
+		pool_signal(p);
 }
 
 static void ovf_push(struct stb_pool *p, struct stb_task *t)
@@ -343,19 +355,19 @@ static __attribute__((noinline)) void pool_push_remote(struct stb_pool *p, struc
 	ovf_push(p, t);
 }
 
-/* Queues t in pool p: on the caller's worker when it belongs to p, else remotely. */
-static inline __attribute__((always_inline)) void pool_push(struct stb_pool *p, struct stb_task *t)
-{
-	struct stb_worker *w = stb_worker_self();
-	if (STB_LIKELY(w && w->pool == p && stb_rq_push(&w->rq, t)))
-		return;
-	pool_push_remote(p, t);
-}
-
+/* Queues t in its pool: on the caller's worker when it belongs to it, else remotely. */
 void stb_sched_ready(struct stb_task *t, bool nosignal)
 {
 	struct stb_pool *p = stb_pools[t->tag];
-	pool_push(p, t);
+	struct stb_worker *w = stb_worker_self();
+	if (STB_LIKELY(w && w->pool == p)) {
+		if (STB_UNLIKELY(!stb_rq_push(&w->rq, t)))
+			pool_push_remote(p, t);
+		if (!nosignal)
+			pool_signal_own(w);
+		return;
+	}
+	pool_push_remote(p, t);
 	if (!nosignal)
 		pool_signal(p);
 }
@@ -373,16 +385,22 @@ static uint64_t stb_rand(struct stb_worker *w)
 /* Every this many picks the remote queue and the overflow go first. */
 #define STB_REMOTE_FAIR_PICKS 61u
 
-static struct stb_task *stb_find_task(struct stb_worker *w)
+/*
+ * stb_find_task's rest: the fair pick (fair: every STB_REMOTE_FAIR_PICKS-th
+ * call, before the own queue) or, when the own queue is empty, the remote
+ * queue, the overflow and the other workers' queues.
+ */
+static __attribute__((noinline)) struct stb_task *find_task_slow(struct stb_worker *w, bool fair)
 {
 	struct stb_pool *p = w->pool;
 	struct stb_task *t;
-	/*
-	 * Tasks made ready by other threads (timers, fd events, pthreads) wait in
-	 * the remote queue; a local queue that never empties (bthreads that keep
-	 * yielding) must not starve them.
-	 */
-	if (STB_UNLIKELY(++w->picks % STB_REMOTE_FAIR_PICKS == 0)) {
+	if (fair) {
+		/*
+		 * Tasks made ready by other threads (timers, fd events, pthreads)
+		 * wait in the remote queue; a local queue that never empties
+		 * (bthreads that keep yielding) must not starve them.
+		 */
+		w->fair_left = STB_REMOTE_FAIR_PICKS;
 		t = stb_mpmc_pop(&w->remote);
 		if (!t)
 			t = ovf_pop(p);
@@ -396,10 +414,10 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 		}
 		if (t)
 			return t;
+		t = stb_rq_pop(&w->rq);
+		if (t)
+			return t;
 	}
-	t = stb_rq_pop(&w->rq);
-	if (t)
-		return t;
 	t = stb_mpmc_pop(&w->remote);
 	if (t)
 		return t;
@@ -421,6 +439,17 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 			return t;
 	}
 	return NULL;
+}
+
+/* The next task for worker w, or NULL. Inline: its common case is one pop. */
+static inline __attribute__((always_inline)) struct stb_task *stb_find_task(struct stb_worker *w)
+{
+	if (STB_UNLIKELY(--w->fair_left == 0))
+		return find_task_slow(w, true);
+	struct stb_task *t = stb_rq_pop(&w->rq);
+	if (STB_LIKELY(t != NULL))
+		return t;
+	return find_task_slow(w, false);
 }
 
 /* ---- switching ---- */
@@ -456,10 +485,12 @@ static __attribute__((noinline, cold)) struct stb_worker *switch_hooks(struct st
 	return w;
 }
 
-/* Runs after every switch, on the resumed context: finishes both halves. */
-static inline __attribute__((always_inline)) void stb_after_switch(void)
+/*
+ * Runs after every switch, on the resumed context: finishes both halves. w is
+ * the worker that jumped here (what stb_ctx_jump hands over: this thread's).
+ */
+static inline __attribute__((always_inline)) void stb_after_switch(struct stb_worker *w)
 {
-	struct stb_worker *w = stb_worker_self();
 	struct stb_task *cur = w->cur;
 	if (cur) {
 #if STB_TRACER
@@ -591,16 +622,14 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 		to->tsan_fiber = __tsan_create_fiber(0);
 	__tsan_switch_to_fiber(to ? to->tsan_fiber : w->tsan_fiber, 0);
 #endif
-	stb_ctx_jump(fctx, tctx);
-	/* Resumed: locals above describe an older switch; use the worker. */
+	/* Resumed: locals above describe an older switch; use the worker the
+	 * jump back here hands over (a bthread may resume on another one). */
+	w = stb_ctx_jump(fctx, tctx, w);
 #if defined(STB_ASAN)
-	{
-		struct stb_worker *rw = stb_worker_self();
-		void *fake = rw->cur ? rw->cur->asan_fake_stack : rw->asan_fake_stack;
-		__sanitizer_finish_switch_fiber(fake, NULL, NULL);
-	}
+	__sanitizer_finish_switch_fiber(w->cur ? w->cur->asan_fake_stack : w->asan_fake_stack,
+					NULL, NULL);
 #endif
-	stb_after_switch();
+	stb_after_switch(w);
 }
 
 /*
@@ -609,6 +638,15 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
  * start of a BTHREAD_NOSIGNAL bthread, as bRPC: NOSIGNAL applies to the
  * caller, which thus stays here until the new bthread gives the worker up).
  */
+/* stb_post_ready's rare half: w's own queue is full. */
+static __attribute__((noinline, cold)) void post_ready_remote(struct stb_worker *w,
+							      struct stb_task *prev, void *arg)
+{
+	pool_push_remote(w->pool, prev);
+	if (arg == NULL && !prev->about_to_quit)
+		pool_signal_own(w);
+}
+
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 #if STB_TRACER
@@ -625,12 +663,14 @@ static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *ar
 	/* What stb_task_set_state(prev, STB_TASK_READY) stores (no gate). */
 	__atomic_store_n(&pp->word, word, __ATOMIC_RELEASE);
 #endif
-	/* prev ran here, so it belongs to this worker's pool: queue it locally. */
-	struct stb_pool *p = w->pool;
-	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev)))
-		pool_push_remote(p, prev);
+	/* prev ran here, so it belongs to this worker's pool: queue it locally.
+	 * Both paths end in a tail call: nothing stays live across a call. */
+	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev))) {
+		post_ready_remote(w, prev, arg);
+		return;
+	}
 	if (STB_LIKELY(arg == NULL && !prev->about_to_quit))
-		pool_signal(p);
+		pool_signal_own(w);
 }
 
 /*
@@ -740,13 +780,14 @@ static __attribute__((noreturn)) void stb_task_exit(struct stb_task *t, void *re
 	__builtin_unreachable();
 }
 
-static void stb_task_entry(void *arg)
+/* First frame of a bthread: w is the worker whose jump started it. */
+static void stb_task_entry(void *arg, void *w)
 {
 	struct stb_task *t = arg;
 #if defined(STB_ASAN)
 	__sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
-	stb_after_switch();
+	stb_after_switch(w);
 	void *ret = t->fn(t->arg);
 	stb_task_exit(t, ret);
 }
@@ -938,6 +979,7 @@ static int pool_add_worker(struct stb_pool *p)
 	w->index = index;
 	w->pool = p;
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+	w->fair_left = STB_REMOTE_FAIR_PICKS;
 	stb_mpmc_init(&w->remote);
 	w->pub = stb_table_worker(index);
 	if (!w->pub)
