@@ -487,11 +487,13 @@ static __attribute__((noinline, cold)) struct stb_worker *switch_hooks(struct st
 
 /*
  * Runs after every switch, on the resumed context: finishes both halves. w is
- * the worker that jumped here (what stb_ctx_jump hands over: this thread's).
+ * the worker that jumped here (what stb_ctx_jump hands over: this thread's);
+ * cur is w->cur, the resumed context itself: the task that left from here
+ * (or starts), NULL for the scheduler. Known at most call sites once inlined.
  */
-static inline __attribute__((always_inline)) void stb_after_switch(struct stb_worker *w)
+static inline __attribute__((always_inline)) void stb_after_switch(struct stb_worker *w,
+								   struct stb_task *cur)
 {
-	struct stb_task *cur = w->cur;
 	if (cur) {
 #if STB_TRACER
 		/* Everything loaded before the first store (the atomic stores keep
@@ -536,7 +538,7 @@ static struct stb_ctx *stb_task_ctx(struct stb_task *t)
 /*
  * The gates of a switch one task at a time, when a tracer holds from or to
  * (and in test builds, for the switch hook). Returns w, so that the hot path
- * keeps nothing live across the call (it reloads from and to from w).
+ * keeps only w and from live across the call (it reloads to from w).
  */
 static __attribute__((noinline, cold)) struct stb_worker *
 switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *to)
@@ -581,8 +583,8 @@ stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
 		held |= __atomic_load_n(&tp->trace, __ATOMIC_ACQUIRE);
 	}
 	if (STB_UNLIKELY(held != 0)) {
+		/* Only w and from (live across the jump anyway) across the call. */
 		w = switch_gates_slow(w, from, to);
-		from = w->prev;
 		to = w->cur;
 		fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 		tctx = to ? stb_task_ctx(to) : &w->main_ctx;
@@ -623,14 +625,15 @@ stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
 		to->tsan_fiber = __tsan_create_fiber(0);
 	__tsan_switch_to_fiber(to ? to->tsan_fiber : w->tsan_fiber, 0);
 #endif
-	/* Resumed: locals above describe an older switch; use the worker the
-	 * jump back here hands over (a bthread may resume on another one). */
+	/* Resumed: the worker is the one the jump back here hands over (a
+	 * bthread may resume on another one); of the locals above only the
+	 * context that left, from, still holds: it is what runs again now. */
 	w = stb_ctx_jump(fctx, tctx, w);
 #if defined(STB_ASAN)
-	__sanitizer_finish_switch_fiber(w->cur ? w->cur->asan_fake_stack : w->asan_fake_stack,
-					NULL, NULL);
+	__sanitizer_finish_switch_fiber(from ? from->asan_fake_stack : w->asan_fake_stack, NULL,
+					NULL);
 #endif
-	stb_after_switch(w);
+	stb_after_switch(w, from);
 }
 
 /*
@@ -788,7 +791,7 @@ static void stb_task_entry(void *arg, void *w)
 #if defined(STB_ASAN)
 	__sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
-	stb_after_switch(w);
+	stb_after_switch(w, t);
 	void *ret = t->fn(t->arg);
 	stb_task_exit(t, ret);
 }
@@ -1261,6 +1264,17 @@ int bthread_about_to_quit(void)
 
 /* ---- public API: running bthreads ---- */
 
+/* bthread_yield's rare case: the next task runs on the worker's stack. */
+static __attribute__((noinline, cold)) void yield_to_scheduler(struct stb_worker *w,
+							       struct stb_task *self,
+							       struct stb_task *pending)
+{
+	w->pending = pending;
+	w->post_fn = stb_post_ready;
+	w->post_arg = NULL;
+	stb_jump_stack(w, self, NULL, false);
+}
+
 int bthread_yield(void)
 {
 	struct stb_worker *w = stb_worker_self();
@@ -1278,8 +1292,8 @@ int bthread_yield(void)
 		return 0;
 	}
 	if (STB_UNLIKELY(to->flags & STB_TASK_F_WORKER_STACK)) {
-		w->pending = to;
-		to = NULL;
+		yield_to_scheduler(w, self, to);
+		return 0;
 	}
 	w->post_fn = stb_post_ready;
 	w->post_arg = NULL;
