@@ -3,8 +3,9 @@
  * Workers and scheduling: worker pools (tags), one scheduler per worker
  * pthread with a lock-free work-stealing run queue, a bounded remote queue for
  * tasks made ready by other threads, a parking lot per pool that wakes one
- * idle worker at a time, and stb_jump_stack(), the single function that
- * switches stacks. Also the public bthread start/join/yield/exit/stop/
+ * idle worker at a time, and the single code that switches stacks
+ * (jump_stack_inline: stb_jump_stack(), inlined in bthread_yield). Also the
+ * public bthread start/join/yield/exit/stop/
  * interrupt calls and the concurrency, tag and worker-start settings.
  */
 #include <sched.h>
@@ -557,10 +558,12 @@ switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *
  * The single place where a worker switches stacks: from task `from` (NULL:
  * the worker's scheduler context) to task `to` (NULL: the scheduler). This is
  * the tracer's interception point: both state changes below pass the STB gate.
- * Inlined into its few callers (a yield then costs no call into it).
+ * Called through stb_jump_stack(), except by bthread_yield, the hottest
+ * caller, which has it inlined.
  */
 static inline __attribute__((always_inline)) void
-stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct stb_task *to, bool from_finished)
+jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
+		  bool from_finished)
 {
 	struct stb_ctx *fctx = &w->main_ctx, *tctx = &w->main_ctx;
 #if STB_TRACER && !defined(STB_TEST_HOOKS)
@@ -634,6 +637,17 @@ stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
 					NULL);
 #endif
 	stb_after_switch(w, from);
+}
+
+/*
+ * The switch as a function of its own: the innermost runtime frame of every
+ * suspended task, the one the reports name (and hide). A task that yielded
+ * has bthread_yield there instead.
+ */
+static __attribute__((noinline)) void stb_jump_stack(struct stb_worker *w, struct stb_task *from,
+						    struct stb_task *to, bool from_finished)
+{
+	jump_stack_inline(w, from, to, from_finished);
 }
 
 /*
@@ -1297,7 +1311,7 @@ int bthread_yield(void)
 	}
 	w->post_fn = stb_post_ready;
 	w->post_arg = NULL;
-	stb_jump_stack(w, self, to, false);
+	jump_stack_inline(w, self, to, false);
 	return 0;
 }
 
