@@ -10,7 +10,8 @@ void stb_ctx_trampoline(void);
 #define STB_CTX_MXCSR_DEFAULT 0x1f80u /* all exceptions masked, round to nearest */
 #define STB_CTX_X87CW_DEFAULT 0x037fu
 
-void stb_ctx_make(struct stb_ctx *ctx, void *lo, size_t size, void (*entry)(void *), void *arg)
+void stb_ctx_make(struct stb_ctx *ctx, void *lo, size_t size, void (*entry)(void *, void *),
+		  void *arg)
 {
 	/* sp is where rsp points after the first jump "returns" into the
 	 * trampoline; it must be 16-byte aligned for the call it makes. */

@@ -46,18 +46,22 @@ _Static_assert(offsetof(struct stb_abi_task, bp) - offsetof(struct stb_abi_task,
 	       "abi layout");
 
 /*
- * Saves the current context into *from and resumes *to. Returns when some
- * other context jumps back to *from. Never called directly except by
- * stb_jump_stack() (runtime/core/sched.c), the single switching point.
+ * Saves the current context into *from and resumes *to, handing it pass: the
+ * resumed stb_ctx_jump returns it (a first jump gives it to the entry). Returns,
+ * with the pass of that jump, when some other context jumps back to *from.
+ * Never called directly except by stb_jump_stack() (runtime/core/sched.c), the
+ * single switching point.
  */
-void stb_ctx_jump(struct stb_ctx *from, const struct stb_ctx *to);
+void *stb_ctx_jump(struct stb_ctx *from, const struct stb_ctx *to, void *pass);
 
 /*
- * Prepares *ctx so that jumping to it runs entry(arg) on the stack
- * [lo, lo + size) with rbp = 0 and no return address: the first frame of a
- * bthread ends the frame chain. entry must not return.
+ * Prepares *ctx so that jumping to it runs entry(arg, pass) on the stack
+ * [lo, lo + size) with rbp = 0 and no return address, pass being the value of
+ * that first jump: the first frame of a bthread ends the frame chain. entry
+ * must not return.
  */
-void stb_ctx_make(struct stb_ctx *ctx, void *lo, size_t size, void (*entry)(void *), void *arg);
+void stb_ctx_make(struct stb_ctx *ctx, void *lo, size_t size, void (*entry)(void *, void *),
+		  void *arg);
 
 #endif /* !__ASSEMBLER__ */
 #endif /* STB_RUNTIME_CORE_CONTEXT_H */

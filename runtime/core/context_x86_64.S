@@ -8,7 +8,9 @@
  *    +0  MXCSR (4 bytes), x87 control word (2 bytes), 2 bytes padding
  *    +8  r15   +16 r14   +24 r13   +32 r12   +40 rbx   +48 rbp
  *   +56  return address into the caller of stb_ctx_jump
- * struct stb_ctx (rdi = from, rsi = to): +0 sp, +8 ip, +16 bp.
+ * struct stb_ctx (rdi = from, rsi = to): +0 sp, +8 ip, +16 bp. rdx (pass)
+ * comes back in rax on the resumed side: its stb_ctx_jump returns it, or its
+ * trampoline hands it to the entry as second argument.
  * The CFI below stays valid on both stacks because both hold this frame.
  */
 #include "context.h"
@@ -77,6 +79,7 @@ stb_ctx_jump:
 	popq	%rbp
 	.cfi_adjust_cfa_offset -8
 	.cfi_restore %rbp
+	movq	%rdx, %rax
 	ret
 	.cfi_endproc
 	.size	stb_ctx_jump, .-stb_ctx_jump
@@ -84,7 +87,7 @@ stb_ctx_jump:
 /*
  * First frame of every bthread: stb_ctx_make() leaves entry in r12 and its
  * argument in r13 and makes the first jump "return" here with rsp 16-byte
- * aligned. rbp is 0 and the return address is undefined, so frame-pointer
+ * aligned and the jump's pass value in rax: entry(arg, pass). rbp is 0 and the return address is undefined, so frame-pointer
  * walkers and DWARF unwinders both stop here.
  */
 	.globl	stb_ctx_trampoline
@@ -96,6 +99,7 @@ stb_ctx_trampoline:
 	.cfi_undefined %rip
 	xorl	%ebp, %ebp
 	movq	%r13, %rdi
+	movq	%rax, %rsi
 	callq	*%r12
 	ud2
 	.cfi_endproc

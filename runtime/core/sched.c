@@ -3,8 +3,9 @@
  * Workers and scheduling: worker pools (tags), one scheduler per worker
  * pthread with a lock-free work-stealing run queue, a bounded remote queue for
  * tasks made ready by other threads, a parking lot per pool that wakes one
- * idle worker at a time, and stb_jump_stack(), the single function that
- * switches stacks. Also the public bthread start/join/yield/exit/stop/
+ * idle worker at a time, and the single code that switches stacks
+ * (jump_stack_inline: stb_jump_stack(), inlined in bthread_yield). Also the
+ * public bthread start/join/yield/exit/stop/
  * interrupt calls and the concurrency, tag and worker-start settings.
  */
 #include <sched.h>
@@ -48,7 +49,7 @@ static inline __attribute__((always_inline)) bool stb_rq_push(struct stb_rq *q, 
 	return true;
 }
 
-static struct stb_task *stb_rq_pop(struct stb_rq *q)
+static inline __attribute__((always_inline)) struct stb_task *stb_rq_pop(struct stb_rq *q)
 {
 	uint64_t top = __atomic_load_n(&q->top, __ATOMIC_ACQUIRE);
 	for (;;) {
@@ -147,7 +148,7 @@ struct stb_worker {
 	uint32_t index;                /* over all pools: its table entry */
 	pid_t tid;
 	uint64_t rng;
-	uint32_t picks;                /* stb_find_task calls, for remote-queue fairness */
+	uint32_t fair_left;            /* stb_find_task calls until the next fair pick */
 	uint64_t cpu_in;               /* thread CPU time when cur was switched in (STB_CPU_CLOCK) */
 	void *main_stack_lo;
 	size_t main_stack_size;
@@ -291,6 +292,10 @@ static inline void stb_full_fence(void)
  *    and looked into every queue once more; a signal bumps park_seq before
  *    the wake, so a wake between the re-check and the futex wait makes the
  *    wait return at once.
+ * 5. A worker that queued a task in its own pool does not signal when that
+ *    pool has one worker (pool_signal_own): the only one that could run the
+ *    task is itself, awake. A worker added later starts awake and looks into
+ *    the queues before it parks (rule 4).
  * (BTHREAD_NOSIGNAL starts skip rule 1 on purpose; bthread_flush signals.)
  */
 static void pool_signal(struct stb_pool *p)
@@ -301,6 +306,14 @@ static void pool_signal(struct stb_pool *p)
 		return;
 	__atomic_fetch_add(&p->park_seq, 1, __ATOMIC_SEQ_CST);
 	stb_futex_wake(&p->park_seq, 1);
+}
+
+/* pool_signal after worker w queued a task in its own pool (rule 5). */
+static inline __attribute__((always_inline)) void pool_signal_own(struct stb_worker *w)
+{
+	struct stb_pool *p = w->pool;
+	if (__atomic_load_n(&p->nworkers, __ATOMIC_RELAXED) > 1)
+		pool_signal(p);
 }
 
 static void ovf_push(struct stb_pool *p, struct stb_task *t)
@@ -343,19 +356,19 @@ static __attribute__((noinline)) void pool_push_remote(struct stb_pool *p, struc
 	ovf_push(p, t);
 }
 
-/* Queues t in pool p: on the caller's worker when it belongs to p, else remotely. */
-static inline __attribute__((always_inline)) void pool_push(struct stb_pool *p, struct stb_task *t)
-{
-	struct stb_worker *w = stb_worker_self();
-	if (STB_LIKELY(w && w->pool == p && stb_rq_push(&w->rq, t)))
-		return;
-	pool_push_remote(p, t);
-}
-
+/* Queues t in its pool: on the caller's worker when it belongs to it, else remotely. */
 void stb_sched_ready(struct stb_task *t, bool nosignal)
 {
 	struct stb_pool *p = stb_pools[t->tag];
-	pool_push(p, t);
+	struct stb_worker *w = stb_worker_self();
+	if (STB_LIKELY(w && w->pool == p)) {
+		if (STB_UNLIKELY(!stb_rq_push(&w->rq, t)))
+			pool_push_remote(p, t);
+		if (!nosignal)
+			pool_signal_own(w);
+		return;
+	}
+	pool_push_remote(p, t);
 	if (!nosignal)
 		pool_signal(p);
 }
@@ -373,16 +386,22 @@ static uint64_t stb_rand(struct stb_worker *w)
 /* Every this many picks the remote queue and the overflow go first. */
 #define STB_REMOTE_FAIR_PICKS 61u
 
-static struct stb_task *stb_find_task(struct stb_worker *w)
+/*
+ * stb_find_task's rest: the fair pick (fair: every STB_REMOTE_FAIR_PICKS-th
+ * call, before the own queue) or, when the own queue is empty, the remote
+ * queue, the overflow and the other workers' queues.
+ */
+static __attribute__((noinline)) struct stb_task *find_task_slow(struct stb_worker *w, bool fair)
 {
 	struct stb_pool *p = w->pool;
 	struct stb_task *t;
-	/*
-	 * Tasks made ready by other threads (timers, fd events, pthreads) wait in
-	 * the remote queue; a local queue that never empties (bthreads that keep
-	 * yielding) must not starve them.
-	 */
-	if (STB_UNLIKELY(++w->picks % STB_REMOTE_FAIR_PICKS == 0)) {
+	if (fair) {
+		/*
+		 * Tasks made ready by other threads (timers, fd events, pthreads)
+		 * wait in the remote queue; a local queue that never empties
+		 * (bthreads that keep yielding) must not starve them.
+		 */
+		w->fair_left = STB_REMOTE_FAIR_PICKS;
 		t = stb_mpmc_pop(&w->remote);
 		if (!t)
 			t = ovf_pop(p);
@@ -396,10 +415,10 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 		}
 		if (t)
 			return t;
+		t = stb_rq_pop(&w->rq);
+		if (t)
+			return t;
 	}
-	t = stb_rq_pop(&w->rq);
-	if (t)
-		return t;
 	t = stb_mpmc_pop(&w->remote);
 	if (t)
 		return t;
@@ -421,6 +440,17 @@ static struct stb_task *stb_find_task(struct stb_worker *w)
 			return t;
 	}
 	return NULL;
+}
+
+/* The next task for worker w, or NULL. Inline: its common case is one pop. */
+static inline __attribute__((always_inline)) struct stb_task *stb_find_task(struct stb_worker *w)
+{
+	if (STB_UNLIKELY(--w->fair_left == 0))
+		return find_task_slow(w, true);
+	struct stb_task *t = stb_rq_pop(&w->rq);
+	if (STB_LIKELY(t != NULL))
+		return t;
+	return find_task_slow(w, false);
 }
 
 /* ---- switching ---- */
@@ -456,11 +486,15 @@ static __attribute__((noinline, cold)) struct stb_worker *switch_hooks(struct st
 	return w;
 }
 
-/* Runs after every switch, on the resumed context: finishes both halves. */
-static inline __attribute__((always_inline)) void stb_after_switch(void)
+/*
+ * Runs after every switch, on the resumed context: finishes both halves. w is
+ * the worker that jumped here (what stb_ctx_jump hands over: this thread's);
+ * cur is w->cur, the resumed context itself: the task that left from here
+ * (or starts), NULL for the scheduler. Known at most call sites once inlined.
+ */
+static inline __attribute__((always_inline)) void stb_after_switch(struct stb_worker *w,
+								   struct stb_task *cur)
 {
-	struct stb_worker *w = stb_worker_self();
-	struct stb_task *cur = w->cur;
 	if (cur) {
 #if STB_TRACER
 		/* Everything loaded before the first store (the atomic stores keep
@@ -505,7 +539,7 @@ static struct stb_ctx *stb_task_ctx(struct stb_task *t)
 /*
  * The gates of a switch one task at a time, when a tracer holds from or to
  * (and in test builds, for the switch hook). Returns w, so that the hot path
- * keeps nothing live across the call (it reloads from and to from w).
+ * keeps only w and from live across the call (it reloads to from w).
  */
 static __attribute__((noinline, cold)) struct stb_worker *
 switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *to)
@@ -524,9 +558,12 @@ switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *
  * The single place where a worker switches stacks: from task `from` (NULL:
  * the worker's scheduler context) to task `to` (NULL: the scheduler). This is
  * the tracer's interception point: both state changes below pass the STB gate.
+ * Called through stb_jump_stack(), except by bthread_yield, the hottest
+ * caller, which has it inlined.
  */
-static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
-			   bool from_finished)
+static inline __attribute__((always_inline)) void
+jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
+		  bool from_finished)
 {
 	struct stb_ctx *fctx = &w->main_ctx, *tctx = &w->main_ctx;
 #if STB_TRACER && !defined(STB_TEST_HOOKS)
@@ -549,8 +586,8 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 		held |= __atomic_load_n(&tp->trace, __ATOMIC_ACQUIRE);
 	}
 	if (STB_UNLIKELY(held != 0)) {
+		/* Only w and from (live across the jump anyway) across the call. */
 		w = switch_gates_slow(w, from, to);
-		from = w->prev;
 		to = w->cur;
 		fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 		tctx = to ? stb_task_ctx(to) : &w->main_ctx;
@@ -591,16 +628,26 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
 		to->tsan_fiber = __tsan_create_fiber(0);
 	__tsan_switch_to_fiber(to ? to->tsan_fiber : w->tsan_fiber, 0);
 #endif
-	stb_ctx_jump(fctx, tctx);
-	/* Resumed: locals above describe an older switch; use the worker. */
+	/* Resumed: the worker is the one the jump back here hands over (a
+	 * bthread may resume on another one); of the locals above only the
+	 * context that left, from, still holds: it is what runs again now. */
+	w = stb_ctx_jump(fctx, tctx, w);
 #if defined(STB_ASAN)
-	{
-		struct stb_worker *rw = stb_worker_self();
-		void *fake = rw->cur ? rw->cur->asan_fake_stack : rw->asan_fake_stack;
-		__sanitizer_finish_switch_fiber(fake, NULL, NULL);
-	}
+	__sanitizer_finish_switch_fiber(from ? from->asan_fake_stack : w->asan_fake_stack, NULL,
+					NULL);
 #endif
-	stb_after_switch();
+	stb_after_switch(w, from);
+}
+
+/*
+ * The switch as a function of its own: the innermost runtime frame of every
+ * suspended task, the one the reports name (and hide). A task that yielded
+ * has bthread_yield there instead.
+ */
+static __attribute__((noinline)) void stb_jump_stack(struct stb_worker *w, struct stb_task *from,
+						    struct stb_task *to, bool from_finished)
+{
+	jump_stack_inline(w, from, to, from_finished);
 }
 
 /*
@@ -609,6 +656,15 @@ static void stb_jump_stack(struct stb_worker *w, struct stb_task *from, struct s
  * start of a BTHREAD_NOSIGNAL bthread, as bRPC: NOSIGNAL applies to the
  * caller, which thus stays here until the new bthread gives the worker up).
  */
+/* stb_post_ready's rare half: w's own queue is full. */
+static __attribute__((noinline, cold)) void post_ready_remote(struct stb_worker *w,
+							      struct stb_task *prev, void *arg)
+{
+	pool_push_remote(w->pool, prev);
+	if (arg == NULL && !prev->about_to_quit)
+		pool_signal_own(w);
+}
+
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 #if STB_TRACER
@@ -625,12 +681,14 @@ static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *ar
 	/* What stb_task_set_state(prev, STB_TASK_READY) stores (no gate). */
 	__atomic_store_n(&pp->word, word, __ATOMIC_RELEASE);
 #endif
-	/* prev ran here, so it belongs to this worker's pool: queue it locally. */
-	struct stb_pool *p = w->pool;
-	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev)))
-		pool_push_remote(p, prev);
+	/* prev ran here, so it belongs to this worker's pool: queue it locally.
+	 * Both paths end in a tail call: nothing stays live across a call. */
+	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev))) {
+		post_ready_remote(w, prev, arg);
+		return;
+	}
 	if (STB_LIKELY(arg == NULL && !prev->about_to_quit))
-		pool_signal(p);
+		pool_signal_own(w);
 }
 
 /*
@@ -740,13 +798,14 @@ static __attribute__((noreturn)) void stb_task_exit(struct stb_task *t, void *re
 	__builtin_unreachable();
 }
 
-static void stb_task_entry(void *arg)
+/* First frame of a bthread: w is the worker whose jump started it. */
+static void stb_task_entry(void *arg, void *w)
 {
 	struct stb_task *t = arg;
 #if defined(STB_ASAN)
 	__sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
-	stb_after_switch();
+	stb_after_switch(w, t);
 	void *ret = t->fn(t->arg);
 	stb_task_exit(t, ret);
 }
@@ -938,6 +997,7 @@ static int pool_add_worker(struct stb_pool *p)
 	w->index = index;
 	w->pool = p;
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+	w->fair_left = STB_REMOTE_FAIR_PICKS;
 	stb_mpmc_init(&w->remote);
 	w->pub = stb_table_worker(index);
 	if (!w->pub)
@@ -1218,10 +1278,22 @@ int bthread_about_to_quit(void)
 
 /* ---- public API: running bthreads ---- */
 
+/* bthread_yield's rare case: the next task runs on the worker's stack. */
+static __attribute__((noinline, cold)) void yield_to_scheduler(struct stb_worker *w,
+							       struct stb_task *self,
+							       struct stb_task *pending)
+{
+	w->pending = pending;
+	w->post_fn = stb_post_ready;
+	w->post_arg = NULL;
+	stb_jump_stack(w, self, NULL, false);
+}
+
 int bthread_yield(void)
 {
 	struct stb_worker *w = stb_worker_self();
-	if (!w || !w->cur || (w->cur->flags & STB_TASK_F_WORKER_STACK)) {
+	struct stb_task *self = w ? w->cur : NULL;
+	if (!self || (self->flags & STB_TASK_F_WORKER_STACK)) {
 		sched_yield();
 		return 0;
 	}
@@ -1233,13 +1305,13 @@ int bthread_yield(void)
 #endif
 		return 0;
 	}
-	if (to->flags & STB_TASK_F_WORKER_STACK) {
-		w->pending = to;
-		to = NULL;
+	if (STB_UNLIKELY(to->flags & STB_TASK_F_WORKER_STACK)) {
+		yield_to_scheduler(w, self, to);
+		return 0;
 	}
 	w->post_fn = stb_post_ready;
 	w->post_arg = NULL;
-	stb_jump_stack(w, w->cur, to, false);
+	jump_stack_inline(w, self, to, false);
 	return 0;
 }
 
