@@ -8,7 +8,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config g++
   clang llvm bpftool libbpf-dev libclang-rt-14-dev
-  libunwind-dev libelf-dev libdw-dev zlib1g-dev
+  libunwind-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev
   libcmocka-dev
   golang-go python3
   gdb procps iproute2 curl dpkg-dev man-db groff-base

@@ -24,3 +24,37 @@ set(STB_GCC_S_FIRST "SHELL:-Wl,--push-state,--no-as-needed -lgcc_s -Wl,--pop-sta
 add_library(stb_unwind_link INTERFACE)
 target_link_options(stb_unwind_link INTERFACE "${STB_GCC_S_FIRST}")
 target_link_libraries(stb_unwind_link INTERFACE PkgConfig::LIBUNWIND)
+
+# stb-bpf-loader is a root tool that may be started every few hundred
+# milliseconds against a live service: it links libbpf, libdw, libelf and the
+# compression libraries they use from their static archives (Debian's -dev
+# packages ship them), which saves mapping and relocating six shared objects
+# at every start (docs/benchmarks.md, "Loader start-up"). libunwind stays
+# shared: Debian's archive is not position-independent.
+option(STB_LOADER_STATIC_DEPS
+  "link stb-bpf-loader with the static libbpf, libdw, libelf, zlib, liblzma and libbz2" ON)
+add_library(stb_loader_deps INTERFACE)
+if(STB_BPF AND STB_LOADER_STATIC_DEPS)
+  set(_stb_static_libs bpf dw elf z lzma bz2)
+  set(_stb_archives "")
+  set(_stb_missing "")
+  foreach(_lib IN LISTS _stb_static_libs)
+    find_library(STB_STATIC_LIB_${_lib} NAMES lib${_lib}.a)
+    if(STB_STATIC_LIB_${_lib})
+      list(APPEND _stb_archives "${STB_STATIC_LIB_${_lib}}")
+    else()
+      list(APPEND _stb_missing "lib${_lib}.a")
+    endif()
+  endforeach()
+  if(_stb_missing)
+    message(FATAL_ERROR "stb-bpf-loader links ${_stb_missing} statically and they are missing: "
+      "run .ci/install-deps.sh (libbpf-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev "
+      "libbz2-dev), or configure with -DSTB_LOADER_STATIC_DEPS=OFF")
+  endif()
+  # In dependency order: each archive only uses those after it.
+  target_link_libraries(stb_loader_deps INTERFACE ${_stb_archives} Threads::Threads
+    ${CMAKE_DL_LIBS})
+else()
+  target_link_libraries(stb_loader_deps INTERFACE PkgConfig::LIBDW PkgConfig::ZLIB
+    $<$<BOOL:${STB_BPF}>:PkgConfig::LIBBPF>)
+endif()
