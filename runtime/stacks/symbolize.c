@@ -4,7 +4,8 @@
  * process, fed by the target's module registry (modules.h) instead of its
  * own /proc scan; libdwfl never maps a target's file: main files are opened
  * with ELF_C_READ (pread on demand), separate debug files are copied into a
- * sealed memfd first. A per-(ip, flag) cache of results, an arena that owns
+ * sealed memfd first. A per-(ip, flag) cache of results, a symbol index per
+ * module (symindex.h) in front of libdwfl's lookup, an arena that owns
  * every string and array handed out, string interning, C++ demangling
  * through __cxa_demangle found at run time, and inline frames walked through
  * the concrete inlined scopes (dwarf_getscopes_die), innermost first.
@@ -12,6 +13,7 @@
 #include "symbolize.h"
 #include "escape.h"
 #include "modules.h"
+#include "symindex.h"
 #include "util.h"
 #include "stb/stb.h"
 
@@ -69,6 +71,9 @@ struct stb_sym_modrec {
 	size_t image_len;
 	bool elf_ok;          /* the registry parsed it as the mapped file */
 	unsigned mflags;      /* the registry's STB_UNW_MOD_* */
+	unsigned lookups;     /* addresses looked up before the index was built */
+	bool no_index;        /* the index could not be built: libdwfl alone */
+	struct stb_symidx *idx; /* its symbols by address (arena), built at the second lookup */
 };
 
 struct stb_sym {
@@ -693,6 +698,37 @@ cleanup:
 	free(scopes);
 }
 
+static void *stb_sym_index_alloc(void *ctx, size_t size)
+{
+	return stb_sym_alloc(ctx, size);
+}
+
+/*
+ * The symbol containing addr in mod and addr's offset in it, as
+ * dwfl_module_addrinfo says. libdwfl reads the whole symbol table for every
+ * address; a module's second lookup builds its index (symindex.h), which
+ * answers from then on wherever it knows libdwfl's answer.
+ */
+static const char *stb_sym_addr_name(struct stb_sym *s, struct stb_sym_modrec *rec,
+				     Dwfl_Module *mod, Dwarf_Addr addr, GElf_Off *off)
+{
+	GElf_Sym sym;
+
+	if (rec && !rec->idx && !rec->no_index && rec->lookups++ > 0) {
+		rec->idx = stb_symidx_build(mod, stb_sym_index_alloc, s);
+		rec->no_index = rec->idx == NULL;
+	}
+	if (rec && rec->idx) {
+		uint64_t o;
+		const char *name = stb_symidx_find(rec->idx, addr, &o);
+		if (name) {
+			*off = o;
+			return name;
+		}
+	}
+	return dwfl_module_addrinfo(mod, addr, off, &sym, NULL, NULL, NULL);
+}
+
 static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct stb_sym_entry *e)
 {
 	struct stb_sym_info *info = &e->info;
@@ -702,7 +738,6 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 	const char *name, *mainfile = NULL;
 	Dwfl_Module *mod;
 	GElf_Off off = 0;
-	GElf_Sym sym;
 	int len;
 
 	memset(info, 0, sizeof(*info));
@@ -718,8 +753,9 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 	Elf *elf = dwfl_module_getelf(mod, &bias); /* finds the file: sets mainfile */
 	void **slot = NULL;
 	name = dwfl_module_info(mod, &slot, &start, NULL, NULL, NULL, &mainfile, NULL);
-	if (slot && *slot)
-		info->module_flags = ((const struct stb_sym_modrec *)*slot)->mflags;
+	struct stb_sym_modrec *rec = slot ? *slot : NULL;
+	if (rec)
+		info->module_flags = rec->mflags;
 	info->module_offset = elf ? ip - bias : ip - start;
 	if (name && strncmp(name, "[vdso", 5) == 0)
 		info->module = stb_sym_intern(s, "[vdso]");
@@ -732,7 +768,7 @@ static void stb_sym_resolve(struct stb_sym *s, uint64_t ip, int is_ret, struct s
 			snprintf(hex + 2 * i, 3, "%02x", bits[i]);
 		info->build_id = stb_sym_intern(s, hex);
 	}
-	name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+	name = stb_sym_addr_name(s, rec, mod, addr, &off);
 	if (name) {
 		info->function = stb_sym_name(s, name);
 		info->offset = off + (ip - addr);
