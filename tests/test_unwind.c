@@ -481,6 +481,10 @@ static void test_remote(void **state)
 	assert_non_null(strstr(mi.path, "test_unwind"));
 	assert_int_equal(mi.flags & (STB_UNW_MOD_FP_ONLY | STB_UNW_MOD_CHANGED), 0);
 	assert_int_equal(mi.build_id_len, 20);
+	/* A live target's unwind tables are read at their first use only. */
+	struct stb_unw_stats st;
+	stb_unw_proc_stats(p, &st);
+	assert_int_equal(st.tables_read, 0);
 
 	stb_unw_walk(p, &regs, &copy, 0, 0, unw_test_collect, &d);
 	unw_test_expect(s, &d, 0, "unw_test_f3", "unw_test_f2", "unw_test_f1", "unw_test_runner", NULL);
@@ -492,10 +496,13 @@ static void test_remote(void **state)
 		assert_int_equal(f.f[i].ip, d.f[i].ip);
 
 	/* Whole walk served from the copy and the local file images. */
-	struct stb_unw_stats st;
 	stb_unw_proc_stats(p, &st);
 	assert_int_equal(st.target_read_failures, 0);
 	assert_true(st.image_reads > 0);
+	/* This program's tables and libc's (the bottom frames), not those of
+	 * the other modules mapped (libdw, libelf, cmocka, ...). */
+	assert_true(st.tables_read >= 1 && st.tables_read <= 3);
+	uint64_t read_once = st.tables_read;
 
 	/* Without the copy every stack read goes to the (live) target. */
 	memset(&d, 0, sizeof(d));
@@ -516,6 +523,15 @@ static void test_remote(void **state)
 	unw_test_expect(s, &d, 0, "unw_test_f3", "unw_test_f2", "unw_test_f1", "unw_test_runner", NULL);
 	stb_unw_proc_stats(p, &st2);
 	assert_int_equal(st2.target_reads, st.target_reads);
+	/* libunwind finds the tables read at first use through the walk's
+	 * reads: from the local copies, never from the target. */
+	ro.flags |= STB_UNW_LIBUNWIND_ONLY;
+	memset(&d, 0, sizeof(d));
+	stb_unw_walk(p, &ro, &copy, 0, 0, unw_test_collect, &d);
+	unw_test_expect(s, &d, 0, "unw_test_f3", "unw_test_f2", "unw_test_f1", "unw_test_runner", NULL);
+	stb_unw_proc_stats(p, &st2);
+	assert_int_equal(st2.target_reads, st.target_reads);
+	assert_int_equal(st2.tables_read, read_once); /* each module's once */
 
 	stb_sym_free(s);
 	stb_unw_proc_free(p);

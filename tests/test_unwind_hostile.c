@@ -153,7 +153,9 @@ static void helper_stop(struct helper *h)
  * place, and so did libdwfl: the next read past the new end was SIGBUS in
  * the tracer. Now walks use the copies read before, libdwfl reads with
  * pread and gets an error, and a registry built after the truncation sees
- * a module without tables.
+ * a module without tables. A live target's tables are read at their first
+ * use: a registry that had not needed them yet finds the file shrunk, and
+ * its walks end there without them.
  */
 static void test_target_shrinks_mapped_file(void **state)
 {
@@ -170,15 +172,28 @@ static void test_target_shrinks_mapped_file(void **state)
 	assert_non_null(s);
 	assert_int_equal(stb_unw_proc_module(p, h.fn, &mi), 0);
 	assert_non_null(strstr(mi.path, "memfd:unw-dso"));
-	assert_int_equal(mi.flags & STB_UNW_MOD_FP_ONLY, 0); /* its tables were read */
+	assert_int_equal(mi.flags & STB_UNW_MOD_FP_ONLY, 0); /* its tables were found */
+	struct stb_unw_proc *unused = stb_unw_proc_new(h.pid); /* tables never read */
+	assert_non_null(unused);
+
+	/* The first walk reads the tables: the row is found, the step needs
+	 * the stack at sp 0x1000, which is not mapped. */
+	struct stb_regs r = {.ip = h.fn, .sp = 0x1000, .bp = 0};
+	struct stb_unw_result res;
+	assert_int_equal(stb_unw_walk_budget(p, &r, NULL, 0, NULL, collect, &d, &res), 1);
+	assert_int_equal(res.end, STB_UNW_END_UNREADABLE);
 
 	helper_cmd(&h, 't'); /* shrunk to 4 KiB under the target's mapping */
 
 	/* The row of the DSO's function comes from the copy: no fault. */
-	struct stb_regs r = {.ip = h.fn, .sp = 0x1000, .bp = 0};
-	struct stb_unw_result res;
+	memset(&d, 0, sizeof(d));
 	assert_int_equal(stb_unw_walk_budget(p, &r, NULL, 0, NULL, collect, &d, &res), 1);
-	assert_int_equal(res.end, STB_UNW_END_UNREADABLE); /* sp 0x1000 is not mapped */
+	assert_int_equal(res.end, STB_UNW_END_UNREADABLE);
+	/* Tables read only now, from the shrunk file: none, and no fault. */
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(stb_unw_walk_budget(unused, &r, NULL, 0, NULL, collect, &d, &res), 1);
+	assert_int_equal(res.end, STB_UNW_END_NO_INFO);
+	stb_unw_proc_free(unused);
 	/* libdwfl opens the file only now: reads past its end fail cleanly. */
 	stb_sym_lookup(s, h.fn, 0, &si);
 	assert_non_null(si.module);
@@ -544,6 +559,54 @@ static void test_elf_reader_truncated(void **state)
 		if (stb_elf_mod_load(&src, 0x555555555000ull, xoff, &left, &m) == 0)
 			stb_elf_mod_free(&m);
 	}
+	/* Tables located first, read later: the same tables, budget taken at
+	 * once; a later read of a shrunk or changed object finds none. */
+	struct stb_elf_mod eager;
+	src.size = ms.len = (size_t)st.st_size;
+	left = UINT64_MAX;
+	assert_int_equal(stb_elf_mod_load(&src, 0x555555555000ull, xoff, &left, &eager), 0);
+	uint64_t eager_left = left;
+	struct stb_elf_src lazy = src;
+	lazy.defer_tables = true;
+	left = UINT64_MAX;
+	assert_int_equal(stb_elf_mod_load(&lazy, 0x555555555000ull, xoff, &left, &m), 0);
+	assert_true(m.tables_deferred);
+	assert_false(m.has_table);
+	assert_null(m.hdr.data);
+	assert_true(left == eager_left);
+	assert_int_equal(stb_elf_mod_load_tables(&src, &m), 0);
+	assert_true(m.has_table && !m.tables_deferred);
+	assert_true(m.table.count == eager.table.count && m.table.eh_frame == eager.table.eh_frame);
+	assert_true(m.eh_frame.len == eager.eh_frame.len &&
+		    memcmp(m.eh_frame.data, eager.eh_frame.data, m.eh_frame.len) == 0);
+	assert_int_equal(stb_elf_mod_load_tables(&src, &m), 0); /* once: nothing more */
+	stb_elf_mod_free(&m);
+	left = 16; /* too small: found too big at once, as when read eagerly */
+	assert_int_equal(stb_elf_mod_load(&lazy, 0x555555555000ull, xoff, &left, &m), 0);
+	assert_false(m.tables_deferred);
+	assert_true(m.flags & STB_ELF_TOO_BIG);
+	stb_elf_mod_free(&m);
+	left = UINT64_MAX;
+	assert_int_equal(stb_elf_mod_load(&lazy, 0x555555555000ull, xoff, &left, &m), 0);
+	struct mem_src shrunk = {.p = img, .len = (size_t)m.eh_frame_off + 8};
+	struct stb_elf_src later = {.read = mem_read, .arg = &shrunk, .size = shrunk.len};
+	assert_true(stb_elf_mod_load_tables(&later, &m) < 0);
+	assert_false(m.has_table || m.tables_deferred);
+	assert_int_equal(stb_elf_mod_load_tables(&src, &m), -EINVAL); /* given up for good */
+	stb_elf_mod_free(&m);
+	left = UINT64_MAX;
+	assert_int_equal(stb_elf_mod_load(&lazy, 0x555555555000ull, xoff, &left, &m), 0);
+	uint8_t *changed = malloc((size_t)st.st_size);
+	assert_non_null(changed);
+	memcpy(changed, img, (size_t)st.st_size);
+	changed[m.hdr_off + 4] ^= 0x40; /* eh_frame_ptr points elsewhere now */
+	struct mem_src cs = {.p = changed, .len = (size_t)st.st_size};
+	struct stb_elf_src csrc = {.read = mem_read, .arg = &cs, .size = cs.len};
+	assert_true(stb_elf_mod_load_tables(&csrc, &m) < 0);
+	assert_false(m.has_table);
+	stb_elf_mod_free(&m);
+	free(changed);
+	stb_elf_mod_free(&eager);
 	/* Corrupted program headers: huge counts, offsets and sizes. */
 	src.size = ms.len = (size_t)st.st_size;
 	uint16_t phnum = 0xffff;

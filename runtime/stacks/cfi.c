@@ -79,18 +79,31 @@ int stb_cfi_read_ptr(const struct stb_cfi_bytes *b, size_t *pos, uint8_t enc, ui
 
 /* ------------------------------------------------------------ .eh_frame_hdr */
 
-int stb_cfi_hdr_parse(const struct stb_cfi_bytes *b, struct stb_cfi_hdr *out)
+/* The version, the encodings and eh_frame_ptr; *pos after it. */
+static int hdr_head(const struct stb_cfi_bytes *b, size_t *pos, uint64_t *eh_frame)
 {
-	size_t pos = 4;
-	uint64_t eh_frame, count;
-	int ret;
-
 	if (b->len < 4 || b->data[0] != 1)
 		return -EINVAL;
 	if (b->data[1] == DW_EH_PE_omit || b->data[2] == DW_EH_PE_omit ||
 	    b->data[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4) || (b->data[2] & 0x70) != 0)
 		return -ENOTSUP;
-	ret = stb_cfi_read_ptr(b, &pos, b->data[1], b->addr, &eh_frame);
+	*pos = 4;
+	return stb_cfi_read_ptr(b, pos, b->data[1], b->addr, eh_frame);
+}
+
+int stb_cfi_hdr_eh_frame(const struct stb_cfi_bytes *b, uint64_t *eh_frame)
+{
+	size_t pos;
+	return hdr_head(b, &pos, eh_frame);
+}
+
+int stb_cfi_hdr_parse(const struct stb_cfi_bytes *b, struct stb_cfi_hdr *out)
+{
+	size_t pos;
+	uint64_t eh_frame, count;
+	int ret;
+
+	ret = hdr_head(b, &pos, &eh_frame);
 	if (ret == 0)
 		ret = stb_cfi_read_ptr(b, &pos, b->data[2], b->addr, &count);
 	if (ret < 0)

@@ -53,6 +53,11 @@ struct stb_cfi_hdr {
  */
 int stb_cfi_hdr_parse(const struct stb_cfi_bytes *b, struct stb_cfi_hdr *out);
 
+/* eh_frame_ptr of the .eh_frame_hdr that b starts (b may hold only its first
+ * bytes), checked as stb_cfi_hdr_parse checks it. Returns 0, -EINVAL or
+ * -ENOTSUP. */
+int stb_cfi_hdr_eh_frame(const struct stb_cfi_bytes *b, uint64_t *eh_frame);
+
 /* Target address of the FDE whose initial location is the greatest <= ip
  * (it may still not cover ip: stb_cfi_row checks). Returns 0 or -ENOENT. */
 int stb_cfi_hdr_find(const struct stb_cfi_hdr *h, uint64_t ip, uint64_t *fde_addr);

@@ -35,6 +35,9 @@ struct stb_elf_src {
 	 * object starting at its first PT_LOAD (offsets are p_vaddr - that
 	 * segment's p_vaddr), e.g. a copy of the vdso. */
 	bool mem_layout;
+	/* true: stb_elf_mod_load only locates the unwind tables (and checks
+	 * them against the budget); stb_elf_mod_load_tables reads them. */
+	bool defer_tables;
 };
 
 /* An owned copy of target bytes: data[i] is at target address addr + i. */
@@ -67,6 +70,10 @@ struct stb_elf_mod {
 	struct stb_elf_piece hdr, eh_frame; /* .eh_frame_hdr, .eh_frame (to its segment's end) */
 	bool has_table;
 	struct stb_cfi_hdr table; /* parsed from hdr (points into hdr.data) */
+	/* Located, not read yet (src->defer_tables): where the two pieces are
+	 * in the object's bytes and in the target. */
+	bool tables_deferred;
+	uint64_t hdr_off, hdr_len, hdr_addr, eh_frame_off, eh_frame_len, eh_frame_addr;
 };
 
 /*
@@ -80,6 +87,15 @@ struct stb_elf_mod {
  */
 int stb_elf_mod_load(const struct stb_elf_src *src, uint64_t map_start, uint64_t map_off,
 		     uint64_t *bytes_left, struct stb_elf_mod *m);
+
+/*
+ * Reads the tables that stb_elf_mod_load located (m->tables_deferred) from
+ * src, the same object: 0 and m->has_table; -ENOMEM (m has none yet and may
+ * be asked again); otherwise the read's -errno or -ENOEXEC, -EINVAL,
+ * -ENOTSUP when the bytes are not the tables located any more, and m has
+ * none for good. Not thread-safe for one m; blocks on the reads.
+ */
+int stb_elf_mod_load_tables(const struct stb_elf_src *src, struct stb_elf_mod *m);
 
 /* Frees m's pieces; accepts a zeroed m. */
 void stb_elf_mod_free(struct stb_elf_mod *m);

@@ -36,11 +36,19 @@
 #define SELF_REFRESH_NS (1ull * 1000 * 1000)
 #define FUSE_SUPER_MAGIC 0x65735546
 
+/* stb_mod_image.tables, for an image whose tables are read on first use */
+enum { TABLES_DEFERRED, TABLES_READY, TABLES_NONE };
+
 struct stb_mod_image {
 	_Atomic int refs; /* tables using it */
 	struct stb_elf_mod em;
 	uint8_t *vdso;
 	size_t vdso_len;
+	/* A live target's file: em located its tables, stb_mods_tables reads
+	 * them (under the registry's tables_lock) and then publishes READY. */
+	bool lazy;
+	_Atomic int tables;
+	struct stb_cfi_bytes eh_frame; /* READY: em's .eh_frame */
 };
 
 /* A frozen target (stb_mods_new_frozen). */
@@ -59,10 +67,12 @@ struct stb_mods {
 	_Atomic int refs;
 	pthread_rwlock_t lock;        /* tab: taking a reference vs swapping it */
 	pthread_mutex_t refresh_lock; /* one rebuild at a time */
+	pthread_mutex_t tables_lock;  /* reading a module's deferred tables */
 	struct stb_modtab *tab;
 	_Atomic uint64_t gen;
 	_Atomic uint64_t last_refresh_ns;
 	_Atomic uint64_t refreshes;
+	_Atomic uint64_t tables_read; /* deferred tables read (stb_mods_tables) */
 	uint64_t next_gen;                   /* under refresh_lock */
 	unsigned long long dl_adds, dl_subs; /* pid 0: dl_iterate_phdr counters of tab */
 };
@@ -202,7 +212,11 @@ static int mod_use_image(struct stb_modtab *t, struct stb_mod *m, struct stb_mod
 		m->image = im->vdso;
 		m->image_len = im->vdso_len;
 	}
-	if (em->has_table) {
+	if (im->lazy) {
+		/* Read on first use (stb_mods_tables): no segments for them. */
+		m->lazy_table = true;
+		t->nlazy++;
+	} else if (em->has_table) {
 		m->has_table = true;
 		m->table = em->table;
 		m->eh_frame = (struct stb_cfi_bytes){
@@ -563,7 +577,10 @@ static int mod_from_file(struct stb_mods *r, struct stb_modtab *t, struct stb_mo
 		return -ENOMEM;
 	}
 	struct fd_src fs = {.fd = fd};
-	struct stb_elf_src src = {.read = fd_read, .arg = &fs, .size = (uint64_t)st.st_size};
+	/* A live target's tables are read when a walk first needs them: most
+	 * modules of a process are never on a traced stack. */
+	struct stb_elf_src src = {.read = fd_read, .arg = &fs, .size = (uint64_t)st.st_size,
+				  .defer_tables = !r->frozen && r->pid != 0};
 	ret = stb_elf_mod_load(&src, ml->start, ml->off, &left, &im->em);
 	close(fd);
 	if (ret == -ENOMEM) {
@@ -597,7 +614,13 @@ static int mod_from_file(struct stb_mods *r, struct stb_modtab *t, struct stb_mo
 		m->flags |= STB_UNW_MOD_CHANGED;
 		return 0;
 	}
-	t->bytes += im->em.hdr.len + im->em.eh_frame.len;
+	if (im->em.tables_deferred) {
+		im->lazy = true; /* the budget is taken now, for when they are read */
+		atomic_init(&im->tables, TABLES_DEFERRED);
+		t->bytes += im->em.hdr_len + im->em.eh_frame_len;
+	} else {
+		t->bytes += im->em.hdr.len + im->em.eh_frame.len;
+	}
 	mod_set_elf(m, &im->em);
 	ret = mod_use_image(t, m, im);
 	if (ret < 0) {
@@ -958,6 +981,10 @@ static struct stb_mods *mods_create(pid_t pid, struct mods_frozen *frozen)
 	if (ret < 0)
 		goto cleanup;
 	have_mutex = 1;
+	ret = -pthread_mutex_init(&r->tables_lock, NULL);
+	if (ret < 0)
+		goto cleanup;
+	have_mutex = 2;
 	if (pid == 0)
 		dl_iterate_phdr(dl_counts, counts);
 	ret = build(r, NULL, 0, &r->tab);
@@ -976,6 +1003,8 @@ cleanup:
 				pthread_rwlock_destroy(&r->lock);
 			if (have_mutex)
 				pthread_mutex_destroy(&r->refresh_lock);
+			if (have_mutex > 1)
+				pthread_mutex_destroy(&r->tables_lock);
 			free(r);
 		}
 		frozen_free(frozen);
@@ -1050,7 +1079,87 @@ void stb_mods_unref(struct stb_mods *r)
 	frozen_free(r->frozen);
 	pthread_rwlock_destroy(&r->lock);
 	pthread_mutex_destroy(&r->refresh_lock);
+	pthread_mutex_destroy(&r->tables_lock);
 	free(r);
+}
+
+/* Reads the deferred tables of m's image (under tables_lock). Returns the
+ * image's new state; DEFERRED again when memory ran out. */
+static int read_tables(struct stb_mods *r, const struct stb_mod *m, struct stb_mod_image *im)
+{
+	struct stat st;
+	int fd, ret;
+
+	fd = stb_mods_open(r, m->path, m->dev, m->ino, m->map_lo, m->map_hi);
+	if (fd < 0)
+		return TABLES_NONE; /* gone or replaced since the registry read it */
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return TABLES_NONE;
+	}
+	struct fd_src fs = {.fd = fd};
+	struct stb_elf_src src = {.read = fd_read, .arg = &fs, .size = (uint64_t)st.st_size};
+	ret = stb_elf_mod_load_tables(&src, &im->em);
+	close(fd);
+	if (ret == -ENOMEM)
+		return TABLES_DEFERRED;
+	if (ret < 0)
+		return TABLES_NONE;
+	im->eh_frame = (struct stb_cfi_bytes){
+	    .data = im->em.eh_frame.data, .len = im->em.eh_frame.len, .addr = im->em.eh_frame.addr};
+	atomic_fetch_add_explicit(&r->tables_read, 1, memory_order_relaxed);
+	return TABLES_READY;
+}
+
+uint64_t stb_mods_tables_read(const struct stb_mods *r)
+{
+	return atomic_load_explicit(&r->tables_read, memory_order_relaxed);
+}
+
+const uint8_t *stb_modtab_table_bytes(const struct stb_modtab *t, uint64_t addr, size_t len)
+{
+	for (size_t i = 0; i < t->nmods && t->nlazy; i++) {
+		const struct stb_mod *m = &t->mods[i];
+		if (!m->lazy_table || atomic_load_explicit(&m->img->tables, memory_order_acquire) !=
+					  TABLES_READY)
+			continue;
+		const struct stb_elf_piece *pc[2] = {&m->img->em.hdr, &m->img->em.eh_frame};
+		for (int k = 0; k < 2; k++)
+			if (addr - pc[k]->addr < pc[k]->len && pc[k]->len - (addr - pc[k]->addr) >= len)
+				return pc[k]->data + (addr - pc[k]->addr);
+	}
+	return NULL;
+}
+
+int stb_mods_tables(struct stb_mods *r, const struct stb_mod *m, const struct stb_cfi_hdr **hdr,
+		    const struct stb_cfi_bytes **eh_frame)
+{
+	struct stb_mod_image *im = m->img;
+	int state;
+
+	if (!m->lazy_table) {
+		if (!m->has_table)
+			return -ENOENT;
+		*hdr = &m->table;
+		*eh_frame = &m->eh_frame;
+		return 0;
+	}
+	state = atomic_load_explicit(&im->tables, memory_order_acquire);
+	if (state == TABLES_DEFERRED) {
+		pthread_mutex_lock(&r->tables_lock);
+		state = atomic_load_explicit(&im->tables, memory_order_relaxed);
+		if (state == TABLES_DEFERRED) {
+			state = read_tables(r, m, im);
+			if (state != TABLES_DEFERRED)
+				atomic_store_explicit(&im->tables, state, memory_order_release);
+		}
+		pthread_mutex_unlock(&r->tables_lock);
+	}
+	if (state != TABLES_READY)
+		return -ENOENT;
+	*hdr = &im->em.table;
+	*eh_frame = &im->eh_frame;
+	return 0;
 }
 
 pid_t stb_mods_pid(const struct stb_mods *r)

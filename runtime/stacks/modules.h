@@ -48,7 +48,9 @@ struct stb_mod {
 	dev_t dev;
 	ino_t ino;
 	uint64_t map_lo, map_hi; /* one mapping of the file (for /proc/PID/map_files) */
-	bool has_table;
+	/* The unwind tables: read with the module (has_table: then here), or
+	 * located only and read on first use (lazy_table: stb_mods_tables). */
+	bool has_table, lazy_table;
 	struct stb_cfi_hdr table;      /* .eh_frame_hdr search table */
 	struct stb_cfi_bytes eh_frame; /* .eh_frame (to its segment's end) */
 	const uint8_t *image;          /* vdso: its whole image (for libdwfl), else NULL */
@@ -64,6 +66,7 @@ struct stb_modtab {
 	uint64_t gen;      /* distinct for every table of a registry, never 0 */
 	uint64_t bytes;    /* owned bytes of the images */
 	unsigned files;    /* modules read from files */
+	unsigned nlazy;    /* modules whose tables are read on first use */
 	_Atomic long refs; /* the registry's (while current) + stb_mods_acquire's */
 };
 
@@ -109,6 +112,25 @@ struct stb_mods *stb_mods_new_frozen(const struct stb_mods_frozen *f);
 /* Reads target memory for r: process_vm_readv of its pid, or the frozen
  * target's read. Returns 0, -EFAULT, or -errno. Thread-safe. */
 int stb_mods_read(const struct stb_mods *r, uint64_t addr, void *dst, size_t len);
+
+/*
+ * m's unwind tables (m from a table of r the caller holds): its own, or for
+ * a module whose tables were deferred (lazy_table: the file modules of a
+ * live remote target) read from its file at the first call, which checks
+ * that the file is still the one mapped. Returns 0 with *hdr and *eh_frame
+ * set (valid while the caller holds the table), or -ENOENT when m has none.
+ * Thread-safe; the first call for a module blocks on reading its file.
+ */
+int stb_mods_tables(struct stb_mods *r, const struct stb_mod *m, const struct stb_cfi_hdr **hdr,
+		    const struct stb_cfi_bytes **eh_frame);
+
+/* Modules whose deferred tables stb_mods_tables has read so far. Lock-free. */
+uint64_t stb_mods_tables_read(const struct stb_mods *r);
+
+/* len bytes at target address addr inside the unwind tables of one of t's
+ * modules that stb_mods_tables read (they have no segment), or NULL.
+ * Thread-safe; linear in the modules. */
+const uint8_t *stb_modtab_table_bytes(const struct stb_modtab *t, uint64_t addr, size_t len);
 
 /* Takes a reference; returns r. Thread-safe. */
 struct stb_mods *stb_mods_ref(struct stb_mods *r);

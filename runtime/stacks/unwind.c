@@ -121,7 +121,15 @@ static int read_slow(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len
 		if (s)
 			w->last_seg = s;
 	}
-	if (s) {
+	if (!s) {
+		/* The unwind tables of a module read on first use (no segment). */
+		const uint8_t *b = stb_modtab_table_bytes(w->tab, addr, len);
+		if (b) {
+			memcpy(dst, b, len);
+			w->n_image++;
+			return 0;
+		}
+	} else {
 		size_t n = s->hi - addr < len ? (size_t)(s->hi - addr) : len;
 		if (s->direct)
 			stb_unw_copy_raw(dst, s->local + (addr - s->lo), n);
@@ -299,16 +307,27 @@ static void rcache_put(struct stb_unw_proc *p, uint64_t ip, uint32_t gen, const 
 
 /* ------------------------------------------------------------ rules */
 
-/* The row for lookup address ip in m. Returns 0 or -errno. */
-static int row_of(const struct stb_mod *m, uint64_t ip, struct stb_cfi_row *row)
+/* m's tables (of registry r), unless the module is walked by frame
+ * pointers only. Returns 0 or -ENOENT. */
+static int tables_of(struct stb_mods *r, const struct stb_mod *m, const struct stb_cfi_hdr **hdr,
+		     const struct stb_cfi_bytes **eh_frame)
 {
+	if (m->flags & STB_UNW_MOD_FP_ONLY)
+		return -ENOENT;
+	return stb_mods_tables(r, m, hdr, eh_frame);
+}
+
+/* The row for lookup address ip in m (of registry r). Returns 0 or -errno. */
+static int row_of(struct stb_mods *r, const struct stb_mod *m, uint64_t ip,
+		  struct stb_cfi_row *row)
+{
+	const struct stb_cfi_hdr *hdr;
+	const struct stb_cfi_bytes *eh_frame;
 	uint64_t fde;
 
-	if (!m->has_table || (m->flags & STB_UNW_MOD_FP_ONLY))
+	if (tables_of(r, m, &hdr, &eh_frame) < 0 || stb_cfi_hdr_find(hdr, ip, &fde) < 0)
 		return -ENOENT;
-	if (stb_cfi_hdr_find(&m->table, ip, &fde) < 0)
-		return -ENOENT;
-	return stb_cfi_row(&m->eh_frame, fde, ip, row);
+	return stb_cfi_row(eh_frame, fde, ip, row);
 }
 
 /* Packs a row when it has the simple shape, else RULE_FULL. */
@@ -358,7 +377,7 @@ static void rule_get(struct stb_unw_ctx *w, uint64_t lookup, struct rule *r)
 		return; /* not cached: the module may appear */
 	if (stb_unw_ctx_late(w))
 		return;
-	if (row_of(m, lookup, &row) == 0)
+	if (row_of(w->mods, m, lookup, &row) == 0)
 		rule_from_row(&row, r);
 	rcache_put(w->p, lookup, (uint32_t)w->tab->gen, r);
 }
@@ -397,12 +416,15 @@ static int rule_apply(struct stb_unw_ctx *w, const struct rule *r, struct stb_cf
 static int rule_apply_full(struct stb_unw_ctx *w, uint64_t lookup, struct stb_cfi_regs *regs)
 {
 	const struct stb_mod *m = stb_unw_ctx_mod(w, lookup);
+	const struct stb_cfi_hdr *hdr;
+	const struct stb_cfi_bytes *eh_frame;
 	struct stb_cfi_row row;
 	int ret;
 
-	if (!m || row_of(m, lookup, &row) < 0)
+	if (!m || row_of(w->mods, m, lookup, &row) < 0 ||
+	    tables_of(w->mods, m, &hdr, &eh_frame) < 0)
 		return -ENOENT;
-	ret = stb_cfi_apply(&m->eh_frame, &row, regs, ctx_read8, w, w->expr_ops);
+	ret = stb_cfi_apply(eh_frame, &row, regs, ctx_read8, w, w->expr_ops);
 	if (ret == -E2BIG && !w->end)
 		w->end = STB_UNW_END_EXPR_BUDGET;
 	else if (ret == -EFAULT && !w->end)
@@ -541,7 +563,7 @@ int stb_unw_proc_function(struct stb_unw_proc *p, uint64_t ip, uint64_t *lo, uin
 		return -EINVAL;
 	t = stb_mods_acquire(p->mods);
 	m = stb_modtab_find(t, ip);
-	if (m && row_of(m, ip, &row) == 0) {
+	if (m && row_of(p->mods, m, ip, &row) == 0) {
 		*lo = row.fn_lo;
 		*hi = row.fn_hi;
 		ret = 0;
@@ -566,6 +588,7 @@ void stb_unw_proc_stats(struct stb_unw_proc *p, struct stb_unw_stats *out)
 	out->refreshes = stb_mods_refreshes(p->mods);
 	out->target_bytes = atomic_load_explicit(&p->st_target_bytes, memory_order_relaxed);
 	out->budget_ends = atomic_load_explicit(&p->st_budget_ends, memory_order_relaxed);
+	out->tables_read = stb_mods_tables_read(p->mods);
 }
 
 void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, uint64_t bp,

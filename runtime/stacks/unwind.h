@@ -243,6 +243,7 @@ struct stb_unw_stats {
 	uint64_t refreshes;    /* module table rebuilds (of the registry, by anyone) */
 	uint64_t target_bytes; /* bytes read with process_vm_readv */
 	uint64_t budget_ends;  /* walks ended by a budget: bytes, deadline, expression */
+	uint64_t tables_read;  /* modules whose unwind tables were read at first use */
 };
 
 /* Snapshot of the counters (relaxed; not atomic as a whole). */

@@ -46,7 +46,10 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 	if (!charge(w))
 		return -UNW_EINVAL;
 	m = stb_unw_ctx_mod(w, ip);
-	if (!m || !m->has_table || (m->flags & STB_UNW_MOD_FP_ONLY)) {
+	const struct stb_cfi_hdr *hdr;
+	const struct stb_cfi_bytes *eh_frame;
+	if (!m || (m->flags & STB_UNW_MOD_FP_ONLY) ||
+	    stb_mods_tables(w->mods, m, &hdr, &eh_frame) < 0) {
 		w->fpi_failed = true;
 		return -UNW_ENOINFO;
 	}
@@ -56,9 +59,9 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 	di.end_ip = m->hi;
 	di.gp = 0; /* x86-64 .eh_frame uses no data-relative pointers */
 	di.u.rti.name_ptr = 0;
-	di.u.rti.segbase = m->table.hdr_addr;
-	di.u.rti.table_data = m->table.table_addr;
-	di.u.rti.table_len = m->table.count * 8 / sizeof(unw_word_t);
+	di.u.rti.segbase = hdr->hdr_addr;
+	di.u.rti.table_data = hdr->table_addr;
+	di.u.rti.table_len = hdr->count * 8 / sizeof(unw_word_t);
 	ret = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
 	if (ret < 0)
 		w->fpi_failed = true;

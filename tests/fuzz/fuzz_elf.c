@@ -3,7 +3,8 @@
  * Fuzz target: runtime/stacks/elf_image.c (and cfi.c behind it) on an
  * arbitrary file: loaded as the file of an executable mapping (each
  * executable PT_LOAD's page offset, and 0) and as a memory image (the vdso
- * case), with a byte budget; when tables were read, rows are looked up at
+ * case), with a byte budget, its tables read at once or located first and
+ * read afterwards; when tables were read, rows are looked up at
  * addresses across the executable range and applied with reads served from
  * the tables' copies.
  */
@@ -91,6 +92,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		left = 1u << 20;
 		if (stb_elf_mod_load(&src, MAP_START + offs[i], offs[i], &left, &m) == 0) {
 			use(&m);
+			stb_elf_mod_free(&m);
+		}
+		/* The tables located first and read afterwards (a live target's
+		 * modules), from the same bytes. */
+		struct stb_elf_src lazy = src;
+		lazy.defer_tables = true;
+		left = 1u << 20;
+		if (stb_elf_mod_load(&lazy, MAP_START + offs[i], offs[i], &left, &m) == 0) {
+			if (stb_elf_mod_load_tables(&src, &m) == 0)
+				use(&m);
 			stb_elf_mod_free(&m);
 		}
 	}
