@@ -29,7 +29,7 @@ target_link_libraries(stb_unwind_link INTERFACE PkgConfig::LIBUNWIND)
 # milliseconds against a live service: it links libbpf, libdw, libelf and the
 # compression libraries they use from their static archives (Debian's -dev
 # packages ship them), which saves mapping and relocating six shared objects
-# at every start (docs/benchmarks.md, "Loader start-up"). libunwind stays
+# at every start (docs/benchmarks.md, "Issue 13, third pass"). libunwind stays
 # shared: Debian's archive is not position-independent.
 option(STB_LOADER_STATIC_DEPS
   "link stb-bpf-loader with the static libbpf, libdw, libelf, zlib, liblzma and libbz2" ON)
