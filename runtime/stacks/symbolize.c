@@ -42,6 +42,8 @@
 #define STB_SYM_AUTO_REFRESH_NS (1000ull * 1000 * 1000)
 /* Separate debug files larger than this are not used (they are copied). */
 #define STB_SYM_MAX_DEBUG_FILE (512ull * 1024 * 1024)
+/* Symbol indexes of one session together (symindex.h): beyond, libdwfl alone. */
+#define STB_SYM_MAX_INDEX_BYTES (64ull * 1024 * 1024)
 #define STB_SYM_FUSE_MAGIC 0x65735546
 
 typedef char *(*stb_sym_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
@@ -91,6 +93,7 @@ struct stb_sym {
 	stb_sym_demangle_fn demangle;
 	int demangle_tried;
 	uint64_t last_refresh_ns;
+	uint64_t index_bytes; /* arena bytes of the symbol indexes */
 };
 
 
@@ -700,7 +703,12 @@ cleanup:
 
 static void *stb_sym_index_alloc(void *ctx, size_t size)
 {
-	return stb_sym_alloc(ctx, size);
+	struct stb_sym *s = ctx;
+
+	if (size > STB_SYM_MAX_INDEX_BYTES - s->index_bytes)
+		return NULL; /* a target with huge symbol tables: libdwfl's lookup */
+	s->index_bytes += size;
+	return stb_sym_alloc(s, size);
 }
 
 /*
