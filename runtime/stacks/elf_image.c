@@ -131,28 +131,17 @@ static int load_tables(const struct stb_elf_src *src, const Elf64_Phdr *ph, unsi
 		return -ENOEXEC; /* the file ends inside the header */
 	if (len > *bytes_left)
 		return -E2BIG;
+	/* Located first from the header's first pointer (where .eh_frame is);
+	 * read now, or by stb_elf_mod_load_tables when deferred. */
 	uint64_t eh_frame_addr, hdr_off = off, hdr_len = len;
-	if (src->defer_tables) {
-		/* Only the header's first pointer: where .eh_frame is. */
-		uint8_t head[32];
-		struct stb_cfi_bytes hb = {.data = head, .len = len < sizeof(head) ? len : sizeof(head),
-					   .addr = hdr_addr};
-		ret = src->read(src->arg, off, head, hb.len);
-		if (ret == 0)
-			ret = stb_cfi_hdr_eh_frame(&hb, &eh_frame_addr);
-		if (ret < 0)
-			return ret;
-	} else {
-		ret = read_piece(src, off, len, hdr_addr, &m->hdr);
-		if (ret < 0)
-			return ret;
-		struct stb_cfi_bytes hb = {.data = m->hdr.data, .len = m->hdr.len,
-					   .addr = m->hdr.addr};
-		ret = stb_cfi_hdr_parse(&hb, &m->table);
-		if (ret < 0)
-			return ret;
-		eh_frame_addr = m->table.eh_frame;
-	}
+	uint8_t head[32];
+	struct stb_cfi_bytes hb = {.data = head, .len = len < sizeof(head) ? len : sizeof(head),
+				   .addr = hdr_addr};
+	ret = src->read(src->arg, off, head, hb.len);
+	if (ret == 0)
+		ret = stb_cfi_hdr_eh_frame(&hb, &eh_frame_addr);
+	if (ret < 0)
+		return ret;
 	*bytes_left -= len;
 	/* .eh_frame: from eh_frame_ptr to the end of its segment's file bytes. */
 	ret = src_offset(src, ph, phnum, m, first_vaddr, eh_frame_addr, &off, &avail);
@@ -164,21 +153,14 @@ static int load_tables(const struct stb_elf_src *src, const Elf64_Phdr *ph, unsi
 	if (len == 0 || off > src->size || len > src->size - off)
 		return -ENOEXEC;
 	*bytes_left -= len;
-	if (src->defer_tables) {
-		m->tables_deferred = true;
-		m->hdr_off = hdr_off;
-		m->hdr_len = hdr_len;
-		m->hdr_addr = hdr_addr;
-		m->eh_frame_off = off;
-		m->eh_frame_len = len;
-		m->eh_frame_addr = eh_frame_addr;
-		return 0;
-	}
-	ret = read_piece(src, off, len, eh_frame_addr, &m->eh_frame);
-	if (ret < 0)
-		return ret;
-	m->has_table = true;
-	return 0;
+	m->tables_deferred = true;
+	m->hdr_off = hdr_off;
+	m->hdr_len = hdr_len;
+	m->hdr_addr = hdr_addr;
+	m->eh_frame_off = off;
+	m->eh_frame_len = len;
+	m->eh_frame_addr = eh_frame_addr;
+	return src->defer_tables ? 0 : stb_elf_mod_load_tables(src, m);
 }
 
 int stb_elf_mod_load_tables(const struct stb_elf_src *src, struct stb_elf_mod *m)

@@ -317,17 +317,20 @@ static int tables_of(struct stb_mods *r, const struct stb_mod *m, const struct s
 	return stb_mods_tables(r, m, hdr, eh_frame);
 }
 
-/* The row for lookup address ip in m (of registry r). Returns 0 or -errno. */
+/* The row for lookup address ip in m (of registry r), and the .eh_frame it
+ * comes from (eh_frame may be NULL). Returns 0 or -errno. */
 static int row_of(struct stb_mods *r, const struct stb_mod *m, uint64_t ip,
-		  struct stb_cfi_row *row)
+		  struct stb_cfi_row *row, const struct stb_cfi_bytes **eh_frame)
 {
 	const struct stb_cfi_hdr *hdr;
-	const struct stb_cfi_bytes *eh_frame;
+	const struct stb_cfi_bytes *eh;
 	uint64_t fde;
 
-	if (tables_of(r, m, &hdr, &eh_frame) < 0 || stb_cfi_hdr_find(hdr, ip, &fde) < 0)
+	if (tables_of(r, m, &hdr, &eh) < 0 || stb_cfi_hdr_find(hdr, ip, &fde) < 0)
 		return -ENOENT;
-	return stb_cfi_row(eh_frame, fde, ip, row);
+	if (eh_frame)
+		*eh_frame = eh;
+	return stb_cfi_row(eh, fde, ip, row);
 }
 
 /* Packs a row when it has the simple shape, else RULE_FULL. */
@@ -377,7 +380,7 @@ static void rule_get(struct stb_unw_ctx *w, uint64_t lookup, struct rule *r)
 		return; /* not cached: the module may appear */
 	if (stb_unw_ctx_late(w))
 		return;
-	if (row_of(w->mods, m, lookup, &row) == 0)
+	if (row_of(w->mods, m, lookup, &row, NULL) == 0)
 		rule_from_row(&row, r);
 	rcache_put(w->p, lookup, (uint32_t)w->tab->gen, r);
 }
@@ -416,13 +419,11 @@ static int rule_apply(struct stb_unw_ctx *w, const struct rule *r, struct stb_cf
 static int rule_apply_full(struct stb_unw_ctx *w, uint64_t lookup, struct stb_cfi_regs *regs)
 {
 	const struct stb_mod *m = stb_unw_ctx_mod(w, lookup);
-	const struct stb_cfi_hdr *hdr;
 	const struct stb_cfi_bytes *eh_frame;
 	struct stb_cfi_row row;
 	int ret;
 
-	if (!m || row_of(w->mods, m, lookup, &row) < 0 ||
-	    tables_of(w->mods, m, &hdr, &eh_frame) < 0)
+	if (!m || row_of(w->mods, m, lookup, &row, &eh_frame) < 0)
 		return -ENOENT;
 	ret = stb_cfi_apply(eh_frame, &row, regs, ctx_read8, w, w->expr_ops);
 	if (ret == -E2BIG && !w->end)
@@ -563,7 +564,7 @@ int stb_unw_proc_function(struct stb_unw_proc *p, uint64_t ip, uint64_t *lo, uin
 		return -EINVAL;
 	t = stb_mods_acquire(p->mods);
 	m = stb_modtab_find(t, ip);
-	if (m && row_of(p->mods, m, ip, &row) == 0) {
+	if (m && row_of(p->mods, m, ip, &row, NULL) == 0) {
 		*lo = row.fn_lo;
 		*hi = row.fn_hi;
 		ret = 0;
