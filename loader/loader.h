@@ -63,6 +63,25 @@ struct stb_loader_opts {
 void stb_loader_out_buffer(FILE *out);
 int stb_loader_out_close(FILE *out);
 
+/*
+ * The -o file. stb_loader_out_open opens path for writing, buffered: a new
+ * file is created (0666 less the umask); an existing regular file keeps its
+ * contents until the first byte is written, then is truncated; a device or
+ * pipe (/dev/null, /dev/stderr) is written as it is. Returns 0 or -errno (a
+ * file it created is removed again). stb_loader_out_finish closes it (fclose's
+ * result) and, when !keep (nothing was written), removes the file only if this
+ * run created it and it is still the one at path. Not thread-safe.
+ */
+struct stb_loader_out {
+	FILE *f;
+	const char *path;
+	bool created;
+	dev_t dev;
+	ino_t ino;
+};
+int stb_loader_out_open(struct stb_loader_out *o, const char *path);
+int stb_loader_out_finish(struct stb_loader_out *o, bool keep);
+
 /* The run's end (CLOCK_MONOTONIC ns). */
 static inline uint64_t stb_loader_deadline(const struct stb_loader_opts *o)
 {

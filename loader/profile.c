@@ -787,6 +787,7 @@ int stb_profile_run(const struct stb_loader_opts *o)
 	struct stb_prof *P = calloc(1, sizeof(*P));
 	int status = 1;
 	FILE *out = stdout;
+	struct stb_loader_out file = {0};
 	struct sigaction old_int, old_term;
 	bool handlers = false, written = false;
 
@@ -797,15 +798,16 @@ int stb_profile_run(const struct stb_loader_opts *o)
 	P->o_run = *o;
 	P->o = &P->o_run;
 	if (o->output) {
-		out = fopen(o->output, "we");
-		if (!out) {
+		int rc = stb_loader_out_open(&file, o->output);
+		if (rc != 0) {
 			fprintf(stderr, "stb-bpf-loader: cannot write %s: %s\n", o->output,
-				strerror(errno));
-			out = stdout;
+				strerror(-rc));
 			goto cleanup;
 		}
+		out = file.f;
+	} else {
+		stb_loader_out_buffer(out);
 	}
-	stb_loader_out_buffer(out);
 	if (prof_setup(P) != 0)
 		goto cleanup;
 	struct sigaction sa;
@@ -823,11 +825,8 @@ cleanup:
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 	}
-	if (out && out != stdout) {
-		stb_loader_out_close(out);
-		if (!written)
-			unlink(o->output); /* nothing was profiled: leave no empty file */
-	}
+	/* Nothing profiled: a file this run created is not left behind empty. */
+	stb_loader_out_finish(&file, written);
 	prof_teardown(P);
 	free(P);
 	return status;

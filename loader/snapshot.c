@@ -791,29 +791,29 @@ void stb_snapshot_close(struct stb_snapshot_session *S)
 int stb_snapshot_run(const struct stb_loader_opts *o)
 {
 	FILE *out = stdout;
+	struct stb_loader_out file = {0};
 	bool written = false;
 	int status = STB_EXIT_FAIL;
 	/* The output first: a bad -o fails before anything is traced. */
 	if (o->output) {
-		out = fopen(o->output, "we");
-		if (!out) {
+		int rc = stb_loader_out_open(&file, o->output);
+		if (rc != 0) {
 			fprintf(stderr, "stb-bpf-loader: cannot write %s: %s\n", o->output,
-				strerror(errno));
+				strerror(-rc));
 			return STB_EXIT_FAIL;
 		}
+		out = file.f;
+	} else {
+		stb_loader_out_buffer(out);
 	}
-	stb_loader_out_buffer(out);
 	struct stb_snapshot_session *S = stb_snapshot_open(o);
 	if (S) {
 		struct stb_snapshot_result res;
 		status = stb_snapshot_once(S, o->start_ns, out, &res);
 		written = res.written;
 	}
-	if (out != stdout) {
-		stb_loader_out_close(out);
-		if (!written)
-			unlink(o->output); /* nothing was traced: leave no empty file */
-	}
+	/* Nothing traced: a file this run created is not left behind empty. */
+	stb_loader_out_finish(&file, written);
 	stb_snapshot_close(S);
 	return status;
 }

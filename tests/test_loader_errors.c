@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * stb-bpf-loader's errors: usage, no such process, not a stb runtime, another
- * ABI, and the fallbacks without BPF, perf events or ptrace access (each with
+ * stb-bpf-loader's errors: usage, no such process (and what -o then leaves:
+ * whatever was there), not a stb runtime, another ABI, and the fallbacks without BPF, perf events or ptrace access (each with
  * its message and exit status). Exits 77 unprivileged.
  */
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include <linux/audit.h>
@@ -156,6 +158,99 @@ static void test_no_such_process(void **state)
 	expect_exit(&r, 1, "no such process");
 	assert_int_equal(r.p.out.len, 0);
 	run_free(&r);
+}
+
+/* What the path held, if at most 255 bytes ("" when missing). */
+static void file_text(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+}
+
+/* -o of a run that traces nothing: an existing file keeps its contents (also
+ * through a symbolic link), a FIFO stays, a new file is not left behind; a
+ * run that writes replaces all of an older, longer file. */
+static void test_output_kept(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	char p[32], dir[] = "/tmp/stb-out-XXXXXX", old[64], link[64], fifo[64], fresh[64];
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	assert_non_null(mkdtemp(dir));
+	snprintf(old, sizeof(old), "%s/old.txt", dir);
+	snprintf(link, sizeof(link), "%s/link.txt", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(fresh, sizeof(fresh), "%s/fresh.txt", dir);
+	FILE *f = fopen(old, "we");
+	assert_non_null(f);
+	fputs("the stacks of yesterday\n", f);
+	fclose(f);
+	assert_int_equal(symlink(old, link), 0);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	int rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* the writer needs a reader */
+	assert_true(rd >= 0);
+	const char *const outs[] = {old, link, fifo, fresh};
+	for (unsigned i = 0; i < 4; i++) {
+		for (unsigned prof = 0; prof < 2; prof++) {
+			struct run r;
+			if (prof)
+				run_loader(&r, "--profile", "--duration", "1s", "--pid", p, "-o",
+					   outs[i], NULL);
+			else
+				run_loader(&r, "--pid", p, "-o", outs[i], NULL);
+			expect_exit(&r, 1, "no such process");
+			run_free(&r);
+			char text[256];
+			file_text(old, text, sizeof(text));
+			assert_string_equal(text, "the stacks of yesterday\n");
+			struct stat st;
+			assert_int_equal(lstat(link, &st), 0);
+			assert_true(S_ISLNK(st.st_mode));
+			assert_int_equal(lstat(fifo, &st), 0);
+			assert_true(S_ISFIFO(st.st_mode));
+			assert_int_equal(lstat(fresh, &st), -1);
+			assert_int_equal(errno, ENOENT);
+		}
+	}
+	close(rd);
+
+	/* A run that writes: all of it, none of the old file's tail. */
+	f = fopen(old, "we");
+	assert_non_null(f);
+	for (int i = 0; i < 100000; i++)
+		fputc('x', f);
+	fclose(f);
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--group", "-o", link, NULL);
+	expect_exit(&r, 0, NULL);
+	run_free(&r);
+	struct stat st;
+	assert_int_equal(stat(old, &st), 0);
+	assert_true(st.st_size > 0 && st.st_size < 100000);
+	char *all = calloc(1, (size_t)st.st_size + 1);
+	assert_non_null(all);
+	f = fopen(old, "re");
+	assert_non_null(f);
+	assert_int_equal(fread(all, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+	fclose(f);
+	assert_non_null(strstr(all, "bthread"));
+	assert_null(strstr(all, "xxxxxxxx"));
+	assert_int_equal(all[st.st_size - 1], '\n');
+	free(all);
+	target_finish(&tg, DEFAULT_TASKS);
+	unlink(link);
+	unlink(fifo);
+	unlink(old);
+	rmdir(dir);
 }
 
 static void test_not_stb_runtime(void **state)
@@ -400,6 +495,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_duration_hours, teardown),
 		cmocka_unit_test_teardown(test_output_first, teardown),
 		cmocka_unit_test_teardown(test_no_such_process, teardown),
+		cmocka_unit_test_teardown(test_output_kept, teardown),
 		cmocka_unit_test_teardown(test_not_stb_runtime, teardown),
 		cmocka_unit_test_teardown(test_abi_mismatch, teardown),
 		cmocka_unit_test_teardown(test_no_bpf_caps, teardown),
