@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -94,6 +95,50 @@ static void test_document(void **state)
 			       "  \"i\": -5,\n  \"ip\": \"0xabcdef\",\n  \"a\": [\n    true,\n"
 			       "    1.500,\n    {},\n    []\n  ]\n}\n");
 	free(s);
+}
+
+/* stb_json_fixed3 writes what printf's "%.3f" writes, for values near
+ * ties, negative zero, tiny, huge and not finite (written as 0.000). */
+static void test_fixed3_like_printf(void **state)
+{
+	(void)state;
+	const double edges[] = {0.0,	   -0.0,	  0.0005,	  0.0015,   0.0025,
+				-0.0005,   1e-9,	  -1e-9,	  999.9995, 1.0005,
+				2.675,	   1e6 - 0.0005,  999999.9994999, 1e6,	    1e9,
+				123456.7895, 4503599627370496.5, 1e300, -1e300, 0.1 + 0.2,
+				NAN,	   INFINITY,	  -INFINITY,	  5e-324,   -5e-324};
+	unsigned seed = 12345;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	for (unsigned i = 0; i < 200000; i++) {
+		double v;
+		seed = seed * 1103515245u + 12345u;
+		if (i < sizeof(edges) / sizeof(edges[0]))
+			v = edges[i];
+		else if (i % 3 == 0) /* a tie of thousandths, or next to one */
+			v = (double)(seed % 2000000000u) * 0.0005 + (double)(int)(i % 7 - 3) * 1e-12;
+		else if (i % 3 == 1) /* any magnitude */
+			v = ldexp((double)(seed >> 8) / (1 << 24), (int)(seed % 80) - 40);
+		else
+			v = (double)(seed % 100000u) / 1000.0;
+		if (i & 1)
+			v = -v;
+		struct stb_json j;
+		fseek(f, 0, SEEK_SET);
+		stb_json_init(&j, f);
+		j.flags = STB_JSON_F_COMPACT;
+		stb_json_fixed3(&j, v);
+		assert_int_equal(stb_json_finish(&j), 0);
+		fflush(f);
+		char want[400];
+		snprintf(want, sizeof(want), "%.3f\n", isfinite(v) ? v : 0.0);
+		if (strncmp(buf, want, strlen(want)) != 0)
+			fail_msg("%.17g: wrote %.*s, printf %s", v, (int)strlen(want), buf, want);
+	}
+	fclose(f);
+	free(buf);
 }
 
 static void html_doc(struct stb_json *j)
@@ -703,6 +748,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_string_escapes), cmocka_unit_test(test_document),
+	    cmocka_unit_test(test_fixed3_like_printf),
 	    cmocka_unit_test(test_html),           cmocka_unit_test(test_buffered),
 	    cmocka_unit_test(test_misuse),         cmocka_unit_test(test_text_escape),
 	    cmocka_unit_test(test_text_plain),     cmocka_unit_test(test_frame_line),

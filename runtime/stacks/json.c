@@ -156,10 +156,34 @@ void stb_json_end(struct stb_json *j)
 	put_c(j, array ? ']' : '}');
 }
 
+/* Bytes written as they are: printable ASCII but the quote and the
+ * backslash; in HTML mode not '<', '>' and '&' either. */
+static const uint8_t plain_json[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+static const uint8_t plain_html[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 /* Writes s[0 .. len) as a quoted, escaped string. */
 static void put_string(struct stb_json *j, const char *s, size_t len)
 {
 	bool html = (j->flags & STB_JSON_F_HTML) != 0;
+	const uint8_t *plain = html ? plain_html : plain_json;
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s;
 	put_c(j, '"');
@@ -168,8 +192,7 @@ static void put_string(struct stb_json *j, const char *s, size_t len)
 		/* A run of bytes that need no escape: one copy (names and paths
 		 * are mostly that). */
 		size_t run = i;
-		while (run < len && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' &&
-		       p[run] != '\\' && !(html && (p[run] == '<' || p[run] == '>' || p[run] == '&')))
+		while (run < len && plain[p[run]])
 			run++;
 		if (run > i) {
 			put(j, p + i, run - i);
@@ -256,11 +279,27 @@ void stb_json_bool(struct stb_json *j, bool v)
 
 void stb_json_fixed3(struct stb_json *j, double v)
 {
-	char d[48];
-	if (value_begin(j)) {
-		int n = snprintf(d, sizeof(d), "%.3f", isfinite(v) ? v : 0.0);
-		put(j, d, n > 0 && (size_t)n < sizeof(d) ? (size_t)n : 0);
+	char d[328]; /* -DBL_MAX has 309 digits */
+	if (!value_begin(j))
+		return;
+	if (!isfinite(v))
+		v = 0.0;
+	/* What printf's "%.3f" writes, without printf: thousandths rounded from
+	 * v * 1000, which is within 2^-53 of the exact product; printf then
+	 * only where that may round the other way (a tie, or large values). */
+	double a = fabs(v) * 1000.0, f = floor(a), frac = a - f;
+	if (a < 1e9 && fabs(frac - 0.5) > 1e-6) {
+		uint64_t q = (uint64_t)f + (frac > 0.5);
+		if (signbit(v))
+			put_c(j, '-');
+		put_u64(j, q / 1000);
+		char t[4] = {'.', (char)('0' + q / 100 % 10), (char)('0' + q / 10 % 10),
+			     (char)('0' + q % 10)};
+		put(j, t, sizeof(t));
+		return;
 	}
+	int n = snprintf(d, sizeof(d), "%.3f", v);
+	put(j, d, n > 0 && (size_t)n < sizeof(d) ? (size_t)n : 0);
 }
 
 void stb_json_hex(struct stb_json *j, uint64_t v)
