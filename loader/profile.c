@@ -77,6 +77,7 @@ struct stb_prof {
 	uint64_t *ips;
 	unsigned nips;
 	struct stb_frame *frames; /* one unwind's frames (nips of them) */
+	struct stb_walkmemo *memo; /* walks of copies alike but for where they lie */
 	struct stb_mem mem;
 	struct stb_driver drv;  /* off-CPU copies: no lease, no waiting */
 	struct stb_prof_slot *slots; /* the cache, a hash table on the slot: it grows
@@ -276,7 +277,7 @@ static int64_t prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint
 		return P->nostack;
 	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
 				      .deadline = P->unwind_end};
-	stb_snapshot_unwind(P->unw, &snap, &sink);
+	stb_snapshot_unwind(P->unw, P->memo, &snap, &sink);
 	P->unwinds++;
 	*seq = snap.seq;
 	*state = snap.state;
@@ -587,6 +588,11 @@ static int prof_setup(struct stb_prof *P)
 			(int)o->pid, strerror(errno));
 		return -1;
 	}
+	P->memo = stb_walkmemo_new(0);
+	if (!P->memo) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		return -1;
+	}
 	return prof_open_capture(P) != 0 ? -1 : 0;
 }
 
@@ -598,6 +604,7 @@ static void prof_teardown(struct stb_prof *P)
 	free(P->buf);
 	free(P->frames);
 	free(P->ips);
+	stb_walkmemo_free(P->memo);
 	stb_sym_free(P->sym);
 	stb_unw_proc_free(P->unw);
 	stb_target_close(P->tg);
@@ -618,6 +625,7 @@ static void prof_reset(struct stb_prof *P)
 	P->oncpu = P->oncpu_tagged = P->oncpu_sched = P->oncpu_kernel = 0;
 	P->offcpu = P->ticks = P->missed_ticks = P->unwinds = P->reused = 0;
 	P->over_budget = P->copy_failed = 0;
+	stb_walkmemo_reset(P->memo);
 }
 
 /* One profile from now, written to out. *written: the profile was written

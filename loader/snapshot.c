@@ -51,6 +51,7 @@ struct stb_snapshot_session {
 	struct stb_report_task *tasks; /* grows with the live tasks (new_task) */
 	size_t n, cap, tasks_bytes;
 	struct stb_stackset *stacks;   /* the tasks' stacks, each stored once */
+	struct stb_walkmemo *memo;     /* walks of copies alike but for where they lie */
 	struct pending *pend;          /* queued for tracing: STB_DRIVER_MANY_MAX */
 	struct stb_driver_job jobs[STB_DRIVER_MANY_MAX];
 	unsigned npend, njobs;
@@ -316,7 +317,7 @@ static void job_done(void *arg, struct stb_driver_job *j)
 	    .deadline = S->trace_end,
 	};
 	stb_watchdog_phase("unwinding a stack");
-	stb_snapshot_unwind(S->unw, snap, &sink);
+	stb_snapshot_unwind(S->unw, S->memo, snap, &sink);
 	unsigned keep = stb_report_keep(o->max_depth);
 	keep = sink.n < keep ? sink.n : keep;
 	t->truncated = sink.truncated || sink.timed_out;
@@ -465,6 +466,12 @@ static void print_summary(const struct stb_snapshot_session *S, uint64_t t0, uin
 		r->prog    ? ", BPF loaded"
 		: r->tried ? ", context mode only"
 			   : ", no BPF needed");
+	struct stb_walkmemo_stats ms = stb_walkmemo_stats(S->memo);
+	if (ms.hits)
+		fprintf(stderr,
+			"stb-bpf-loader: %" PRIu64 " of %" PRIu64 " stacks walked once for "
+			"all alike (%" PRIu64 " walks remembered, %.1f KiB)\n",
+			ms.hits, ms.lookups, ms.stored, (double)ms.bytes / 1024);
 	if (S->nhold)
 		fprintf(stderr, "stb-bpf-loader: tasks held %.1f us at most, %.1f us on average\n",
 			(double)S->hold_max_ns / 1e3, (double)S->hold_sum_ns / S->nhold / 1e3);
@@ -528,7 +535,8 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	S->scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*S->scratch));
 	S->pend = calloc(STB_DRIVER_MANY_MAX, sizeof(*S->pend));
 	S->stacks = stb_stackset_new();
-	if (!S->buf || !S->scratch || !S->pend || !S->stacks ||
+	S->memo = stb_walkmemo_new(0);
+	if (!S->buf || !S->scratch || !S->pend || !S->stacks || !S->memo ||
 	    (S->tg && stb_running_init(&S->run, S->tg, o->verbose) != 0)) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		goto fail;
@@ -564,6 +572,7 @@ static void session_reset(struct stb_snapshot_session *S)
 	}
 	if (S->stacks)
 		stb_stackset_next(S->stacks);
+	stb_walkmemo_reset(S->memo);
 	free(S->next_known);
 	S->next_known = NULL;
 	S->next_cap = S->next_n = 0;
@@ -774,6 +783,7 @@ void stb_snapshot_close(struct stb_snapshot_session *S)
 	free(S->known);
 	free(S->next_known);
 	stb_stackset_free(S->stacks);
+	stb_walkmemo_free(S->memo);
 	free(S->pend);
 	free(S->scratch);
 	free(S->buf);

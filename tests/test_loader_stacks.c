@@ -143,8 +143,16 @@ static void test_group(void **state)
 	assert_non_null(sleep);
 
 	struct run r;
-	run_loader(&r, "--pid", pid_arg(&tg), "--group", "--timeout", CAPTURE_TIMEOUT, NULL);
+	/* -v: the butex chain's three stacks were walked once (walkmemo.h). */
+	run_loader(&r, "--pid", pid_arg(&tg), "--group", "-v", "--timeout", CAPTURE_TIMEOUT, NULL);
 	expect_exit(&r, 0, NULL);
+	unsigned long hits = 0, lookups = 0;
+	const char *memo = strstr(r.err, "stb-bpf-loader: ");
+	while (memo && sscanf(memo, "stb-bpf-loader: %lu of %lu stacks walked once", &hits,
+			      &lookups) != 2)
+		memo = strstr(memo + 1, "stb-bpf-loader: ");
+	assert_non_null(memo);
+	assert_true(hits >= 2 && hits < lookups);
 	struct tout *o = malloc(sizeof(*o));
 	assert_non_null(o);
 	parse_text(r.out, o);

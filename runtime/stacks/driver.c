@@ -328,23 +328,20 @@ void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jo
 	}
 }
 
-int stb_snapshot_unwind(struct stb_unw_proc *unw, const struct stb_snapshot *snap,
-			struct stb_frame_sink *sink)
+int stb_snapshot_unwind(struct stb_unw_proc *unw, struct stb_walkmemo *memo,
+			const struct stb_snapshot *snap, struct stb_frame_sink *sink)
 {
 	if (snap->mode == STB_TRACE_NO_STACK)
 		return 0;
-	unsigned depth = stb_frame_sink_depth(sink);
 	sink->first_exact = !(snap->regs.flags & STB_UNW_IP_IS_RETURN);
 	int rc;
 	if (snap->unwind) {
-		rc = snap->unwind(snap->unwind_ctx, unw, snap, depth, stb_frame_sink_add, sink);
+		rc = snap->unwind(snap->unwind_ctx, unw, snap, stb_frame_sink_depth(sink),
+				  stb_frame_sink_add, sink);
 	} else {
 		/* Only the copy: the live stack has moved on since (a deeper stack
 		 * than the copy ends the trace rather than mixing in newer frames). */
-		struct stb_regs regs = snap->regs;
-		regs.flags |= STB_UNW_COPY_ONLY;
-		rc = stb_unw_walk(unw, &regs, &snap->copy, sink->skip, depth, stb_frame_sink_add,
-				  sink);
+		rc = stb_walkmemo_walk(memo, unw, &snap->regs, &snap->copy, sink);
 	}
 	return rc < 0 ? rc : (int)sink->n;
 }

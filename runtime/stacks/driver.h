@@ -27,6 +27,7 @@
 #include "hold.h"
 #include "stb/abi.h"
 #include "unwind.h"
+#include "walkmemo.h"
 
 /* stb_mem.flags */
 #define STB_MEM_F_FAULTS                                       \
@@ -183,10 +184,11 @@ void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jo
 /*
  * Unwinds snap with unw into sink (at most stb_frame_sink_depth(sink)
  * physical frames; the sink ends the walk at its limit or deadline). Only
- * the copy is read, never the live stack. Returns the number of logical
- * frames delivered (sink->n) or -errno from the unwinder.
+ * the copy is read, never the live stack. memo (NULL: none) answers a copy
+ * it has seen the like of without walking it (walkmemo.h). Returns the
+ * number of logical frames delivered (sink->n) or -errno from the unwinder.
  */
-int stb_snapshot_unwind(struct stb_unw_proc *unw, const struct stb_snapshot *snap,
-			struct stb_frame_sink *sink);
+int stb_snapshot_unwind(struct stb_unw_proc *unw, struct stb_walkmemo *memo,
+			const struct stb_snapshot *snap, struct stb_frame_sink *sink);
 
 #endif /* STB_RUNTIME_STACKS_DRIVER_H */

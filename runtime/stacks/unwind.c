@@ -115,6 +115,7 @@ static int read_slow(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len
 {
 	const struct stb_seg *s;
 
+	w->not_replayable = true;
 	s = w->last_seg;
 	if (!s || addr < s->lo || addr >= s->hi) {
 		s = stb_modtab_find_seg(w->tab, addr);
@@ -148,9 +149,28 @@ static int read_slow(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len
 /* 8 bytes, the stack copy inline (the hot path of every step). */
 static inline int read8(struct stb_unw_ctx *w, uint64_t addr, uint64_t *val)
 {
-	if (addr - w->copy_lo < w->copy_len && w->copy_len - (addr - w->copy_lo) >= 8) {
-		memcpy(val, w->copy + (addr - w->copy_lo), 8);
+	uint64_t off = addr - w->copy_lo;
+	if (off < w->copy_len && w->copy_len - off >= 8) {
+		memcpy(val, w->copy + off, 8);
 		w->n_copy++;
+		if (w->log && !(off & 7) && w->nlog < w->log_cap)
+			w->log[w->nlog++] = (uint32_t)(off >> 3);
+		else
+			w->not_replayable = true;
+		return 0;
+	}
+	return read_slow(w, addr, val, 8);
+}
+
+/* read8 of a value the walk does not depend on: one that only a RULE_FULL
+ * or libunwind step could use, and those are not replayable anyway. */
+static inline int read8_unused(struct stb_unw_ctx *w, uint64_t addr, uint64_t *val)
+{
+	uint64_t off = addr - w->copy_lo;
+	if (off < w->copy_len && w->copy_len - off >= 8) {
+		memcpy(val, w->copy + off, 8);
+		w->n_copy++;
+		w->not_replayable |= (off & 7) != 0;
 		return 0;
 	}
 	return read_slow(w, addr, val, 8);
@@ -163,6 +183,7 @@ int stb_unw_ctx_read(struct stb_unw_ctx *w, uint64_t addr, void *dst, size_t len
 	if (addr - w->copy_lo < w->copy_len && w->copy_len - (addr - w->copy_lo) >= len) {
 		memcpy(dst, w->copy + (addr - w->copy_lo), len);
 		w->n_copy++;
+		w->not_replayable = true; /* not one word */
 		return 0;
 	}
 	return read_slow(w, addr, dst, len);
@@ -397,8 +418,11 @@ static int rule_apply(struct stb_unw_ctx *w, const struct rule *r, struct stb_cf
 	if (read8(w, cfa + (uint64_t)(int64_t)r->ra_off, &ra) < 0)
 		return -1;
 	for (int i = 0; i < 6; i++) {
-		if (r->off[i] != RULE_SAME &&
-		    read8(w, cfa + (uint64_t)(int64_t)r->off[i], &v[i]) < 0)
+		if (r->off[i] == RULE_SAME)
+			continue;
+		/* Of the callee-saved registers only rbp can be a later CFA. */
+		uint64_t at = cfa + (uint64_t)(int64_t)r->off[i];
+		if ((rule_dwreg[i] == STB_CFI_RBP ? read8(w, at, &v[i]) : read8_unused(w, at, &v[i])) < 0)
 			return -1;
 	}
 	for (int i = 0; i < 6; i++) {
@@ -650,6 +674,9 @@ static void walk_begin(struct stb_unw_ctx *w, struct stb_unw_proc *p, const stru
 	w->bytes_left =
 	    b && b->max_target_bytes ? b->max_target_bytes : STB_UNW_DEFAULT_TARGET_BYTES;
 	w->expr_ops = b && b->max_expr_ops ? b->max_expr_ops : STB_DWEXPR_DEFAULT_OPS;
+	w->log = b ? b->read_log : NULL;
+	w->log_cap = w->log ? b->read_log_cap : 0;
+	w->not_replayable = !w->log;
 	w->tab = stb_mods_acquire(p->mods);
 }
 
@@ -745,6 +772,8 @@ static unsigned walk_dwarf(struct stb_unw_ctx *w, const struct stb_regs *regs, u
 			exact = false;
 			break;
 		case RULE_FULL: {
+			/* Expressions and register rules may read any register. */
+			w->not_replayable = true;
 			int ret = rule_apply_full(w, lookup, &r);
 			if (ret == 0)
 				return STB_UNW_END_BOTTOM;
@@ -763,6 +792,7 @@ static unsigned walk_dwarf(struct stb_unw_ctx *w, const struct stb_regs *regs, u
 		}
 		default: {
 			bool fp = false;
+			w->not_replayable = true;
 			int ret = stb_unw_lu_step(w, w->p->lu_as, &r, lookup, &fp);
 			if (ret == 0)
 				return STB_UNW_END_BOTTOM;
@@ -843,6 +873,8 @@ int stb_unw_walk_budget(struct stb_unw_proc *p, const struct stb_regs *regs,
 		res->frames = delivered;
 		res->end = end;
 		res->target_bytes = w.n_target_bytes;
+		res->replayable = !w.not_replayable;
+		res->read_logged = w.nlog;
 	}
 	return (int)delivered;
 }

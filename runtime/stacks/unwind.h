@@ -10,6 +10,7 @@
 #ifndef STB_RUNTIME_STACKS_UNWIND_H
 #define STB_RUNTIME_STACKS_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -106,6 +107,10 @@ struct stb_unw_budget {
 	uint64_t deadline_ns;
 	unsigned max_expr_ops; /* per DWARF expression (and libunwind step: x16);
 				* 0 = STB_DWEXPR_DEFAULT_OPS (256) */
+	/* NULL, or where the walk logs the offset in the copy (in 8-byte words)
+	 * of each word it reads, at most read_log_cap (stb_unw_result). */
+	uint32_t *read_log;
+	unsigned read_log_cap;
 };
 
 /* Why a walk ended (stb_unw_result.end). */
@@ -126,6 +131,11 @@ struct stb_unw_result {
 	unsigned frames;       /* delivered (the return value) */
 	unsigned end;          /* STB_UNW_END_* */
 	uint64_t target_bytes; /* read from the target by this walk */
+	/* With a read_log: the walk depended on nothing but regs' ip, sp and bp
+	 * and the aligned words of the copy at the offsets logged (walkmemo.h).
+	 * False without one. */
+	bool replayable;
+	unsigned read_logged; /* offsets in read_log */
 };
 
 /* A short English name of an STB_UNW_END_* value ("bottom", "deadline", ...). */

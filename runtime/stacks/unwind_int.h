@@ -51,6 +51,11 @@ struct stb_unw_ctx {
 	bool fpi_failed;         /* find_proc_info found no CFI */
 	unsigned lu_calls;       /* accessor calls left in this step */
 	uint64_t n_copy, n_image, n_target, n_target_fail, n_target_bytes;
+	/* The walk used more than ip, sp, bp and aligned words of the copy, or
+	 * read more words than the log holds (stb_unw_result.replayable). */
+	bool not_replayable;
+	uint32_t *log; /* stb_unw_budget.read_log */
+	unsigned log_cap, nlog;
 };
 
 /* True (and w->end = STB_UNW_END_DEADLINE) once the walk is past its deadline. */

@@ -482,7 +482,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 			.sym = o->no_symbols ? NULL : stb_self_sym, .no_source = o->no_source != 0,
 			.inline_frames = o->inline_frames != 0,
 		};
-		rc = stb_snapshot_unwind(stb_self_proc, &snap, &sink);
+		rc = stb_snapshot_unwind(stb_self_proc, NULL, &snap, &sink);
 		if (rc < 0) {
 			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
 				strerror(-rc));

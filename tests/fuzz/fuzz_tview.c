@@ -48,17 +48,15 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struc
 	return false;
 }
 
-int stb_unw_walk(struct stb_unw_proc *p, const struct stb_regs *regs,
-		 const struct stb_stack_copy *copy, unsigned skip, unsigned max_depth,
-		 stb_unw_frame_fn fn, void *arg)
+int stb_walkmemo_walk(struct stb_walkmemo *m, struct stb_unw_proc *unw,
+		      const struct stb_regs *regs, const struct stb_stack_copy *copy,
+		      struct stb_frame_sink *sink)
 {
-	(void)p;
+	(void)m;
+	(void)unw;
 	(void)regs;
 	(void)copy;
-	(void)skip;
-	(void)max_depth;
-	(void)fn;
-	(void)arg;
+	(void)sink;
 	return 0;
 }
 
