@@ -37,8 +37,10 @@ __attribute__((no_sanitize("address", "thread"))) void stb_unw_copy_raw(void *ds
 	uint8_t *d = dst;
 	size_t i = 0;
 
+	/* Any alignment: an x86 load of 8 bytes does not care. */
+	typedef uint64_t __attribute__((aligned(1), may_alias)) u64_any;
 	for (; i + 8 <= n; i += 8) {
-		uint64_t v = *(const volatile uint64_t *)(const volatile void *)(s + i);
+		uint64_t v = *(const volatile u64_any *)(const volatile void *)(s + i);
 		__builtin_memcpy(d + i, &v, 8);
 	}
 	for (; i < n; i++)
