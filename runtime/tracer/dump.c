@@ -19,9 +19,12 @@
 #include "report.h"
 #include "trace.h"
 #include "tview.h"
+#include "walkmemo.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
 #define STB_DUMP_DEADLOCK_MS 2000u /* the deadlock search's budget */
+/* Memory a dump may keep walks in (the process being traced is ours). */
+#define STB_DUMP_MEMO_BYTES (4u << 20)
 
 /* The in-process table as the scan sees it: every slot, published or
  * private (beyond the table's capacity). */
@@ -74,6 +77,7 @@ struct collect {
 	unsigned depth;              /* frames kept per task (stb_report_keep) */
 	uint64_t now;                /* CLOCK_MONOTONIC when the collection started */
 	struct stb_frame *scratch;   /* one trace's frames (STB_REPORT_WALK_MAX) */
+	struct stb_walkmemo *memo;   /* walks of stacks alike (NULL: each walked) */
 	size_t used, room;           /* frames arena */
 	int err;
 };
@@ -96,7 +100,7 @@ static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d
 	struct stb_trace_opts to = {.max_depth = STB_REPORT_WALK_MAX, .no_symbols = 1};
 	struct stb_trace_info info;
 	int r = stb_trace_impl(id, &to, c->scratch, STB_REPORT_WALK_MAX, &info, c->o->self_ip,
-			       c->o->self_sp, c->o->self_bp);
+			       c->o->self_sp, c->o->self_bp, c->memo);
 	if (r == -ESRCH)
 		return r;
 	d->id = id;
@@ -212,6 +216,9 @@ int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set
 		c.err = -ENOMEM;
 		goto cleanup;
 	}
+	/* Without memory for it, every stack is walked. */
+	if (o->stacks)
+		c.memo = stb_walkmemo_new(STB_DUMP_MEMO_BYTES);
 	struct stb_tview_scan_result res;
 	stb_tview_scan(&src, o->state_mask, 0, collect_one, &c, &res);
 	if (c.err)
@@ -232,6 +239,7 @@ int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set
 	}
 cleanup:
 	free(c.scratch);
+	stb_walkmemo_free(c.memo);
 	if (c.err)
 		stb_task_set_free(set);
 	return c.err;

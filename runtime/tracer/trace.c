@@ -401,7 +401,7 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
  */
 int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
 		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
-		   uint64_t self_bp)
+		   uint64_t self_bp, struct stb_walkmemo *memo)
 {
 	static const struct stb_trace_opts dflt;
 	struct stb_trace_info scratch;
@@ -482,7 +482,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 			.sym = o->no_symbols ? NULL : stb_self_sym, .no_source = o->no_source != 0,
 			.inline_frames = o->inline_frames != 0,
 		};
-		rc = stb_snapshot_unwind(stb_self_proc, NULL, &snap, &sink);
+		rc = stb_snapshot_unwind(stb_self_proc, memo, &snap, &sink);
 		if (rc < 0) {
 			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
 				strerror(-rc));
@@ -502,7 +502,7 @@ __attribute__((noinline)) int stb_trace(bthread_t tid, const struct stb_trace_op
 {
 	uint64_t ip, sp, bp;
 	STB_CALLER_FRAME(ip, sp, bp);
-	return stb_trace_impl(tid, opts, frames, nframes, info, ip, sp, bp);
+	return stb_trace_impl(tid, opts, frames, nframes, info, ip, sp, bp, NULL);
 }
 
 __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size_t size)
@@ -517,7 +517,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 	struct stb_frame_text tx = {.buf = buf, .size = size};
 	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx};
 	struct stb_trace_info info;
-	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp);
+	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp, NULL);
 	if (rc < 0)
 		return rc;
 	if (info.mode == STB_TRACE_NO_STACK)

@@ -26,10 +26,12 @@ void stb_dump_signal_init(void);
 		(bp) = fp_[0];                                                           \
 	} while (0)
 
-/* stb_trace with the frame of the public caller for self-traces. */
+/* stb_trace with the frame of the public caller for self-traces; memo
+ * (NULL: none; the caller's alone, walkmemo.h) serves walks of stacks alike. */
+struct stb_walkmemo;
 int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
 		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
-		   uint64_t self_bp);
+		   uint64_t self_bp, struct stb_walkmemo *memo);
 
 /* Symbolizes ip of this process into f (symbol, offset, module, file, line). */
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f); /* STB_SYM_* flags */
