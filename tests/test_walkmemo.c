@@ -386,6 +386,14 @@ static void test_not_served(void **state)
 	assert_non_null(f[0].symbol);
 	assert_string_equal(f[0].symbol, "wm_f3");
 	stb_sym_free(sym);
+	/* A sink without a frames array, of the same size as the walk remembered
+	 * above: looked up under another key (never served frames), counted. */
+	s = (struct stb_frame_sink){.nframes = WM_MAXF, .max = WM_OWN};
+	stb_walkmemo_walk(m, fx->unw, &fx->moved.regs, &fx->moved.copy, &s);
+	assert_int_equal(s.n, WM_OWN);
+	assert_true(s.truncated);
+	assert_int_equal(stb_walkmemo_stats(m).lookups, 2);
+	assert_int_equal(stb_walkmemo_stats(m).hits, 0);
 	/* A sink that already holds frames. */
 	s = (struct stb_frame_sink){.frames = f, .nframes = WM_MAXF, .max = 2 * WM_OWN, .n = 1};
 	stb_walkmemo_walk(m, fx->unw, &fx->moved.regs, &fx->moved.copy, &s);
@@ -403,7 +411,7 @@ static void test_not_served(void **state)
 	assert_int_equal(w.sink.n, WM_OWN);
 	free(big);
 	struct stb_walkmemo_stats st = stb_walkmemo_stats(m);
-	assert_int_equal(st.lookups, 1);
+	assert_int_equal(st.lookups, 2);
 	assert_int_equal(st.hits, 0);
 	/* libunwind's steps may read any register: looked up, never remembered. */
 	struct wm_stack lu = fx->here;
@@ -415,7 +423,7 @@ static void test_not_served(void **state)
 	assert_int_equal(w.sink.n, WM_OWN);
 	wm_walk(&w, m, fx->unw, &lu, WM_OWN);
 	st = stb_walkmemo_stats(m);
-	assert_int_equal(st.lookups, 3);
+	assert_int_equal(st.lookups, 4);
 	assert_int_equal(st.stored, 1);
 	assert_int_equal(st.hits, 0);
 	stb_walkmemo_free(m);

@@ -132,7 +132,7 @@ static uint64_t make_key(uint64_t *k, const struct stb_regs *regs,
 	k[KEY_FLAGS] = regs->flags;
 	k[KEY_SKIP] = sink->skip;
 	k[KEY_MAX] = sink->max;
-	k[KEY_NFRAMES] = sink->nframes;
+	k[KEY_NFRAMES] = sink->frames ? sink->nframes : 0;
 	k[KEY_DEPTH] = depth;
 	k[KEY_IP] = regs->ip;
 	k[KEY_SP] = norm(regs->sp, copy->addr, copy->len, &in_sp);
@@ -239,7 +239,7 @@ static void store(struct stb_walkmemo *m, uint64_t hash, const uint64_t *key, un
 /* Delivers r's walk into sink for the copy at addr. */
 static int replay(const struct rec *r, uint64_t addr, struct stb_frame_sink *sink)
 {
-	for (uint32_t i = 0; i < r->nfr; i++) {
+	for (uint32_t i = 0; i < r->nfr && sink->frames; i++) {
 		struct stb_frame f = r->frames[i];
 		if (f.sp - r->addr <= r->len)
 			f.sp = f.sp - r->addr + addr;
