@@ -155,10 +155,12 @@ static inline int read8(struct stb_unw_ctx *w, uint64_t addr, uint64_t *val)
 	if (off < w->copy_len && w->copy_len - off >= 8) {
 		memcpy(val, w->copy + off, 8);
 		w->n_copy++;
-		if (w->log && !(off & 7) && w->nlog < w->log_cap)
-			w->log[w->nlog++] = (uint32_t)(off >> 3);
-		else
-			w->not_replayable = true;
+		if (w->log) { /* only a logged walk can be replayable */
+			if (!(off & 7) && w->nlog < w->log_cap)
+				w->log[w->nlog++] = (uint32_t)(off >> 3);
+			else
+				w->not_replayable = true;
+		}
 		return 0;
 	}
 	return read_slow(w, addr, val, 8);
