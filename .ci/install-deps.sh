@@ -12,6 +12,7 @@ pkgs=(
   libcmocka-dev
   golang-go python3
   gdb procps iproute2 curl dpkg-dev man-db groff-base
+  chromium
 )
 
 missing=()
