@@ -296,6 +296,14 @@ static inline void stb_full_fence(void)
  *    pool has one worker (pool_signal_own): the only one that could run the
  *    task is itself, awake. A worker added later starts awake and looks into
  *    the queues before it parks (rule 4).
+ * 6. A yield queues its caller on its own, awake worker without signalling
+ *    (STB_POST_YIELD): the worker popped the task it switches to from a queue
+ *    of the pool, so the pool holds no more queued tasks than before, and
+ *    each of those was signalled for when it was queued (rules 1-3) or is on
+ *    this awake worker. The caller is seen by this worker at its next pick,
+ *    and by a spinning or woken worker through stealing. A task started by
+ *    bthread_start_urgent is not queued, so its caller, queued instead,
+ *    signals as any new task does.
  * (BTHREAD_NOSIGNAL starts skip rule 1 on purpose; bthread_flush signals.)
  */
 static void pool_signal(struct stb_pool *p)
@@ -650,21 +658,29 @@ static __attribute__((noinline)) void stb_jump_stack(struct stb_worker *w, struc
 	jump_stack_inline(w, from, to, from_finished);
 }
 
-/*
- * Post-switch action of a yield (or of an urgent start's caller): queue it
- * again. arg non-NULL: without waking an idle worker (the caller of an urgent
- * start of a BTHREAD_NOSIGNAL bthread, as bRPC: NOSIGNAL applies to the
- * caller, which thus stays here until the new bthread gives the worker up).
- */
-/* stb_post_ready's rare half: w's own queue is full. */
+/* stb_post_ready's arg when the task must be queued without a signal. */
+#define STB_POST_YIELD ((void *)1)    /* after a yield: wake-up rule 6 */
+#define STB_POST_NOSIGNAL ((void *)2) /* the caller of an urgent BTHREAD_NOSIGNAL start */
+
+/* stb_post_ready's rare half: w's own queue is full. The task may land on
+ * another worker's remote queue, where rule 6 does not hold: a yield signals
+ * too. */
 static __attribute__((noinline, cold)) void post_ready_remote(struct stb_worker *w,
 							      struct stb_task *prev, void *arg)
 {
 	pool_push_remote(w->pool, prev);
-	if (arg == NULL && !prev->about_to_quit)
+	if (arg != STB_POST_NOSIGNAL && !prev->about_to_quit)
 		pool_signal_own(w);
 }
 
+/*
+ * Post-switch action of a yield (or of an urgent start's caller): queue it
+ * again, on this worker. arg NULL: and wake an idle worker for it; non-NULL:
+ * without -- STB_POST_YIELD after a yield (wake-up rule 6), STB_POST_NOSIGNAL
+ * for the caller of an urgent start of a BTHREAD_NOSIGNAL bthread (as bRPC:
+ * NOSIGNAL applies to the caller, which thus stays here until the new
+ * bthread gives the worker up).
+ */
 static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *arg)
 {
 #if STB_TRACER
@@ -1235,7 +1251,7 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 	if (urgent && w && w->pool == pool && stb_can_suspend() &&
 	    !(t->flags & STB_TASK_F_WORKER_STACK)) {
 		w->post_fn = stb_post_ready;
-		w->post_arg = nosignal ? (void *)1 : NULL;
+		w->post_arg = nosignal ? STB_POST_NOSIGNAL : NULL;
 		stb_jump_stack(w, w->cur, t, false);
 		return 0;
 	}
@@ -1285,7 +1301,7 @@ static __attribute__((noinline, cold)) void yield_to_scheduler(struct stb_worker
 {
 	w->pending = pending;
 	w->post_fn = stb_post_ready;
-	w->post_arg = NULL;
+	w->post_arg = STB_POST_YIELD;
 	stb_jump_stack(w, self, NULL, false);
 }
 
@@ -1310,7 +1326,7 @@ int bthread_yield(void)
 		return 0;
 	}
 	w->post_fn = stb_post_ready;
-	w->post_arg = NULL;
+	w->post_arg = STB_POST_YIELD;
 	jump_stack_inline(w, self, to, false);
 	return 0;
 }
