@@ -151,7 +151,8 @@ struct stb_task {
 	uint32_t slot;
 	uint32_t version;              /* version of the current/last occupant */
 	uint64_t seq_word;             /* run sequence number << 32 (mirrors pub->word) */
-	struct stb_worker *last_worker; /* worker last published in pub->worker/tid, NULL = none */
+	struct stb_worker *last_worker; /* worker whose index/tid the slot's entry holds (kept
+					 * across occupants), NULL = none or not a worker's */
 	bool yield_published;          /* pub->wait_word says STB_WAIT_YIELD (tracer builds) */
 	uint32_t flags;
 	int tag;                       /* worker pool */
@@ -192,7 +193,11 @@ struct stb_task {
  */
 void stb_keys_task_exit(struct stb_task *t) __attribute__((weak));
 
-/* Allocates a task slot (state CREATED, new version). NULL+errno on ENOMEM. */
+/*
+ * Allocates a task slot (state CREATED, new version) and publishes its id,
+ * name and flags; the caller publishes its tag, creator and (before its first
+ * run) stack bounds. NULL+errno on ENOMEM.
+ */
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Returns a DESTROYED task's slot to the free list. */
 void stb_task_release(struct stb_task *t);

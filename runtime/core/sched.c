@@ -834,6 +834,7 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	t->pub->stack_hi = (uint64_t)(uintptr_t)w->main_stack_lo + w->main_stack_size;
 	t->pub->worker = w->index;
 	t->pub->tid = (uint32_t)w->tid;
+	t->last_worker = w;
 #endif
 	stb_task_set_state(t, STB_TASK_ABOUT_TO_RUN);
 	w->cur = t;

@@ -204,23 +204,18 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	t->wait_butex = NULL;
 	t->waiter = NULL;
 	t->next = NULL;
-	t->last_worker = NULL;
 	t->yield_published = false;
 	t->keytable = NULL;
 	t->span = NULL;
 	t->cpu_ns = 0;
 #if STB_TRACER
+	/* Tag, creator and stack bounds are the caller's to publish (abi.h: the
+	 * stack bounds are valid from the first run), once they are known. */
 	struct stb_abi_task *p = t->pub;
 	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);
-	p->stack_lo = 0;
-	p->stack_hi = 0;
 	__atomic_store_n(&p->since_ns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->wait_word, 0, __ATOMIC_RELAXED);
 	p->flags = (t->flags & STB_TASK_F_WORKER_STACK) ? STB_ABI_TASK_F_WORKER_STACK : 0;
-	__atomic_store_n(&p->tag, (uint32_t)t->tag, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->creator_id, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->creator_ip, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->creator_tid, 0, __ATOMIC_RELAXED);
 	/* memcpy of the bounded array: attr names are at most 31 bytes. */
 	memcpy(p->name, t->attr.name, sizeof(t->attr.name));
 	_Static_assert(sizeof(t->attr.name) <= sizeof(p->name), "task name fits the table");

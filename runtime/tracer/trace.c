@@ -574,8 +574,15 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	if (!t)
 		return 0;
 	t->flags |= STB_TASK_F_PTHREAD;
+	t->last_worker = NULL; /* its entry holds no worker's index */
 	struct stb_abi_task *p = t->pub;
 	p->flags |= STB_ABI_TASK_F_PTHREAD;
+	p->tag = (uint32_t)t->tag;
+	p->creator_id = 0; /* not started by anyone */
+	p->creator_ip = 0;
+	p->creator_tid = 0;
+	p->stack_lo = 0;
+	p->stack_hi = 0;
 	pthread_attr_t pa;
 	if (pthread_getattr_np(pthread_self(), &pa) == 0) {
 		void *lo;
