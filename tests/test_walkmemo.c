@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of runtime/stacks/walkmemo.c: a remembered walk replayed for a copy
- * of the same stack elsewhere, and never for a copy that differs in what the
- * walk read (every word of a real stack changed in turn), a copy at another
- * page offset, another module table, libunwind's steps, sinks and copies it
- * must not serve, its memory cap and giving up.
+ * of the same stack elsewhere (whole pages away, or at another offset in its
+ * page, as colored stacks are), and never for a copy that differs in what the
+ * walk read (every word of a real stack changed in turn), other registers,
+ * another module table, libunwind's steps, sinks and copies it must not
+ * serve, its memory cap and giving up.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -300,7 +301,29 @@ static void test_every_word_changed(void **state)
 	stb_walkmemo_free(m);
 }
 
-/* The same bytes at another offset in the page, or other registers: walked. */
+/* The same stack at other offsets in its page (colored stacks: whole cache
+ * lines apart, or any 8 bytes): answered from the memo, as walking gives. */
+static void test_other_offset(void **state)
+{
+	struct wm_fixture *fx = *state;
+	struct stb_walkmemo *m = stb_walkmemo_new(0);
+	assert_non_null(m);
+	struct wm_walk prime, plain, memo;
+	wm_walk(&prime, m, fx->unw, &fx->here, WM_OWN);
+	const uint64_t offs[] = {WM_DELTA + 16, WM_DELTA + 7 * 64, WM_DELTA - 1984, 8};
+	for (unsigned i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		struct wm_stack off;
+		wm_stack_at(&off, &fx->c, offs[i]);
+		wm_walk(&plain, NULL, fx->unw, &off, WM_OWN);
+		wm_walk(&memo, m, fx->unw, &off, WM_OWN);
+		assert_same(&plain, &memo);
+		assert_int_equal(stb_walkmemo_stats(m).hits, i + 1);
+		free(off.words);
+	}
+	stb_walkmemo_free(m);
+}
+
+/* The same bytes with other registers or limits: walked. */
 static void test_other_start(void **state)
 {
 	struct wm_fixture *fx = *state;
@@ -308,13 +331,6 @@ static void test_other_start(void **state)
 	assert_non_null(m);
 	struct wm_walk prime, plain, memo;
 	wm_walk(&prime, m, fx->unw, &fx->here, WM_OWN);
-	struct wm_stack off;
-	wm_stack_at(&off, &fx->c, WM_DELTA + 16);
-	wm_walk(&plain, NULL, fx->unw, &off, WM_OWN);
-	wm_walk(&memo, m, fx->unw, &off, WM_OWN);
-	assert_same(&plain, &memo);
-	assert_int_equal(stb_walkmemo_stats(m).hits, 0);
-	free(off.words);
 
 	/* Another bp: a plain number where the first had a pointer into it. */
 	struct wm_stack bp = fx->moved;
@@ -469,6 +485,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_replay_moved, wm_setup, wm_teardown),
 		cmocka_unit_test_setup_teardown(test_every_word_changed, wm_setup, wm_teardown),
+		cmocka_unit_test_setup_teardown(test_other_offset, wm_setup, wm_teardown),
 		cmocka_unit_test_setup_teardown(test_other_start, wm_setup, wm_teardown),
 		cmocka_unit_test_setup_teardown(test_new_module_table, wm_setup, wm_teardown),
 		cmocka_unit_test_setup_teardown(test_not_served, wm_setup, wm_teardown),

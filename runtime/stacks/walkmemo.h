@@ -48,7 +48,7 @@ void stb_walkmemo_reset(struct stb_walkmemo *m);
  * stb_unw_walk of regs (STB_UNW_COPY_ONLY set: only copy is read) into
  * sink, answered from m when it remembers a walk with the same module table
  * (gen of unw's registry), sink limits, register flags and ip, sp and bp, of
- * a copy of the same length and offset in its page, that read only words of
+ * a copy of the same length (both 8-byte aligned), that read only words of
  * its copy which the new copy holds as well (sp, bp and each word pointing
  * into its copy compared by its offset there). The frames' stack pointers
  * are moved by the distance between the two copies. A walk is remembered

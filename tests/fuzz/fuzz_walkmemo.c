@@ -2,8 +2,9 @@
 /*
  * Fuzz target: runtime/stacks/walkmemo.c with the real unwinder of this
  * process. A remembered walk must give exactly what walking gives, for the
- * copy it was walked from, that copy moved 16 pages up, and the moved copy
- * with one word changed. Input: a selector byte (ip, walk kind), the depth
+ * copy it was walked from, that copy moved up by 16 pages and 0 to 2,040
+ * bytes (8-byte steps: another offset in its page, as colored stacks lie),
+ * and the moved copy with one word changed. Input: a selector byte (ip, walk kind), the depth
  * limit, the index and new value of the changed word, bp, a mode byte, then
  * the stack's words. A word whose top byte is 0xaa becomes an address in a
  * function of this process (return addresses with real CFI), 0xbb a pointer
@@ -24,7 +25,7 @@
 #include "walkmemo.h"
 
 #define BASE 0x7f5500000000ull  /* where the copy lies (never read: only the copy is) */
-#define DELTA (16ull * 4096)    /* the moved copy */
+#define DELTA (16ull * 4096)    /* the moved copy: this, plus 8 x the changed word's index byte */
 #define MAX_WORDS 512u
 #define MAXF 64u
 
@@ -118,9 +119,9 @@ static void fz_same(const struct fz_walk *a, const struct fz_walk *b)
 		abort(); /* the remembered walk differs from the walk */
 }
 
-static uint64_t fz_move(uint64_t w, uint64_t from, uint64_t len)
+static uint64_t fz_move(uint64_t w, uint64_t from, uint64_t len, uint64_t delta)
 {
-	return w - from <= len ? w + DELTA : w;
+	return w - from <= len ? w + delta : w;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -166,12 +167,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		regs.flags = sel & 0x80 ? STB_UNW_FP_CHAIN : 0u;
 	}
 	struct stb_stack_copy copy = {.addr = base, .bytes = words, .len = len};
+	uint64_t delta = DELTA + 8u * data[2];
 	for (size_t i = 0; i < n; i++)
-		moved[i] = fz_move(words[i], base, len);
+		moved[i] = fz_move(words[i], base, len, delta);
 	struct stb_regs mregs = regs;
-	mregs.sp = fz_move(regs.sp, base, len);
-	mregs.bp = fz_move(regs.bp, base, len);
-	struct stb_stack_copy mcopy = {.addr = base + DELTA, .bytes = moved, .len = len};
+	mregs.sp = fz_move(regs.sp, base, len, delta);
+	mregs.bp = fz_move(regs.bp, base, len, delta);
+	struct stb_stack_copy mcopy = {.addr = base + delta, .bytes = moved, .len = len};
 
 	struct stb_walkmemo *m = stb_walkmemo_new(0);
 	if (!m)
@@ -187,7 +189,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_same(&plain, &memo);
 	/* One word of the moved copy changed. */
 	size_t at = data[2] % n;
-	moved[at] = real ? moved[at] ^ change_val : fz_word(change_val, base + DELTA, len);
+	moved[at] = real ? moved[at] ^ change_val : fz_word(change_val, base + delta, len);
 	fz_walk(&plain, NULL, unw, &mregs, &mcopy, max);
 	fz_walk(&memo, m, unw, &mregs, &mcopy, max);
 	fz_same(&plain, &memo);
