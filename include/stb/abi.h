@@ -236,7 +236,7 @@ struct stb_abi_task {
 	__u64 ip;               /* saved instruction pointer */
 	__u64 bp;               /* saved frame pointer */
 	__u64 stack_lo;         /* lowest usable stack address */
-	__u64 stack_hi;         /* one past the highest stack address */
+	__u64 stack_hi;         /* one past the highest address its frames use */
 	/* Line 1: where it runs, and why it waits (the wait block). */
 	__u32 worker;           /* worker index while RUNNING */
 	__u32 tid;              /* kernel tid while RUNNING */

@@ -113,7 +113,9 @@ static inline void stb_unlock(struct stb_lock *l)
 
 struct stb_stack {
 	void *lo;            /* lowest usable address (just above the guard page) */
-	size_t size;         /* usable bytes */
+	size_t size;         /* bytes mapped from lo: its class's size and the color room */
+	void *top;           /* where its first frame starts: lo + size less its color;
+				top - lo is at least its class's size */
 	unsigned type;       /* BTHREAD_STACKTYPE_* */
 	bool cold;           /* its pages were given back (MADV_DONTNEED) */
 	struct stb_stack *next;

@@ -1231,10 +1231,11 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 			task_abort(t);
 			return err;
 		}
-		stb_ctx_make(stb_task_ctx(t), t->stack->lo, t->stack->size, stb_task_entry, t);
+		size_t size = (size_t)((char *)t->stack->top - (char *)t->stack->lo);
+		stb_ctx_make(stb_task_ctx(t), t->stack->lo, size, stb_task_entry, t);
 #if STB_TRACER
 		t->pub->stack_lo = (uint64_t)(uintptr_t)t->stack->lo;
-		t->pub->stack_hi = (uint64_t)(uintptr_t)t->stack->lo + t->stack->size;
+		t->pub->stack_hi = (uint64_t)(uintptr_t)t->stack->top;
 #endif
 	}
 	if (attr->flags & BTHREAD_INHERIT_SPAN) {

@@ -4,6 +4,15 @@
  * below its usable part (an overflow faults with SIGSEGV instead of
  * corrupting memory), pooled per size class and reused.
  *
+ * Colors. A stack's first frame does not start at the end of its mapping but
+ * up to STB_STACK_COLOR_SPAN below it, at another cache-line offset for every
+ * stack carved: the top-of-stack lines of many bthreads, the lines every
+ * switch touches, then spread over 32 of a 64-set L1 cache instead of piling
+ * up in the one or two that page-aligned tops share. Each stack has a page
+ * more for that (the strides stay whole pages, for the guards), so its usable
+ * size stays at least its class's size, and a parked bthread with shallow
+ * frames still touches one page.
+ *
  * Guard pages and vm.max_map_count. A guard made with mprotect(PROT_NONE)
  * splits the mapping: every guarded stack costs two of the process's
  * vm.max_map_count mappings (65,530 by default), so about 32,000 stacks fit.
@@ -32,6 +41,11 @@
 #endif
 
 #define STB_STACK_GUARD 4096u
+#define STB_STACK_COLOR_ROOM 4096u /* the page above a class's size for the colors */
+#define STB_STACK_COLOR_SPAN 2048u /* a color: 0 .. SPAN - 64 bytes below the top */
+#define STB_STACK_COLOR_STEP 192u  /* three lines: all 32 colors before one repeats */
+_Static_assert(STB_STACK_COLOR_SPAN <= STB_STACK_COLOR_ROOM && STB_STACK_COLOR_STEP % 64 == 0,
+	       "colors are whole cache lines within the room");
 #define STB_STACK_WARM_MAX 1024u /* free stacks kept with their memory, per class */
 #define STB_SLAB_BYTES (16u << 20) /* a slab holds about this much */
 
@@ -48,6 +62,7 @@ struct stack_class {
 	unsigned nwarm;
 	char *slab;               /* slab being carved */
 	unsigned slab_next, slab_count;
+	unsigned carved;          /* stacks carved so far: the next one's color */
 	size_t live;              /* stacks handed out and not returned */
 } STB_ALIGNED_CL;
 
@@ -169,10 +184,16 @@ static void complain(int err, unsigned type)
 			class_size(type) >> 10, strerror(err), live, maps, max);
 }
 
+/* Bytes from one stack's guard to the next one's in a slab of class type. */
+static size_t slab_stride(unsigned type)
+{
+	return STB_STACK_GUARD + class_size(type) + STB_STACK_COLOR_ROOM;
+}
+
 /* Maps a new slab for class c. Called with its lock held. 0 or errno. */
 static int slab_new(struct stack_class *c, unsigned type)
 {
-	size_t stride = class_size(type) + STB_STACK_GUARD;
+	size_t stride = slab_stride(type);
 	unsigned count = (unsigned)(STB_SLAB_BYTES / stride);
 	if (count == 0)
 		count = 1;
@@ -210,8 +231,8 @@ static struct stb_stack *slab_carve(struct stack_class *c, unsigned type, int *e
 		*err = ENOMEM;
 		return NULL;
 	}
-	size_t size = class_size(type);
-	char *base = c->slab + (size_t)c->slab_next * (size + STB_STACK_GUARD);
+	size_t size = class_size(type) + STB_STACK_COLOR_ROOM;
+	char *base = c->slab + (size_t)c->slab_next * slab_stride(type);
 	int rc = guard_mode == GUARD_MADVISE ? madvise(base, STB_STACK_GUARD, MADV_GUARD_INSTALL)
 					     : mprotect(base, STB_STACK_GUARD, PROT_NONE);
 	if (rc != 0) {
@@ -223,8 +244,10 @@ static struct stb_stack *slab_carve(struct stack_class *c, unsigned type, int *e
 	if (guard_mode == GUARD_MPROTECT)
 		__atomic_fetch_add(&maps_used, 2, __ATOMIC_RELAXED);
 	c->slab_next++;
+	size_t color = (size_t)c->carved++ * STB_STACK_COLOR_STEP % STB_STACK_COLOR_SPAN;
 	s->lo = base + STB_STACK_GUARD;
 	s->size = size;
+	s->top = (char *)s->lo + size - color;
 	s->type = type;
 	s->cold = false;
 	s->next = NULL;
