@@ -103,12 +103,26 @@ struct stb_counter {
 static struct stb_counter stb_yields[STB_YIELDERS];
 static int stb_yield_stop;
 
+/* Loop A: the count bumped by a load, an add and a store. */
 static void *stb_yielder(void *arg)
 {
 	struct stb_counter *c = arg;
 	while (!__atomic_load_n(&stb_yield_stop, __ATOMIC_RELAXED)) {
 		bthread_yield();
 		__atomic_store_n(&c->n, c->n + 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/* Loop B: the same with the count bumped by one add to memory. The runtime
+ * code is the same for both; what the shape of the loop around bthread_yield
+ * does to the built-in / built-out ratio is the point (docs/benchmarks.md). */
+static void *stb_yielder_b(void *arg)
+{
+	struct stb_counter *c = arg;
+	while (!__atomic_load_n(&stb_yield_stop, __ATOMIC_RELAXED)) {
+		bthread_yield();
+		__asm__ volatile("addq $1, %0" : "+m"(c->n));
 	}
 	return NULL;
 }
@@ -123,12 +137,12 @@ static uint64_t stb_yield_sum(void)
 
 static bthread_t stb_yielder_ids[STB_YIELDERS];
 
-static void stb_yielders_start(void)
+static void stb_yielders_start(void *(*loop)(void *))
 {
 	__atomic_store_n(&stb_yield_stop, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < STB_YIELDERS; i++) {
 		int rc = bthread_start_background(&stb_yielder_ids[i], &BTHREAD_ATTR_SMALL,
-						  stb_yielder, &stb_yields[i]);
+						  loop, &stb_yields[i]);
 		if (rc)
 			stb_die("bthread_start_background", rc);
 	}
@@ -222,10 +236,15 @@ static int stb_child_idle(double secs)
 {
 	/* 2 workers: below BTHREAD_MIN_CONCURRENCY only through the expert override. */
 	setenv("STB_CONCURRENCY", "2", 1);
-	stb_yielders_start();
+	stb_yielders_start(stb_yielder);
 	usleep(100000); /* warm-up */
 	double yield_cpu;
 	double yield = stb_yield_rate(secs, &yield_cpu);
+	stb_yielders_stop();
+	stb_yielders_start(stb_yielder_b);
+	usleep(100000);
+	double yield_b_cpu;
+	double yield_b = stb_yield_rate(secs, &yield_b_cpu);
 	stb_yielders_stop();
 
 	struct stb_create_ctx c = {.secs = 0.1};
@@ -240,9 +259,9 @@ static int stb_child_idle(double secs)
 	bthread_join(t, NULL);
 	double create = (double)c.ops / (stb_now() - t0);
 	double create_cpu = (double)c.ops / ((double)(stb_workers_cpu_ns() - c0) * 1e-9);
-	printf("yield_per_s=%.0f yield_per_cpu_s=%.0f create_join_per_s=%.0f "
-	       "create_join_per_cpu_s=%.0f\n",
-	       yield, yield_cpu, create, create_cpu);
+	printf("yield_per_s=%.0f yield_per_cpu_s=%.0f yield_b_per_s=%.0f yield_b_per_cpu_s=%.0f "
+	       "create_join_per_s=%.0f create_join_per_cpu_s=%.0f\n",
+	       yield, yield_cpu, yield_b, yield_b_cpu, create, create_cpu);
 	return 0;
 }
 
@@ -638,7 +657,7 @@ static int stb_child_traced_yield(int rounds, double secs)
 {
 	setenv("STB_CONCURRENCY", "2", 1);
 	stb_set_signal_trace_timeout_ms(5000);
-	stb_yielders_start();
+	stb_yielders_start(stb_yielder);
 	usleep(100000);
 	double plain[STB_MAX_ROUNDS], cont[STB_MAX_ROUNDS], paced[STB_MAX_ROUNDS];
 	double plain_c[STB_MAX_ROUNDS], cont_c[STB_MAX_ROUNDS], paced_c[STB_MAX_ROUNDS];
@@ -725,6 +744,7 @@ static void stb_bench_idle(int rounds, const char *secs)
 {
 	double y[2][STB_MAX_ROUNDS], c[2][STB_MAX_ROUNDS], ry[STB_MAX_ROUNDS], rc[STB_MAX_ROUNDS];
 	double yc[2][STB_MAX_ROUNDS], cc[2][STB_MAX_ROUNDS], ryc[STB_MAX_ROUNDS], rcc[STB_MAX_ROUNDS];
+	double yb[2][STB_MAX_ROUNDS], ybc[2][STB_MAX_ROUNDS], ryb[STB_MAX_ROUNDS], rybc[STB_MAX_ROUNDS];
 	const char *exe[2] = {stb_self_exe, STB_BENCH_NOTRACE};
 	for (int r = 0; r < rounds; r++) {
 		for (int k = 0; k < 2; k++) {
@@ -736,15 +756,21 @@ static void stb_bench_idle(int rounds, const char *secs)
 			y[v][r] = stb_field(out, "yield_per_s");
 			c[v][r] = stb_field(out, "create_join_per_s");
 			yc[v][r] = stb_field(out, "yield_per_cpu_s");
+			yb[v][r] = stb_field(out, "yield_b_per_s");
+			ybc[v][r] = stb_field(out, "yield_b_per_cpu_s");
 			cc[v][r] = stb_field(out, "create_join_per_cpu_s");
 			free(out);
 		}
 		ry[r] = y[0][r] / y[1][r];
 		rc[r] = c[0][r] / c[1][r];
 		ryc[r] = yc[0][r] / yc[1][r];
+		ryb[r] = yb[0][r] / yb[1][r];
+		rybc[r] = ybc[0][r] / ybc[1][r];
 		rcc[r] = cc[0][r] / cc[1][r];
-		fprintf(stderr, "  idle round %d: yield %.0f / %.0f, create+join %.0f / %.0f\n", r,
-			y[0][r], y[1][r], c[0][r], c[1][r]);
+		fprintf(stderr,
+			"  idle round %d: yield %.0f / %.0f, loop B %.0f / %.0f, create+join %.0f / "
+			"%.0f\n",
+			r, y[0][r], y[1][r], yb[0][r], yb[1][r], c[0][r], c[1][r]);
 	}
 	printf("## Idle cost (%d rounds, medians; built in = bthread_static, built out = "
 	       "bthread_notrace)\n", rounds);
@@ -753,6 +779,10 @@ static void stb_bench_idle(int rounds, const char *secs)
 	       stb_median(y[0], rounds), stb_median(y[1], rounds), stb_median(ry, rounds));
 	printf("| yield per worker-CPU-second | %.0f | %.0f | %.4f |\n",
 	       stb_median(yc[0], rounds), stb_median(yc[1], rounds), stb_median(ryc, rounds));
+	printf("| yield/s, loop B (count bumped by one add to memory) | %.0f | %.0f | %.4f |\n",
+	       stb_median(yb[0], rounds), stb_median(yb[1], rounds), stb_median(ryb, rounds));
+	printf("| yield per worker-CPU-second, loop B | %.0f | %.0f | %.4f |\n",
+	       stb_median(ybc[0], rounds), stb_median(ybc[1], rounds), stb_median(rybc, rounds));
 	printf("| create+join/s (batches of 100) | %.0f | %.0f | %.4f |\n",
 	       stb_median(c[0], rounds), stb_median(c[1], rounds), stb_median(rc, rounds));
 	printf("| create+join per worker-CPU-second | %.0f | %.0f | %.4f |\n\n",
