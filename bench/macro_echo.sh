@@ -11,7 +11,10 @@
 #     idle server with as many connections (the loader's own CPU, no tracing)
 #   6 tracer built in, one resident stb-bpf-loader --pid <server> --every 100ms
 #     (continuous mode: one process, a snapshot file every 100 ms, to a tmpfs)
-# Prints requests/s, p99 latency and server CPU per request of 2-6 as ratios
+#   7 floor for 3 and 5: like 2, while a static program that does nothing
+#     (stb-bench-noop) is started every 100 ms where the loader runs: what
+#     starting any process that often costs the client
+# Prints requests/s, p99 latency and server CPU per request of 2-7 as ratios
 # to 1 (per-round ratios, medians over rounds) and checks the goals.
 set -euo pipefail
 
@@ -20,14 +23,15 @@ usage() {
 Usage: sudo bench/macro_echo.sh [options]
 Options:
   --build-dir DIR     build directory (default build; configured if needed)
-  --rounds N          rounds of the six configurations, 1..100 (default 7)
+  --rounds N          rounds of the seven configurations, 1..100 (default 7)
   --duration SEC      client run per configuration and round, 1..600 (default 5)
   --connections N     client connections (default 16)
   --size BYTES        request size (default 64)
   --interval-ms N     period of the loader / in-process dump (default 100)
   --server-cpu N      CPU the server (all its threads) is pinned to (default 0)
   --client-cpu N      CPU the client is pinned to (default 1)
-  --loader-cpu N|any  CPU the loader runs on in configurations 3, 5 and 6 (default 1)
+  --loader-cpu N|any  CPU the loader runs on in configurations 3, 5 and 6, and the
+                      no-op program in 7 (default 1)
   --results FILE      per-run results, TSV (default <build>/macro_echo.tsv)
   -h, --help          this text
 Examples:
@@ -75,12 +79,13 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 cmake --build "$build_dir" -j"$(nproc)" --target stb-echo-server stb-echo-server-notrace \
-  stb-echo-client stb-bpf-loader stb-bench-every >/dev/null
+  stb-echo-client stb-bpf-loader stb-bench-every stb-bench-noop >/dev/null
 server=$build_dir/examples/stb-echo-server
 notrace=$build_dir/examples/stb-echo-server-notrace
 client=$build_dir/examples/stb-echo-client
 loader=$build_dir/loader/stb-bpf-loader
 every=$build_dir/bench/stb-bench-every
+noop=$build_dir/bench/stb-bench-noop
 
 tmp=$(mktemp -d)
 spid='' epid='' tpid='' rpid=''
@@ -110,6 +115,7 @@ name_of() {
     4) echo "built in, stb_dump every ${interval} ms" ;;
     5) echo "control: loader on an idle twin" ;;
     6) echo "built in, resident loader --every ${interval}ms" ;;
+    7) echo "floor: a static no-op every ${interval} ms" ;;
   esac
 }
 
@@ -167,6 +173,10 @@ run_one() {
     "${loader_pin[@]}" "$every" --interval-ms "$interval" -- "$loader" --pid "$target" --all \
       >"$tmp/every.out" 2>"$tmp/loader.err" &
     epid=$!
+  elif [ "$cfg" = 7 ]; then
+    "${loader_pin[@]}" "$every" --interval-ms "$interval" -- "$noop" \
+      >"$tmp/every.out" 2>"$tmp/loader.err" &
+    epid=$!
   elif [ "$cfg" = 6 ]; then
     rm -rf "$tmp/snaps"
     mkdir "$tmp/snaps"
@@ -199,8 +209,11 @@ run_one() {
     wait "$epid" || fail "stb-bench-every failed"
     epid=''
     # runs R failed F wall_ms_mean M wall_ms_max X cpu_ms_per_run C
-    extra=$(awk '{printf "loader_runs=%s,failed=%s,wall_ms=%s,cpu_ms=%s", $2, $4, $6, $10}' "$tmp/every.out")
-    grep -q ' failed 0 ' "$tmp/every.out" || fail "stb-bpf-loader runs failed: $(cat "$tmp/every.out")"
+    local what=loader
+    [ "$cfg" = 7 ] && what=noop
+    extra=$(awk -v w="$what" '{printf "%s_runs=%s,failed=%s,wall_ms=%s,cpu_ms=%s", w, $2, $4, $6, $10}' \
+      "$tmp/every.out")
+    grep -q ' failed 0 ' "$tmp/every.out" || fail "config $cfg: runs of the $what failed: $(cat "$tmp/every.out")"
     [ "$cfg" = 5 ] && stop_twin
   fi
   kill -TERM "$spid"
@@ -226,14 +239,14 @@ run_one() {
 
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-echo "== echo server macro benchmark: $rounds rounds x 6 configurations x ${duration} s =="
+echo "== echo server macro benchmark: $rounds rounds x 7 configurations x ${duration} s =="
 echo "   $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; server on CPU $server_cpu" \
      "(1 worker), client on CPU $client_cpu (1 worker, $connections connections, $size-byte requests)," \
      "loader on CPU $loader_cpu"
 printf 'round\tconfig\trps\tp50_us\tp99_us\tp999_us\tserver_cpu_us_per_req\textra\n' >"$results"
 for ((r = 1; r <= rounds; r++)); do
-  for k in 0 1 2 3 4 5; do                  # the order rotates every round
-    run_one $(( (k + r - 1) % 6 + 1 )) "$r"
+  for k in 0 1 2 3 4 5 6; do                # the order rotates every round
+    run_one $(( (k + r - 1) % 7 + 1 )) "$r"
   done
 done
 
@@ -242,7 +255,7 @@ echo
 echo "results (medians over $rounds rounds; ratios are per round against config 1, then the median):"
 printf '  %-40s %10s %9s %8s | %8s %8s %8s\n' config "req/s" "p99 us" "CPU/req" "req/s" p99 CPU/req
 declare -A R
-for cfg in 1 2 3 4 5 6; do
+for cfg in 1 2 3 4 5 6 7; do
   rps=$(awk -v c="$cfg" -F'\t' 'NR > 1 && $2 == c {print $3}' "$results" | median)
   p99=$(awk -v c="$cfg" -F'\t' 'NR > 1 && $2 == c {print $5}' "$results" | median)
   cpu=$(awk -v c="$cfg" -F'\t' 'NR > 1 && $2 == c {print $7}' "$results" | median)
@@ -277,4 +290,6 @@ echo "  (5) control, the loader's own CPU use alone: req/s ${R[5,3]}, p99 ${R[5,
 echo "  (6) resident loader (not a goal of its own; what (3) costs without a process start" \
      "every ${interval} ms): req/s ${R[6,3]} -> $(verdict "${R[6,3]}" '>=' 0.95) at 0.95;" \
      "p99 ${R[6,5]} -> $(verdict "${R[6,5]}" '<=' 1.2) at 1.2"
+echo "  (7) floor, a static no-op started every ${interval} ms where the loader runs (what no" \
+     "program started that often can go below): req/s ${R[7,3]}, p99 ${R[7,5]}"
 echo "per-run results: $results; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
