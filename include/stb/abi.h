@@ -55,8 +55,11 @@
  *   state is READY or SUSPENDED and seq does not change. A tracer validates a
  *   stack copy by reading word before and after the copy: same seq and a
  *   stable state both times means the copy is consistent.
- * - id is written while the state is CREATED and stays until DESTROYED; a slot
- *   in state UNUSED or DESTROYED may be reused for a new id at any time.
+ * - id, name, flags, tag and creator_id/creator_ip/creator_tid are written
+ *   before the state becomes CREATED (while it still says UNUSED, or
+ *   DESTROYED for the slot's previous occupant) and stay until DESTROYED; a
+ *   slot in state UNUSED or DESTROYED may be reused for a new id at any time,
+ *   and its other fields then say nothing about any task.
  * - stack_lo/stack_hi are valid from ABOUT_TO_RUN of the first run until
  *   DESTROYED.
  * - worker/tid are valid while the state is RUNNING (for a registered pthread:
@@ -78,7 +81,6 @@
  *   holds the current owner (0 = free). wait_owner is the owner seen when
  *   the task blocked; a tracer re-reads the owner word before it reports a
  *   wait-for edge (the graph moves).
- * - creator_id/creator_ip/creator_tid are written while the state is CREATED.
  * - A worker entry's current is written by that worker before the task it
  *   names enters RUNNING, and reset to 0 after the task left RUNNING.
  *   run_seq/run_since_ns are written by the runtime's monitor thread only
@@ -248,7 +250,7 @@ struct stb_abi_task {
 	__u64 wait_extra;       /* COND: the mutex; MUTEX, RWLOCK_*, ID: address of the owner word */
 	__u32 flags;            /* STB_ABI_TASK_F_* */
 	__u32 tag;              /* worker pool it was started in (bthread_tag_t) */
-	/* Lines 2-3: identity, written while CREATED. */
+	/* Lines 2-3: identity, written before CREATED. */
 	char name[STB_ABI_NAME_LEN]; /* NUL-terminated task name */
 	__u64 creator_id;       /* bthread (or registered pthread) that started it, 0 = other */
 	__u64 creator_ip;       /* return address of the bthread_start_* call */

@@ -196,9 +196,9 @@ struct stb_task {
 void stb_keys_task_exit(struct stb_task *t) __attribute__((weak));
 
 /*
- * Allocates a task slot (state CREATED, new version) and publishes its id,
- * name and flags; the caller publishes its tag, creator and (before its first
- * run) stack bounds. NULL+errno on ENOMEM.
+ * Allocates a task slot (new version) and publishes its id, name and flags;
+ * the caller publishes its tag and creator, then sets it CREATED, and its
+ * stack bounds before its first run. NULL+errno on ENOMEM.
  */
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Returns a DESTROYED task's slot to the free list. */

@@ -1223,6 +1223,7 @@ static int stb_start(bthread_t *tid, const bthread_attr_t *attr, void *(*fn)(voi
 	if (STB_UNLIKELY((t->flags & STB_TASK_F_SWITCH_HOOKS) && !stb_switch_hooks_on))
 		__atomic_store_n(&stb_switch_hooks_on, true, __ATOMIC_RELAXED);
 	task_set_creator(t, w, tag, caller_ip);
+	stb_task_set_state(t, STB_TASK_CREATED);
 	if (!(t->flags & STB_TASK_F_WORKER_STACK)) {
 		/* The stack now, in the caller: a failure is the caller's, never a worker's. */
 		t->stack = stb_stack_get(attr->stack_type);

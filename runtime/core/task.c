@@ -209,8 +209,11 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	t->span = NULL;
 	t->cpu_ns = 0;
 #if STB_TRACER
-	/* Tag, creator and stack bounds are the caller's to publish (abi.h: the
-	 * stack bounds are valid from the first run), once they are known. */
+	/* Tag, creator and stack bounds are the caller's to publish once they
+	 * are known, and then CREATED: until that state the entry still shows
+	 * the slot's previous occupant finished (or the slot unused), so no
+	 * reader takes the previous occupant's tag or creator for this task's.
+	 * The stack bounds are valid from the first run (abi.h). */
 	struct stb_abi_task *p = t->pub;
 	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);
 	__atomic_store_n(&p->since_ns, 0, __ATOMIC_RELAXED);
@@ -220,7 +223,6 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	memcpy(p->name, t->attr.name, sizeof(t->attr.name));
 	_Static_assert(sizeof(t->attr.name) <= sizeof(p->name), "task name fits the table");
 #endif
-	stb_task_set_state(t, STB_TASK_CREATED);
 	return t;
 }
 

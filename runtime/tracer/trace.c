@@ -594,6 +594,7 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	}
 	p->tid = (uint32_t)stb_gettid();
 	p->worker = UINT32_MAX;
+	stb_task_set_state(t, STB_TASK_CREATED);
 	stb_tls_pthread_task = t;
 	stb_pthread_task_set(t);
 	if (pthread_setspecific(stb_pthread_key, t) != 0) {
