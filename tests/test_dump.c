@@ -16,6 +16,7 @@
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
+#include <bthread/countdown_event.h>
 #include <stb/abi.h>
 #include <stb/stb.h>
 
@@ -681,6 +682,50 @@ static void test_dump_runtime_frames_hidden(void **state)
 	STB_TEST_END();
 }
 
+static int *stb_cd_counter;
+static int stb_cd_event; /* what the waiter names as its object */
+
+STB_NOIPA static void *stb_dump_cd_f1(void *arg)
+{
+	(void)arg;
+	int rc = stb_countdown_wait(stb_cd_counter, NULL, &stb_cd_event);
+	STB_NO_TAIL();
+	return (void *)(intptr_t)rc;
+}
+
+/* A task parked in a public function named stb_* (bthread::CountdownEvent
+ * waits in stb_countdown_wait): the runtime frames above it are hidden as
+ * above a bthread_* call, and that call is the innermost frame shown. */
+static void test_dump_public_stb_frame(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	stb_cd_counter = butex_create();
+	assert_non_null(stb_cd_counter);
+	*stb_cd_counter = 1;
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_dump_cd_f1, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(stb_state_of(t) == STB_TASK_SUSPENDED, 10000));
+	struct stb_dump_opts o = {.state_mask = 1u << STB_TASK_SUSPENDED};
+	struct stb_parsed p;
+	int count;
+	stb_dump_to_parsed(&o, &p);
+	const struct stb_section *s = stb_find_task(&p, t, &count);
+	assert_non_null(s);
+	assert_true(s->nlines >= 2);
+	if (!stb_sym_is(s->frames[0].symbol, "stb_countdown_wait"))
+		fail_msg("innermost frame %s, want stb_countdown_wait", s->lines[0]);
+	assert_true(stb_sym_is(s->frames[1].symbol, "stb_dump_cd_f1"));
+	stb_parsed_free(&p);
+	__atomic_store_n(stb_cd_counter, 0, __ATOMIC_RELEASE);
+	butex_wake_all(stb_cd_counter);
+	void *rc = NULL;
+	assert_int_equal(bthread_join(t, &rc), 0);
+	assert_int_equal((intptr_t)rc, 0);
+	butex_destroy(stb_cd_counter);
+	STB_TEST_END();
+}
+
 /* Reads the whole file at fd (from offset 0). */
 static char *stb_read_fd(int fd)
 {
@@ -885,6 +930,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dump_state_mask),
 		cmocka_unit_test(test_dump_max_depth_and_errors),
 		cmocka_unit_test(test_dump_runtime_frames_hidden),
+		cmocka_unit_test(test_dump_public_stb_frame),
 		cmocka_unit_test(test_dump_on_sigquit),
 		cmocka_unit_test(test_dump_at_exit),
 	};

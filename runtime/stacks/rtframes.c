@@ -19,10 +19,46 @@ static bool is_fn(const char *name, const char *want)
 	return name && strncmp(name, want, n) == 0 && (name[n] == '\0' || name[n] == '.');
 }
 
+/*
+ * The public functions named stb_* (include/), where a task can be parked too:
+ * bthread::CountdownEvent, header-only, waits in stb_countdown_wait. Exactly
+ * the STB_EXPORT stb_* declarations there (tests/check_rtframes.sh checks).
+ */
+static const char *const public_stb[] = {
+	"stb_countdown_wait",
+	"stb_debug_http_start",
+	"stb_debug_http_stop",
+	"stb_dump",
+	"stb_format_from_name",
+	"stb_format_name",
+	"stb_get_stats",
+	"stb_id_create2",
+	"stb_id_error2",
+	"stb_id_list_reset2",
+	"stb_id_list_reset2_bthreadsafe",
+	"stb_id_list_reset2_pthreadsafe",
+	"stb_id_status",
+	"stb_id_value",
+	"stb_set_signal_trace_timeout_ms",
+	"stb_set_trace_signal",
+	"stb_state_name",
+	"stb_table_set_capacity",
+	"stb_trace",
+	"stb_watchdog_start",
+	"stb_watchdog_stop",
+};
+
 static bool is_api(const char *name)
 {
-	return has_prefix(name, "bthread_") || has_prefix(name, "butex_") ||
-	       has_prefix(name, "bthread::");
+	if (has_prefix(name, "bthread_") || has_prefix(name, "butex_") ||
+	    has_prefix(name, "bthread::"))
+		return true;
+	if (!has_prefix(name, "stb_"))
+		return false;
+	for (size_t i = 0; i < sizeof(public_stb) / sizeof(public_stb[0]); i++)
+		if (is_fn(name, public_stb[i]))
+			return true;
+	return false;
 }
 
 static bool same_module(const struct stb_frame *a, const struct stb_frame *b)

@@ -21,8 +21,9 @@
  * innermost frames are runtime internals and *outer how many outermost ones
  * are its entry frames (only when complete: the walk reached the stack's
  * base). The inner block is recognized only when f[0] is a runtime function
- * ("stb_" prefix) and a public API frame (bthread_*, butex_*, bthread::) of
- * the same module follows within STB_RTFRAMES_INNER_MAX frames; that frame
+ * ("stb_" prefix) and a public API frame (bthread_*, butex_*, bthread::, a
+ * public stb_* function such as stb_countdown_wait) of the same module
+ * follows within STB_RTFRAMES_INNER_MAX frames; that frame
  * and everything beyond stay. Never hides every frame. Pure; thread-safe.
  */
 void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, unsigned *inner,
