@@ -544,12 +544,15 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 		};
 		return stb_flamegraph_write(P->pp, out, &fo);
 	}
+	/* The counters of the stats comment above, in its order. */
 	const struct stb_report_stat stats[] = {
 		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
-		{"oncpu_scheduler", P->oncpu_sched}, {"lost_samples", lost}, {"ticks", P->ticks},
+		{"oncpu_scheduler", P->oncpu_sched}, {"oncpu_kernel", P->oncpu_kernel},
+		{"lost_samples", lost}, {"read_errors", (uint64_t)cs->read_err}, {"ticks", P->ticks},
 		{"missed_ticks", P->missed_ticks}, {"offcpu_snapshots", P->offcpu},
 		{"unwinds", P->unwinds}, {"reused", P->reused}, {"over_budget", P->over_budget},
-		{"unlabelled", P->unlabelled}, {"dropped_stacks", P->dropped_stacks},
+		{"copy_failed", P->copy_failed}, {"unlabelled", P->unlabelled},
+		{"dropped_stacks", P->dropped_stacks},
 	};
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,

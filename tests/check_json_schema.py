@@ -345,9 +345,10 @@ def check_profile(doc, loader):
     check_meta(doc, loader, True)
     if loader:
         need(doc, "freq_hz", lambda v: is_int(v) and v > 0, "a positive integer", "document")
-        stats = ["oncpu_samples", "oncpu_tagged", "oncpu_scheduler", "lost_samples", "ticks",
-                 "missed_ticks", "offcpu_snapshots", "unwinds", "reused", "over_budget",
-                 "unlabelled", "dropped_stacks"]
+        stats = ["oncpu_samples", "oncpu_tagged", "oncpu_scheduler", "oncpu_kernel",
+                 "lost_samples", "read_errors", "ticks", "missed_ticks", "offcpu_snapshots",
+                 "unwinds", "reused", "over_budget", "copy_failed", "unlabelled",
+                 "dropped_stacks"]
         need(doc, "stats", lambda v: isinstance(v, dict), "an object", "document")
         for k in stats:
             need(doc["stats"], k, lambda v: is_int(v) and v >= 0, "a non-negative integer",
