@@ -32,6 +32,7 @@ static void test_lock_and_errors(void **state)
 	assert_ptr_equal(data, &x);
 	assert_int_equal(stb_id_value(id), v + 1);
 	assert_int_equal(bthread_id_trylock(id, NULL), EBUSY);
+	assert_int_equal(bthread_id_cancel(id), EPERM); /* locked: bRPC's code */
 	nseen = 0;
 	assert_int_equal(bthread_id_error(id, 7), 0); /* queued: it is locked */
 	assert_int_equal(bthread_id_error(id, 8), 0);

@@ -140,6 +140,14 @@ static void test_id_texts(void **)
 	assert_int_equal(bthread_id_lock(id, NULL), 0);
 	assert_int_equal(bthread_id_unlock_and_destroy(id), 0);
 	assert_true(id != INVALID_BTHREAD_ID);
+	/* No handler: bRPC's default one, which unlocks and destroys the id. */
+	assert_int_equal(bthread_id_create2(&id, NULL, NULL), 0);
+	assert_int_equal(bthread_id_error2(id, 4, "gone"), 0);
+	assert_int_equal(bthread_id_lock(id, NULL), EINVAL);
+	assert_int_equal(bthread_id_create2_ranged(&id, NULL, NULL, 2), 0);
+	assert_int_equal(bthread_id_error2(id, 5, "gone"), 0);
+	assert_int_equal(bthread_id_join(id), 0);
+	assert_int_equal(bthread_id_lock(id, NULL), EINVAL);
 }
 
 static void *sleeper(void *)

@@ -34,8 +34,8 @@ STB_EXPORT int bthread_attr_init(bthread_attr_t *attr);
 STB_EXPORT int bthread_attr_destroy(bthread_attr_t *attr);
 /*
  * Stores the attributes bthread bt was started with (name as copied at
- * start) in *attr. Returns 0, or EINVAL when bt is not a live bthread or attr
- * is NULL. Thread-safe; does not block.
+ * start) in *attr. Returns 0, or -1 with errno EINVAL (as bRPC) when bt is
+ * not a live bthread or attr is NULL. Thread-safe; does not block.
  */
 STB_EXPORT int bthread_getattr(bthread_t bt, bthread_attr_t *attr);
 

@@ -65,7 +65,7 @@ STB_EXPORT int bthread_id_unlock(bthread_id_t id);
  * and joiners. 0, EINVAL or EPERM (not locked). */
 STB_EXPORT int bthread_id_unlock_and_destroy(bthread_id_t id);
 
-/* Destroys an unlocked id: 0, EBUSY (locked) or EINVAL. */
+/* Destroys an unlocked id: 0, EPERM (locked) or EINVAL. */
 STB_EXPORT int bthread_id_cancel(bthread_id_t id);
 
 /* Waits until id is destroyed. 0 at once for a destroyed id; EINVAL if never created. */
@@ -185,6 +185,9 @@ inline int bthread_id_create2_ranged(bthread_id_t *id, void *data,
 						     const std::string &error_text),
 				     int range)
 {
+	/* As bRPC: no handler means the default one (unlock and destroy). */
+	if (!on_error)
+		return bthread_id_create_ranged(id, data, NULL, range);
 	return stb_id_create2(id, data, bthread::stb_detail::id_call2,
 			      reinterpret_cast<void *>(on_error),
 			      &bthread::stb_detail::empty_text(), range);

@@ -395,7 +395,7 @@ int bthread_id_cancel(bthread_id_t id)
 	}
 	if (bval(m->butex) != m->first_ver) {
 		stb_unlock(&m->lock);
-		return EBUSY;
+		return EPERM; /* in use (locked): bRPC's code */
 	}
 	const uint32_t next = end_ver(m);
 	bset(m->butex, next);

@@ -1152,8 +1152,10 @@ void bthread_attr_set_name(bthread_attr_t *attr, const char *name)
 int bthread_getattr(bthread_t bt, bthread_attr_t *attr)
 {
 	struct stb_task *t = stb_task_live(bt);
-	if (!t || !attr || (t->flags & STB_TASK_F_PTHREAD))
-		return EINVAL;
+	if (!t || !attr || (t->flags & STB_TASK_F_PTHREAD)) {
+		errno = EINVAL; /* bRPC: -1 and errno, unlike most bthread_* calls */
+		return -1;
+	}
 	*attr = t->attr;
 	return 0;
 }
