@@ -276,7 +276,8 @@ STB_EXPORT int bthread_rwlockattr_setkind_np(bthread_rwlockattr_t *attr, int pre
  * A counting semaphore starting at value. wait takes one unit, waiting
  * while there is none (a stop does not end the wait); trywait: EAGAIN
  * instead; timedwait: ETIMEDOUT at abstime (CLOCK_REALTIME). post/post_n
- * add 1/n units (n >= 1) and wake as many waiters. init: 0, EINVAL, ENOMEM.
+ * add 1/n units and wake as many waiters (post_n of 0: nothing, 0, as bRPC;
+ * EINVAL beyond INT32_MAX). init: 0, EINVAL, ENOMEM.
  */
 STB_EXPORT int bthread_sem_init(bthread_sem_t *sem, unsigned value);
 STB_EXPORT int bthread_sem_disable_csite(bthread_sem_t *sem);

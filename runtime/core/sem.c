@@ -81,8 +81,10 @@ int bthread_sem_wait(bthread_sem_t *sem)
 
 int bthread_sem_post_n(bthread_sem_t *sem, size_t n)
 {
-	if (!sem || !sem->butex || n == 0 || n > (size_t)INT32_MAX)
+	if (!sem || !sem->butex || n > (size_t)INT32_MAX)
 		return EINVAL;
+	if (n == 0)
+		return 0; /* as bRPC: nothing to add */
 	__atomic_fetch_add(sem->butex, (unsigned)n, __ATOMIC_RELEASE);
 	struct stb_butex *b = stb_butex_of_value(sem->butex);
 	for (size_t i = 0; i < n; i++)
