@@ -497,15 +497,21 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(legend) / sizeof(legend[0]); i++)
 		rc = stb_pprof_comment(P->pp, legend[i]);
-	snprintf(line, sizeof(line),
-		 "stats: oncpu_samples=%" PRIu64 " oncpu_tagged=%" PRIu64 " oncpu_scheduler=%" PRIu64
-		 " oncpu_kernel=%" PRIu64 " lost_samples=%" PRIu64 " read_errors=%" PRIu64
-		 " ticks=%" PRIu64 " missed_ticks=%" PRIu64 " offcpu_snapshots=%" PRIu64
-		 " unwinds=%" PRIu64 " reused=%" PRIu64 " over_budget=%" PRIu64
-		 " copy_failed=%" PRIu64 " unlabelled=%" PRIu64 " dropped_stacks=%" PRIu64,
-		 P->oncpu, P->oncpu_tagged, P->oncpu_sched, P->oncpu_kernel, lost, (uint64_t)cs->read_err,
-		 P->ticks, P->missed_ticks, P->offcpu, P->unwinds, P->reused, P->over_budget,
-		 P->copy_failed, P->unlabelled, P->dropped_stacks);
+	/* The counters: one "stats:" comment line, and JSON's stats object. */
+	const struct stb_report_stat stats[] = {
+		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
+		{"oncpu_scheduler", P->oncpu_sched}, {"oncpu_kernel", P->oncpu_kernel},
+		{"lost_samples", lost}, {"read_errors", (uint64_t)cs->read_err}, {"ticks", P->ticks},
+		{"missed_ticks", P->missed_ticks}, {"offcpu_snapshots", P->offcpu},
+		{"unwinds", P->unwinds}, {"reused", P->reused}, {"over_budget", P->over_budget},
+		{"copy_failed", P->copy_failed}, {"unlabelled", P->unlabelled},
+		{"dropped_stacks", P->dropped_stacks},
+	};
+	const size_t nstats = sizeof(stats) / sizeof(stats[0]);
+	size_t len = (size_t)snprintf(line, sizeof(line), "stats:");
+	for (size_t i = 0; i < nstats && len < sizeof(line); i++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, stats[i].key,
+					stats[i].value);
 	if (rc == 0)
 		rc = stb_pprof_comment(P->pp, line);
 	if (rc == 0 && (P->unlabelled || P->dropped_stacks)) {
@@ -544,21 +550,11 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 		};
 		return stb_flamegraph_write(P->pp, out, &fo);
 	}
-	/* The counters of the stats comment above, in its order. */
-	const struct stb_report_stat stats[] = {
-		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
-		{"oncpu_scheduler", P->oncpu_sched}, {"oncpu_kernel", P->oncpu_kernel},
-		{"lost_samples", lost}, {"read_errors", (uint64_t)cs->read_err}, {"ticks", P->ticks},
-		{"missed_ticks", P->missed_ticks}, {"offcpu_snapshots", P->offcpu},
-		{"unwinds", P->unwinds}, {"reused", P->reused}, {"over_budget", P->over_budget},
-		{"copy_failed", P->copy_failed}, {"unlabelled", P->unlabelled},
-		{"dropped_stacks", P->dropped_stacks},
-	};
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
 		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone,
 		.partial = P->target_gone ? "the target exited during the profile" : NULL,
-		.stats = stats, .nstats = sizeof(stats) / sizeof(stats[0]),
+		.stats = stats, .nstats = nstats,
 	};
 	return stb_pprof_write_json(P->pp, out, &meta);
 }
