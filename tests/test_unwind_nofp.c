@@ -6,7 +6,7 @@
  */
 #include <stdint.h>
 
-#include "unwind.h"
+#include "unwind/unwind.h"
 
 struct unw_test_capture;
 int unw_test_nofp_g1(struct unw_test_capture *c, int x);
