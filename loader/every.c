@@ -22,6 +22,7 @@
 
 #include "loader.h"
 #include "profile.h"
+#include "report/formats.h"
 #include "stb/stb.h"
 #include "util.h"
 
@@ -41,17 +42,6 @@ static void every_on_signal(int sig)
 	ssize_t rc = write(every_pipe[1], &c, 1);
 	(void)rc;
 	errno = saved;
-}
-
-static const char *format_ext(int format)
-{
-	switch (format) {
-	case STB_FORMAT_PPROF: return "pb.gz";
-	case STB_FORMAT_JSON: return "json";
-	case STB_FORMAT_FOLDED: return "folded";
-	case STB_FORMAT_FLAMEGRAPH: return "html";
-	default: return "txt";
-	}
 }
 
 /* name: the file of a snapshot started at wall-clock time ts. */
@@ -244,7 +234,8 @@ static int open_dir(const char *dir)
 
 int stb_every_run(const struct stb_loader_opts *o)
 {
-	struct every E = {.o = o, .dirfd = -1, .ext = format_ext(o->format)};
+	const struct stb_format_info *f = stb_format_get(o->format);
+	struct every E = {.o = o, .dirfd = -1, .ext = f ? f->ext : "txt"};
 	int status = STB_EXIT_FAIL;
 	struct sigaction sa, old_int, old_term;
 	bool handlers = false;

@@ -18,6 +18,7 @@
 
 #include "loader.h"
 #include "profile.h"
+#include "report/formats.h"
 #include "stb/abi.h"
 #include "stb/stb.h"
 #include "util.h"
@@ -161,13 +162,6 @@ enum {
 #define STB_KEEP_DEFAULT 60u
 #define STB_KEEP_MAX 100000u
 
-/* Does path end with suffix? */
-static bool ends_with(const char *path, const char *suffix)
-{
-	size_t n = strlen(path), k = strlen(suffix);
-	return n >= k && strcmp(path + n - k, suffix) == 0;
-}
-
 /* Checks and completes the --profile / --format choices after parsing. */
 static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration_set,
 			      bool deadline_set)
@@ -186,23 +180,25 @@ static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration
 				"--profile (a profile keeps every frame; pprof has the lines)\n");
 		return STB_EXIT_USAGE;
 	}
-	if (o->profile && o->format_set && o->format == STB_FORMAT_TEXT) {
-		fprintf(stderr, "stb-bpf-loader: --profile writes pprof, folded or json, not text\n");
+	const struct stb_format_info *f = stb_format_get(o->format);
+	if (o->profile && o->format_set && !f->write_profile) {
+		char list[128];
+		stb_format_list(list, sizeof(list), STB_FORMATS_PROFILE);
+		fprintf(stderr, "stb-bpf-loader: --profile writes %s, not %s\n", list, f->name);
 		return STB_EXIT_USAGE;
 	}
-	if (!o->format_set && o->output &&
-	    (ends_with(o->output, ".pb.gz") || ends_with(o->output, ".pprof")))
-		o->format = STB_FORMAT_PPROF;
-	else if (!o->format_set && o->output &&
-		 (ends_with(o->output, ".html") || ends_with(o->output, ".htm")))
-		o->format = STB_FORMAT_FLAMEGRAPH;
+	const struct stb_format_info *by_name = o->output ? stb_format_for_path(o->output) : NULL;
+	if (!o->format_set && by_name)
+		o->format = by_name->format;
 	else if (!o->format_set && o->every_ns)
 		o->format = STB_FORMAT_PPROF;
 	else if (!o->format_set && o->profile)
 		o->format = STB_FORMAT_FOLDED;
-	if (o->format == STB_FORMAT_PPROF && !o->output && !o->every_ns && isatty(STDOUT_FILENO)) {
-		fprintf(stderr, "stb-bpf-loader: refusing to write binary pprof data to a terminal: "
-				"add -o FILE (e.g. -o stacks.pb.gz) or redirect standard output\n");
+	f = stb_format_get(o->format);
+	if (f->binary && !o->output && !o->every_ns && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "stb-bpf-loader: refusing to write binary %s data to a terminal: "
+				"add -o FILE (e.g. -o stacks.%s) or redirect standard output\n",
+			f->name, f->ext);
 		return STB_EXIT_USAGE;
 	}
 	if (o->profile && !duration_set)
@@ -341,8 +337,10 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		case 'f':
 			o->format = stb_format_from_name(optarg);
 			if (o->format < 0) {
-				fprintf(stderr, "stb-bpf-loader: --format: '%s' is not text, json, pprof, "
-						"folded or flamegraph\n", optarg);
+				char list[128];
+				stb_format_list(list, sizeof(list), 0);
+				fprintf(stderr, "stb-bpf-loader: --format: '%s' is not %s\n", optarg,
+					list);
 				return STB_EXIT_USAGE;
 			}
 			o->format_set = true;

@@ -30,6 +30,8 @@ struct stb_stackset_entry {
 	bool viewed;
 	unsigned first, shown, hidden, not_shown;
 	bool inexact, truncated;
+	bool view_hashed;  /* view_hash is the hash of the view's ips (grouping) */
+	uint64_t view_hash;
 	char *json;        /* its frames as JSON, written once (jsondoc.c); freed with it */
 	size_t json_len;
 	unsigned json_depth;
