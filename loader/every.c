@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hashset.h"
 #include "loader.h"
 #include "profile.h"
 #include "report/formats.h"
@@ -109,15 +110,9 @@ static int rotate(int dirfd, const char *ext, unsigned keep)
 		const char *stamp;
 		if (strlen(e->d_name) >= STB_EVERY_NAME_MAX || !is_ours(e->d_name, ext, &stamp))
 			continue;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 64;
-			struct every_file *g = realloc(v, c * sizeof(*v));
-			if (!g) {
-				rc = -ENOMEM;
-				goto cleanup;
-			}
-			v = g;
-			cap = c;
+		if (stb_grow(&v, &cap, n + 1, sizeof(*v)) != 0) {
+			rc = -ENOMEM;
+			goto cleanup;
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
 		v[n].stamp = v[n].name + (stamp - e->d_name);

@@ -147,9 +147,9 @@ static uint64_t frames_hash(struct stb_report_task *t)
 	struct stb_stackset_entry *k = view_shared(t) ? t->stack : NULL;
 	if (k && k->view_hashed)
 		return k->view_hash;
-	uint64_t h = STB_FNV1A64_BASIS;
+	uint64_t h = t->nframes;
 	for (unsigned i = 0; i < t->nframes; i++)
-		h = stb_fnv1a64_word(h, t->frames[i].ip);
+		h = stb_hash_mix(h, t->frames[i].ip);
 	if (k) {
 		k->view_hash = h;
 		k->view_hashed = true;
@@ -161,8 +161,7 @@ static uint64_t frames_hash(struct stb_report_task *t)
 static uint64_t group_hash(struct stb_report_task *t)
 {
 	uint64_t h = frames_hash(t);
-	h = stb_fnv1a64_word(h, t->state | (uint64_t)(t->err < 0) << 8 |
-				       (uint64_t)t->wait.kind << 16);
+	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16);
 	return h;
 }
 
