@@ -107,34 +107,6 @@ static void prof_on_signal(int sig)
 }
 
 
-int stb_profile_parse_duration(const char *s, uint64_t *ns)
-{
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	uint64_t unit;
-	if (strcmp(end, "ms") == 0)
-		unit = 1000000ull;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		unit = 1000000000ull;
-	else if (strcmp(end, "m") == 0)
-		unit = 60ull * 1000000000ull;
-	else if (strcmp(end, "h") == 0)
-		unit = 3600ull * 1000000000ull;
-	else
-		return -EINVAL;
-	if (v == 0)
-		return -EINVAL;
-	if (v > STB_PROFILE_DURATION_MAX_NS / unit)
-		return -ERANGE;
-	*ns = v * unit;
-	return 0;
-}
-
 /* ---- labels and samples ---- */
 
 static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t size)
