@@ -49,8 +49,6 @@ struct stb_loader_opts {
 	uint64_t every_ns;   /* 0: one run */
 	const char *out_dir;
 	unsigned keep;       /* files kept in out_dir */
-	/* Test builds only (STB_LOADER_TEST_HOOKS): hold every lease this long. */
-	unsigned fault_hold_ms;
 };
 
 /*

@@ -9,10 +9,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "loader.h"
 #include "options.h"
+#include "table/driver.h"
 #include "util.h"
+
+#if STB_LOADER_TEST_HOOKS
+/* Test builds only ($STB_LOADER_FAULT_HOLD_MS): every lease is kept this
+ * long, as a stuck loader would keep it. */
+static unsigned fault_hold_ms;
+
+static void fault_hold(void *arg)
+{
+	(void)arg;
+	struct timespec ts = {fault_hold_ms / 1000, (long)(fault_hold_ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -25,11 +40,12 @@ int main(int argc, char **argv)
 		return rc;
 	o.start_ns = start;
 #if STB_LOADER_TEST_HOOKS
-	/* Test builds only: keep every lease this long, as a stuck loader would. */
 	const char *fault = getenv("STB_LOADER_FAULT_HOLD_MS");
 	uint64_t fv;
-	if (fault && stb_parse_u64(fault, 1, 600000, &fv))
-		o.fault_hold_ms = (unsigned)fv;
+	if (fault && stb_parse_u64(fault, 1, 600000, &fv)) {
+		fault_hold_ms = (unsigned)fv;
+		stb_driver_test_hold = fault_hold;
+	}
 #endif
 	/* A closed output pipe is a write error, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
