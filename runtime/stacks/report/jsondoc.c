@@ -114,6 +114,17 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 		json_frames(r, j, t);
 }
 
+/* A document of schema: its metadata, then the array "tasks" opened. */
+static void doc_begin(struct stb_json *j, const struct stb_report *r, const char *schema)
+{
+	stb_json_init(j, r->out);
+	stb_json_object(j);
+	stb_json_kv_string(j, "schema", schema);
+	stb_report_meta_json(j, r->meta);
+	stb_json_key(j, "tasks");
+	stb_json_array(j);
+}
+
 /* Grouped, a task carries no frames but the index of its group, and the
  * group its members' ids and the stack, once. */
 int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
@@ -138,12 +149,7 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 				group_of[m - tasks] = (uint32_t)g;
 	}
 	stb_why_init(&w, r, tasks, n);
-	stb_json_init(&j, r->out);
-	stb_json_object(&j);
-	stb_json_kv_string(&j, "schema", "stb-stacks/1");
-	stb_report_meta_json(&j, r->meta);
-	stb_json_key(&j, "tasks");
-	stb_json_array(&j);
+	doc_begin(&j, r, "stb-stacks/1");
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
@@ -187,12 +193,7 @@ int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tas
 	struct stb_why w;
 	stb_why_init(&w, r, tasks, n);
 	struct stb_json j;
-	stb_json_init(&j, r->out);
-	stb_json_object(&j);
-	stb_json_kv_string(&j, "schema", "stb-tasks/1");
-	stb_report_meta_json(&j, r->meta);
-	stb_json_key(&j, "tasks");
-	stb_json_array(&j);
+	doc_begin(&j, r, "stb-tasks/1");
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
