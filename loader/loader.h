@@ -28,7 +28,7 @@ struct stb_loader_opts {
 	bool group;
 	unsigned max_depth;
 	bool runtime_frames; /* show the runtime's own frames */
-	bool lines;          /* text: file:line and inline frames */
+	bool lines;          /* text: file:line and inline frames (the default) */
 	int format; /* enum stb_format */
 	bool format_set;
 	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */

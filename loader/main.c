@@ -54,9 +54,12 @@ static void usage(FILE *out)
 		"                       many frames it leaves out\n"
 		"      --runtime-frames show the runtime's own frames (stb_jump_stack,\n"
 		"                       stb_sched_suspend, butex internals above the API call a\n"
-		"                       bthread waits in; stb_task_entry, stb_ctx_trampoline below\n"
-		"                       its function), hidden by default in every format\n"
-		"      --lines          text: add file:line to frames, and inlined calls\n"
+		"                       bthread waits in and inlined into it; stb_task_entry,\n"
+		"                       stb_ctx_trampoline below its function), hidden by default\n"
+		"                       in every format and in --profile\n"
+		"      --no-lines       text: leave out the file:line of each frame and the calls\n"
+		"                       inlined there (shown by default where the program has\n"
+		"                       debug info; --lines, the default, is kept for scripts)\n"
 		"  -f, --format FMT     text (default), json (schema in docs/json.md), pprof\n"
 		"                       (gzipped profile.proto for go tool pprof; the default\n"
 		"                       for -o *.pb.gz), folded (flame graph input: one line\n"
@@ -101,7 +104,7 @@ static void usage(FILE *out)
 		"\n"
 		"Examples:\n"
 		"  sudo stb-bpf-loader --pid 1234\n"
-		"  sudo stb-bpf-loader --pid 1234 --group --lines\n"
+		"  sudo stb-bpf-loader --pid 1234 --group --no-lines\n"
 		"  sudo stb-bpf-loader --pid 1234 --stuck 5 --group\n"
 		"  sudo stb-bpf-loader --pid 1234 --state running --max-depth 16\n"
 		"  sudo stb-bpf-loader --pid 1234 --bthread 4294967296 --runtime-frames\n"
@@ -148,6 +151,7 @@ enum {
 	STB_OPT_DEADLINE,
 	STB_OPT_RUNTIME_FRAMES,
 	STB_OPT_LINES,
+	STB_OPT_NO_LINES,
 	STB_OPT_EVERY,
 	STB_OPT_OUT_DIR,
 	STB_OPT_KEEP,
@@ -170,7 +174,7 @@ static bool ends_with(const char *path, const char *suffix)
 
 /* Checks and completes the --profile / --format choices after parsing. */
 static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration_set,
-			      bool deadline_set)
+			      bool deadline_set, bool lines_set)
 {
 	if (!o->profile && (duration_set || o->freq)) {
 		fprintf(stderr, "stb-bpf-loader: --duration and --freq need --profile\n");
@@ -181,9 +185,9 @@ static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration
 				"--state, --group and --stuck do not apply to it\n");
 		return STB_EXIT_USAGE;
 	}
-	if (o->profile && (o->runtime_frames || o->lines)) {
-		fprintf(stderr, "stb-bpf-loader: --runtime-frames and --lines do not apply to "
-				"--profile (a profile keeps every frame; pprof has the lines)\n");
+	if (o->profile && lines_set) {
+		fprintf(stderr, "stb-bpf-loader: --lines and --no-lines are about text, which "
+				"--profile does not write (pprof and json have the lines)\n");
 		return STB_EXIT_USAGE;
 	}
 	if (o->profile && o->format_set && o->format == STB_FORMAT_TEXT) {
@@ -270,6 +274,7 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		{"deadline", required_argument, NULL, STB_OPT_DEADLINE},
 		{"runtime-frames", no_argument, NULL, STB_OPT_RUNTIME_FRAMES},
 		{"lines", no_argument, NULL, STB_OPT_LINES},
+		{"no-lines", no_argument, NULL, STB_OPT_NO_LINES},
 		{"every", required_argument, NULL, STB_OPT_EVERY},
 		{"out-dir", required_argument, NULL, STB_OPT_OUT_DIR},
 		{"keep", required_argument, NULL, STB_OPT_KEEP},
@@ -283,7 +288,9 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->max_depth = 64;
 	o->timeout_ms = 100;
+	o->lines = true;
 	bool all = false, duration_set = false, deadline_set = false, keep_set = false;
+	bool lines_set = false;
 	uint64_t v;
 	int c;
 	opterr = 0;
@@ -400,7 +407,14 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 			o->runtime_frames = true;
 			break;
 		case STB_OPT_LINES:
-			o->lines = true;
+		case STB_OPT_NO_LINES:
+			if (lines_set && o->lines != (c == STB_OPT_LINES)) {
+				fprintf(stderr, "stb-bpf-loader: --lines and --no-lines exclude each "
+						"other\n");
+				return STB_EXIT_USAGE;
+			}
+			o->lines = c == STB_OPT_LINES;
+			lines_set = true;
 			break;
 		case STB_OPT_STUCK:
 			if (stb_profile_parse_duration(optarg, &o->stuck_ns) != 0) {
@@ -489,7 +503,7 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		return STB_EXIT_USAGE;
 	}
 	int rc = check_every_args(o, keep_set);
-	return rc ? rc : check_profile_args(o, all, duration_set, deadline_set);
+	return rc ? rc : check_profile_args(o, all, duration_set, deadline_set, lines_set);
 }
 
 int main(int argc, char **argv)

@@ -183,7 +183,9 @@ struct stb_dump_opts {
 	                         stb_sched_suspend, butex internals above the API call a
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
 	                         below its function), hidden by default in every format */
-	int lines;            /* text: file:line of each frame, and inlined calls */
+	int no_lines;         /* text: without the file:line of each frame and the calls
+	                         inlined there (shown by default where the program has
+	                         debug info); faster */
 };
 
 /*
