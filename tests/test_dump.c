@@ -506,9 +506,12 @@ static void test_dump_text(void **state)
 		if (!stb_frames_check_chain(s->frames, s->nlines, stb_dump_chain, 3, prims, 1, false,
 					    true, why, sizeof(why)))
 			fail_msg("%s", why);
-		/* The same lines as bthread_stack_trace gives for that task. */
+		/* The same lines as bthread_stack_trace gives for that task (the
+		 * runtime's frames shown in both). */
 		char text[8192];
+		assert_int_equal(stb_set_trace_runtime_frames(1), 0);
 		assert_true(bthread_stack_trace(stb_blocked[i], text, sizeof(text)) > 0);
+		assert_int_equal(stb_set_trace_runtime_frames(0), 0);
 		char *frames = stb_section_frames_text(s);
 		assert_string_equal(frames, text);
 		free(frames);
@@ -641,7 +644,8 @@ static void test_dump_max_depth_and_errors(void **state)
 	stb_parsed_free(&p);
 	/* With them, they count: 3 frames, and the count of all the others. */
 	struct stb_frame full[64];
-	int nfull = stb_trace(stb_blocked[0], NULL, full, 64, NULL);
+	const struct stb_trace_opts all = {.runtime_frames = 1};
+	int nfull = stb_trace(stb_blocked[0], &all, full, 64, NULL);
 	assert_true(nfull > 6);
 	o.runtime_frames = 1;
 	stb_dump_to_parsed(&o, &p);

@@ -13,6 +13,7 @@
 #include <ucontext.h>
 
 #include "internal.h"
+#include "report/model.h"
 #include "report/writers.h"
 #include "stb/stb.h"
 #include "symbols/symbolize.h"
@@ -51,6 +52,7 @@ static uint64_t stb_slot_tag;
 
 static int stb_trace_signo;            /* 0 until configured */
 static int stb_timeout_ms = 50;
+static int stb_text_runtime_frames;    /* bthread_stack_trace shows the runtime's frames */
 static pthread_once_t stb_handler_once = PTHREAD_ONCE_INIT;
 static int stb_handler_err;
 static bool stb_handler_installed;
@@ -98,6 +100,9 @@ void stb_tracer_attach(void)
 	int ms = parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
 	if (ms)
 		__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	int rf = parse_int_env("STB_TRACE_RUNTIME_FRAMES", 0, 1, -1);
+	if (rf >= 0)
+		stb_set_trace_runtime_frames(rf);
 	int sig = parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
@@ -110,6 +115,12 @@ int stb_set_signal_trace_timeout_ms(int ms)
 	if (ms < 1 || ms > 60000)
 		return -EINVAL;
 	__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int stb_set_trace_runtime_frames(int show)
+{
+	__atomic_store_n(&stb_text_runtime_frames, show != 0, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -485,6 +496,63 @@ void stb_trace_count(int rc, const struct stb_capture *capt)
 		count(&stb_tstats.traces);
 }
 
+/* Frames walked into a local buffer at most (more: from the heap). */
+#define STB_TRACE_LOCAL_FRAMES 128u
+
+/*
+ * Unwinds a capture as opts says, without the runtime's own frames: into a
+ * buffer first, since whether the innermost ones are the runtime's is known
+ * only from a public function further out, and the bottom ones only once the
+ * walk reached the stack's base. The report's view decides (report/model.h,
+ * as for every report); the frames shown go to frames and on_frame.
+ */
+static int unwind_view(struct stb_self_tracer *st, const struct stb_capture *capt,
+		       const struct stb_trace_opts *o, struct stb_frame *frames, size_t nframes,
+		       struct stb_trace_info *info)
+{
+	unsigned max = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
+	unsigned keep = max <= UINT32_MAX - STB_REPORT_RT_SLACK ? stb_report_keep(max) : max;
+	struct stb_frame local[STB_TRACE_LOCAL_FRAMES];
+	struct stb_frame *buf = keep <= STB_TRACE_LOCAL_FRAMES ? local
+							       : calloc(keep, sizeof(*buf));
+	if (!buf)
+		return -ENOMEM;
+	/* Names decide: symbols even with no_symbols (taken off below). */
+	struct stb_frame_sink sink = {
+		.frames = buf, .nframes = keep, .max = keep, .skip = o->skip, .sym = st->sym,
+		.no_source = o->no_source || o->no_symbols,
+		.inline_frames = o->inline_frames && !o->no_symbols,
+	};
+	int rc = stb_capture_unwind(st->unw, NULL, capt, &sink);
+	if (rc < 0)
+		goto cleanup;
+	struct stb_report_task t = {
+		.mode = capt->mode, .frames = buf, .nframes = sink.n, .truncated = sink.truncated,
+		.beyond_more = sink.truncated,
+	};
+	const struct stb_report r = {.sym = st->sym, .max_depth = max};
+	stb_report_view(&r, &t, !sink.no_source);
+	unsigned n = 0;
+	bool stopped = false;
+	for (; n < t.nframes && !stopped; n++) {
+		struct stb_frame *f = &t.frames[n];
+		if (o->no_symbols) {
+			unsigned flags = f->flags & STB_FRAME_F_FP;
+			*f = (struct stb_frame){.ip = f->ip, .sp = f->sp, .flags = flags};
+		}
+		if (frames && n < nframes)
+			frames[n] = *f;
+		stopped = o->on_frame && o->on_frame(f, o->arg) != 0;
+	}
+	info->nframes = n;
+	info->truncated = t.truncated || (stopped && n < t.nframes) || sink.timed_out;
+	rc = (int)n;
+cleanup:
+	if (buf != local)
+		free(buf);
+	return rc;
+}
+
 /*
  * One task, traced and unwound into frames as opts says. self_ip/sp/bp: the
  * frame of the public function's caller, used when a task traces itself.
@@ -528,7 +596,14 @@ static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct st
 	info->held_ns = capt.held_ns;
 	if (capt.tid)
 		info->tid = capt.tid;
-	if (rc == 0 && capt.mode != STB_TRACE_NO_STACK) {
+	if (rc == 0 && capt.mode != STB_TRACE_NO_STACK && !o->runtime_frames) {
+		rc = unwind_view(&st, &capt, o, frames, nframes, info);
+		if (rc < 0)
+			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
+				strerror(-rc));
+		else
+			count(&stb_tstats.traces);
+	} else if (rc == 0 && capt.mode != STB_TRACE_NO_STACK) {
 		struct stb_frame_sink sink = {
 			.frames = frames, .nframes = nframes, .max = o->max_depth, .skip = o->skip,
 			.on_frame = o->on_frame, .arg = o->arg,
@@ -568,7 +643,10 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 		buf[0] = '\0';
 	/* The frames' strings come from stb_self_sym, as stb_frame_text_add needs. */
 	struct stb_frame_text tx = {.buf = buf, .size = size};
-	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx};
+	struct stb_trace_opts o = {
+		.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx,
+		.runtime_frames = __atomic_load_n(&stb_text_runtime_frames, __ATOMIC_RELAXED),
+	};
 	struct stb_trace_info info;
 	int rc = trace_one(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)

@@ -40,6 +40,7 @@ static const char *const public_stb[] = {
 	"stb_id_status",
 	"stb_id_value",
 	"stb_set_signal_trace_timeout_ms",
+	"stb_set_trace_runtime_frames",
 	"stb_set_trace_signal",
 	"stb_state_name",
 	"stb_table_set_capacity",
