@@ -1451,6 +1451,60 @@ static void test_signal_blocked(void **state)
 	STB_TEST_END();
 }
 
+/*
+ * A capture request that gets no reply in time, as when its thread gets no
+ * CPU on a busy machine (the test hook leaves it unsent), is asked once more:
+ * the trace succeeds after the first timeout. Unanswered twice, the error
+ * says what is known -- no reply within the timeout, the signal neither
+ * blocked nor ignored there, how to raise it -- never that it is blocked.
+ */
+static void test_signal_late(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	static struct stb_blk b;
+	stb_blk_init(&b, STB_K_SPIN);
+	assert_int_equal(stb_blk_start(&b, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&b.started, __ATOMIC_ACQUIRE), 5000));
+	assert_int_equal(stb_set_signal_trace_timeout_ms(300), 0);
+	struct stb_stats s0, s1;
+	stb_get_stats(&s0);
+	__atomic_store_n(&stb_test_unanswered_signals, 1, __ATOMIC_RELEASE);
+	struct stb_frame fr[STB_NFRAMES];
+	struct stb_trace_info info;
+	uint64_t t0 = stb_now_ns();
+	int n = stb_trace(b.id, NULL, fr, STB_NFRAMES, &info);
+	double ms = stb_test_ms_since(t0);
+	if (n != 3)
+		fail_msg("a late handler: stb_trace = %d (%s)", n, info.error);
+	assert_int_equal(info.mode, STB_TRACE_SIGNAL);
+	assert_true(ms >= 299.0); /* the first request timed out */
+	stb_get_stats(&s1);
+	assert_int_equal(s1.signal_timeouts, s0.signal_timeouts + 1);
+	assert_int_equal(__atomic_load_n(&stb_test_unanswered_signals, __ATOMIC_ACQUIRE), 0);
+
+	/* Unanswered twice: -ETIMEDOUT, and why. */
+	__atomic_store_n(&stb_test_unanswered_signals, 2, __ATOMIC_RELEASE);
+	t0 = stb_now_ns();
+	n = stb_trace(b.id, NULL, fr, STB_NFRAMES, &info);
+	ms = stb_test_ms_since(t0);
+	assert_int_equal(n, -ETIMEDOUT);
+	assert_true(ms >= 599.0); /* asked twice */
+	if (!strstr(info.error, "no reply") || !strstr(info.error, " in 300 ms, asked twice") ||
+	    !strstr(info.error, "not blocked or ignored") ||
+	    !strstr(info.error, "STB_SIGNAL_TRACE_TIMEOUT_MS raises it") ||
+	    strstr(info.error, "is blocked") || strstr(info.error, "blocked or ignored?"))
+		fail_msg("the error of a handler late twice: \"%s\"", info.error);
+	assert_true(ms < 10000.0);
+	stb_get_stats(&s0);
+	assert_int_equal(s0.signal_timeouts, s1.signal_timeouts + 2);
+	assert_int_equal(__atomic_load_n(&stb_test_unanswered_signals, __ATOMIC_ACQUIRE), 0);
+	stb_check_trace(b.id, STB_TRACE_SIGNAL, STB_TASK_RUNNING, NULL, 0, true);
+	assert_int_equal(stb_set_signal_trace_timeout_ms(STB_GENEROUS_MS), 0);
+	stb_blk_finish(&b, -1);
+	STB_TEST_END();
+}
+
 static void test_stats(void **state)
 {
 	(void)state;
@@ -1579,6 +1633,7 @@ int main(void)
 		cmocka_unit_test_setup(test_inline_depth, stb_generous_timeout),
 		cmocka_unit_test_setup(test_text_buffers_and_errors, stb_generous_timeout),
 		cmocka_unit_test_setup(test_signal_blocked, stb_generous_timeout),
+		cmocka_unit_test_setup(test_signal_late, stb_generous_timeout),
 		cmocka_unit_test_setup(test_stats, stb_generous_timeout),
 		/* Last: the trace signal's handler cannot be re-installed. */
 		cmocka_unit_test_setup(test_handler_replaced, stb_generous_timeout),

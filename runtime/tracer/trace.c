@@ -253,33 +253,56 @@ static void slot_put(struct stb_slot *s)
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* Is signal signo blocked on thread tid of this process? (/proc status) */
-static bool signal_blocked(pid_t tid, int signo)
+/* "blocked" or "ignored" when thread tid's /proc status says signal signo
+ * is (SigBlk, SigIgn); NULL when it says neither, or cannot be read. */
+static const char *signal_refused(pid_t tid, int signo)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return false;
-	bool blocked = false;
-	while (fgets(line, sizeof(line), f)) {
+		return NULL;
+	const char *why = NULL;
+	while (!why && fgets(line, sizeof(line), f)) {
 		unsigned long long mask;
-		if (sscanf(line, "SigBlk: %llx", &mask) == 1) {
-			blocked = (mask >> (signo - 1)) & 1;
-			break;
-		}
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1 && (mask >> (signo - 1) & 1))
+			why = "blocked";
+		else if (sscanf(line, "SigIgn: %llx", &mask) == 1 && (mask >> (signo - 1) & 1))
+			why = "ignored";
 	}
 	fclose(f);
-	return blocked;
+	return why;
 }
+
+#if defined(STB_TEST_HOOKS)
+int stb_test_unanswered_signals;
+
+/* Test builds: the next stb_test_unanswered_signals requests are never
+ * answered, as if their thread got no CPU before the timeout. */
+static bool unanswered(void)
+{
+	return __atomic_load_n(&stb_test_unanswered_signals, __ATOMIC_ACQUIRE) > 0 &&
+	       __atomic_fetch_sub(&stb_test_unanswered_signals, 1, __ATOMIC_ACQ_REL) > 0;
+}
+#else
+static bool unanswered(void)
+{
+	return false;
+}
+#endif
 
 /*
  * Signal mode: asks the handler on the task's thread to copy its registers
- * and stack into slot s. 0 = captured, -EAGAIN = the task was not running
- * there any more (retry), other -errno = failure.
+ * and stack into slot s. A request with no reply by the deadline is asked
+ * once more, for timeout_ms: the handler may only be late (its thread was not
+ * scheduled in time on a busy machine). Only then does the thread's /proc
+ * status say whether the signal is blocked or ignored there; a blocked mask
+ * seen once may be a handler running at that instant. 0 = captured, -EAGAIN
+ * = the task was not running there any more (retry), other -errno = failure.
  */
 static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
-			  uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
+			  uint64_t deadline, int timeout_ms, struct stb_capture *capt, char *err,
+			  size_t errlen)
 {
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
@@ -298,50 +321,66 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 		return -EPERM;
 	}
 	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
-	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
-	s->want = tid;
-	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
-	siginfo_t si;
-	memset(&si, 0, sizeof(si));
-	si.si_signo = signo;
-	si.si_code = SI_QUEUE;
-	si.si_pid = getpid();
-	si.si_uid = getuid();
-	si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
-	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
-		int e = errno;
-		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
-		if (e == ESRCH)
-			return -EAGAIN; /* the thread is gone: re-read the task */
-		stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
-		return -e;
-	}
-	uint64_t st = 0;
-	for (unsigned spins = 0;; spins++) {
-		st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-		if ((st & 0xff) == STB_SLOT_DONE || (st & 0xff) == STB_SLOT_DECLINED)
-			break;
-		if (stb_now_ns() >= deadline) {
-			uint64_t armed = tag << 8 | STB_SLOT_ARMED;
-			if (__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_ABANDONED,
-							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-				count(&stb_tstats.signal_timeouts);
-				if (signal_blocked(ktid, signo))
-					stb_say(err, errlen, "signal %d is blocked on thread %d",
-						signo, (int)ktid);
-				else
-					stb_say(err, errlen,
-						"no capture from thread %d within the timeout "
-						"(signal %d blocked or ignored?)",
-						(int)ktid, signo);
-				return -ETIMEDOUT;
-			}
-			continue; /* the handler is writing: it finishes quickly */
+	uint64_t st = 0, tag = 0;
+	for (unsigned attempt = 0;; attempt++) {
+		tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
+		s->want = tid;
+		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		si.si_signo = signo;
+		si.si_code = SI_QUEUE;
+		si.si_pid = getpid();
+		si.si_uid = getuid();
+		si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
+		if (!unanswered() &&
+		    syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
+			int e = errno;
+			__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+			if (e == ESRCH)
+				return -EAGAIN; /* the thread is gone: re-read the task */
+			stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
+			return -e;
 		}
-		if (spins < 2000)
-			stb_cpu_relax();
-		else
-			sched_yield();
+		bool late = false;
+		for (unsigned spins = 0;; spins++) {
+			st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+			if ((st & 0xff) == STB_SLOT_DONE || (st & 0xff) == STB_SLOT_DECLINED)
+				break;
+			if (stb_now_ns() >= deadline) {
+				uint64_t armed = tag << 8 | STB_SLOT_ARMED;
+				if (__atomic_compare_exchange_n(&s->state, &armed,
+								tag << 8 | STB_SLOT_ABANDONED, false,
+								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+					late = true;
+					break;
+				}
+				continue; /* the handler is writing: it finishes quickly */
+			}
+			if (spins < 2000)
+				stb_cpu_relax();
+			else
+				sched_yield();
+		}
+		if (!late)
+			break;
+		count(&stb_tstats.signal_timeouts);
+		if (attempt == 0 && timeout_ms > 0) {
+			deadline = stb_now_ns() + (uint64_t)timeout_ms * 1000000u;
+			continue; /* the stale request's handler, if it ever runs, does nothing */
+		}
+		const char *refused = signal_refused(ktid, signo);
+		if (refused) {
+			stb_say(err, errlen, "signal %d is %s on thread %d (its /proc status says so)",
+				signo, refused, (int)ktid);
+			return -ETIMEDOUT;
+		}
+		/* Fits stb_trace_info.error (128 bytes) at any tid, timeout, signal. */
+		stb_say(err, errlen,
+			"no reply from thread %d in %d ms, asked twice (signal %d not blocked or "
+			"ignored); STB_SIGNAL_TRACE_TIMEOUT_MS raises it",
+			(int)ktid, timeout_ms > 0 ? timeout_ms : stb_trace_timeout_ms(), signo);
+		return -ETIMEDOUT;
 	}
 	if ((st & 0xff) == STB_SLOT_DECLINED)
 		return -EAGAIN;
@@ -387,7 +426,7 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 	(void)cap;
 	if (id && id == st->self_id)
 		return self_capture(st, p, capt);
-	int rc = signal_request(p, id, s, deadline, capt, err, errlen);
+	int rc = signal_request(p, id, s, deadline, st->timeout_ms, capt, err, errlen);
 	if (rc != 0)
 		return rc;
 	capt->regs = s->regs;
@@ -467,6 +506,7 @@ int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t 
 	st->ip = self_ip;
 	st->sp = self_sp;
 	st->bp = self_bp;
+	st->timeout_ms = stb_trace_timeout_ms();
 	st->ops = (struct stb_capture_ops){.capture = tracer_capture, .ctx = st};
 	st->drv = (struct stb_driver){
 	    .mem = &stb_self_mem, .capture = &st->ops, .flags = STB_DRIVER_F_LEASE,
@@ -570,6 +610,8 @@ static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct st
 	info->id = tid;
 
 	int ms = o->timeout_ms > 0 ? o->timeout_ms : __atomic_load_n(&stb_timeout_ms, __ATOMIC_RELAXED);
+	/* The first trace reads this process's modules: not on the clock. */
+	pthread_once(&stb_self_once, self_init);
 	uint64_t deadline = stb_now_ns() + (uint64_t)ms * 1000000u;
 	struct stb_task *t = stb_task_lookup(tid);
 	if (!t || __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE) != tid) {
@@ -582,6 +624,7 @@ static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct st
 				      sizeof(info->error));
 	if (rc != 0)
 		return rc;
+	st.timeout_ms = ms;
 	memcpy(info->name, t->pub->name, sizeof(info->name));
 	info->name[sizeof(info->name) - 1] = '\0';
 	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
