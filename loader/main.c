@@ -121,9 +121,10 @@ static void usage(FILE *out)
 		"\n"
 		"--pid needs root, or CAP_SYS_PTRACE (reading the target's memory and file\n"
 		"descriptors), plus CAP_DAC_READ_SEARCH when the target runs as another user\n"
-		"(listing its /proc/PID/fd), plus CAP_BPF+CAP_PERFMON (BPF capture of running\n"
-		"bthreads). Without BPF it falls back to suspended and ready bthreads (and running\n"
-		"ones blocked in a system call), and says so. --core needs only read access.\n"
+		"(listing its /proc/PID/fd), plus CAP_BPF+CAP_PERFMON, or CAP_SYS_ADMIN which\n"
+		"includes both (BPF capture of running bthreads; --profile needs it). Without BPF\n"
+		"it falls back to suspended and ready bthreads (and running ones blocked in a\n"
+		"system call), and says so. --core needs only read access.\n"
 		"Exit status: 0 when every selected task was traced (or had no stack); 1 otherwise\n"
 		"(a task that could not be traced, a target that exited mid-trace, a requested\n"
 		"bthread that does not exist, the deadline, any other failure); 64 usage error.\n");

@@ -360,6 +360,7 @@ static int prof_open_capture(struct stb_prof *P)
 {
 	struct stb_bpf_prog_opts co;
 	stb_target_bpf_prog_opts(P->tg, STB_RECORD_MODE_SAMPLE, &co);
+	stb_bpf_prog_log(P->o->verbose > 0); /* the failure is explained below, once */
 	co.period_ns = P->period_ns;
 	co.ringbuf_bytes = STB_PROF_RINGBUF;
 	co.sample_stack = true;
@@ -375,7 +376,8 @@ static int prof_open_capture(struct stb_prof *P)
 	if (rc < 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot open perf events on the workers of process "
 				"%d: %s%s\n", (int)P->o->pid, stb_bpf_prog_strerror(rc),
-			rc == -EPERM || rc == -EACCES ? " (run as root or with CAP_PERFMON)" : "");
+			rc == -EPERM || rc == -EACCES
+				? " (run as root or with CAP_PERFMON, or CAP_SYS_ADMIN)" : "");
 		return rc;
 	}
 	return 0;
