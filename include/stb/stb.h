@@ -28,8 +28,9 @@ STB_EXPORT int stb_table_set_capacity(uint32_t capacity);
 
 /*
  * How long a trace of a running task waits for its signal capture (default
- * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS). Also the default timeout of a
- * trace as a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
+ * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS); a capture not answered in time is
+ * asked for once more, as long again. Also the default timeout of a trace as
+ * a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
  */
 STB_EXPORT int stb_set_signal_trace_timeout_ms(int ms);
 
@@ -129,11 +130,14 @@ struct stb_trace_info {
  * its stack is copied (running tasks: while the signal handler copies it).
  * Frames go to frames[0 .. nframes-1] (frames may be NULL) and to
  * opts->on_frame; info (may be NULL) describes the task. opts NULL = defaults.
- * Thread-safe; may block up to the timeout. Returns the number of frames,
+ * Thread-safe; may block up to the timeout (twice it for a running task whose
+ * capture is asked for again). Returns the number of frames,
  * 0 for a task without a stack, or -errno: -ESRCH unknown or finished task,
- * -ETIMEDOUT no capture in time (signal blocked?), -EPERM the trace signal's
- * handler was replaced, -EBUSY another tracer held the task all along,
- * -ENOMEM. info->error explains failures.
+ * -ETIMEDOUT no capture of a running task in time (asked twice: a handler can
+ * be late on a busy machine; info->error says whether the signal is blocked
+ * or ignored on its thread), -EPERM the trace signal's handler was replaced,
+ * -EBUSY another tracer held the task all along, -ENOMEM. info->error
+ * explains failures.
  */
 STB_EXPORT int stb_trace(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
 			 size_t nframes, struct stb_trace_info *info);
