@@ -95,7 +95,8 @@ typedef int (*stb_frame_fn)(const struct stb_frame *f, void *arg);
 
 struct stb_trace_opts {
 	unsigned max_depth;   /* frames to deliver at most, the runtime's own not counted;
-	                         0 = 64. The walk stops soon after. */
+	                         0 = 64 (at most 2048 unless runtime_frames). The walk
+	                         stops soon after. */
 	unsigned skip;        /* innermost frames to drop before counting */
 	int no_symbols;       /* non-zero: leave symbol/module/file empty (faster) */
 	int no_source;        /* non-zero: symbols but no file:line (no DWARF read) */

@@ -551,13 +551,16 @@ static int unwind_view(struct stb_self_tracer *st, const struct stb_capture *cap
 		       struct stb_trace_info *info)
 {
 	unsigned max = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
-	unsigned keep = max <= UINT32_MAX - STB_REPORT_RT_SLACK ? stb_report_keep(max) : max;
+	if (max > STB_REPORT_WALK_MAX)
+		max = STB_REPORT_WALK_MAX; /* deeper: truncated (a bounded buffer) */
+	unsigned keep = stb_report_keep(max);
 	struct stb_frame local[STB_TRACE_LOCAL_FRAMES];
 	struct stb_frame *buf = keep <= STB_TRACE_LOCAL_FRAMES ? local
 							       : calloc(keep, sizeof(*buf));
 	if (!buf)
 		return -ENOMEM;
-	/* Names decide: symbols even with no_symbols (taken off below). */
+	/* Names decide: symbols even with no_symbols (taken off below). A walk
+	 * longer than keep is truncated, and says so. */
 	struct stb_frame_sink sink = {
 		.frames = buf, .nframes = keep, .max = keep, .skip = o->skip, .sym = st->sym,
 		.no_source = o->no_source || o->no_symbols,

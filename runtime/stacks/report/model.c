@@ -71,10 +71,11 @@ unsigned stb_report_frame_inlines(const struct stb_report *r, const struct stb_r
 	memset(si, 0, sizeof(*si));
 	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
 		return 0;
-	/* A stack that carries its inline frames already is shown as it is. */
-	for (unsigned k = 0; k < t->nframes; k++)
-		if (t->frames[k].flags & STB_FRAME_F_INLINED)
-			return 0;
+	/* A stack that carries its inline frames already (stb_trace's) is shown
+	 * as it is: those of frame i are right before it. */
+	if ((f->flags & STB_FRAME_F_INLINED) ||
+	    (i > 0 && (t->frames[i - 1].flags & STB_FRAME_F_INLINED)))
+		return 0;
 	int flags = i > 0 || !stb_report_task_exact(t) ? STB_SYM_RETURN : 0;
 	if (stb_sym_lookup(r->sym, f->ip, flags, si) != 0 || !si->ninline)
 		return 0;
