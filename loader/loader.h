@@ -28,7 +28,8 @@ struct stb_loader_opts {
 	bool group;
 	unsigned max_depth;
 	bool runtime_frames; /* show the runtime's own frames */
-	bool lines;          /* text: file:line and inline frames */
+	bool lines;          /* --lines: file:line and inline frames in text (the default) */
+	bool no_lines;       /* --no-lines: text without them */
 	int format; /* enum stb_format */
 	bool format_set;
 	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */

@@ -136,12 +136,20 @@ static const struct opt opts[] = {
     {.name = "runtime-frames",
      .help = "show the runtime's own frames (stb_jump_stack,\n"
      "stb_sched_suspend, butex internals above the API call a\n"
-     "bthread waits in; stb_task_entry, stb_ctx_trampoline below\n"
-     "its function), hidden by default in every format",
+     "bthread waits in and inlined into it; stb_task_entry,\n"
+     "stb_ctx_trampoline below its function), hidden by default\n"
+     "in every format and in --profile",
      .kind = OPT_FLAG,
      .field = F(runtime_frames)},
+    {.name = "no-lines",
+     .help = "text: leave out the file:line of each frame and the calls\n"
+     "inlined there (shown by default where the program has\n"
+     "debug info)",
+     .kind = OPT_FLAG,
+     .field = F(no_lines)},
     {.name = "lines",
-     .help = "text: add file:line to frames, and inlined calls",
+     .help = "text: file:line and inlined calls (the default; kept for\n"
+     "scripts)",
      .kind = OPT_FLAG,
      .field = F(lines)},
     {.name = "format",
@@ -274,7 +282,7 @@ static const char usage_tail[] =
     "\n"
     "Examples:\n"
     "  sudo stb-bpf-loader --pid 1234\n"
-    "  sudo stb-bpf-loader --pid 1234 --group --lines\n"
+    "  sudo stb-bpf-loader --pid 1234 --group --no-lines\n"
     "  sudo stb-bpf-loader --pid 1234 --stuck 5 --group\n"
     "  sudo stb-bpf-loader --pid 1234 --state running --max-depth 16\n"
     "  sudo stb-bpf-loader --pid 1234 --bthread 4294967296 --runtime-frames\n"
@@ -291,9 +299,10 @@ static const char usage_tail[] =
     "\n"
     "--pid needs root, or CAP_SYS_PTRACE (reading the target's memory and file\n"
     "descriptors), plus CAP_DAC_READ_SEARCH when the target runs as another user\n"
-    "(listing its /proc/PID/fd), plus CAP_BPF+CAP_PERFMON (BPF capture of running\n"
-    "bthreads). Without BPF it falls back to suspended and ready bthreads (and running\n"
-    "ones blocked in a system call), and says so. --core needs only read access.\n"
+    "(listing its /proc/PID/fd), plus CAP_BPF+CAP_PERFMON, or CAP_SYS_ADMIN which\n"
+    "includes both (BPF capture of running bthreads; --profile needs it). Without BPF\n"
+    "it falls back to suspended and ready bthreads (and running ones blocked in a\n"
+    "system call), and says so. --core needs only read access.\n"
     "Exit status: 0 when every selected task was traced (or had no stack); 1 otherwise\n"
     "(a task that could not be traced, a target that exited mid-trace, a requested\n"
     "bthread that does not exist, the deadline, any other failure); 64 usage error.\n";
@@ -429,9 +438,13 @@ static int check_profile_args(struct stb_loader_opts *o, const bool *given)
 				"--state, --group and --stuck do not apply to it\n");
 		return STB_EXIT_USAGE;
 	}
-	if (o->profile && (o->runtime_frames || o->lines)) {
-		fprintf(stderr, "stb-bpf-loader: --runtime-frames and --lines do not apply to "
-				"--profile (a profile keeps every frame; pprof has the lines)\n");
+	if (o->lines && o->no_lines) {
+		fprintf(stderr, "stb-bpf-loader: --lines and --no-lines exclude each other\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile && (o->lines || o->no_lines)) {
+		fprintf(stderr, "stb-bpf-loader: --lines and --no-lines are about text, which "
+				"--profile does not write (pprof and json have the lines)\n");
 		return STB_EXIT_USAGE;
 	}
 	const struct stb_format_info *f = stb_format_get(o->format);

@@ -332,6 +332,7 @@ static int prof_open_capture(struct stb_prof *P)
 {
 	struct stb_bpf_prog_opts co;
 	stb_target_bpf_prog_opts(P->tg, STB_RECORD_MODE_SAMPLE, &co);
+	stb_bpf_prog_log(P->o->verbose > 0); /* the failure is explained below, once */
 	co.period_ns = P->period_ns;
 	co.ringbuf_bytes = STB_PROF_RINGBUF;
 	co.sample_stack = true;
@@ -347,7 +348,8 @@ static int prof_open_capture(struct stb_prof *P)
 	if (rc < 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot open perf events on the workers of process "
 				"%d: %s%s\n", (int)P->o->pid, stb_bpf_prog_strerror(rc),
-			rc == -EPERM || rc == -EACCES ? " (run as root or with CAP_PERFMON)" : "");
+			rc == -EPERM || rc == -EACCES
+				? " (run as root or with CAP_PERFMON, or CAP_SYS_ADMIN)" : "");
 		return rc;
 	}
 	return 0;
@@ -382,9 +384,14 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 		"stands for 1/freq s per tick (a late snapshot also covers the ticks it missed)",
 		"labels: bthread_id, state (running, suspended, ready, ..., scheduler = no "
 		"current bthread, lost), worker_tid (on-CPU), name",
+		"on-CPU time only: go tool pprof -sample_index=cpu",
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(legend) / sizeof(legend[0]); i++)
 		rc = stb_pprof_comment(P->pp, legend[i]);
+	if (rc == 0 && !P->o->runtime_frames)
+		rc = stb_pprof_comment(P->pp, "the runtime's own frames (stb_jump_stack, "
+					      "stb_sched_suspend, ..., stb_task_entry) are hidden: "
+					      "--runtime-frames keeps them");
 	/* The counters: one "stats:" comment line, and JSON's stats object. */
 	const struct stb_report_stat stats[] = {
 		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
@@ -526,7 +533,7 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 		.period = (int64_t)P->period_ns,
 		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
 		.sym = P->sym, .unw = P->unw, .max_stacks = STB_PROF_MAX_STACKS,
-		.sym_deadline = stb_loader_sym_deadline(o),
+		.sym_deadline = stb_loader_sym_deadline(o), .hide_runtime = !o->runtime_frames,
 	};
 	P->pp = stb_pprof_new(&po);
 	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};

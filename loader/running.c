@@ -6,12 +6,9 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <bpf/libbpf.h>
 
 #include "insyscall.h"
 #include "record_unwind.h"
@@ -22,15 +19,6 @@
 /* Sampling window of one BPF attempt: a task that does not run in it is
  * looked for in a blocking system call again. */
 #define STB_RUNNING_SLICE_US 5000u
-
-/* libbpf's own messages: only with -v (a missing privilege is explained once). */
-static int libbpf_quiet;
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	if (libbpf_quiet || level == LIBBPF_DEBUG)
-		return 0;
-	return vfprintf(stderr, fmt, ap);
-}
 
 int stb_running_init(struct stb_running *r, struct stb_target *tg, int verbose)
 {
@@ -50,8 +38,7 @@ void stb_running_fini(struct stb_running *r)
 
 static void open_prog(struct stb_running *r)
 {
-	libbpf_quiet = !r->verbose;
-	libbpf_set_print(libbpf_print);
+	stb_bpf_prog_log(r->verbose > 0);
 	struct stb_bpf_prog_opts co;
 	stb_target_bpf_prog_opts(r->tg, STB_RECORD_MODE_REQUEST, &co);
 	r->prog = stb_bpf_prog_open(r->tg->pid, &co);
@@ -60,7 +47,7 @@ static void open_prog(struct stb_running *r)
 		if (err == EPERM || err == EACCES)
 			snprintf(r->note, sizeof(r->note),
 				 "BPF unavailable: permission denied, needs root or "
-				 "CAP_BPF+CAP_PERFMON");
+				 "CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN)");
 		else
 			snprintf(r->note, sizeof(r->note), "BPF unavailable: %s",
 				 stb_bpf_prog_strerror(-err));

@@ -326,7 +326,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .sym_deadline = stb_loader_sym_deadline(o),
 	    .max_depth = o->max_depth,
 	    .runtime_frames = o->runtime_frames,
-	    .lines = o->lines,
+	    .lines = !o->no_lines,
 	    .runtime_hint = "--runtime-frames",
 	    .deadlocks = cr->deadlocks,
 	    .all_ids = o->verbose > 0,

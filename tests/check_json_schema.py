@@ -72,9 +72,16 @@ def check_stack_frame(f, where):
     if not isinstance(f, dict):
         raise Bad(f"{where}: not an object")
     need(f, "ip", is_hex, "a hex string", where)
+    need(f, "inlined", lambda v: isinstance(v, bool), "a boolean", where)
     opt(f, "function", is_str, "a string", where)
-    opt(f, "offset", is_int, "an integer", where)
-    pair(f, "function", "offset", where)
+    if f["inlined"]:
+        # A call inlined at ip: the function, no offset of its own.
+        need(f, "function", is_str, "a string", where)
+        if "offset" in f:
+            raise Bad(f"{where}: an inlined frame has no \"offset\"")
+    else:
+        opt(f, "offset", is_int, "an integer", where)
+        pair(f, "function", "offset", where)
     opt(f, "module", is_str, "a string", where)
     opt(f, "module_offset", is_hex, "a hex string", where)
     pair(f, "module", "module_offset", where)
@@ -82,7 +89,6 @@ def check_stack_frame(f, where):
     opt(f, "file", is_str, "a string", where)
     opt(f, "line", is_int, "an integer", where)
     pair(f, "file", "line", where)
-    need(f, "inlined", lambda v: isinstance(v, bool), "a boolean", where)
     need(f, "source", lambda v: v in ("fp", "dwarf"), "\"fp\" or \"dwarf\"", where)
     opt(f, "module_mismatch", lambda v: v is True, "true", where)
     if "module_mismatch" in f and "function" in f:
@@ -121,11 +127,14 @@ def check_created_by(c, where):
     opt(c, "function", is_str, "a string", where)
     opt(c, "offset", is_int, "an integer", where)
     pair(c, "function", "offset", where)
-    if "function" in c and "ip" not in c:
-        raise Bad(f"{where}: \"function\" without \"ip\"")
+    opt(c, "file", is_str, "a string", where)
+    opt(c, "line", is_int, "an integer", where)
+    pair(c, "file", "line", where)
+    if ("function" in c or "file" in c) and "ip" not in c:
+        raise Bad(f"{where}: \"function\" or \"file\" without \"ip\"")
     if not c:
         raise Bad(f"{where}: empty")
-    only(c, ["bthread", "tid", "ip", "function", "offset"], where)
+    only(c, ["bthread", "tid", "ip", "function", "offset", "file", "line"], where)
 
 
 def check_task(t, where, stacks, grouped=False):
@@ -167,8 +176,14 @@ def check_stack(t, where):
     """The stack members of a task, or of a group."""
     need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
     need(t, "frames", lambda v: isinstance(v, list), "an array", where)
-    for i, f in enumerate(t["frames"]):
+    frames = t["frames"]
+    for i, f in enumerate(frames):
         check_stack_frame(f, f"{where}.frames[{i}]")
+        # Every logical frame: the calls inlined at an address come right
+        # before the frame of the function they were inlined into.
+        if f["inlined"] and (i + 1 == len(frames) or frames[i + 1]["ip"] != f["ip"]):
+            raise Bad(f"{where}.frames[{i}]: an inlined frame not followed by a frame of "
+                      f"its address")
     opt(t, "runtime_frames_hidden", lambda v: is_int(v) and v > 0, "a positive integer", where)
     opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
     if "frames_not_shown" in t and t["truncated"] is not True:

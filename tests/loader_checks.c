@@ -166,12 +166,18 @@ void expect_exit(const struct run *r, int code, const char *msg)
 
 /* ---- the text output ---- */
 
-/* Function name of a frame line "#k 0xADDR name+0xoff" ("??" if none). */
+/* Function name of a frame line "#k 0xADDR name+0xoff", maybe followed by
+ * " at file:line" ("??" if none). */
 void frame_fn(const char *line, char *fn, size_t len)
 {
 	const char *p = strchr(line, ' ');
 	p = p ? strchr(p + 1, ' ') : NULL;
 	snprintf(fn, len, "%s", p ? p + 1 : "??");
+	for (char *at = strstr(fn, " at "), *next; at; at = next) {
+		next = strstr(at + 1, " at ");
+		if (!next)
+			*at = '\0';
+	}
 	char *plus = strrchr(fn, '+');
 	if (plus && strncmp(plus, "+0x", 3) == 0)
 		*plus = '\0';
@@ -259,7 +265,11 @@ void parse_text(const char *text, struct tout *o)
 			continue;
 		}
 		if (line[0] == '#') {
-			if (cur->nframes < MAX_FRAMES)
+			/* A call inlined into the next frame: the frames are the
+			 * physical ones, as --max-depth counts them. */
+			if (strstr(line, " [inlined]"))
+				cur->inlined++;
+			else if (cur->nframes < MAX_FRAMES)
 				frame_fn(line, cur->frames[cur->nframes++], sizeof(cur->frames[0]));
 		} else if (strncmp(line, "(trace failed: ", 15) == 0) {
 			cur->failed = true;

@@ -55,8 +55,9 @@ struct ttask {
 	unsigned not_shown; /* "(N more frames not shown)" */
 	char created_by[160]; /* "created by" line, without the words */
 	char error[512];
-	unsigned nframes;
+	unsigned nframes;   /* physical frames */
 	char frames[MAX_FRAMES][96];
+	unsigned inlined;   /* "[inlined]" lines (not in frames) */
 };
 
 struct tout {

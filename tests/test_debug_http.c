@@ -327,7 +327,7 @@ static void test_one_task(void **state)
 	STB_TEST_BEGIN(60);
 	char path[128];
 	struct dh_resp r;
-	snprintf(path, sizeof(path), "/bthreads/%llu?st=1&runtime_frames=1",
+	snprintf(path, sizeof(path), "/bthreads/%llu?st=1&runtime_frames=1&lines=0",
 		 (unsigned long long)dh_chain_ids[1]);
 	dh_get(path, 200, "text/plain", &r);
 	char head[96];
@@ -455,7 +455,7 @@ static char *dh_run(const char *cmd)
 }
 
 /* The runtime's own frames hidden by default (and said so), shown on
- * request; file:line on request. */
+ * request; file:line by default, left out on request. */
 static void test_runtime_frames_and_lines(void **state)
 {
 	(void)state;
@@ -471,8 +471,22 @@ static void test_runtime_frames_and_lines(void **state)
 	dh_get("/bthreads/all?runtime_frames=1", 200, "text/plain", &r);
 	assert_non_null(strstr(r.body, " stb_task_entry+"));
 	dh_free(&r);
+	dh_get("/bthreads/all", 200, "text/plain", &r);
+	assert_non_null(strstr(r.body, "test_debug_http.c:"));
+	/* Not the runtime's internals inlined into butex_wait either. */
+	const char *chain = strstr(r.body, "name \"dh chain\"");
+	assert_non_null(chain);
+	const char *end = strstr(chain, "\n\n");
+	assert_non_null(end);
+	if (strstr(chain, "[inlined]") && strstr(chain, "[inlined]") < end)
+		fail_msg("inline frames of the runtime shown:\n%.*s", (int)(end - chain), chain);
+	dh_free(&r);
 	dh_get("/bthreads/all?lines=1", 200, "text/plain", &r);
 	assert_non_null(strstr(r.body, "test_debug_http.c:"));
+	dh_free(&r);
+	dh_get("/bthreads/all?lines=0", 200, "text/plain", &r);
+	assert_null(strstr(r.body, "test_debug_http.c:"));
+	assert_non_null(strstr(r.body, " dh_chain_f3+0x"));
 	dh_free(&r);
 	dh_get("/bthreads/all?lines=2", 400, "text/plain", &r);
 	dh_free(&r);

@@ -28,10 +28,21 @@ STB_EXPORT int stb_table_set_capacity(uint32_t capacity);
 
 /*
  * How long a trace of a running task waits for its signal capture (default
- * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS). Also the default timeout of a
- * trace as a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
+ * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS); a capture not answered in time is
+ * asked for once more, as long again. Also the default timeout of a trace as
+ * a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
  */
 STB_EXPORT int stb_set_signal_trace_timeout_ms(int ms);
+
+/*
+ * Whether bthread_stack_trace() shows the runtime's own frames (show != 0) or,
+ * as by default and as every report does, hides them: stb_jump_stack,
+ * stb_sched_suspend, the butex internals above the public call a bthread
+ * waits in, and stb_task_entry, stb_ctx_trampoline below its function. Also
+ * set at start-up by $STB_TRACE_RUNTIME_FRAMES=1. stb_trace() has its own
+ * option (stb_trace_opts.runtime_frames). Returns 0. Thread-safe.
+ */
+STB_EXPORT int stb_set_trace_runtime_frames(int show);
 
 /*
  * Signal used to capture running tasks (default SIGRTMAX-3, or
@@ -83,7 +94,9 @@ enum stb_trace_mode {
 typedef int (*stb_frame_fn)(const struct stb_frame *f, void *arg);
 
 struct stb_trace_opts {
-	unsigned max_depth;   /* frames to deliver at most; 0 = 64. The walk stops there. */
+	unsigned max_depth;   /* frames to deliver at most, the runtime's own not counted;
+	                         0 = 64 (at most 2048 unless runtime_frames). The walk
+	                         stops soon after. */
 	unsigned skip;        /* innermost frames to drop before counting */
 	int no_symbols;       /* non-zero: leave symbol/module/file empty (faster) */
 	int no_source;        /* non-zero: symbols but no file:line (no DWARF read) */
@@ -91,6 +104,12 @@ struct stb_trace_opts {
 	int timeout_ms;       /* 0 = the signal trace timeout (default 50 ms) */
 	stb_frame_fn on_frame; /* optional */
 	void *arg;
+	int runtime_frames;   /* non-zero: also the runtime's own frames (stb_jump_stack,
+	                         stb_sched_suspend, butex internals above the public call
+	                         a bthread waits in, and the calls inlined into it;
+	                         stb_task_entry, stb_ctx_trampoline below its function),
+	                         hidden by default as in every report. Without them the
+	                         frames are delivered once the walk is done */
 };
 
 struct stb_trace_info {
@@ -112,18 +131,24 @@ struct stb_trace_info {
  * its stack is copied (running tasks: while the signal handler copies it).
  * Frames go to frames[0 .. nframes-1] (frames may be NULL) and to
  * opts->on_frame; info (may be NULL) describes the task. opts NULL = defaults.
- * Thread-safe; may block up to the timeout. Returns the number of frames,
+ * Thread-safe; may block up to the timeout (twice it for a running task whose
+ * capture is asked for again). Returns the number of frames,
  * 0 for a task without a stack, or -errno: -ESRCH unknown or finished task,
- * -ETIMEDOUT no capture in time (signal blocked?), -EPERM the trace signal's
- * handler was replaced, -EBUSY another tracer held the task all along,
- * -ENOMEM. info->error explains failures.
+ * -ETIMEDOUT no capture of a running task in time (asked twice: a handler can
+ * be late on a busy machine; info->error says whether the signal is blocked
+ * or ignored on its thread), -EPERM the trace signal's handler was replaced,
+ * -EBUSY another tracer held the task all along, -ENOMEM. info->error
+ * explains failures.
  */
 STB_EXPORT int stb_trace(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
 			 size_t nframes, struct stb_trace_info *info);
 
 /*
- * bRPC-style text of tid's stack, one line per frame:
- *   #0 0x00007fdbbed500b5 __clock_gettime+0x15
+ * bRPC-style text of tid's stack, one line per frame, from the public call a
+ * bthread waits in down to its function (the runtime's own frames hidden,
+ * unless stb_set_trace_runtime_frames(1)):
+ *   #0 0x00007f6bfa3a1791 bthread_usleep+0x101
+ *   #1 0x000055d0c1a6b2a9 handler+0x19
  * A task without a stack gives one line "(no stack: <state>)". Always
  * NUL-terminates buf (when size > 0). Returns the length of the full text
  * (like snprintf: larger than size-1 means it was cut), or -errno as stb_trace.
@@ -183,7 +208,9 @@ struct stb_dump_opts {
 	                         stb_sched_suspend, butex internals above the API call a
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
 	                         below its function), hidden by default in every format */
-	int lines;            /* text: file:line of each frame, and inlined calls */
+	int no_lines;         /* text: without the file:line of each frame and the calls
+	                         inlined there (shown by default where the program has
+	                         debug info); faster */
 };
 
 /*

@@ -221,6 +221,10 @@ static inline bthread_t stb_task_id(const struct stb_task *t)
 /* Test hook (bthread_test library only): called after a task entered
  * ABOUT_TO_RUN or SUSPENDING, on the switching worker, before the switch. */
 extern void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
+/* Test hook (tracer/trace.c): the next stb_test_unanswered_signals signal
+ * capture requests are not sent, as if their thread got no CPU before the
+ * timeout. */
+extern int stb_test_unanswered_signals;
 #endif
 
 void stb_gate_wait(struct stb_task *t);

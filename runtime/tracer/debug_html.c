@@ -115,7 +115,7 @@ int stb_dh_html_index(FILE *out)
 	      "<a href=\"/bthreads/all?format=folded\">folded</a>, "
 	      "<a href=\"/bthreads/all?format=flamegraph\">flame graph</a>, "
 	      "<a href=\"/bthreads/all?runtime_frames=1\">with the runtime's frames</a>, "
-	      "<a href=\"/bthreads/all?lines=1\">with file:line</a>)</li>\n"
+	      "<a href=\"/bthreads/all?lines=0\">without file:line</a>)</li>\n"
 	      "</ul>\n"
 	      "<p>go tool pprof http://HOST:PORT/bthreads/all?format=pprof</p>\n"
 	      "</body>\n</html>\n",

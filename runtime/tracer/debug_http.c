@@ -122,7 +122,7 @@ struct stb_dh_query {
 	bool json;
 	int format;          /* enum stb_format, STB_FORMAT_HTML_PAGE; -1: not given */
 	bool runtime_frames; /* runtime_frames=1 */
-	bool lines;          /* lines=1 */
+	bool lines;          /* lines=0 turns it off */
 	bool all_ids;        /* v=1 */
 	uint64_t stuck_ns;   /* stuck=SECONDS */
 };
@@ -210,8 +210,8 @@ static const char stb_dh_index[] =
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
 	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
-	"flamegraph; ?runtime_frames=1 shows the runtime's own frames, ?lines=1 adds\n"
-	"file:line. Browsers (Accept: text/html) get HTML.\n";
+	"flamegraph; ?runtime_frames=1 shows the runtime's own frames, ?lines=0 leaves\n"
+	"out file:line. Browsers (Accept: text/html) get HTML.\n";
 
 /* Replaces the text body of res by its HTML page. false on ENOMEM. */
 static bool dh_html_wrap(struct stb_dh_response *res, const char *path, size_t plen)
@@ -405,7 +405,7 @@ static void dh_handle(char *head, struct stb_dh_response *res)
 	}
 	const char *qm = strchr(target, '?');
 	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-	struct stb_dh_query q = {.format = -1};
+	struct stb_dh_query q = {.format = -1, .lines = true};
 	char why[96];
 	if (qm && !dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
 		dh_error(res, 400, "%s", why);

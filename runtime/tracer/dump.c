@@ -174,7 +174,7 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 			       .stacks = stb_collector_stacks(set.c),
 			       .deadlocks = set.res.deadlocks,
 			       .max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH,
-			       .runtime_frames = o->runtime_frames != 0, .lines = o->lines != 0,
+			       .runtime_frames = o->runtime_frames != 0, .lines = !o->no_lines,
 			       .runtime_hint = "stb_dump_opts.runtime_frames = 1"};
 	/* Every format: runtime/stacks/report/, shared with stb-bpf-loader. */
 	stb_trace_self_tools(&r.unw, &r.sym);

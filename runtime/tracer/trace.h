@@ -44,11 +44,14 @@ void stb_watchdog_env_init(void);
  * public function) -- and the unwinder and symbolizer of this process.
  * open: 0, or -errno with err[errlen] set (no capture buffer free by
  * deadline, no unwinder); close accepts a closed or failed one. The struct
- * must not move while open (drv points into it). One thread.
+ * must not move while open (drv points into it). One thread. A signal
+ * capture that got no reply by its deadline is asked for once more, for
+ * timeout_ms (open sets the configured timeout; a caller may change it).
  */
 struct stb_self_tracer {
 	struct stb_slot *slot;
 	uint64_t self_id, ip, sp, bp;
+	int timeout_ms;
 	struct stb_capture_ops ops;
 	struct stb_driver drv;
 	struct stb_unw_proc *unw;

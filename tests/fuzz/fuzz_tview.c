@@ -53,6 +53,15 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struc
 	return false;
 }
 
+int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out)
+{
+	(void)s;
+	(void)ip;
+	(void)flags;
+	(void)out;
+	return -2; /* -ENOENT */
+}
+
 struct stb_walkmemo *stb_walkmemo_new(size_t max_bytes)
 {
 	(void)max_bytes;

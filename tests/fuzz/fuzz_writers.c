@@ -2,10 +2,10 @@
 /*
  * Fuzz target of the writers of what the target controls (runtime/stacks/:
  * encode/, report/ text and JSON): the input is split into strings used as task
- * names, errors, symbols, modules, comm and notes; the text and JSON reports
- * and a task list are written, and checked: no control byte but newlines,
- * the JSON valid UTF-8 with balanced structure, the text escape's length
- * contract.
+ * names, errors, symbols, inline frames, modules, comm and notes; the text and
+ * JSON reports and a task list are written, and checked: no control byte but
+ * newlines, the JSON valid UTF-8 with balanced structure, the text escape's
+ * length contract.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -24,7 +24,11 @@
 #include "symbols/symbolize.h"
 
 /* The profile writers and the symbolizer are not under test here: reports
- * are written without symbols (r.sym NULL), in text and JSON only. */
+ * are written in text and JSON only, with a symbolizer that knows nothing but
+ * the inline frames at FZ_INLINE_IP (names and files from the input). */
+#define FZ_INLINE_IP 0x1000
+static struct stb_sym_inline fz_inlines[2];
+static const char *fz_function; /* the function they are inlined into */
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		     const struct stb_format_info *f)
 {
@@ -79,10 +83,14 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struc
 int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out)
 {
 	(void)s;
-	(void)ip;
-	(void)flags;
-	(void)out;
-	return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	/* Frame 0 of an exact capture is looked up as it is, others at ip - 1. */
+	if (ip != FZ_INLINE_IP || (flags & STB_SYM_NO_SOURCE))
+		return -ENOENT;
+	out->function = fz_function;
+	out->ninline = 2;
+	out->inlines = fz_inlines;
+	return 0;
 }
 
 static void check_output(const char *s, size_t n, bool json)
@@ -155,6 +163,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (got != full || strlen(small) != (full < sizeof(small) ? full : sizeof(small) - 1))
 		__builtin_trap();
 
+	/* Two calls inlined at frame 0's address: one named from the input, one
+	 * unknown, with the input's file. */
+	fz_inlines[0] = (struct stb_sym_inline){.function = str[6], .file = str[5], .line = 3};
+	fz_inlines[1] = (struct stb_sym_inline){.function = NULL, .file = str[4], .line = 0};
+	fz_function = str[3];
 	struct stb_frame frames[2] = {
 	    {.ip = 0x1000, .symbol = str[3], .module = str[4], .file = str[5], .line = 7},
 	    {.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
@@ -203,11 +216,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FILE *f = open_memstream(&out, &len);
 			if (!f)
 				break;
+			static char not_a_symbolizer;
 			struct stb_report r = {.out = f,
 					       .meta = &m,
 					       .group = format == 1,
 					       .now_ns = 2000000000,
-					       .stacks = set};
+					       .stacks = set,
+					       .sym = (struct stb_sym *)(void *)&not_a_symbolizer,
+					       .lines = (size >> 2) & 1,
+					       .runtime_frames = (size >> 3) & 1};
 			int rc = list ? stb_report_list(&r, t, nt, format == STB_FORMAT_JSON)
 				      : stb_report_write(&r, t, nt, format);
 			fclose(f);

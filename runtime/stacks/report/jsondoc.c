@@ -14,38 +14,55 @@
 #include "report/model.h"
 #include "report/why.h"
 #include "report/writers.h"
+#include "symbols/symbolize.h"
 
 static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall",
 					 "core"};
 
 
+/* The members of a frame (one object); an inline frame has no offset. */
+static void json_frame(struct stb_json *j, const struct stb_frame *f, const char *function,
+		       const char *file, int line, bool inlined)
+{
+	stb_json_object(j);
+	stb_json_kv_hex(j, "ip", f->ip);
+	if (function) {
+		stb_json_kv_string(j, "function", function);
+		if (!inlined)
+			stb_json_kv_u64(j, "offset", f->offset);
+	}
+	if (f->module) {
+		stb_json_kv_string(j, "module", f->module);
+		stb_json_kv_hex(j, "module_offset", f->module_offset);
+	}
+	if (f->build_id)
+		stb_json_kv_string(j, "build_id", f->build_id);
+	if (file) {
+		stb_json_kv_string(j, "file", file);
+		stb_json_kv_i64(j, "line", line);
+	}
+	if (f->flags & STB_FRAME_F_MISMATCH)
+		stb_json_kv_bool(j, "module_mismatch", true);
+	stb_json_kv_bool(j, "inlined", inlined);
+	stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
+	stb_json_end(j);
+}
+
+/* Every logical frame: the calls inlined at an address (inlined: true),
+ * then the function they were inlined into. */
 static void json_frames(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
 {
 	stb_report_symbolize(r, t, true);
 	stb_json_array(j);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];
-		stb_json_object(j);
-		stb_json_kv_hex(j, "ip", f->ip);
-		if (f->symbol) {
-			stb_json_kv_string(j, "function", f->symbol);
-			stb_json_kv_u64(j, "offset", f->offset);
-		}
-		if (f->module) {
-			stb_json_kv_string(j, "module", f->module);
-			stb_json_kv_hex(j, "module_offset", f->module_offset);
-		}
-		if (f->build_id)
-			stb_json_kv_string(j, "build_id", f->build_id);
-		if (f->file) {
-			stb_json_kv_string(j, "file", f->file);
-			stb_json_kv_i64(j, "line", f->line);
-		}
-		if (f->flags & STB_FRAME_F_MISMATCH)
-			stb_json_kv_bool(j, "module_mismatch", true);
-		stb_json_kv_bool(j, "inlined", (f->flags & STB_FRAME_F_INLINED) != 0);
-		stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
-		stb_json_end(j);
+		struct stb_sym_info si;
+		unsigned ninl = stb_report_frame_inlines(r, t, i, &si);
+		for (unsigned k = 0; k < ninl; k++)
+			json_frame(j, f, si.inlines[k].function, si.inlines[k].file,
+				   si.inlines[k].line, true);
+		json_frame(j, f, f->symbol, f->file, f->line,
+			   (f->flags & STB_FRAME_F_INLINED) != 0);
 	}
 	stb_json_end(j);
 }

@@ -64,6 +64,26 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t,
 	}
 }
 
+unsigned stb_report_frame_inlines(const struct stb_report *r, const struct stb_report_task *t,
+				  unsigned i, struct stb_sym_info *si)
+{
+	const struct stb_frame *f = &t->frames[i];
+	memset(si, 0, sizeof(*si));
+	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
+		return 0;
+	/* A stack that carries its inline frames already (stb_trace's) is shown
+	 * as it is: those of frame i are right before it. */
+	if ((f->flags & STB_FRAME_F_INLINED) ||
+	    (i > 0 && (t->frames[i - 1].flags & STB_FRAME_F_INLINED)))
+		return 0;
+	int flags = i > 0 || !stb_report_task_exact(t) ? STB_SYM_RETURN : 0;
+	if (stb_sym_lookup(r->sym, f->ip, flags, si) != 0 || !si->ninline)
+		return 0;
+	if (!r->runtime_frames && stb_rtframes_inlines_hidden(si->function))
+		return 0;
+	return si->ninline;
+}
+
 /* ---- the view of a stack ---- */
 
 /* Leaves out t's runtime frames (unless r->runtime_frames) and what is past

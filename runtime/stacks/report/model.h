@@ -149,6 +149,20 @@ bool stb_report_task_exact(const struct stb_report_task *t);
  * with_source: also file:line. */
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source);
 
+struct stb_sym_info;
+
+/*
+ * The inline frames shown before frame i of t, a physical frame of a
+ * symbolized stack: looks its address up (with file:line) into *si and
+ * returns how many of si->inlines, innermost first, come before it; 0 when
+ * there are none, without symbols, past r->sym_deadline, for a frame of a
+ * stack that carries its inline frames already, and for the runtime's
+ * internals inlined into its functions (rtframes.h) unless
+ * r->runtime_frames. Thread-safe as stb_sym_lookup.
+ */
+unsigned stb_report_frame_inlines(const struct stb_report *r, const struct stb_report_task *t,
+				  unsigned i, struct stb_sym_info *si);
+
 /*
  * Groups viewed tasks (stb_report_view) with the same state, failed or not,
  * wait kind and frame ips; the frames of a task whose stack is interned are

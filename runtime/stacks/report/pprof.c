@@ -17,6 +17,7 @@
 #include "encode/json.h"
 #include "hashset.h"
 #include "report/pprof.h"
+#include "report/rtframes.h"
 #include "stb/abi.h"
 #include "symbols/symbolize.h"
 #include "unwind/unwind.h"
@@ -57,6 +58,7 @@ struct stb_pp_map {
 
 struct stb_pp_stack {
 	uint32_t off, n; /* p->stack_locs[off ..], 1-based location ids, the leaf first */
+	uint32_t voff, vn; /* hide_runtime: what is written, p->view_locs[voff ..] */
 	uint64_t hash;
 };
 
@@ -104,6 +106,10 @@ struct stb_pprof {
 	size_t nstacks, cstacks;
 	bool full;              /* the last stack met opts.max_stacks */
 	struct stb_hashset stack_set;
+	/* hide_runtime: the stacks as written, without the runtime's frames;
+	 * stacks[0 .. nviewed) have theirs (pp_view). */
+	uint32_t *view_locs;
+	size_t nview_locs, cview_locs, nviewed;
 
 	struct stb_pp_label *labels;
 	size_t nlabels, clabels;
@@ -217,6 +223,7 @@ void stb_pprof_free(struct stb_pprof *p)
 	free(p->stack_locs);
 	free(p->stacks);
 	free(p->stack_set.slot);
+	free(p->view_locs);
 	free(p->labels);
 	free(p->samples);
 	free(p->sample_set.slot);
@@ -665,7 +672,11 @@ static int pp_resolve_loc(struct stb_pprof *p, size_t i)
 	const char *path = have_mi && mi.path[0] ? mi.path : si.module;
 	uint32_t line0 = (uint32_t)p->nlines;
 	if (si.function) {
-		for (unsigned k = 0; k < si.ninline; k++)
+		/* The runtime's internals inlined into its functions are its own
+		 * frames (rtframes.h). */
+		unsigned ninline = p->o.hide_runtime && stb_rtframes_inlines_hidden(si.function)
+					   ? 0 : si.ninline;
+		for (unsigned k = 0; k < ninline; k++)
 			if (pp_add_line(p, si.inlines[k].function ? si.inlines[k].function
 								       : "[inlined]",
 					    si.inlines[k].file, si.inlines[k].line) != 0)
@@ -697,6 +708,75 @@ static int pp_resolve_loc(struct stb_pprof *p, size_t i)
 	return 0;
 }
 
+/* The physical function of resolved location id (1-based), or NULL. */
+static const char *pp_loc_function(const struct stb_pprof *p, uint32_t id)
+{
+	const struct pp_loc *l = &p->locs[id - 1];
+	if (!l->nlines || l->note)
+		return NULL;
+	return p->strs[p->funcs[p->lines[l->line0 + l->nlines - 1].func - 1].name];
+}
+
+/*
+ * The stacks as written with hide_runtime: each one's synthetic leaf and
+ * root frames, and between them its frames without the runtime's own
+ * (rtframes.h decides from the physical functions, as a report's view
+ * does; a stack with a root note was cut: its entry frames are not known).
+ */
+static int pp_view(struct stb_pprof *p)
+{
+	struct stb_frame buf[128];
+	for (; p->nviewed < p->nstacks; p->nviewed++) {
+		struct stb_pp_stack *st = &p->stacks[p->nviewed];
+		const uint32_t *locs = p->stack_locs + st->off;
+		uint32_t n = st->n;
+		uint32_t lead = n && p->locs[locs[0] - 1].note ? 1 : 0;
+		uint32_t tail = n > lead && p->locs[locs[n - 1] - 1].note ? 1 : 0;
+		uint32_t m = n - lead - tail;
+		struct stb_frame *f = m <= 128 ? buf : calloc(m, sizeof(*f));
+		if (!f || stb_grow(&p->view_locs, &p->cview_locs, p->nview_locs + n,
+				  sizeof(*p->view_locs)) != 0) {
+			if (f != buf)
+				free(f);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < m; i++) {
+			const struct pp_loc *l = &p->locs[locs[lead + i] - 1];
+			f[i] = (struct stb_frame){
+			    .ip = l->ip, .symbol = pp_loc_function(p, locs[lead + i]),
+			    .module = l->mapping ? p->strs[p->maps[l->mapping - 1].file] : NULL};
+		}
+		unsigned inner, outer;
+		stb_rtframes_find(f, m, !tail, &inner, &outer);
+		if (f != buf)
+			free(f);
+		uint32_t *v = p->view_locs + p->nview_locs;
+		uint32_t k = 0;
+		if (lead)
+			v[k++] = locs[0];
+		for (uint32_t i = lead + inner; i < lead + m - outer; i++)
+			v[k++] = locs[i];
+		if (tail)
+			v[k++] = locs[n - 1];
+		st->voff = (uint32_t)p->nview_locs;
+		st->vn = k;
+		p->nview_locs += k;
+	}
+	return 0;
+}
+
+/* The locations of stack st as written (*n of them, the leaf first). */
+static const uint32_t *pp_stack_locs(const struct stb_pprof *p, const struct stb_pp_stack *st,
+				     uint32_t *n)
+{
+	if (p->o.hide_runtime) {
+		*n = st->vn;
+		return p->view_locs + st->voff;
+	}
+	*n = st->n;
+	return p->stack_locs + st->off;
+}
+
 static int pp_resolve(struct stb_pprof *p)
 {
 	/* The main executable is mapping 1 (pprof's "File:"; Pyroscope and
@@ -715,7 +795,7 @@ static int pp_resolve(struct stb_pprof *p)
 		if (!p->locs[i].resolved && pp_resolve_loc(p, i) != 0)
 			return -ENOMEM;
 	}
-	return 0;
+	return p->o.hide_runtime ? pp_view(p) : 0;
 }
 
 /* ---- pprof ---- */
@@ -884,8 +964,9 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out)
 	}
 	for (size_t i = 0; i < p->nsamples && !g.err; i++) { /* 2: sample */
 		const struct stb_pp_sample *s = &p->samples[i];
-		const struct stb_pp_stack *st = &p->stacks[s->stack];
-		w_packed(&m, 1, p->stack_locs + st->off, st->n, get_u32);
+		uint32_t nl;
+		const uint32_t *locs = pp_stack_locs(p, &p->stacks[s->stack], &nl);
+		w_packed(&m, 1, locs, nl, get_u32);
 		w_packed(&m, 2, s->v, p->o.nvalues, get_i64);
 		for (uint32_t k = 0; k < s->nlabels; k++) {
 			const struct stb_pp_label *l = &p->labels[s->label0 + k];
@@ -1097,9 +1178,10 @@ int stb_pprof_folded_each(struct stb_pprof *p, const char *root_key, unsigned va
 				break;
 			}
 		}
-		const struct stb_pp_stack *st = &p->stacks[s->stack];
-		for (uint32_t k = st->n; k-- > 0;)
-			pp_buf_loc(p, &b, p->stack_locs[st->off + k]);
+		uint32_t nl;
+		const uint32_t *locs = pp_stack_locs(p, &p->stacks[s->stack], &nl);
+		for (uint32_t k = nl; k-- > 0;)
+			pp_buf_loc(p, &b, locs[k]);
 		if (b.oom)
 			goto cleanup;
 		if (b.len == 0)
@@ -1172,10 +1254,12 @@ static void pp_json_labels(struct stb_pprof *p, struct stb_json *j, const struct
 
 static void pp_json_frames(struct stb_pprof *p, struct stb_json *j, const struct stb_pp_stack *st)
 {
+	uint32_t nl;
+	const uint32_t *locs = pp_stack_locs(p, st, &nl);
 	stb_json_key(j, "frames");
 	stb_json_array(j);
-	for (uint32_t k = 0; k < st->n; k++) {
-		const struct pp_loc *l = &p->locs[p->stack_locs[st->off + k] - 1];
+	for (uint32_t k = 0; k < nl; k++) {
+		const struct pp_loc *l = &p->locs[locs[k] - 1];
 		const struct stb_pp_map *m = l->mapping ? &p->maps[l->mapping - 1] : NULL;
 		for (uint32_t i = 0; i < (l->nlines ? l->nlines : 1); i++) {
 			stb_json_object(j);

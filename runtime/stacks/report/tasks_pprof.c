@@ -117,7 +117,7 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 	struct stb_pprof_opts o = {
 		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
 		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = r->sym,
-		.unw = r->unw, .sym_deadline = r->sym_deadline,
+		.unw = r->unw, .sym_deadline = r->sym_deadline, .hide_runtime = !r->runtime_frames,
 	};
 	struct stb_report_task **leaders = NULL;
 	struct stb_pprof *p = stb_pprof_new(&o);

@@ -265,29 +265,24 @@ static void text_source(FILE *out, const char *file, int line)
 		fprintf(out, ":%d", line);
 }
 
-/* --lines: every frame with its file:line, inline frames before the frame
- * they were inlined into. */
+/* With file:line: every frame with its position, the calls inlined at its
+ * address before it (stb_report_frame_inlines). */
 static void text_frames_lines(const struct stb_report *r, const struct stb_report_task *t)
 {
 	FILE *out = r->out;
-	bool have_inline = false, exact = stb_report_task_exact(t);
-	for (unsigned i = 0; i < t->nframes; i++)
-		have_inline |= (t->frames[i].flags & STB_FRAME_F_INLINED) != 0;
 	unsigned idx = 0;
 	char line[1024];
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];
 		struct stb_sym_info si;
-		if (!have_inline && r->sym &&
-		    stb_sym_lookup(r->sym, f->ip, i > 0 || !exact ? STB_SYM_RETURN : 0, &si) == 0) {
-			for (unsigned k = 0; k < si.ninline; k++) {
-				char name[512];
-				const char *fn = si.inlines[k].function;
-				stb_text_escape(name, sizeof(name), fn ? fn : "??", fn ? strlen(fn) : 2);
-				fprintf(out, "#%u 0x%016" PRIx64 " %s [inlined]", idx++, f->ip, name);
-				text_source(out, si.inlines[k].file, si.inlines[k].line);
-				fputc('\n', out);
-			}
+		unsigned ninl = stb_report_frame_inlines(r, t, i, &si);
+		for (unsigned k = 0; k < ninl; k++) {
+			char name[512];
+			const char *fn = si.inlines[k].function;
+			stb_text_escape(name, sizeof(name), fn ? fn : "??", fn ? strlen(fn) : 2);
+			fprintf(out, "#%u 0x%016" PRIx64 " %s [inlined]", idx++, f->ip, name);
+			text_source(out, si.inlines[k].file, si.inlines[k].line);
+			fputc('\n', out);
 		}
 		size_t n = stb_format_frame(line, sizeof(line), idx++, f);
 		if (n > 0 && n < sizeof(line) && line[n - 1] == '\n')

@@ -246,18 +246,37 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 	}
 }
 
-/* "accept_loop+0x2b" or "0x55d0c0a1 (libx.so+0x1a)" into buf. */
-static void fmt_creator_ip(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+/* The creator's call site, symbolized (with file:line only when source). */
+static void creator_frame(const struct stb_why *w, uint64_t ip, bool source, struct stb_frame *f)
 {
-	struct stb_frame f = {.ip = ip};
 	struct stb_sym_info si;
 	const struct stb_report *r = w->r;
+	*f = (struct stb_frame){.ip = ip};
 	if (r->sym && (!r->sym_deadline || stb_now_ns() < r->sym_deadline))
-		stb_sym_fill_frame(r->sym, STB_SYM_RETURN | STB_SYM_NO_SOURCE, &f, &si);
+		stb_sym_fill_frame(r->sym, STB_SYM_RETURN | (source ? 0 : STB_SYM_NO_SOURCE), f,
+				   &si);
+	if (!source) {
+		f->file = NULL; /* known already, maybe: not asked for */
+		f->line = 0;
+	}
+}
+
+/* "accept_loop+0x2b", with r->lines "accept_loop+0x2b at server.c:88", or
+ * "0x55d0c0a1 (libx.so+0x1a)" into buf. */
+static void fmt_creator_ip(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+{
+	struct stb_frame f;
+	creator_frame(w, ip, w->r->lines, &f);
 	char name[384];
 	if (f.symbol) {
 		stb_text_escape(name, sizeof(name), f.symbol, strlen(f.symbol));
-		snprintf(buf, size, "%s+0x%" PRIx64, name, f.offset);
+		int k = snprintf(buf, size, "%s+0x%" PRIx64, name, f.offset);
+		if (f.file && k >= 0 && (size_t)k < size) {
+			stb_text_escape(name, sizeof(name), f.file, strlen(f.file));
+			k += snprintf(buf + k, size - (size_t)k, " at %s", name);
+			if (f.line > 0 && (size_t)k < size)
+				snprintf(buf + k, size - (size_t)k, ":%d", f.line);
+		}
 	} else if (f.module) {
 		const char *base = strrchr(f.module, '/');
 		base = base ? base + 1 : f.module;
@@ -605,14 +624,15 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 			stb_json_kv_u64(j, "tid", c->tid);
 		if (c->ip) {
 			stb_json_kv_hex(j, "ip", c->ip);
-			struct stb_frame f = {.ip = c->ip};
-			struct stb_sym_info si;
-			const struct stb_report *r = w->r;
-			if (r->sym && (!r->sym_deadline || stb_now_ns() < r->sym_deadline))
-				stb_sym_fill_frame(r->sym, STB_SYM_RETURN | STB_SYM_NO_SOURCE, &f, &si);
+			struct stb_frame f;
+			creator_frame(w, c->ip, true, &f);
 			if (f.symbol) {
 				stb_json_kv_string(j, "function", f.symbol);
 				stb_json_kv_u64(j, "offset", f.offset);
+			}
+			if (f.file) {
+				stb_json_kv_string(j, "file", f.file);
+				stb_json_kv_i64(j, "line", f.line);
 			}
 		}
 		stb_json_end(j);

@@ -626,6 +626,43 @@ static const char *stb_sym_die_name(struct stb_sym *s, Dwarf_Die *die)
 	return stb_sym_name(s, n);
 }
 
+/* The DIE a function scope is an instance of: its abstract origin, else
+ * itself. */
+static Dwarf_Off stb_sym_origin(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	Dwarf_Die o;
+
+	if (dwarf_attr(die, DW_AT_abstract_origin, &a) && dwarf_formref_die(&a, &o))
+		return dwarf_dieoffset(&o);
+	return dwarf_dieoffset(die);
+}
+
+/*
+ * Is scopes[i], an inlined instance, GCC's copy of the very function it sits
+ * in, "called" from that function's own declaration line? GCC 12 emits one
+ * when it turns a function's tail into a loop or splits it (mutex_timedlock
+ * inside mutex_timedlock at mutex.c:107, its first line): not a call anybody
+ * wrote, and shown it would repeat the frame. A real recursive call inlined
+ * into itself is called from within the body, and stays.
+ */
+static bool stb_sym_self_inline(Dwarf_Die *scopes, int n, int i)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word call;
+	int decl;
+
+	for (int j = i + 1; j < n; j++) {
+		int tag = dwarf_tag(&scopes[j]);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		return stb_sym_origin(&scopes[j]) == stb_sym_origin(&scopes[i]) &&
+		       dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &call) == 0 &&
+		       dwarf_decl_line(&scopes[i], &decl) == 0 && call == (Dwarf_Word)decl;
+	}
+	return false;
+}
+
 /* Fills the inline frames at addr (module-relative by dbias) and moves
  * file/line out to the outermost call site. */
 static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr, struct stb_sym_info *info)
@@ -659,7 +696,8 @@ static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr
 	if (n <= 0)
 		goto cleanup;
 	for (int i = 0; i < n; i++)
-		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine &&
+		    !stb_sym_self_inline(scopes, n, i))
 			k++;
 	if (k == 0)
 		goto cleanup;
@@ -676,6 +714,8 @@ static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr
 
 		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
 			continue;
+		if (stb_sym_self_inline(scopes, n, i))
+			continue; /* its position stays that of the function it is part of */
 		inl[j].function = stb_sym_die_name(s, &scopes[i]);
 		inl[j].file = file;
 		inl[j].line = line;
