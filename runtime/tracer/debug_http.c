@@ -3,7 +3,7 @@
  * The opt-in debug HTTP endpoint (stb_debug_http_start): bRPC-style
  * /bthreads, /bthreads/<id>[?st=1] and /bthreads/all pages on 127.0.0.1,
  * served by bthreads with bthread_fd_wait. Owns only the HTTP side; the tasks
- * come from stb_collect_tasks (dump.c), every format from the report writers
+ * come from stb_self_collect (dump.c), every format from the report writers
  * (runtime/stacks/report/), the HTML for browsers from debug_html.c.
  */
 #include <arpa/inet.h>
@@ -250,7 +250,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	STB_CALLER_FRAME(self_ip, self_sp, self_bp);
 	static const char prefix[] = "/bthreads";
 	const size_t pre = sizeof(prefix) - 1;
-	struct stb_task_set set;
+	struct stb_self_set set;
 	memset(&set, 0, sizeof(set));
 	FILE *out = NULL;
 	bool all = false, list = false, one = false;
@@ -310,11 +310,11 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 			 stb_format_name(format));
 		goto cleanup;
 	}
-	const struct stb_collect_opts co = {
+	const struct stb_self_opts so = {
 		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
-	int rc = stb_collect_tasks(&co, &set);
+	int rc = stb_self_collect(&so, &set);
 	if (rc == -ESRCH) {
 		dh_error(res, 404, "no live bthread %" PRIu64, id);
 		goto cleanup;
@@ -331,16 +331,17 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
 			       .meta = &meta, .all_ids = q->all_ids,
-			       .deadlocks = set.searched ? &set.deadlocks : NULL, .max_depth = 64,
+			       .stacks = stb_collector_stacks(set.c),
+			       .deadlocks = set.res.deadlocks, .max_depth = 64,
 			       .runtime_frames = q->runtime_frames, .lines = q->lines,
 			       .runtime_hint = "?runtime_frames=1"};
 	stb_trace_self_tools(&r.unw, &r.sym);
 	if (stacks)
-		rc = stb_report_write(&r, set.tasks, set.n, format);
+		rc = stb_report_write(&r, set.res.tasks, set.res.n, format);
 	else
-		rc = stb_report_list(&r, set.tasks, set.n, q->json);
+		rc = stb_report_list(&r, set.res.tasks, set.res.n, q->json);
 	if (list && !q->json)
-		fprintf(out, "%zu tasks\n", set.n);
+		fprintf(out, "%zu tasks\n", set.res.n);
 	if (fclose(out) != 0 || rc != 0) {
 		out = NULL;
 		dh_error(res, 500, "cannot format the report");
@@ -357,7 +358,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 cleanup:
 	if (out)
 		fclose(out);
-	stb_task_set_free(&set);
+	stb_self_set_free(&set);
 }
 
 /* Does a header line "Accept: ..." of headers name text/html (a browser)? */

@@ -290,8 +290,10 @@ void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jo
 {
 	for (; n > STB_DRIVER_MANY_MAX; jobs += STB_DRIVER_MANY_MAX, n -= STB_DRIVER_MANY_MAX)
 		stb_driver_trace_many(d, jobs, STB_DRIVER_MANY_MAX, done, arg);
+	/* Every batched copy is made under its task's lease: memory that can
+	 * fault is as safe to read here as alone. */
 	bool batch = (d->flags & STB_DRIVER_F_LEASE) && d->mem->read_many && n > 1 &&
-		     !(d->mem->flags & (STB_MEM_F_FROZEN | STB_MEM_F_FAULTS));
+		     !(d->mem->flags & STB_MEM_F_FROZEN);
 	struct stb_mem_seg segs[STB_DRIVER_MANY_MAX];
 	unsigned of[STB_DRIVER_MANY_MAX], ns = 0;
 	size_t used = 0;
