@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include <dwarf.h>
+#include <gelf.h>
+#include <limits.h>
 
 /* Ranges looked at, walking back from the last one starting at or below an
  * address, before a lookup gives up (nested ranges of hostile DWARF). */
@@ -45,6 +47,23 @@ static int range_cmp(const void *a, const void *b)
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
 	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+size_t stb_cuidx_text(Elf *elf, uint64_t shift, struct stb_cuidx_span *out)
+{
+	size_t nph = 0, n = 0;
+
+	if (!elf || elf_getphdrnum(elf, &nph) != 0)
+		return 0;
+	for (size_t i = 0; i < nph && i < INT_MAX && n < STB_CUIDX_MAX_TEXT; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		uint64_t lo = ph.p_vaddr + shift, hi = lo + ph.p_memsz; /* wraps: checked */
+		if (hi > lo)
+			out[n++] = (struct stb_cuidx_span){ .lo = lo, .hi = hi };
+	}
+	return n;
 }
 
 /* Does [lo, hi) lie inside one span of code? */

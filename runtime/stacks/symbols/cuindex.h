@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <elfutils/libdw.h>
+#include <libelf.h>
 
 /* Units an index reads at most (the rest of a larger module is not found). */
 #define STB_CUIDX_MAX_UNITS (1u << 18)
@@ -24,6 +25,18 @@
 struct stb_cuidx_span {
 	uint64_t lo, hi;
 };
+
+/* Spans stb_cuidx_text gives at most. */
+#define STB_CUIDX_MAX_TEXT 16u
+
+/*
+ * The executable segments (PT_LOAD with PF_X) of elf, shifted by shift (what
+ * turns the file's addresses into those of its DWARF), into out[0..
+ * STB_CUIDX_MAX_TEXT): where a module's code can be. Returns how many (0:
+ * none, or no program headers). Reads elf's headers: not thread-safe for
+ * one Elf.
+ */
+size_t stb_cuidx_text(Elf *elf, uint64_t shift, struct stb_cuidx_span *out);
 
 struct stb_cuidx;
 

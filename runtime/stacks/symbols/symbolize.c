@@ -39,7 +39,6 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
-#include <gelf.h>
 #include <libelf.h>
 #include <zlib.h>
 
@@ -650,30 +649,6 @@ static void *stb_sym_index_alloc(void *ctx, size_t size)
 	return stb_sym_alloc(s, size);
 }
 
-/* Spans of a unit index (cuindex.h): the executable segments of a module. */
-#define STB_SYM_MAX_TEXT_SPANS 16u
-
-/* The executable segments of mod's main file, in the addresses of its DWARF
- * (whose bias is dbias): where its code can be. Returns how many. */
-static size_t stb_sym_text_spans(Dwfl_Module *mod, Dwarf_Addr dbias, struct stb_cuidx_span *out)
-{
-	GElf_Addr bias = 0;
-	Elf *elf = dwfl_module_getelf(mod, &bias);
-	size_t nph = 0, n = 0;
-
-	if (!elf || elf_getphdrnum(elf, &nph) != 0)
-		return 0;
-	for (size_t i = 0; i < nph && i < INT_MAX && n < STB_SYM_MAX_TEXT_SPANS; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
-			continue;
-		uint64_t lo = ph.p_vaddr + bias - dbias, hi = lo + ph.p_memsz; /* wraps: checked */
-		if (hi > lo)
-			out[n++] = (struct stb_cuidx_span){ .lo = lo, .hi = hi };
-	}
-	return n;
-}
-
 /*
  * The compile unit holding addr (a module address), with its DWARF bias in
  * *dbias: libdwfl's answer (.debug_aranges), else the module's unit index
@@ -691,8 +666,11 @@ static Dwarf_Die *stb_sym_cu(struct stb_sym *s, struct stb_sym_modrec *rec, Dwfl
 	if (!rec || rec->no_cuidx || !(dw = dwfl_module_getdwarf(mod, dbias)))
 		return NULL;
 	if (!rec->cuidx) {
-		struct stb_cuidx_span text[STB_SYM_MAX_TEXT_SPANS];
-		size_t nt = stb_sym_text_spans(mod, *dbias, text);
+		/* Where the module's code is, in its DWARF's addresses. */
+		struct stb_cuidx_span text[STB_CUIDX_MAX_TEXT];
+		GElf_Addr bias = 0;
+		Elf *elf = dwfl_module_getelf(mod, &bias);
+		size_t nt = stb_cuidx_text(elf, bias - *dbias, text);
 		rec->cuidx = stb_cuidx_build(dw, text, nt, stb_sym_index_alloc, s);
 		rec->no_cuidx = rec->cuidx == NULL;
 		if (!rec->cuidx)
