@@ -26,7 +26,7 @@
 
 #include "bpf_prog.h"
 #include "encode/escape.h"
-#include "report/flamegraph.h"
+#include "report/formats.h"
 #include "report/pprof.h"
 #include "symbols/symbolize.h"
 #include "table/tview.h"
@@ -106,34 +106,6 @@ static void prof_on_signal(int sig)
 	stb_prof_stop = 1;
 }
 
-
-int stb_profile_parse_duration(const char *s, uint64_t *ns)
-{
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	uint64_t unit;
-	if (strcmp(end, "ms") == 0)
-		unit = 1000000ull;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		unit = 1000000000ull;
-	else if (strcmp(end, "m") == 0)
-		unit = 60ull * 1000000000ull;
-	else if (strcmp(end, "h") == 0)
-		unit = 3600ull * 1000000000ull;
-	else
-		return -EINVAL;
-	if (v == 0)
-		return -EINVAL;
-	if (v > STB_PROFILE_DURATION_MAX_NS / unit)
-		return -ERANGE;
-	*ns = v * unit;
-	return 0;
-}
 
 /* ---- labels and samples ---- */
 
@@ -453,26 +425,18 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 	}
 	if (rc != 0)
 		return rc;
-	if (P->o->format == STB_FORMAT_PPROF)
-		return stb_pprof_write(P->pp, out);
-	if (P->o->format == STB_FORMAT_FOLDED)
-		return stb_pprof_write_folded(P->pp, out, "state", STB_PV_SAMPLES);
-	if (P->o->format == STB_FORMAT_FLAMEGRAPH) {
-		struct stb_report_meta fm = {.producer = "stb-bpf-loader --profile",
-					     .pid = (int)P->o->pid, .comm = P->tg->comm};
-		const struct stb_flamegraph_opts fo = {
-			.title = "on-CPU and off-CPU samples", .unit = "samples",
-			.root_key = "state", .value = STB_PV_SAMPLES, .meta = &fm,
-		};
-		return stb_flamegraph_write(P->pp, out, &fo);
-	}
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
 		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone,
 		.partial = P->target_gone ? "the target exited during the profile" : NULL,
 		.stats = stats, .nstats = nstats,
 	};
-	return stb_pprof_write_json(P->pp, out, &meta);
+	const struct stb_profile_out po = {
+		.root_key = "state", .value = STB_PV_SAMPLES, .title = "on-CPU and off-CPU samples",
+		.unit = "samples", .meta = &meta,
+	};
+	const struct stb_format_info *f = stb_format_get(P->o->format);
+	return f && f->write_profile ? f->write_profile(P->pp, out, &po) : -EINVAL;
 }
 
 /* What stays from one profile to the next: the target, its modules and

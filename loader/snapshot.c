@@ -84,14 +84,6 @@ static void missing(void *arg, uint64_t id, bool beyond)
 			id);
 }
 
-/* Fault injection for tests: keep the lease as a stuck loader would. */
-static void hold_fault(void *arg)
-{
-	const struct stb_loader_opts *o = arg;
-	struct timespec ts = {o->fault_hold_ms / 1000, (long)(o->fault_hold_ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
-}
-
 static void print_summary(const struct stb_snapshot_session *S, uint64_t t0, uint64_t t1)
 {
 	const struct stb_running *r = &S->run;
@@ -191,10 +183,6 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	    .buf = S->buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
 	};
-	if (o->fault_hold_ms) {
-		src.drv.on_hold = hold_fault;
-		src.drv.on_hold_arg = (void *)S->o;
-	}
 	src.unw = S->unw;
 	S->coll = stb_collector_new(&src, 0);
 	if (!S->coll) {

@@ -91,7 +91,7 @@ static void dh_error(struct stb_dh_response *res, int status, const char *fmt, .
 	res->body = NULL;
 	res->len = 0;
 	res->status = status;
-	res->type = "text/plain; charset=utf-8";
+	res->type = stb_format_get(STB_FORMAT_TEXT)->mime;
 	int n = asprintf(&res->body, "%d %s: %s\n", status, dh_reason(status), msg);
 	if (n < 0)
 		res->body = NULL;
@@ -117,13 +117,10 @@ static bool dh_parse_id(const char *s, size_t len, uint64_t *out)
 	return true;
 }
 
-/* ?format=html: the text page as HTML (also for Accept: text/html). */
-#define STB_DH_FORMAT_HTML (-2)
-
 struct stb_dh_query {
 	bool st;
 	bool json;
-	int format;          /* enum stb_format, STB_DH_FORMAT_HTML; -1: not given */
+	int format;          /* enum stb_format, STB_FORMAT_HTML_PAGE; -1: not given */
 	bool runtime_frames; /* runtime_frames=1 */
 	bool lines;          /* lines=1 */
 	bool all_ids;        /* v=1 */
@@ -174,20 +171,20 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 			}
 		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
 			char name[16];
-			int f = -1;
+			const struct stb_format_info *f = NULL;
 			if (vlen < sizeof(name)) {
 				memcpy(name, v, vlen);
 				name[vlen] = '\0';
-				f = strcmp(name, "html") == 0 ? STB_DH_FORMAT_HTML
-							      : stb_format_from_name(name);
+				f = stb_format_named(name, true);
 			}
-			if (f == -1 || f == -EINVAL) {
-				snprintf(why, whylen, "format must be text, json, pprof, folded, "
-						      "flamegraph or html");
+			if (!f) {
+				char list[64];
+				stb_format_list(list, sizeof(list), STB_FORMATS_PAGES);
+				snprintf(why, whylen, "format must be %s", list);
 				return false;
 			}
-			out->format = f;
-			out->json = f == STB_FORMAT_JSON;
+			out->format = f->format;
+			out->json = f->format == STB_FORMAT_JSON;
 		} else if (klen == 14 && memcmp(kv, "runtime_frames", 14) == 0) {
 			if (!dh_flag(v, vlen, &out->runtime_frames)) {
 				snprintf(why, whylen, "runtime_frames must be 0 or 1");
@@ -234,7 +231,7 @@ static bool dh_html_wrap(struct stb_dh_response *res, const char *path, size_t p
 	free(res->body);
 	res->body = body;
 	res->len = len;
-	res->type = "text/html; charset=utf-8";
+	res->type = stb_format_get(STB_FORMAT_HTML_PAGE)->mime;
 	return true;
 }
 
@@ -256,8 +253,9 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	bool all = false, list = false, one = false;
 	uint64_t id = 0;
 
-	bool html = q->format == STB_DH_FORMAT_HTML;
+	bool html = q->format == STB_FORMAT_HTML_PAGE;
 	int format = q->format >= 0 ? q->format : STB_FORMAT_TEXT;
+	const struct stb_format_info *fi = stb_format_get(format);
 	if (plen == 1 && path[0] == '/' && html) {
 		out = open_memstream(&res->body, &res->len);
 		if (!out || stb_dh_html_index(out) != 0 || fclose(out) != 0) {
@@ -267,12 +265,12 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		}
 		out = NULL;
 		res->status = 200;
-		res->type = "text/html; charset=utf-8";
+		res->type = stb_format_get(STB_FORMAT_HTML_PAGE)->mime;
 		goto cleanup;
 	}
 	if (plen == 1 && path[0] == '/') {
 		res->status = 200;
-		res->type = "text/plain; charset=utf-8";
+		res->type = stb_format_get(STB_FORMAT_TEXT)->mime;
 		res->body = strdup(stb_dh_index);
 		if (!res->body)
 			dh_error(res, 500, "out of memory");
@@ -304,10 +302,9 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
-	if (!stacks && (format == STB_FORMAT_PPROF || format == STB_FORMAT_FOLDED ||
-			format == STB_FORMAT_FLAMEGRAPH)) {
+	if (!stacks && !fi->lists) {
 		dh_error(res, 400, "format=%s needs stacks: /bthreads/all or /bthreads/<id>?st=1",
-			 stb_format_name(format));
+			 fi->name);
 		goto cleanup;
 	}
 	const struct stb_self_opts so = {
@@ -349,10 +346,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	out = NULL;
 	res->status = 200;
-	res->type = format == STB_FORMAT_JSON		? "application/json"
-		    : format == STB_FORMAT_PPROF	? "application/octet-stream"
-		    : format == STB_FORMAT_FLAMEGRAPH ? "text/html; charset=utf-8"
-						      : "text/plain; charset=utf-8";
+	res->type = fi->mime;
 	if (html && !dh_html_wrap(res, path, plen))
 		dh_error(res, 500, "out of memory");
 cleanup:
@@ -418,7 +412,7 @@ static void dh_handle(char *head, struct stb_dh_response *res)
 		return;
 	}
 	if (q.format == -1 && headers && dh_accepts_html(headers))
-		q.format = STB_DH_FORMAT_HTML;
+		q.format = STB_FORMAT_HTML_PAGE;
 	stb_dh_render(target, plen, &q, res);
 }
 

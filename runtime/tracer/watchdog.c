@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashset.h"
 #include "internal.h"
 #include "report/formats.h"
 #include "trace.h"
@@ -72,15 +73,9 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 	if (!stb_collect_stuck(&c->opts, &d, c->now))
 		return 0;
 	struct keys *ks = c->cur;
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 64;
-		struct key *g = realloc(ks->k, cap * sizeof(*g));
-		if (!g) {
-			ks->oom = true;
-			return 1;
-		}
-		ks->k = g;
-		ks->cap = cap;
+	if (stb_grow(&ks->k, &ks->cap, ks->n + 1, sizeof(*ks->k)) != 0) {
+		ks->oom = true;
+		return 1;
 	}
 	ks->k[ks->n++] = (struct key){d.id, d.since_ns ? d.since_ns : d.run_since_ns};
 	return 0;
@@ -158,16 +153,8 @@ static void keep_common(struct keys *reported, const struct keys *cur)
 /* Appends the keys of from to to (false: no memory). */
 static bool keys_add(struct keys *to, const struct keys *from)
 {
-	if (to->n + from->n > to->cap) {
-		size_t cap = to->cap ? to->cap : 64;
-		while (cap < to->n + from->n)
-			cap *= 2;
-		struct key *g = realloc(to->k, cap * sizeof(*g));
-		if (!g)
-			return false;
-		to->k = g;
-		to->cap = cap;
-	}
+	if (stb_grow(&to->k, &to->cap, to->n + from->n, sizeof(*to->k)) != 0)
+		return false;
 	if (from->n)
 		memcpy(to->k + to->n, from->k, from->n * sizeof(*from->k));
 	to->n += from->n;

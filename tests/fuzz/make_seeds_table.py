@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # Writes the seed corpora of fuzz_tview (task tables: a valid header and
-# entries with good and bad states, kinds, stacks; then stack bytes) and
+# entries with good and bad states, kinds, stacks, options of the collector;
+# then stack bytes) and
 # fuzz_writers (strings with control bytes, quotes, UTF-8 valid and not,
 # separated by 0xfe) into corpus/tview and corpus/writers.
 import os
@@ -52,6 +53,12 @@ write("tview", "badheader", header(version=7, cap=2**24, size=1) + struct.pack("
 write("tview", "names", header() + real + task(1 << 32, 7, name=b"\x1b[31m\xff" * 20) + stack())
 write("tview", "running", header() + real + task(1 << 32, 5, worker=999) +
       task(2 << 32, 5, flags=1) + stack())
+# The collector's options are the header flags' upper half (fuzz_tview.c).
+mixed = b"".join(task(1 << 32 | i, s) for i, s in enumerate([7, 3, 1, 2, 7, 3]))
+for name, bits in [("collect-intern", 8192 | 16384 | 1 << 11), ("collect-ids", 1 | 8192 | 2 << 11),
+                   ("collect-each", 32768 | 2 << 11 | 2 << 9 | 3 << 1),
+                   ("collect-stuck", 128 | 256 | 64 | 16384)]:
+    write("tview", name, header(hwm=6, flags=0x3e | bits << 16) + real + mixed + stack())
 
 strings = [b"plain", b"\x1b[2J\x1b]0;title\x07", b"line\nbreak\r\n\t", b"q\"u\\o",
            b"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", b"\xff\xc0\x80\xed\xa0\x80\xe2\x82",

@@ -115,6 +115,26 @@ static void reuse_store(struct stb_collector *c, const struct pending *q)
 	    .beyond_more = t->beyond_more, .user = {q->ct.user[0], q->ct.user[1]}};
 }
 
+/* Drops the stacks the next pass may not reuse (REUSE_LAST: those this
+ * pass did not store or reuse): memory stays with the live tasks. */
+static void reuse_prune(struct stb_collector *c)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < c->nreuse; i++)
+		if (c->reuse[i].pass == c->pass)
+			c->reuse[kept++] = c->reuse[i];
+	if (kept == c->nreuse)
+		return;
+	c->nreuse = kept;
+	stb_hashset_clear(&c->reuse_set);
+	for (size_t i = 0; i < kept; i++) {
+		uint32_t *s = stb_hashset_find(&c->reuse_set, stb_hash_u64(c->reuse[i].slot), c,
+					       reuse_eq, &c->reuse[i].slot);
+		*s = (uint32_t)i + 1;
+		c->reuse_set.n++;
+	}
+}
+
 void stb_collector_forget(struct stb_collector *c)
 {
 	c->forgot = c->pass + 1;
@@ -596,6 +616,8 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 	c->dls = NULL;
 	/* The stacks no task holds now (nor a reusable one of this pass). */
 	stb_stackset_sweep(c->stacks);
+	if (o->reuse == STB_COLLECT_REUSE_LAST)
+		reuse_prune(c);
 	res->tasks = c->tasks;
 	res->n = c->n;
 	c->o = NULL;
