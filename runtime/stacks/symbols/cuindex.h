@@ -17,9 +17,10 @@
 
 /* Units an index reads at most (the rest of a larger module is not found). */
 #define STB_CUIDX_MAX_UNITS (1u << 18)
-/* Ranges taken of one unit, and of a whole module. */
+/* Ranges taken of one unit, and of a whole module (an index of the most
+ * takes 32 MiB, within the symbolizer's budget for its indexes). */
 #define STB_CUIDX_MAX_UNIT_RANGES (1u << 16)
-#define STB_CUIDX_MAX_RANGES (1u << 22)
+#define STB_CUIDX_MAX_RANGES (1u << 20)
 
 /* An address range of code, [lo, hi), in DWARF addresses. */
 struct stb_cuidx_span {
