@@ -214,8 +214,3 @@ int stb_cuidx_find(const struct stb_cuidx *x, uint64_t addr, Dwarf_Die *cu)
 	}
 	return -ENOENT;
 }
-
-size_t stb_cuidx_count(const struct stb_cuidx *x)
-{
-	return x ? x->n : 0;
-}

@@ -65,7 +65,4 @@ struct stb_cuidx *stb_cuidx_build(Dwarf *dw, const struct stb_cuidx_span *text, 
  */
 int stb_cuidx_find(const struct stb_cuidx *x, uint64_t addr, Dwarf_Die *cu);
 
-/* Ranges indexed. */
-size_t stb_cuidx_count(const struct stb_cuidx *x);
-
 #endif /* STB_RUNTIME_STACKS_SYMBOLS_CUINDEX_H */
