@@ -420,8 +420,15 @@ static void test_frame_line_widths(void **state)
 }
 
 /* A function whose symbol holds ESC, BEL and an invalid UTF-8 byte (an ELF
- * symbol can hold any byte but NUL). */
-__attribute__((noinline, used)) int frame_hostile(int v) __asm__("\"ev\x1b[1mil\x07\xff" "fn\"");
+ * symbol can hold any byte but NUL). gcc hands an asm label to the assembler
+ * as written, which takes such a name only quoted; clang quotes it itself
+ * (quotes written here would become part of the name). */
+#ifdef __clang__
+#define FRAME_HOSTILE_LABEL "ev\x1b[1mil\x07\xff" "fn"
+#else
+#define FRAME_HOSTILE_LABEL "\"ev\x1b[1mil\x07\xff" "fn\""
+#endif
+__attribute__((noinline, used)) int frame_hostile(int v) __asm__(FRAME_HOSTILE_LABEL);
 __attribute__((noinline, used)) int frame_hostile(int v)
 {
 	__asm__ volatile("" : "+r"(v));
