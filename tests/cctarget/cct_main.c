@@ -124,7 +124,7 @@ static void cct_sleep_ms(unsigned ms)
 		;
 }
 
-/* "dump FORMAT FILE": the in-process report, with file:line. */
+/* "dump FORMAT FILE": the in-process report (file:line is the default). */
 static void cct_dump(const char *args)
 {
 	char fmt[16], path[512];
@@ -137,7 +137,7 @@ static void cct_dump(const char *args)
 		printf("error %s: %s\n", path, strerror(errno));
 		return;
 	}
-	struct stb_dump_opts o = {.format = stb_format_from_name(fmt), .lines = 1};
+	struct stb_dump_opts o = {.format = stb_format_from_name(fmt)};
 	int n = stb_dump(f, &o);
 	if (fclose(f) != 0 && n >= 0)
 		n = -errno;
