@@ -114,8 +114,13 @@ static const struct opt opts[] = {
      .field = F(group)},
     {.name = "stuck",
      .arg = "D",
-     .help = "only tasks blocked, or running without a switch, for at\n"
-     "least D: 5 (seconds), 500ms, 2m",
+     .help = "only tasks stuck for at least D: 5 (seconds), 500ms, 2m --\n"
+     "blocked on anything but an fd or a sleep (idle\n"
+     "connections and back-offs are not stuck), or running\n"
+     "without a switch; as the watchdog (STB_WATCHDOG).\n"
+     "--bthread, --state and --stuck also show the tasks a\n"
+     "selected one waits on (the holder of its mutex, rwlock\n"
+     "or bthread_id, the bthread it joins), after the others",
      .kind = OPT_DURATION,
      .field = F(stuck_ns),
      .lo = MS,
@@ -517,7 +522,9 @@ static int set_own(const struct opt *p, const char *arg, struct stb_loader_opts 
 		o->pid = (pid_t)v;
 		return 0;
 	case OWN_BTHREAD:
-		if (!stb_parse_u64(arg, 1, UINT64_MAX, &v) || (v >> 32) == 0) {
+		/* Any number: one that is no bthread of the process is told so
+		 * (exit 1), once the process is looked at. */
+		if (!stb_parse_u64(arg, 0, UINT64_MAX, &v)) {
 			fprintf(stderr, "stb-bpf-loader: --bthread: '%s' is not a bthread id "
 					"(a decimal number as printed by the tracer)\n", arg);
 			return STB_EXIT_USAGE;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ struct stb_snapshot_session {
 	struct stb_collector *coll;
 	struct stb_collect_result res;
 	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
+	uint64_t wall_ns; /* CLOCK_REALTIME then; of the core file's last write (--core) */
 	uint64_t open_ns, write_ns; /* -v: the core's opening, the output's writing */
 };
 
@@ -68,6 +70,12 @@ static void traced(void *arg, uint64_t id, int rc, const struct stb_capture *cap
 	fputc('\n', stderr);
 }
 
+/* The traced process's id (of the core's process with --core). */
+static int target_pid(const struct stb_snapshot_session *S)
+{
+	return S->pm ? (int)S->pm->core->pid : (int)S->o->pid;
+}
+
 /* --bthread ids that are not there. */
 static void missing(void *arg, uint64_t id, bool beyond)
 {
@@ -78,10 +86,9 @@ static void missing(void *arg, uint64_t id, bool beyond)
 			"capacity (%u) and cannot be traced from outside\n",
 			id, S->info->capacity);
 	else
-		fprintf(stderr,
-			"stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
-			"finished\n",
-			id);
+		fprintf(stderr, "stb-bpf-loader: no bthread %" PRIu64 " in process %d (%s)\n", id,
+			target_pid(S),
+			S->pm ? "when its core file was written" : "it finished, or never existed");
 }
 
 static void print_summary(const struct stb_snapshot_session *S, uint64_t t0, uint64_t t1)
@@ -206,6 +213,15 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	/* The tasks. */
 	uint64_t t0 = stb_now_ns();
 	S->now = S->pm ? stb_postmortem_now(S->pm) : t0;
+	struct timespec wall = {0};
+	struct stat st;
+	if (!S->pm)
+		clock_gettime(CLOCK_REALTIME, &wall);
+	else if (stat(o->core, &st) == 0)
+		wall = st.st_mtim;
+	S->wall_ns = wall.tv_sec > 0 ? (uint64_t)wall.tv_sec * 1000000000ull +
+					       (uint64_t)wall.tv_nsec
+				     : 0;
 	if (o->stuck_ns && !S->now) {
 		fprintf(stderr, "stb-bpf-loader: --stuck cannot select from this core: every worker "
 				"was parked when it was written, and the core does not say when that "
@@ -233,6 +249,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	     * previous snapshot are not copied again. */
 	    .reuse = S->tg && o->every_ns ? STB_COLLECT_REUSE_LAST : STB_COLLECT_REUSE_NONE,
 	    .intern = true,
+	    .holders = true,
 	    .deadlocks = true,
 	    .deadlock_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2,
 	    .traced = traced,
@@ -248,14 +265,23 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 		return STB_EXIT_FAIL;
 	}
 	res->target_gone = cr->target_gone;
+	if (o->nids && cr->missing == o->nids) {
+		/* Not one of the bthreads asked for is there: nothing to write. */
+		return STB_EXIT_FAIL;
+	}
 
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = S->info;
 	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
 	    .producer = S->pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
-	    .pid = S->pm ? (int)S->pm->core->pid : (int)o->pid,
+	    .pid = target_pid(S),
 	    .comm = S->pm ? S->pm->comm : S->tg->comm,
+	    .time_ns = S->wall_ns,
+	    .time_what = S->pm ? "core file written" : NULL,
+	    .census = cr->census,
+	    .tasks = cr->tasks_by_state,
+	    .slots_used = stb_tview_hwm(S->hdr, S->info, NULL),
 	    .table = true,
 	    .abi_version = ti->abi_version,
 	    .table_capacity = ti->capacity,
@@ -329,6 +355,9 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .lines = o->lines,
 	    .runtime_hint = "--runtime-frames",
 	    .deadlocks = cr->deadlocks,
+	    .deadlock_hint = "run without --bthread, --state and --stuck to see it",
+	    .refs = cr->refs,
+	    .nrefs = cr->nrefs,
 	    .all_ids = o->verbose > 0,
 	};
 	stb_deadline_phase("writing the output");

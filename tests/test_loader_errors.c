@@ -38,8 +38,10 @@ static void test_usage_errors(void **state)
 		{{"--pid", "-5", NULL}, "--pid: '-5'"},
 		{{"--pid", "99999999999", NULL}, "--pid: '99999999999'"},
 		{{"--pid", "12x", NULL}, "--pid: '12x'"},
-		{{"--pid", "1", "--bthread", "7", NULL}, "--bthread: '7'"},
+		{{"--pid", "1", "--bthread", "-7", NULL}, "--bthread: '-7'"},
 		{{"--pid", "1", "--bthread", "x1", NULL}, "--bthread: 'x1'"},
+		{{"--pid", "1", "--bthread", "18446744073709551616", NULL},
+		 "--bthread: '18446744073709551616'"},
 		{{"--pid", "1", "--max-depth", "0", NULL}, "--max-depth: '0'"},
 		{{"--pid", "1", "--max-depth", "5000", NULL}, "--max-depth: '5000'"},
 		{{"--pid", "1", "--timeout", "0", NULL}, "--timeout: '0'"},
@@ -311,7 +313,10 @@ static void test_no_bpf_caps(void **state)
 		expect_exit(&r, 1, "warning: BPF unavailable");
 		expect_exit(&r, 1, "context mode only");
 		expect_exit(&r, 1, "could not be traced");
-		assert_true(strncmp(r.out, "# note: ", 8) == 0);
+		/* The header line, then the notes. */
+		assert_true(strncmp(r.out, "# stb-bpf-loader snapshot of pid ", 33) == 0);
+		assert_non_null(strchr(r.out, '\n'));
+		assert_true(strncmp(strchr(r.out, '\n'), "\n\n# note: ", 10) == 0);
 		struct tout *o = malloc(sizeof(*o));
 		assert_non_null(o);
 		parse_text(r.out, o);

@@ -160,6 +160,8 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		for (size_t g = 0; g < ng; g++) {
 			struct stb_report_task *t = leaders[g];
 			stb_json_object(&j);
+			if (t->added)
+				stb_json_kv_bool(&j, "selected", false);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
 			stb_why_json_group(&w, &j, t);
@@ -203,3 +205,4 @@ int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tas
 	stb_why_fini(&w);
 	return stb_json_finish(&j);
 }
+

@@ -330,6 +330,26 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 		fprintf(out, "(more frames not shown: the walk ended early)\n");
 }
 
+/* The header line, a comment as the notes are ("# stb_dump of pid ..."):
+ * producer, pid and program, time, tasks by state, table slots used
+ * (model.h); nothing without a meta. */
+static void text_first_line(const struct stb_report *r)
+{
+	char line[768];
+	if (!r->meta)
+		return;
+	size_t n = stb_report_meta_header(r->meta, line, sizeof(line));
+	fputs("# ", r->out);
+	fputs(line, r->out);
+	fputs(n >= sizeof(line) ? "...\n\n" : "\n\n", r->out);
+}
+
+/* The line before the tasks a report added (model.h: added). */
+static void text_added_heading(const struct stb_report *r)
+{
+	fputs("# not selected, shown because the tasks above wait on them:\n\n", r->out);
+}
+
 static void text_notes(const struct stb_report *r)
 {
 	const struct stb_report_meta *m = r->meta;
@@ -366,13 +386,25 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 	(void)f;
 	struct stb_why w;
 	stb_why_init(&w, r, tasks, n);
+	text_first_line(r);
 	text_notes(r);
 	if (!r->group) {
-		for (size_t i = 0; i < n; i++) {
-			text_header(&w, &tasks[i]);
-			text_frames(r, &tasks[i]);
-			stb_why_text_created(&w, &tasks[i]);
-			fputc('\n', r->out);
+		/* The selected tasks, then those added (in the order of the scan). */
+		for (int added = 0; added < 2; added++) {
+			bool heading = false;
+			for (size_t i = 0; i < n; i++) {
+				struct stb_report_task *t = &tasks[i];
+				if (t->added != (added != 0))
+					continue;
+				if (added && !heading)
+					text_added_heading(r);
+				heading = true;
+				text_header(&w, t);
+				stb_why_text_holds(&w, t);
+				text_frames(r, t);
+				stb_why_text_created(&w, t);
+				fputc('\n', r->out);
+			}
 		}
 	} else {
 		size_t ng;
@@ -382,7 +414,11 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			return -ENOMEM;
 		}
 		for (size_t g = 0; g < ng; g++) {
+			/* Groups of selected tasks come first (stb_report_group). */
+			if (leaders[g]->added && (g == 0 || !leaders[g - 1]->added))
+				text_added_heading(r);
 			stb_why_text_group(&w, leaders[g]);
+			stb_why_text_group_holds(&w, leaders[g]);
 			text_frames(r, leaders[g]);
 			stb_why_text_group_created(&w, leaders[g]);
 			fputc('\n', r->out);
@@ -400,8 +436,20 @@ int stb_report_text_list(const struct stb_report *r, struct stb_report_task *tas
 {
 	struct stb_why w;
 	stb_why_init(&w, r, tasks, n);
-	for (size_t i = 0; i < n; i++)
-		text_header(&w, &tasks[i]);
+	text_first_line(r);
+	for (int added = 0; added < 2; added++) {
+		bool heading = false;
+		for (size_t i = 0; i < n; i++) {
+			if (tasks[i].added != (added != 0))
+				continue;
+			if (added && !heading) {
+				fputc('\n', r->out);
+				text_added_heading(r);
+			}
+			heading = true;
+			text_header(&w, &tasks[i]);
+		}
+	}
 	stb_why_fini(&w);
 	return ferror(r->out) ? -EIO : 0;
 }
