@@ -127,6 +127,14 @@ static const struct opt opts[] = {
      .hi = STB_DURATION_MAX_NS,
      .what = "duration",
      .eg = "5, 500ms, 2m"},
+    {.name = "leaks",
+     .help = "bthreads by creation site instead of stacks (who created\n"
+     "all these bthreads?): count, oldest and median age and\n"
+     "states per site, file:line of the bthread_start_* call;\n"
+     "with --every, each site's growth since the previous\n"
+     "snapshot. Text or json; reads the table only",
+     .kind = OPT_FLAG,
+     .field = F(leaks)},
     {.name = "max-depth",
      .key = 'd',
      .arg = "N",
@@ -289,6 +297,8 @@ static const char usage_tail[] =
     "  sudo stb-bpf-loader --pid 1234 --profile --duration 10s --freq 99 -o prof.pb.gz\n"
     "  sudo stb-bpf-loader --pid 1234 --profile --duration 1h -o hour.pb.gz\n"
     "  sudo stb-bpf-loader --pid 1234 --profile --format folded > prof.folded\n"
+    "  sudo stb-bpf-loader --pid 1234 --leaks\n"
+    "  sudo stb-bpf-loader --pid 1234 --leaks --every 1m --out-dir /var/lib/stb-leaks\n"
     "  sudo stb-bpf-loader --pid 1234 --every 10s --out-dir /var/lib/stb --keep 360\n"
     "  sudo stb-bpf-loader --pid 1234 --every 1m --profile --duration 10s --out-dir /tmp/p\n"
     "  stb-bpf-loader --core core.1234 --group\n"
@@ -480,6 +490,30 @@ static int check_profile_args(struct stb_loader_opts *o, const bool *given)
 	return 0;
 }
 
+/* --leaks: a view of every bthread of the table, in a format it is written
+ * in (text, json). */
+static int check_leaks_args(struct stb_loader_opts *o)
+{
+	if (!o->leaks)
+		return 0;
+	if (o->profile || o->nids || o->group || o->stuck_ns) {
+		fprintf(stderr, "stb-bpf-loader: --leaks views every bthread by creation site: "
+				"--profile, --bthread, --group and --stuck do not apply to it (--state "
+				"does)\n");
+		return STB_EXIT_USAGE;
+	}
+	const struct stb_format_info *by_name = o->output ? stb_format_for_path(o->output) : NULL;
+	if (!o->format_set)
+		o->format = by_name ? by_name->format : STB_FORMAT_TEXT;
+	const struct stb_format_info *f = stb_format_get(o->format);
+	if (!f->write_leaks) {
+		fprintf(stderr, "stb-bpf-loader: --leaks writes text or json, not %s\n", f->name);
+		return STB_EXIT_USAGE;
+	}
+	o->format_set = true;
+	return 0;
+}
+
 /* The continuous-mode options: together, and not with -o. */
 static int check_every_args(struct stb_loader_opts *o, const bool *given)
 {
@@ -661,5 +695,7 @@ int stb_loader_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		return STB_EXIT_USAGE;
 	}
 	int rc = check_every_args(o, given);
+	if (!rc)
+		rc = check_leaks_args(o);
 	return rc ? rc : check_profile_args(o, given);
 }

@@ -3,7 +3,9 @@
  * stb-bpf-loader's snapshot (loader.h): every selected task of the target
  * collected once (collect/collect.h) -- suspended and ready ones from their
  * saved context read with process_vm_readv, running ones by the capture
- * backend (running.h) -- then symbolized and written in the chosen format.
+ * backend (running.h) -- then symbolized and written in the chosen format;
+ * or, with --leaks, the entries only, viewed by creation site
+ * (report/leaks.h) and compared with the previous snapshot.
  * With --core the target is a core file (postmortem.h): the same run on its
  * copy of the table, its memory and its threads' registers.
  * The run is bounded: per task by --timeout, as a whole by --deadline.
@@ -22,6 +24,7 @@
 #include "loader.h"
 #include "postmortem.h"
 #include "report/formats.h"
+#include "report/leaks.h"
 #include "running.h"
 #include "symbols/symbolize.h"
 #include "symbols/walkmemo.h"
@@ -53,6 +56,8 @@ struct stb_snapshot_session {
 	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
 	uint64_t wall_ns; /* CLOCK_REALTIME then; of the core file's last write (--core) */
 	uint64_t open_ns, write_ns; /* -v: the core's opening, the output's writing */
+	struct stb_leaks prev;      /* --leaks: the previous snapshot's view (has_prev) */
+	bool has_prev;
 };
 
 /* -vv: one line per trace. */
@@ -202,6 +207,23 @@ fail:
 	return NULL;
 }
 
+/* --leaks: the view of this snapshot's bthreads, and each site's growth
+ * since the session's previous one (--every). 0 or -errno. */
+static int write_leaks(struct stb_snapshot_session *S, const struct stb_report *r)
+{
+	struct stb_leaks l;
+	int rc = stb_leaks_build(&l, S->res.tasks, S->res.n, r->now_ns);
+	if (rc != 0)
+		return rc;
+	if (S->has_prev)
+		stb_leaks_growth(&l, &S->prev);
+	rc = stb_report_leaks(r, &l, S->o->format);
+	stb_leaks_free(&S->prev);
+	S->prev = l;
+	S->has_prev = true;
+	return rc;
+}
+
 int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *out,
 		      struct stb_run_result *res)
 {
@@ -233,7 +255,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .ids = o->ids,
 	    .nids = o->nids,
 	    .state_mask = o->state_mask,
-	    .stacks = true,
+	    .stacks = !o->leaks, /* the leak view needs the entries only */
 	    .stuck_ns = o->stuck_ns,
 	    .now = S->now,
 	    /* The whole stack is walked (up to STB_REPORT_WALK_MAX frames) so
@@ -249,8 +271,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	     * previous snapshot are not copied again. */
 	    .reuse = S->tg && o->every_ns ? STB_COLLECT_REUSE_LAST : STB_COLLECT_REUSE_NONE,
 	    .intern = true,
-	    .holders = true,
-	    .deadlocks = true,
+	    .holders = !o->leaks,
+	    .deadlocks = !o->leaks,
 	    .deadlock_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2,
 	    .traced = traced,
 	    .missing = missing,
@@ -286,7 +308,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .abi_version = ti->abi_version,
 	    .table_capacity = ti->capacity,
 	    .untraceable = __atomic_load_n(&S->hdr->untraceable, __ATOMIC_RELAXED),
-	    .capture = S->pm ? "core" : stb_running_mode(&S->run),
+	    .capture = o->leaks ? NULL : S->pm ? "core" : stb_running_mode(&S->run),
 	    .run = true,
 	    .complete = !cr->target_gone && !cr->not_traced && !(S->pm && S->pm->missing),
 	    .not_traced = cr->not_traced,
@@ -362,7 +384,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	};
 	stb_deadline_phase("writing the output");
 	uint64_t write0 = stb_now_ns();
-	int rc = stb_report_write(&r, cr->tasks, cr->n, o->format);
+	int rc = o->leaks ? write_leaks(S, &r) : stb_report_write(&r, cr->tasks, cr->n, o->format);
 	res->written = true;
 	rc = fflush(out) != 0 && rc == 0 ? -errno : rc;
 	S->write_ns = stb_now_ns() - write0;
@@ -406,6 +428,7 @@ void stb_snapshot_close(struct stb_snapshot_session *S)
 	if (!S)
 		return;
 	stb_collector_free(S->coll);
+	stb_leaks_free(&S->prev);
 	free(S->buf);
 	stb_running_fini(&S->run);
 	if (S->pm) {

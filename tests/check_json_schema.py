@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # Checks a JSON document of stb against the schemas of docs/json.md
-# ("stb-stacks/1", "stb-tasks/1", "stb-profile/1"): required members and
+# ("stb-stacks/1", "stb-tasks/1", "stb-profile/1", "stb-leaks/1"): required members and
 # their types, allowed values, members that only come in pairs, and no
 # unknown members. Used by test_formats and test_profile.
 # Usage: check_json_schema.py FILE [--loader] [--grouped]
@@ -244,9 +244,11 @@ def check_meta(doc, loader, profile):
     if not doc["complete"]:
         need(doc, "partial", is_str, "a string", where)
     if not profile:
-        for k in ("abi_version", "capture", "table_capacity", "untraceable", "time_ns",
+        for k in ("abi_version", "table_capacity", "untraceable", "time_ns",
                   "tasks_by_state", "registered_pthreads", "slots_used"):
             need(doc, k, lambda v: True, "present", where)
+        if doc.get("schema") != "stb-leaks/1":
+            need(doc, "capture", lambda v: True, "present", where)
 
 
 def check_deadlocks(doc, ids):
@@ -325,6 +327,50 @@ def check_stacks(doc, loader, grouped):
         raise Bad(f"groups: {len(listed)} ids ({len(set(listed))} distinct) for "
                   f"{len(doc['tasks'])} tasks")
     only(doc, allowed, "document")
+
+
+def check_leaks(doc, loader):
+    where = "document"
+    need(doc, "bthreads", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    opt(doc, "growth_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    need(doc, "sites", lambda v: isinstance(v, list), "an array", where)
+    total = 0
+    last = None
+    for i, s in enumerate(doc["sites"]):
+        w = f"sites[{i}]"
+        if not isinstance(s, dict):
+            raise Bad(f"{w}: not an object")
+        opt(s, "ip", is_hex, "a hex string", w)
+        check_source(s, w)
+        if ("function" in s or "file" in s) and "ip" not in s:
+            raise Bad(f"{w}: a symbol without \"ip\"")
+        need(s, "count", lambda v: is_int(v) and v > 0, "a positive integer", w)
+        need(s, "states", lambda v: isinstance(v, dict) and v and
+             all(k in STATES and is_int(x) and x > 0 for k, x in v.items()),
+             "an object of task states with positive counts", w)
+        if sum(s["states"].values()) != s["count"]:
+            raise Bad(f"{w}: its states do not add up to its count")
+        opt(s, "aged", lambda v: is_int(v) and v > 0, "a positive integer", w)
+        opt(s, "oldest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", w)
+        opt(s, "median_s", lambda v: is_num(v) and v >= 0, "a non-negative number", w)
+        if any(k in s for k in ("aged", "oldest_s", "median_s")) and \
+                not all(k in s for k in ("aged", "oldest_s", "median_s")):
+            raise Bad(f"{w}: aged, oldest_s and median_s come together")
+        if "aged" in s and (s["aged"] > s["count"] or s["median_s"] > s["oldest_s"]):
+            raise Bad(f"{w}: more aged than counted, or a median older than the oldest")
+        opt(s, "growth", is_int, "an integer", w)
+        if ("growth" in s) != ("growth_s" in doc):
+            raise Bad(f"{w}: \"growth\" comes with the document's \"growth_s\"")
+        if last is not None and s["count"] > last:
+            raise Bad(f"{w}: sites are not in decreasing count")
+        last = s["count"]
+        total += s["count"]
+        only(s, ["ip", "function", "offset", "file", "line", "count", "states", "aged",
+                 "oldest_s", "median_s", "growth"], w)
+    if total != doc["bthreads"]:
+        raise Bad(f"sites: {total} bthreads for \"bthreads\": {doc['bthreads']}")
+    check_meta(doc, loader, False)
+    only(doc, ["schema", "bthreads", "growth_s", "sites"] + META, "document")
 
 
 def check_tasks(doc):
@@ -424,6 +470,8 @@ def main():
             check_tasks(doc)
         elif schema == "stb-profile/1":
             check_profile(doc, loader)
+        elif schema == "stb-leaks/1":
+            check_leaks(doc, loader)
         else:
             raise Bad(f"unknown schema {schema!r}")
     except (OSError, ValueError, Bad) as e:

@@ -439,6 +439,86 @@ static void test_header(void **state)
 	why_stop(&wt);
 }
 
+/* The leak view: bthreads by creation site -- the site of the leak with its
+ * file:line, count, ages and states -- in text and JSON; with --every, the
+ * growth of each site between two snapshots. */
+static void test_leaks(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--leak", "30", NULL};
+	why_start(&wt, WHY_DL_NONE, args, NULL);
+	int pid = (int)wt.t.pid;
+	char *text = loader_out("text", "--leaks", NULL);
+	why_check_header(text, "stb-bpf-loader snapshot", pid);
+	const char *site = strstr(text, "\n30 bthreads created by leak_spawn+0x");
+	if (!site)
+		fail_msg("no site of the 30 leaked bthreads:\n%s", text);
+	const char *eol = strchr(site + 1, '\n');
+	char first[512];
+	snprintf(first, sizeof(first), "%.*s", (int)(eol - site - 1), site + 1);
+	const char *at = strstr(first, " at ");
+	if (!at || !strstr(at, "why_target.c:") || atoi(strrchr(at, ':') + 1) <= 0)
+		fail_msg("the site has no file:line: %s", first);
+	if (strncmp(eol, "\n  oldest ", 10) != 0 || !strstr(eol, ", median ") ||
+	    !strstr(eol, "; 30 suspended\n"))
+		fail_msg("no ages and states of the site: %.200s", eol);
+	if (strstr(text, "#0 "))
+		fail_msg("stacks in the leak view:\n%s", text);
+	free(text);
+
+	char *json = loader_out("json", "--leaks", NULL);
+	why_check_schema(json, "--loader", NULL);
+	struct ts_json *doc = why_parse_json(json);
+	why_check_header_json(doc, pid);
+	const struct ts_json *s = why_json_site(doc, "leak_spawn");
+	assert_int_equal(ts_json_u64(s, "count", 0), 30);
+	assert_int_equal(ts_json_u64(ts_json_get(s, "states"), "suspended", 0), 30);
+	assert_int_equal(ts_json_u64(s, "aged", 0), 30);
+	assert_non_null(strstr(ts_json_str(s, "file"), "why_target.c"));
+	assert_true(ts_json_u64(s, "line", 0) > 0);
+	double oldest = strtod(ts_json_get(s, "oldest_s")->str, NULL);
+	double median = strtod(ts_json_get(s, "median_s")->str, NULL);
+	assert_true(oldest >= median && median >= 0 && oldest < 120);
+	assert_null(ts_json_get(s, "growth")); /* one snapshot: no growth */
+	ts_json_free(doc);
+	free(json);
+
+	/* Continuous mode: 20 more leak between two snapshots. */
+	struct ts_proc p;
+	char dir[4200], names[64][96];
+	every_start(&p, dir, sizeof(dir), "leaks", "--leaks", "--format", "json");
+	unsigned before = every_wait(&p, dir, 1);
+	char reply[64];
+	assert_int_equal(ts_ltarget_cmd(&wt.t, "leak 20", reply, sizeof(reply)), 0);
+	assert_string_equal(reply, "leak rc=0");
+	every_wait(&p, dir, before + 2);
+	every_stop(&p);
+	unsigned n = every_files(dir, names, 64);
+	int64_t grown = 0;
+	uint64_t count = 0;
+	for (unsigned i = 0; i < n; i++) {
+		char *f = dir_file(dir, names[i]);
+		why_check_schema(f, "--loader", NULL);
+		doc = why_parse_json(f);
+		s = why_json_site(doc, "leak_spawn");
+		count = ts_json_u64(s, "count", 0);
+		const struct ts_json *g = ts_json_get(s, "growth");
+		if (i == 0 && g)
+			fail_msg("the first snapshot has a growth");
+		if (i > 0) {
+			if (!g || !ts_json_get(doc, "growth_s"))
+				fail_msg("%s: no growth", names[i]);
+			grown += strtoll(g->str, NULL, 10);
+		}
+		ts_json_free(doc);
+		free(f);
+	}
+	if (count != 50 || grown != 20)
+		fail_msg("the leak grew by %" PRId64 " to %" PRIu64 " across %u snapshots (want 20, 50)",
+			 grown, count, n);
+	why_stop(&wt);
+}
+
 /* -v lists every member of a group: its id, name and, when the members'
  * waits differ, its own ("waiting on fd 9 for EPOLLIN"). */
 static void test_members(void **state)
@@ -482,6 +562,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stuck, why_teardown),
 		cmocka_unit_test_teardown(test_filtered, why_teardown),
 		cmocka_unit_test_teardown(test_header, why_teardown),
+		cmocka_unit_test_teardown(test_leaks, why_teardown),
 		cmocka_unit_test_teardown(test_members, why_teardown),
 	};
 	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_why");

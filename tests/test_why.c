@@ -291,6 +291,17 @@ static void test_http(void **state)
 	    !strstr(body, "\n# 1 deadlock among tasks not selected here: /bthreads/all shows it\n"))
 		fail_msg("not one line for the deadlock with ?stuck=600:\n%.2000s", body);
 	free(body);
+	/* The leak view, text and JSON. */
+	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/leaks", &body), 200);
+	why_check_header(body, "stb debug http", (int)tg.t.pid);
+	if (!strstr(body, " bthreads created by start+0x") || !strstr(body, "\n  oldest "))
+		fail_msg("no leak view on /bthreads/leaks:\n%.2000s", body);
+	free(body);
+	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/leaks?format=json", &body), 200);
+	why_check_schema(body, NULL, NULL);
+	free(body);
+	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/leaks?format=pprof", &body), 400);
+	free(body);
 	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/all?stuck=abc", &body), 400);
 	free(body);
 	ts_sleep_ms(600); /* the waiter has been blocked for more than 0.5 s */
@@ -299,6 +310,45 @@ static void test_http(void **state)
 	assert_true(why_text_line(body, tg.waiter, line, sizeof(line)));
 	assert_non_null(strstr(line, " held by bthread "));
 	free(body);
+	why_stop(&tg);
+}
+
+/* stb_dump's leak view (leaks = 1): the bthreads by creation site, the
+ * leak's with its file:line, count, ages and states, in text and JSON. */
+static void test_leaks(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--leak", "40", NULL};
+	why_start(&tg, WHY_DL_NONE, args, NULL);
+	char path[4200], cmd[4400], reply[256];
+	snprintf(path, sizeof(path), "%s/why-leaks-%d.out", ts_tmpdir(), (int)getpid());
+	for (int json = 0; json < 2; json++) {
+		snprintf(cmd, sizeof(cmd), "leaks %s %s", json ? "json" : "text", path);
+		assert_int_equal(ts_ltarget_cmd(&tg.t, cmd, reply, sizeof(reply)), 0);
+		int rc = -1;
+		if (sscanf(reply, "leaks rc=%d", &rc) != 1 || rc < 40)
+			fail_msg("stb_dump's leak view failed in the target: %s", reply);
+		char *out = why_read_file(path);
+		if (json) {
+			why_check_schema(out, NULL, NULL);
+			struct ts_json *doc = why_parse_json(out);
+			assert_int_equal(ts_json_u64(doc, "bthreads", 0), (uint64_t)rc);
+			const struct ts_json *s = ts_json_get(doc, "sites")->child;
+			assert_non_null(s); /* the most populous first */
+			assert_string_equal(ts_json_str(s, "function"), "leak_spawn");
+			assert_int_equal(ts_json_u64(s, "count", 0), 40);
+			assert_non_null(strstr(ts_json_str(s, "file"), "why_target.c"));
+			ts_json_free(doc);
+		} else {
+			why_check_header(out, "stb_dump", (int)tg.t.pid);
+			const char *site = strstr(out, "\n\n40 bthreads created by leak_spawn+0x");
+			if (!site || !strstr(site, "why_target.c:") ||
+			    !strstr(site, "\n  oldest ") || !strstr(site, "; 40 suspended\n"))
+				fail_msg("no site of the leak in stb_dump's leak view:\n%s", out);
+		}
+		free(out);
+	}
+	unlink(path);
 	why_stop(&tg);
 }
 
@@ -314,6 +364,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stuck, teardown),
 		cmocka_unit_test_teardown(test_grouped, teardown),
 		cmocka_unit_test_teardown(test_http, teardown),
+		cmocka_unit_test_teardown(test_leaks, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -521,3 +521,12 @@ void why_check_holders_json(const struct ts_json *doc, const struct why_target *
 	assert_null(ts_json_get(why_json_task(doc, w->waiter), "holds"));
 }
 
+const struct ts_json *why_json_site(const struct ts_json *doc, const char *function)
+{
+	const struct ts_json *sites = ts_json_get(doc, "sites");
+	for (const struct ts_json *s = sites ? sites->child : NULL; s; s = s->next)
+		if (ts_json_str(s, "function") && strcmp(ts_json_str(s, "function"), function) == 0)
+			return s;
+	fail_msg("no creation site in %s in the leak view", function);
+	return NULL;
+}

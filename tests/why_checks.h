@@ -71,6 +71,10 @@ void why_check_header_json(const struct ts_json *doc, int pid);
 void why_check_holders_text(const char *text, const struct why_target *w, bool filtered);
 void why_check_holders_json(const struct ts_json *doc, const struct why_target *w, bool filtered);
 
+/* The creation site of an "stb-leaks/1" document in function; fails the
+ * test when there is none. */
+const struct ts_json *why_json_site(const struct ts_json *doc, const char *function);
+
 /* GET path from 127.0.0.1:port; returns the status and the body (malloc'd). */
 int why_http_get(unsigned port, const char *path, char **body);
 

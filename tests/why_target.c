@@ -6,8 +6,9 @@
  * rwlock write-locked by a sleeping bthread with a reader and a writer
  * waiting, a bthread_id locked by a sleeping bthread with a waiter, and on
  * request deadlocks (2 and 3 bthreads over mutexes, a join cycle, one through
- * a registered pthread), heavy mutex churn, a spin, yielders and bthreads
- * each waiting on an fd of its own. Speaks the line protocol of tests/support/ltarget.h: "pid P",
+ * a registered pthread), heavy mutex churn, a spin, yielders, bthreads each
+ * waiting on an fd of its own, and bthreads started at one site on command
+ * (a leak). Speaks the line protocol of tests/support/ltarget.h: "pid P",
  * "ids NAME ID..." (also "ids objects" -- the mutexes', rwlock's and id's
  * addresses -- and "ids info TID FD PORT"), "ready"; commands on stdin.
  */
@@ -167,6 +168,26 @@ WT_FN static void *fdwaiter_fn(void *arg)
 	return NULL;
 }
 
+/* The leak: bthreads that never end, all started here. */
+WT_FN static void *leaked_fn(void *arg)
+{
+	(void)arg;
+	bthread_usleep(WT_FOREVER_US);
+	return NULL;
+}
+
+WT_FN static int leak_spawn(unsigned n)
+{
+	bthread_attr_t attr = BTHREAD_ATTR_SMALL;
+	bthread_attr_set_name(&attr, "why leaked");
+	for (unsigned i = 0; i < n; i++) {
+		bthread_t t;
+		if (bthread_start_background(&t, &attr, leaked_fn, NULL) != 0) /* the leak's site */
+			return -1;
+	}
+	return 0;
+}
+
 WT_FN static void *child_fn(void *arg)
 {
 	(void)arg;
@@ -317,12 +338,13 @@ static void usage(void)
 	fprintf(stderr,
 		"Usage: why_target [--deadlock2] [--deadlock3] [--joincycle] [--pthread]\n"
 		"                  [--churn N] [--many N] [--tickers N] [--spin MS] [--yield N MS]\n"
-		"                  [--fds N] [--http]\n"
+		"                  [--fds N] [--leak N] [--http]\n"
 		"Prints 'pid P', 'ids NAME ID...' (objects: mutex, rwlock and id addresses;\n"
 		"info: holder tid, fd, http port), then 'ready'.\n"
 		"Commands: 'dump FORMAT GROUP STUCK_MS ALL_IDS PATH' (stb_dump into PATH:\n"
-		"dump rc=N), 'churn' (churn ops=N), 'quit' (bye; the process exits at\n"
-		"once).\n");
+		"dump rc=N), 'leaks FORMAT PATH' (stb_dump's leak view: leaks rc=N),\n"
+		"'leak N' (N more leaked bthreads: leak rc=0), 'churn' (churn ops=N),\n"
+		"'quit' (bye; the process exits at once).\n");
 }
 
 static void print_ids(const char *name, const bthread_t *ids, unsigned n)
@@ -342,7 +364,8 @@ static void settle(void)
 int main(int argc, char **argv)
 {
 	bool dl2 = false, dl3 = false, joincycle = false, pth = false, http = false;
-	long churn = 0, spin_ms = 0, nyield = 0, yield_ms = 0, many = 0, ntick = 0, nfds = 0;
+	long churn = 0, spin_ms = 0, nyield = 0, yield_ms = 0, many = 0, ntick = 0, nfds = 0,
+	     nleak = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--deadlock2") == 0)
 			dl2 = true;
@@ -358,6 +381,8 @@ int main(int argc, char **argv)
 			churn = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--fds") == 0 && i + 1 < argc)
 			nfds = strtol(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--leak") == 0 && i + 1 < argc)
+			nleak = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--tickers") == 0 && i + 1 < argc)
 			ntick = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--many") == 0 && i + 1 < argc)
@@ -425,6 +450,8 @@ int main(int argc, char **argv)
 		fdnums[i] = p[0];
 		fdws[i] = start(fdwaiter_fn, (void *)(intptr_t)p[0], name);
 	}
+	if (nleak > 0 && leak_spawn((unsigned)nleak) != 0)
+		return 1;
 
 	static struct party parties[3];
 	bthread_t dl[3] = {0};
@@ -543,6 +570,15 @@ int main(int argc, char **argv)
 			if (f)
 				fclose(f);
 			printf("dump rc=%d\n", rc);
+		} else if (sscanf(line, "leaks %15s %4095s", fmt, path) == 2) {
+			FILE *f = fopen(path, "w");
+			struct stb_dump_opts o = {.format = stb_format_from_name(fmt), .leaks = 1};
+			int rc = f ? stb_dump(f, &o) : -errno;
+			if (f)
+				fclose(f);
+			printf("leaks rc=%d\n", rc);
+		} else if (sscanf(line, "leak %lu", &stuck_ms) == 1) {
+			printf("leak rc=%d\n", leak_spawn((unsigned)stuck_ms));
 		} else if (strncmp(line, "churn", 5) == 0) {
 			printf("churn ops=%llu\n", (unsigned long long)atomic_load(&wt_churn_ops));
 		} else if (strncmp(line, "quit", 4) == 0) {

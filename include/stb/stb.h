@@ -188,6 +188,10 @@ struct stb_dump_opts {
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
 	                         below its function), hidden by default in every format */
 	int lines;            /* text: file:line of each frame, and inlined calls */
+	int leaks;            /* non-zero: the leak view instead of stacks -- the
+	                         bthreads by creation site (file:line of the
+	                         bthread_start_* call), with count, oldest and median
+	                         age and states; text or JSON ("stb-leaks/1") */
 };
 
 /*
@@ -197,9 +201,10 @@ struct stb_dump_opts {
  * others wait on, how long, who created it, and the deadlocks of the
  * selected tasks ("Found 1 deadlock:" in text, "deadlocks" in JSON;
  * docs/json.md). With state_mask or stuck_ns, the tasks a selected one waits
- * on are written too, after the others.
+ * on are written too, after the others. With leaks, the leak view instead.
  * Each task is held only while its own stack is read; the program runs on.
- * opts NULL = defaults. Returns the number of tasks written, or -errno.
+ * opts NULL = defaults. Returns the number of tasks written (leaks: of
+ * bthreads viewed), or -errno (-EINVAL: a format leaks does not write).
  * Thread-safe; blocks for the duration of the dump.
  */
 STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
@@ -217,6 +222,7 @@ STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
  *   /bthreads/<id>     that task's line; with ?st=1 its stack as well
  *   /bthreads/all      every stack, grouped by identical stack, with the count
  *                      and ids (the text of stb_dump with group = 1)
+ *   /bthreads/leaks    the bthreads by creation site (stb_dump with leaks = 1)
  * text/plain by default; ?format=json gives application/json (schemas
  * "stb-tasks/1" for the lists, "stb-stacks/1" for stacks, as stb-bpf-loader's
  * --format json). Errors: 404 unknown path or no live task with that id, 400

@@ -207,7 +207,8 @@ static const char stb_dh_index[] =
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
 	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
 	"                          count, times, ids (?v=1: every member) and the deadlocks\n"
-
+	"  /bthreads/leaks         bthreads by creation site: count, oldest and median age,\n"
+	"                          states\n"
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
 	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
@@ -251,7 +252,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	struct stb_self_set set;
 	memset(&set, 0, sizeof(set));
 	FILE *out = NULL;
-	bool all = false, list = false, one = false;
+	bool all = false, list = false, one = false, leaks = false;
 	uint64_t id = 0;
 
 	bool html = q->format == STB_FORMAT_HTML_PAGE;
@@ -291,7 +292,8 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		list = true;
 	} else if (rlen == 3 && memcmp(rest, "all", 3) == 0) {
 		all = true;
-
+	} else if (rlen == 5 && memcmp(rest, "leaks", 5) == 0) {
+		leaks = true;
 	} else if (dh_parse_id(rest, rlen, &id) && id != 0) {
 		one = true;
 	} else if (memchr(rest, '/', rlen)) {
@@ -304,14 +306,22 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
+	if (leaks && !fi->write_leaks) {
+		dh_error(res, 400, "/bthreads/leaks is text, json or html, not %s", fi->name);
+		goto cleanup;
+	}
 	if (!stacks && !fi->lists) {
 		dh_error(res, 400, "format=%s needs stacks: /bthreads/all or /bthreads/<id>?st=1",
 			 fi->name);
 		goto cleanup;
 	}
+	if (leaks && q->stuck_ns) {
+		dh_error(res, 400, "stuck does not apply to /bthreads/leaks (every bthread)");
+		goto cleanup;
+	}
 	const struct stb_self_opts so = {
 		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns,
-		.deadlocks = true, .holders = true,
+		.deadlocks = !leaks, .holders = !leaks,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
@@ -327,6 +337,10 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	if (!out) {
 		dh_error(res, 500, "out of memory");
 		goto cleanup;
+	}
+	if (leaks) {
+		rc = stb_self_leaks(out, "stb debug http", &set, format);
+		goto written;
 	}
 	struct stb_report_meta meta;
 	struct stb_report r;
@@ -344,6 +358,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		rc = stb_report_list(&r, set.res.tasks, set.res.n, q->json);
 	if (list && !q->json)
 		fprintf(out, "%zu tasks\n", set.res.n);
+written:
 	if (fclose(out) != 0 || rc < 0) {
 		out = NULL;
 		dh_error(res, 500, "cannot format the report");

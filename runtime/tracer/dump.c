@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "report/formats.h"
+#include "report/leaks.h"
 #include "trace.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
@@ -186,6 +187,22 @@ void stb_self_report(struct stb_report *r, struct stb_report_meta *meta, FILE *o
 	stb_trace_self_tools(&r->unw, &r->sym);
 }
 
+int stb_self_leaks(FILE *out, const char *producer, const struct stb_self_set *set, int format)
+{
+	struct stb_report_meta meta;
+	struct stb_report r;
+	stb_self_report(&r, &meta, out, producer, set);
+	struct stb_leaks l;
+	int rc = stb_leaks_build(&l, set->res.tasks, set->res.n, r.now_ns);
+	if (rc != 0)
+		return rc;
+	rc = stb_report_leaks(&r, &l, format);
+	if (rc == 0)
+		rc = (int)(l.bthreads < INT32_MAX ? l.bthreads : INT32_MAX);
+	stb_leaks_free(&l);
+	return rc;
+}
+
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)
 {
 	static const struct stb_dump_opts dflt;
@@ -194,15 +211,24 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	const struct stb_dump_opts *o = opts ? opts : &dflt;
 	if (!out || !stb_format_name(o->format))
 		return -EINVAL;
+	if (o->leaks && (o->format != STB_FORMAT_TEXT && o->format != STB_FORMAT_JSON))
+		return -EINVAL;
 	struct stb_self_set set;
 	const struct stb_self_opts so = {
-		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = true,
-		.stuck_ns = o->stuck_ns, .deadlocks = true, .holders = true,
+		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = !o->leaks,
+		.stuck_ns = o->leaks ? 0 : o->stuck_ns, .deadlocks = !o->leaks,
+		.holders = !o->leaks,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
 	if (rc < 0)
 		return rc;
+	if (o->leaks) {
+		rc = stb_self_leaks(out, "stb_dump", &set, o->format);
+		fflush(out);
+		stb_self_set_free(&set);
+		return rc;
+	}
 	struct stb_report_meta meta;
 	struct stb_report r;
 	stb_self_report(&r, &meta, out, "stb_dump", &set);

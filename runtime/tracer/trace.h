@@ -120,5 +120,8 @@ void stb_self_set_free(struct stb_self_set *set);
 void stb_self_report(struct stb_report *r, struct stb_report_meta *meta, FILE *out,
 		     const char *producer, const struct stb_self_set *set);
 
+/* The leak view of set (collected without stacks) by producer to out in
+ * format (text or JSON). Returns the number of bthreads viewed, or -errno. */
+int stb_self_leaks(FILE *out, const char *producer, const struct stb_self_set *set, int format);
 
 #endif /* STB_RUNTIME_TRACER_TRACE_H */

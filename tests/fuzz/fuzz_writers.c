@@ -5,8 +5,8 @@
  * names, errors, symbols, modules, comm and notes; the text and JSON reports
  * (with the header line, a task added for what another waits on, what a task
  * holds, deadlocks of selected tasks and of others, names of tasks not
- * shown, every member of a group) and a task list are written, and
- * checked: no control byte but newlines, the JSON valid UTF-8
+ * shown, every member of a group), a task list and the leak view are
+ * written, and checked: no control byte but newlines, the JSON valid UTF-8
  * with balanced structure, the text escape's length contract.
  */
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include "fuzz.h"
 #include "report/flamegraph.h"
 #include "report/formats.h"
+#include "report/leaks.h"
 #include "report/pprof.h"
 #include "report/stackset.h"
 #include "report/writers.h"
@@ -196,9 +197,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * created by a task the report names only (a ref). */
 	t[0].wait = (struct stb_wait_view){.kind = STB_WAIT_MUTEX, .object = num[0],
 					   .owner = t[1].id, .since_ns = 1};
-	t[0].creator = (struct stb_creator){.id = 9ull << 32, .ip = num[1] | 1};
+	t[0].creator = (struct stb_creator){.id = 9ull << 32, .ip = num[1] | 1,
+					    .created_ns = num[2]};
 	t[1].added = true;
-	t[1].creator = (struct stb_creator){.ip = num[1] | 1};
+	t[1].creator = (struct stb_creator){.ip = num[1] | 1, .created_ns = num[3]};
+	if (nt > 2)
+		t[2].creator = (struct stb_creator){.ip = 0x4000, .created_ns = 1};
 	struct stb_report_ref refs[1] = {{.id = 9ull << 32}};
 	snprintf(refs[0].name, sizeof(refs[0].name), "%s", str[6]);
 	/* The table's graph: t[1] holds the mutex and an rwlock; a cycle of t[0]
@@ -257,6 +261,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				check_output(out, len, format == STB_FORMAT_JSON);
 			free(out);
 		}
+	}
+	/* The leak view, alone and against an earlier one. */
+	struct stb_leaks prev, cur;
+	if (stb_leaks_build(&prev, t, 2, num[0]) == 0) {
+		if (stb_leaks_build(&cur, t, nt, num[1]) == 0) {
+			stb_leaks_growth(&cur, &prev);
+			for (int json = 0; json < 2; json++) {
+				char *out = NULL;
+				size_t len = 0;
+				FILE *f = open_memstream(&out, &len);
+				if (!f)
+					break;
+				struct stb_report r = {.out = f, .meta = &m, .now_ns = num[1]};
+				int rc = stb_report_leaks(&r, json ? &cur : &prev,
+							  json ? STB_FORMAT_JSON : STB_FORMAT_TEXT);
+				fclose(f);
+				if (rc == 0)
+					check_output(out, len, json);
+				free(out);
+			}
+			stb_leaks_free(&cur);
+		}
+		stb_leaks_free(&prev);
 	}
 	stb_stackset_free(set);
 	free(buf);

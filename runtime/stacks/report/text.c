@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "encode/escape.h"
+#include "report/leaks.h"
 #include "report/model.h"
 #include "report/why.h"
 #include "report/writers.h"
@@ -452,4 +453,63 @@ int stb_report_text_list(const struct stb_report *r, struct stb_report_task *tas
 	}
 	stb_why_fini(&w);
 	return ferror(r->out) ? -EIO : 0;
+}
+
+
+/* States of a site or group: "8,990 suspended, 10 ready". */
+static void text_states(FILE *out, const uint64_t by_state[STB_TASK_NSTATES])
+{
+	const char *sep = "";
+	for (unsigned st = 0; st < STB_TASK_NSTATES; st++) {
+		if (!by_state[st])
+			continue;
+		char c[32];
+		stb_report_count_text(c, sizeof(c), by_state[st]);
+		fprintf(out, "%s%s %s", sep, c, stb_state_name(st));
+		sep = ", ";
+	}
+}
+
+int stb_report_text_leaks(const struct stb_report *r, const struct stb_leaks *l)
+{
+	struct stb_why w;
+	FILE *out = r->out;
+	stb_why_init(&w, r, NULL, 0);
+	text_first_line(r);
+	text_notes(r);
+	if (!l->n)
+		fputs("no bthreads\n", out);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct stb_leak_site *s = &l->sites[i];
+		char c[32], site[1024], a[32], b[32];
+		stb_report_count_text(c, sizeof(c), s->count);
+		fprintf(out, "%s bthread%s created ", c, s->count == 1 ? "" : "s");
+		if (s->ip) {
+			stb_why_text_site(&w, s->ip, site, sizeof(site));
+			fprintf(out, "by %s\n", site);
+		} else {
+			fputs("at a site not known\n", out);
+		}
+		fputs("  ", out);
+		if (s->aged) {
+			stb_why_text_duration(&w, s->oldest_ns, a, sizeof(a));
+			stb_why_text_duration(&w, s->median_ns, b, sizeof(b));
+			fprintf(out, "oldest %s, median %s", a, b);
+			if (s->aged < s->count) {
+				stb_report_count_text(c, sizeof(c), s->aged);
+				fprintf(out, " (of the %s whose start time is known)", c);
+			}
+			fputs("; ", out);
+		}
+		text_states(out, s->by_state);
+		if (l->has_prev) {
+			stb_why_text_duration(&w, l->now_ns > l->prev_ns ? l->now_ns - l->prev_ns : 0,
+					      a, sizeof(a));
+			fprintf(out, "; %+" PRId64 " in %s", s->growth, a);
+		}
+		fputs("\n\n", out);
+	}
+	stb_why_fini(&w);
+	text_footer(r, NULL, 0);
+	return ferror(out) ? -EIO : 0;
 }

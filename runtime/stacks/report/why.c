@@ -324,25 +324,77 @@ void stb_why_text_group_holds(const struct stb_why *w, const struct stb_report_t
 	put_holds(w, lead, true, lead->group_count > 1);
 }
 
-/* "accept_loop+0x2b" or "0x55d0c0a1 (libx.so+0x1a)" into buf. */
-static void fmt_creator_ip(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+/* The frame of a return address ip, symbolized (with_source: and its
+ * file:line) while r's symbol deadline allows. */
+static void site_frame(const struct stb_why *w, uint64_t ip, bool with_source,
+		       struct stb_frame *f)
 {
-	struct stb_frame f = {.ip = ip};
 	struct stb_sym_info si;
 	const struct stb_report *r = w->r;
+	memset(f, 0, sizeof(*f));
+	f->ip = ip;
 	if (r->sym && (!r->sym_deadline || stb_now_ns() < r->sym_deadline))
-		stb_sym_fill_frame(r->sym, STB_SYM_RETURN | STB_SYM_NO_SOURCE, &f, &si);
+		stb_sym_fill_frame(r->sym, STB_SYM_RETURN | (with_source ? 0 : STB_SYM_NO_SOURCE),
+				   f, &si);
+}
+
+/* "accept_loop+0x2b" or "0x55d0c0a1 (libx.so+0x1a)" into buf; with_source:
+ * " at file.c:12" after it when known. */
+static void fmt_site(const struct stb_why *w, uint64_t ip, bool with_source, char *buf,
+		     size_t size)
+{
+	struct stb_frame f;
+	site_frame(w, ip, with_source, &f);
 	char name[384];
+	int k;
 	if (f.symbol) {
 		stb_text_escape(name, sizeof(name), f.symbol, strlen(f.symbol));
-		snprintf(buf, size, "%s+0x%" PRIx64, name, f.offset);
+		k = snprintf(buf, size, "%s+0x%" PRIx64, name, f.offset);
 	} else if (f.module) {
 		const char *base = strrchr(f.module, '/');
 		base = base ? base + 1 : f.module;
 		stb_text_escape(name, sizeof(name), base, strlen(base));
-		snprintf(buf, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", ip, name, f.module_offset);
+		k = snprintf(buf, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", ip, name,
+			     f.module_offset);
 	} else {
-		snprintf(buf, size, "0x%" PRIx64, ip);
+		k = snprintf(buf, size, "0x%" PRIx64, ip);
+	}
+	if (with_source && f.file && k > 0 && (size_t)k < size) {
+		stb_text_escape(name, sizeof(name), f.file, strlen(f.file));
+		if (f.line > 0)
+			snprintf(buf + k, size - (size_t)k, " at %s:%d", name, f.line);
+		else
+			snprintf(buf + k, size - (size_t)k, " at %s", name);
+	}
+}
+
+static void fmt_creator_ip(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+{
+	fmt_site(w, ip, false, buf, size);
+}
+
+void stb_why_text_site(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+{
+	fmt_site(w, ip, true, buf, size);
+}
+
+void stb_why_text_duration(const struct stb_why *w, uint64_t ns, char *buf, size_t size)
+{
+	fmt_dur(buf, size, ns, w->tick_ns);
+}
+
+void stb_why_json_site(const struct stb_why *w, struct stb_json *j, uint64_t ip)
+{
+	struct stb_frame f;
+	site_frame(w, ip, true, &f);
+	stb_json_kv_hex(j, "ip", ip);
+	if (f.symbol) {
+		stb_json_kv_string(j, "function", f.symbol);
+		stb_json_kv_u64(j, "offset", f.offset);
+	}
+	if (f.file) {
+		stb_json_kv_string(j, "file", f.file);
+		stb_json_kv_i64(j, "line", f.line);
 	}
 }
 

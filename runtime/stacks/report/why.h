@@ -67,6 +67,15 @@ void stb_why_text_group_holds(const struct stb_why *w, const struct stb_report_t
 void stb_why_text_deadlocks(const struct stb_why *w,
 			    void (*frames)(const struct stb_report *r, struct stb_report_task *t));
 
+/* Text: where a return address is, "fn+0x2b at file.c:12" (what is known
+ * of it; escaped) into buf[size]; a duration for people ("2.1 s", "<4 ms"). */
+void stb_why_text_site(const struct stb_why *w, uint64_t ip, char *buf, size_t size);
+void stb_why_text_duration(const struct stb_why *w, uint64_t ns, char *buf, size_t size);
+
+/* JSON members of a return address: "ip", and what is known of "function"
+ * with "offset", "file" with "line". */
+void stb_why_json_site(const struct stb_why *w, struct stb_json *j, uint64_t ip);
+
 /* JSON members of task t: "selected" (false when added), blocked_s /
  * running_s, "wait", "created_by", "holds". */
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t);
