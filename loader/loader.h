@@ -32,7 +32,8 @@ struct stb_loader_opts {
 	bool no_lines;       /* --no-lines: text without them */
 	int format; /* enum stb_format */
 	bool format_set;
-	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */
+	uint64_t stuck_ns;    /* --stuck: only tasks stuck this long; 0 = all */
+	bool leaks;           /* --leaks: bthreads by creation site, no stacks */
 	unsigned timeout_ms;  /* per task */
 	uint64_t deadline_ns; /* the whole run, from its start */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */

@@ -114,14 +114,27 @@ static const struct opt opts[] = {
      .field = F(group)},
     {.name = "stuck",
      .arg = "D",
-     .help = "only tasks blocked, or running without a switch, for at\n"
-     "least D: 5 (seconds), 500ms, 2m",
+     .help = "only tasks stuck for at least D: 5 (seconds), 500ms, 2m --\n"
+     "blocked on anything but an fd or a sleep (idle\n"
+     "connections and back-offs are not stuck), or running\n"
+     "without a switch; as the watchdog (STB_WATCHDOG).\n"
+     "--bthread, --state and --stuck also show the tasks a\n"
+     "selected one waits on (the holder of its mutex, rwlock\n"
+     "or bthread_id, the bthread it joins), after the others",
      .kind = OPT_DURATION,
      .field = F(stuck_ns),
      .lo = MS,
      .hi = STB_DURATION_MAX_NS,
      .what = "duration",
      .eg = "5, 500ms, 2m"},
+    {.name = "leaks",
+     .help = "bthreads by creation site instead of stacks (who created\n"
+     "all these bthreads?): count, oldest and median age and\n"
+     "states per site, file:line of the bthread_start_* call;\n"
+     "with --every, each site's growth since the previous\n"
+     "snapshot. Text or json; reads the table only",
+     .kind = OPT_FLAG,
+     .field = F(leaks)},
     {.name = "max-depth",
      .key = 'd',
      .arg = "N",
@@ -292,6 +305,8 @@ static const char usage_tail[] =
     "  sudo stb-bpf-loader --pid 1234 --profile --duration 10s --freq 99 -o prof.pb.gz\n"
     "  sudo stb-bpf-loader --pid 1234 --profile --duration 1h -o hour.pb.gz\n"
     "  sudo stb-bpf-loader --pid 1234 --profile --format folded > prof.folded\n"
+    "  sudo stb-bpf-loader --pid 1234 --leaks\n"
+    "  sudo stb-bpf-loader --pid 1234 --leaks --every 1m --out-dir /var/lib/stb-leaks\n"
     "  sudo stb-bpf-loader --pid 1234 --every 10s --out-dir /var/lib/stb --keep 360\n"
     "  sudo stb-bpf-loader --pid 1234 --every 1m --profile --duration 10s --out-dir /tmp/p\n"
     "  stb-bpf-loader --core core.1234 --group\n"
@@ -488,6 +503,30 @@ static int check_profile_args(struct stb_loader_opts *o, const bool *given)
 	return 0;
 }
 
+/* --leaks: a view of every bthread of the table, in a format it is written
+ * in (text, json). */
+static int check_leaks_args(struct stb_loader_opts *o)
+{
+	if (!o->leaks)
+		return 0;
+	if (o->profile || o->nids || o->group || o->stuck_ns) {
+		fprintf(stderr, "stb-bpf-loader: --leaks views every bthread by creation site: "
+				"--profile, --bthread, --group and --stuck do not apply to it (--state "
+				"does)\n");
+		return STB_EXIT_USAGE;
+	}
+	const struct stb_format_info *by_name = o->output ? stb_format_for_path(o->output) : NULL;
+	if (!o->format_set)
+		o->format = by_name ? by_name->format : STB_FORMAT_TEXT;
+	const struct stb_format_info *f = stb_format_get(o->format);
+	if (!f->write_leaks) {
+		fprintf(stderr, "stb-bpf-loader: --leaks writes text or json, not %s\n", f->name);
+		return STB_EXIT_USAGE;
+	}
+	o->format_set = true;
+	return 0;
+}
+
 /* The continuous-mode options: together, and not with -o. */
 static int check_every_args(struct stb_loader_opts *o, const bool *given)
 {
@@ -530,7 +569,9 @@ static int set_own(const struct opt *p, const char *arg, struct stb_loader_opts 
 		o->pid = (pid_t)v;
 		return 0;
 	case OWN_BTHREAD:
-		if (!stb_parse_u64(arg, 1, UINT64_MAX, &v) || (v >> 32) == 0) {
+		/* Any number: one that is no bthread of the process is told so
+		 * (exit 1), once the process is looked at. */
+		if (!stb_parse_u64(arg, 0, UINT64_MAX, &v)) {
 			fprintf(stderr, "stb-bpf-loader: --bthread: '%s' is not a bthread id "
 					"(a decimal number as printed by the tracer)\n", arg);
 			return STB_EXIT_USAGE;
@@ -667,5 +708,7 @@ int stb_loader_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		return STB_EXIT_USAGE;
 	}
 	int rc = check_every_args(o, given);
+	if (!rc)
+		rc = check_leaks_args(o);
 	return rc ? rc : check_profile_args(o, given);
 }

@@ -212,6 +212,11 @@ void parse_text(const char *text, struct tout *o)
 			o->runtime_hint = true;
 			continue;
 		}
+		if (strncmp(line, "# ", 2) == 0) {
+			if (o->n == 0 && !o->header[0]) /* the header line */
+				snprintf(o->header, sizeof(o->header), "%s", line);
+			continue;
+		}
 		if (!cur) {
 			assert_true(o->n < MAX_TASKS);
 			cur = &o->t[o->n++];
@@ -244,15 +249,20 @@ void parse_text(const char *text, struct tout *o)
 			}
 			continue;
 		}
-		/* "  ids 1 2 ... and N more" ("  id 1"), continued on lines
-		 * indented by 6 spaces (every id). */
+		/* "  ids 1 2 ... and N more" ("  id 1"), or with -v a line per
+		 * member: "  ID "name" [its wait]". */
 		const char *ids = NULL;
 		if (cur->group && strncmp(line, "  ids ", 6) == 0)
 			ids = line + 5;
 		else if (cur->group && strncmp(line, "  id ", 5) == 0)
 			ids = line + 4;
-		else if (cur->group && strncmp(line, "      ", 6) == 0 && isdigit((unsigned char)line[6]))
-			ids = line + 5;
+		if (cur->group && line[0] == ' ' && line[1] == ' ' && isdigit((unsigned char)line[2])) {
+			if (cur->nids < MAX_TASKS)
+				cur->ids[cur->nids++] = strtoull(line + 2, NULL, 10);
+			continue;
+		}
+		if (line[0] == ' ' && strstr(line, " holds "))
+			continue; /* what it holds that others wait on */
 		if (ids) {
 			char *end;
 			for (;;) {

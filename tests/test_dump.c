@@ -183,15 +183,22 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 			continue;
 		}
 		/* A group's "  ids 1 2 ... [and N more]" line ("  id 1" for one),
-		 * continued on lines indented by 6 spaces (all ids). */
+		 * or with all_ids a line per member: "  ID "name" [its wait]". */
 		const char *q = NULL;
 		if (cur && cur->is_group && strncmp(line, "  ids ", 6) == 0)
 			q = line + 5;
 		else if (cur && cur->is_group && strncmp(line, "  id ", 5) == 0)
 			q = line + 4;
-		else if (cur && cur->is_group && strncmp(line, "      ", 6) == 0 &&
-			 line[6] >= '0' && line[6] <= '9')
-			q = line + 5;
+		if (cur && cur->is_group && line[0] == ' ' && line[1] == ' ' && line[2] >= '0' &&
+		    line[2] <= '9') {
+			bthread_t id = strtoull(line + 2, NULL, 10);
+			if (cur->ids && cur->nids <= cur->count)
+				cur->ids[cur->nids] = id;
+			cur->nids++;
+			continue;
+		}
+		if (cur && strstr(line, " holds ") && line[0] == ' ')
+			continue; /* what it holds that others wait on */
 		if (q) {
 			while (*q == ' ' && q[1] >= '0' && q[1] <= '9' && cur->ids) {
 				char *end;

@@ -582,11 +582,15 @@ static void test_reports(void **state)
 	(void)state;
 	char *text = report_of(STB_FORMAT_TEXT, false);
 	no_raw_controls(text);
-	/* Lines: note, blank, header, 2 frames, blank, header, error, blank, partial. */
+	/* Lines: the report's header, blank, note, blank, header, 2 frames, blank,
+	 * header, error, blank, partial. */
 	unsigned lines = 0;
 	for (const char *p = text; *p; p++)
 		lines += *p == '\n';
-	assert_int_equal(lines, 10);
+	assert_int_equal(lines, 12);
+	static const char head[] = "# test of pid 42 (c\\x1b\\n\\\"\\xff)\n\n# note: ";
+	if (strncmp(text, head, sizeof(head) - 1) != 0)
+		fail_msg("the header line does not escape comm:\n%s", text);
 	assert_non_null(strstr(text, "\\x1b]0;title\\x07sym"));
 	assert_non_null(strstr(text, "(trace failed: boom \\x1b[5m\\\"x\\\"\\n)"));
 	assert_non_null(strstr(text, "# the target \\x07 exited: the output is partial"));

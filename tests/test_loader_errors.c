@@ -38,8 +38,16 @@ static void test_usage_errors(void **state)
 		{{"--pid", "-5", NULL}, "--pid: '-5'"},
 		{{"--pid", "99999999999", NULL}, "--pid: '99999999999'"},
 		{{"--pid", "12x", NULL}, "--pid: '12x'"},
-		{{"--pid", "1", "--bthread", "7", NULL}, "--bthread: '7'"},
+		{{"--pid", "1", "--bthread", "-7", NULL}, "--bthread: '-7'"},
 		{{"--pid", "1", "--bthread", "x1", NULL}, "--bthread: 'x1'"},
+		{{"--pid", "1", "--bthread", "18446744073709551616", NULL},
+		 "--bthread: '18446744073709551616'"},
+		{{"--pid", "1", "--leaks", "--group", NULL}, "--group and --stuck do not apply"},
+		{{"--pid", "1", "--leaks", "--bthread", "4294967296", NULL}, "--leaks views every"},
+		{{"--pid", "1", "--leaks", "--stuck", "5", NULL}, "--leaks views every"},
+		{{"--pid", "1", "--leaks", "--profile", NULL}, "--leaks views every"},
+		{{"--pid", "1", "--leaks", "--format", "pprof", NULL}, "--leaks writes text or json"},
+		{{"--pid", "1", "--leaks", "-o", "x.pb.gz", NULL}, "--leaks writes text or json"},
 		{{"--pid", "1", "--max-depth", "0", NULL}, "--max-depth: '0'"},
 		{{"--pid", "1", "--max-depth", "5000", NULL}, "--max-depth: '5000'"},
 		{{"--pid", "1", "--timeout", "0", NULL}, "--timeout: '0'"},
@@ -312,7 +320,10 @@ static void test_no_bpf_caps(void **state)
 		expect_exit(&r, 1, "CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN)");
 		expect_exit(&r, 1, "context mode only");
 		expect_exit(&r, 1, "could not be traced");
-		assert_true(strncmp(r.out, "# note: ", 8) == 0);
+		/* The header line, then the notes. */
+		assert_true(strncmp(r.out, "# stb-bpf-loader snapshot of pid ", 33) == 0);
+		assert_non_null(strchr(r.out, '\n'));
+		assert_true(strncmp(strchr(r.out, '\n'), "\n\n# note: ", 10) == 0);
 		struct tout *o = malloc(sizeof(*o));
 		assert_non_null(o);
 		parse_text(r.out, o);

@@ -405,7 +405,7 @@ static void test_missing_bthread(void **state)
 		run_loader(&r, "--pid", pid_arg(&tg), "--bthread", cases[i][0], "--bthread",
 			   cases[i][1], NULL);
 		char want[96];
-		snprintf(want, sizeof(want), "bthread %s does not exist or has finished", cases[i][0]);
+		snprintf(want, sizeof(want), "no bthread %s in process %d", cases[i][0], (int)tg.pid);
 		expect_exit(&r, 1, want);
 		struct tout *o = malloc(sizeof(*o));
 		assert_non_null(o);

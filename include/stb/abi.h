@@ -55,8 +55,8 @@
  *   state is READY or SUSPENDED and seq does not change. A tracer validates a
  *   stack copy by reading word before and after the copy: same seq and a
  *   stable state both times means the copy is consistent.
- * - id, name, flags, tag and creator_id/creator_ip/creator_tid are written
- *   before the state becomes CREATED (while it still says UNUSED, or
+ * - id, name, flags, tag, creator_id/creator_ip/creator_tid and created_ns
+ *   are written before the state becomes CREATED (while it still says UNUSED, or
  *   DESTROYED for the slot's previous occupant) and stay until DESTROYED; a
  *   slot in state UNUSED or DESTROYED may be reused for a new id at any time,
  *   and its other fields then say nothing about any task.
@@ -256,7 +256,9 @@ struct stb_abi_task {
 	__u64 creator_ip;       /* return address of the bthread_start_* call */
 	__u32 creator_tid;      /* kernel tid of the thread that started it */
 	__u32 reserved0;
-	__u8 reserved[256 - 216];
+	__u8 reserved1[8];
+	__u64 created_ns;       /* CLOCK_MONOTONIC_COARSE when it was started, 0 = unknown */
+	__u8 reserved[256 - 232];
 };
 
 /*
@@ -315,6 +317,7 @@ STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, flags) == 120, "task lay
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 128, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_id) == 192, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_tid) == 208, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, created_ns) == 224, "task layout");
 STB_ABI_ASSERT_(STB_ABI_TASK_BASE * STB_ABI_ENTRY_SIZE % 4096 == 0, "tasks start on a page");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_switch_frame) == STB_ABI_SWITCH_FRAME, "switch frame");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, x87cw) == 4, "switch frame");

@@ -201,9 +201,13 @@ struct stb_dump_opts {
 	                         The output counts the frames it leaves out. */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
 	int format;           /* enum stb_format */
-	uint64_t stuck_ns;    /* only tasks blocked, or running without a switch, at
-	                         least this long; 0 = all */
-	int all_ids;          /* grouped text: every id (default: the first 10 and a count) */
+	uint64_t stuck_ns;    /* only tasks stuck at least this long -- blocked on
+	                         anything but an fd or a sleep, or running without a
+	                         switch: the watchdog's meaning -- and the tasks they
+	                         wait on; 0 = all */
+	int all_ids;          /* grouped text: every member, a line each with its id, its
+	                         name and, when the members' waits differ, its own wait
+	                         (default: the first ids that fit and a count) */
 	int runtime_frames;   /* non-zero: also the runtime's own frames (stb_jump_stack,
 	                         stb_sched_suspend, butex internals above the API call a
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
@@ -211,15 +215,23 @@ struct stb_dump_opts {
 	int no_lines;         /* text: without the file:line of each frame and the calls
 	                         inlined there (shown by default where the program has
 	                         debug info); faster */
+	int leaks;            /* non-zero: the leak view instead of stacks -- the
+	                         bthreads by creation site (file:line of the
+	                         bthread_start_* call), with count, oldest and median
+	                         age and states; text or JSON ("stb-leaks/1") */
 };
 
 /*
  * Writes the stacks of every live bthread and registered pthread to out,
- * with what each waits on (owners named), how long, who created it, and the
- * deadlocks of the whole table ("Found 1 deadlock:" in text, "deadlocks" in
- * JSON; docs/json.md).
+ * after a header line (program, pid, time, tasks by state, table slots
+ * used), with what each waits on (owners named) and what it holds that
+ * others wait on, how long, who created it, and the deadlocks of the
+ * selected tasks ("Found 1 deadlock:" in text, "deadlocks" in JSON;
+ * docs/json.md). With state_mask or stuck_ns, the tasks a selected one waits
+ * on are written too, after the others. With leaks, the leak view instead.
  * Each task is held only while its own stack is read; the program runs on.
- * opts NULL = defaults. Returns the number of tasks written, or -errno.
+ * opts NULL = defaults. Returns the number of tasks written (leaks: of
+ * bthreads viewed), or -errno (-EINVAL: a format leaks does not write).
  * Thread-safe; blocks for the duration of the dump.
  */
 STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
@@ -237,6 +249,7 @@ STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
  *   /bthreads/<id>     that task's line; with ?st=1 its stack as well
  *   /bthreads/all      every stack, grouped by identical stack, with the count
  *                      and ids (the text of stb_dump with group = 1)
+ *   /bthreads/leaks    the bthreads by creation site (stb_dump with leaks = 1)
  * text/plain by default; ?format=json gives application/json (schemas
  * "stb-tasks/1" for the lists, "stb-stacks/1" for stacks, as stb-bpf-loader's
  * --format json). Errors: 404 unknown path or no live task with that id, 400
@@ -264,7 +277,8 @@ STB_EXPORT int stb_debug_http_stop(void);
 struct stb_watchdog_report {
 	uint64_t threshold_ns; /* as given to stb_watchdog_start */
 	uint64_t running;      /* bthreads that ran on a worker without a switch that long */
-	uint64_t blocked;      /* tasks blocked that long (not on an fd, not sleeping) */
+	uint64_t blocked;      /* tasks blocked that long (not on an fd, not sleeping);
+	                          the holders shown with them are not counted */
 	uint64_t longest_ns;   /* the longest time of any of them */
 	const char *text;      /* the grouped report with stacks, NUL-terminated; valid
 	                          during the call only */
@@ -281,8 +295,9 @@ typedef void (*stb_watchdog_fn)(const struct stb_watchdog_report *report, void *
  * run on a worker without a switch for threshold_ns or longer (it starves
  * that worker's queue), or a task has been blocked that long on anything but
  * an fd or a sleep, writes one report of all of them, grouped, with their
- * stacks and the deadlocks (the text of stb_dump with group set and
- * stuck_ns = threshold_ns): to fn(report, arg), or to stderr when fn is NULL.
+ * stacks, the tasks they wait on (their holders, with what they hold) and
+ * the deadlocks (the text of stb_dump with group set and stuck_ns =
+ * threshold_ns): to fn(report, arg), or to stderr when fn is NULL.
  * Once per episode -- a task is reported again only after it moved and got
  * stuck anew -- and at most one report per max(threshold, 5 s). Nothing of
  * it runs on the runtime's paths; between checks its thread sleeps. fn must

@@ -1178,6 +1178,9 @@ static inline __attribute__((always_inline)) void task_set_creator(struct stb_ta
 	__atomic_store_n(&p->creator_id, cid, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->creator_ip, (uint64_t)(uintptr_t)ip, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->creator_tid, tid, __ATOMIC_RELAXED);
+	/* The coarse clock (a read of the vDSO's page, no TSC): on the line of
+	 * the creator fields, which the start writes anyway. */
+	__atomic_store_n(&p->created_ns, stb_now_coarse_ns(), __ATOMIC_RELAXED);
 #else
 	(void)t;
 	(void)w;

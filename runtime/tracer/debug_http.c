@@ -206,7 +206,9 @@ static const char stb_dh_index[] =
 	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
 	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
-	"                          count, times, ids (?v=1: all of them) and the deadlocks\n"
+	"                          count, times, ids (?v=1: every member) and the deadlocks\n"
+	"  /bthreads/leaks         bthreads by creation site: count, oldest and median age,\n"
+	"                          states\n"
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
 	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
@@ -250,7 +252,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	struct stb_self_set set;
 	memset(&set, 0, sizeof(set));
 	FILE *out = NULL;
-	bool all = false, list = false, one = false;
+	bool all = false, list = false, one = false, leaks = false;
 	uint64_t id = 0;
 
 	bool html = q->format == STB_FORMAT_HTML_PAGE;
@@ -290,6 +292,8 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		list = true;
 	} else if (rlen == 3 && memcmp(rest, "all", 3) == 0) {
 		all = true;
+	} else if (rlen == 5 && memcmp(rest, "leaks", 5) == 0) {
+		leaks = true;
 	} else if (dh_parse_id(rest, rlen, &id) && id != 0) {
 		one = true;
 	} else if (memchr(rest, '/', rlen)) {
@@ -302,13 +306,22 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
+	if (leaks && !fi->write_leaks) {
+		dh_error(res, 400, "/bthreads/leaks is text, json or html, not %s", fi->name);
+		goto cleanup;
+	}
 	if (!stacks && !fi->lists) {
 		dh_error(res, 400, "format=%s needs stacks: /bthreads/all or /bthreads/<id>?st=1",
 			 fi->name);
 		goto cleanup;
 	}
+	if (leaks && q->stuck_ns) {
+		dh_error(res, 400, "stuck does not apply to /bthreads/leaks (every bthread)");
+		goto cleanup;
+	}
 	const struct stb_self_opts so = {
-		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
+		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns,
+		.deadlocks = !leaks, .holders = !leaks,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
@@ -325,21 +338,28 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		dh_error(res, 500, "out of memory");
 		goto cleanup;
 	}
-	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
-	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
-			       .meta = &meta, .all_ids = q->all_ids,
-			       .stacks = stb_collector_stacks(set.c),
-			       .deadlocks = set.res.deadlocks, .max_depth = 64,
-			       .runtime_frames = q->runtime_frames, .lines = q->lines,
-			       .runtime_hint = "?runtime_frames=1"};
-	stb_trace_self_tools(&r.unw, &r.sym);
+	if (leaks) {
+		rc = stb_self_leaks(out, "stb debug http", &set, format);
+		goto written;
+	}
+	struct stb_report_meta meta;
+	struct stb_report r;
+	stb_self_report(&r, &meta, out, "stb debug http", &set);
+	r.group = all;
+	r.all_ids = q->all_ids;
+	r.max_depth = 64;
+	r.runtime_frames = q->runtime_frames;
+	r.lines = q->lines;
+	r.runtime_hint = "?runtime_frames=1";
+	r.deadlock_hint = "/bthreads/all shows it";
 	if (stacks)
 		rc = stb_report_write(&r, set.res.tasks, set.res.n, format);
 	else
 		rc = stb_report_list(&r, set.res.tasks, set.res.n, q->json);
 	if (list && !q->json)
 		fprintf(out, "%zu tasks\n", set.res.n);
-	if (fclose(out) != 0 || rc != 0) {
+written:
+	if (fclose(out) != 0 || rc < 0) {
 		out = NULL;
 		dh_error(res, 500, "cannot format the report");
 		goto cleanup;

@@ -760,6 +760,7 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	p->creator_id = 0; /* not started by anyone */
 	p->creator_ip = 0;
 	p->creator_tid = 0;
+	p->created_ns = 0; /* registered, not started: not the slot's previous occupant's */
 	p->stack_lo = 0;
 	p->stack_hi = 0;
 	pthread_attr_t pa;

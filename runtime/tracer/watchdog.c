@@ -85,15 +85,19 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 {
 	const struct stb_self_opts so = {
-		.stacks = true, .stuck_ns = threshold, .stuck_no_io = true, .deadlocks = true,
+		.stacks = true, .stuck_ns = threshold, .deadlocks = true, .holders = true,
 	};
 	struct stb_self_set set;
 	if (stb_self_collect(&so, &set) != 0)
 		return 0;
 	struct stb_watchdog_report rep = {.threshold_ns = threshold};
 	uint64_t now = stb_now_ns();
+	size_t n = 0;
 	for (size_t i = 0; i < set.res.n; i++) {
 		const struct stb_report_task *t = &set.res.tasks[i];
+		if (t->added)
+			continue; /* not stuck: a stuck task waits on it */
+		n++;
 		uint64_t ns = stb_report_stuck_ns(t, now);
 		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE)
 			rep.running++; /* not a bthread blocked on its worker's stack */
@@ -102,7 +106,6 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 		if (ns > rep.longest_ns)
 			rep.longest_ns = ns;
 	}
-	size_t n = set.res.n;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = n ? open_memstream(&text, &len) : NULL;
@@ -111,11 +114,11 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 			"==== stb watchdog (pid %d): %" PRIu64 " bthreads running without a switch "
 			"and %" PRIu64 " tasks blocked for %.3f s or more ====\n",
 			(int)getpid(), rep.running, rep.blocked, (double)threshold / 1e9);
-		struct stb_report_meta meta = {.producer = "stb watchdog", .pid = (int)getpid()};
-		struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = true,
-				       .meta = &meta, .stacks = stb_collector_stacks(set.c),
-				       .deadlocks = set.res.deadlocks};
-		stb_trace_self_tools(&r.unw, &r.sym);
+		struct stb_report_meta meta;
+		struct stb_report r;
+		stb_self_report(&r, &meta, out, "stb watchdog", &set);
+		r.group = true;
+		r.deadlock_hint = "its tasks have been blocked for less than the threshold so far";
 		stb_report_write(&r, set.res.tasks, set.res.n, STB_FORMAT_TEXT);
 		fputs("==== stb watchdog: end of report ====\n", out);
 		if (fclose(out) == 0 && text) {
@@ -272,7 +275,7 @@ static void *watchdog_main(void *arg)
 		pthread_mutex_unlock(&stb_wd.lock);
 		/* No tracing, no lock of the runtime: who is stuck now? */
 		struct check c = {
-			.opts = {.stuck_ns = threshold, .stuck_no_io = true},
+			.opts = {.stuck_ns = threshold},
 			.now = stb_now_ns(),
 		};
 		stb_self_source(&c.src);

@@ -181,7 +181,7 @@ static void collect(struct table *tb, struct stb_tview_src *src, const struct st
 	    .state_mask = bits & 32 ? 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_READY : 0,
 	    .stacks = !(bits & 64),
 	    .stuck_ns = bits & 128 ? 1000 : 0,
-	    .stuck_no_io = (bits & 256) != 0,
+	    .holders = (bits & 256) != 0,
 	    .now = 1ull << 40,
 	    .walk_max = 5,
 	    .keep = 4,
@@ -197,9 +197,27 @@ static void collect(struct table *tb, struct stb_tview_src *src, const struct st
 		stb_collect(c, &o, &r);
 		if (r.n > tb->n + 16 || (o.each && r.n))
 			__builtin_trap();
-		for (size_t i = 0; i < r.n; i++)
+		uint64_t added = 0;
+		for (size_t i = 0; i < r.n; i++) {
 			if (r.tasks[i].nframes > 4 || (r.tasks[i].nframes && !r.tasks[i].frames))
 				__builtin_trap();
+			added += r.tasks[i].added;
+		}
+		/* Holders: added tasks counted, each id once; the names sorted. */
+		if (added != r.added || (added && !o.holders))
+			__builtin_trap();
+		for (size_t i = 0; i < r.n && o.holders; i++)
+			for (size_t k = i + 1; k < r.n; k++)
+				if (r.tasks[i].id == r.tasks[k].id && r.tasks[k].added)
+					__builtin_trap();
+		for (size_t i = 1; i < r.nrefs; i++)
+			if (r.refs[i - 1].id >= r.refs[i].id)
+				__builtin_trap();
+		uint64_t live = 0;
+		for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+			live += r.tasks_by_state.by_state[st];
+		if (r.census && (live > n || r.tasks_by_state.pthreads > live))
+			__builtin_trap();
 		for (size_t k = 0; r.deadlocks && k < r.deadlocks->ncycles; k++) {
 			size_t len;
 			const struct stb_deadlock_member *m = stb_deadlock_cycle(r.deadlocks, k, &len);
@@ -251,7 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	stb_tview_scan(&src, (unsigned)h.flags, 0, visit, &d, &r);
 
 	struct stb_deadlocks dl;
-	if (stb_deadlock_find(&src, &mem, 0, &dl) == 0) {
+	if (stb_deadlock_find(&src, &mem, 0, &dl, NULL) == 0) {
 		for (size_t c = 0; c < dl.ncycles; c++) {
 			size_t k;
 			const struct stb_deadlock_member *m = stb_deadlock_cycle(&dl, c, &k);

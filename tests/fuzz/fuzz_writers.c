@@ -3,9 +3,11 @@
  * Fuzz target of the writers of what the target controls (runtime/stacks/:
  * encode/, report/ text and JSON): the input is split into strings used as task
  * names, errors, symbols, inline frames, modules, comm and notes; the text and
- * JSON reports and a task list are written, and checked: no control byte but
- * newlines, the JSON valid UTF-8 with balanced structure, the text escape's
- * length contract.
+ * JSON reports (with the header line, a task added for what another waits on,
+ * what a task holds, deadlocks of selected tasks and of others, names of tasks
+ * not shown, every member of a group), a task list and the leak view are
+ * written, and checked: no control byte but newlines, the JSON valid UTF-8
+ * with balanced structure, the text escape's length contract.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -18,10 +20,12 @@
 #include "fuzz.h"
 #include "report/flamegraph.h"
 #include "report/formats.h"
+#include "report/leaks.h"
 #include "report/pprof.h"
 #include "report/stackset.h"
 #include "report/writers.h"
 #include "symbols/symbolize.h"
+#include "table/deadlock.h"
 
 /* The profile writers and the symbolizer are not under test here: reports
  * are written in text and JSON only, with a symbolizer that knows nothing but
@@ -198,11 +202,48 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		snprintf(t[i].name, sizeof(t[i].name), "%s", str[1]);
 	}
 	unsigned nt = set ? 4 : 2;
+	/* Numbers of the input: the header's census and time, ages, sites. */
+	uint64_t num[4] = {0};
+	for (size_t i = 0; i < size && i < 32; i++)
+		num[i / 8] = num[i / 8] << 8 | data[i];
+	/* t[0] waits on a mutex t[1] holds; t[1] is added for it; t[0] was
+	 * created by a task the report names only (a ref). */
+	t[0].wait = (struct stb_wait_view){.kind = STB_WAIT_MUTEX, .object = num[0],
+					   .owner = t[1].id, .since_ns = 1};
+	t[0].creator = (struct stb_creator){.id = 9ull << 32, .ip = num[1] | 1,
+					    .created_ns = num[2]};
+	t[1].added = true;
+	t[1].creator = (struct stb_creator){.ip = num[1] | 1, .created_ns = num[3]};
+	if (nt > 2)
+		t[2].creator = (struct stb_creator){.ip = 0x4000, .created_ns = 1};
+	struct stb_report_ref refs[1] = {{.id = 9ull << 32}};
+	snprintf(refs[0].name, sizeof(refs[0].name), "%s", str[6]);
+	/* The table's graph: t[1] holds the mutex and an rwlock; a cycle of t[0]
+	 * and t[1], and one of tasks not in the report. */
+	struct stb_deadlock_hold holds[2] = {
+	    {.owner = t[1].id, .object = num[0], .kind = STB_WAIT_MUTEX, .waiting = num[3] | 1},
+	    {.owner = t[1].id, .object = num[2], .kind = STB_WAIT_RWLOCK_WR, .waiting = 2},
+	};
+	struct stb_deadlock_member members[3] = {
+	    {.id = t[0].id, .wait = t[0].wait, .held_by = t[1].id},
+	    {.id = t[1].id, .wait = {.kind = STB_WAIT_JOIN, .owner = t[0].id}, .held_by = t[0].id},
+	    {.id = 77ull << 32, .wait = {.kind = STB_WAIT_ID, .object = num[1]},
+	     .held_by = 77ull << 32},
+	};
+	size_t starts[3] = {0, 2, 3};
+	struct stb_deadlocks dl = {.members = members, .nmembers = 3, .starts = starts,
+				   .ncycles = 2, .holds = holds, .nholds = 2,
+				   .partial = (size >> 2) & 1};
 	struct stb_report_meta m = {
 	    .producer = "fuzz",
 	    .pid = 1,
 	    .comm = str[6],
+	    .time_ns = num[0],
+	    .census = (size >> 3) & 1,
+	    .tasks = {.by_state = {num[1], num[2], num[3], num[0]}, .pthreads = num[2]},
+	    .slots_used = num[3],
 	    .table = true,
+	    .table_capacity = (uint32_t)num[1],
 	    .run = true,
 	    .complete = size & 1,
 	    .partial = str[7],
@@ -210,7 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	stb_report_meta_note(&m, str[7]);
 	for (int format = 0; format < 4; format++) {
-		for (int list = 0; list < 2; list++) {
+		for (int list = 0; list < 3; list++) {
 			char *out = NULL;
 			size_t len = 0;
 			FILE *f = open_memstream(&out, &len);
@@ -219,19 +260,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			static char not_a_symbolizer;
 			struct stb_report r = {.out = f,
 					       .meta = &m,
-					       .group = format == 1,
+					       .group = format == 1 || list == 2,
+					       .all_ids = list == 2 || (size & 2),
 					       .now_ns = 2000000000,
 					       .stacks = set,
 					       .sym = (struct stb_sym *)(void *)&not_a_symbolizer,
 					       .lines = (size >> 2) & 1,
-					       .runtime_frames = (size >> 3) & 1};
-			int rc = list ? stb_report_list(&r, t, nt, format == STB_FORMAT_JSON)
-				      : stb_report_write(&r, t, nt, format);
+					       .runtime_frames = (size >> 3) & 1,
+					       .deadlocks = &dl,
+					       .deadlock_hint = "see it elsewhere",
+					       .refs = refs,
+					       .nrefs = 1};
+			int rc = list == 1 ? stb_report_list(&r, t, nt, format == STB_FORMAT_JSON)
+					   : stb_report_write(&r, t, nt, format);
 			fclose(f);
 			if (rc == 0)
 				check_output(out, len, format == STB_FORMAT_JSON);
 			free(out);
 		}
+	}
+	/* The leak view, alone and against an earlier one. */
+	struct stb_leaks prev, cur;
+	if (stb_leaks_build(&prev, t, 2, num[0]) == 0) {
+		if (stb_leaks_build(&cur, t, nt, num[1]) == 0) {
+			stb_leaks_growth(&cur, &prev);
+			for (int json = 0; json < 2; json++) {
+				char *out = NULL;
+				size_t len = 0;
+				FILE *f = open_memstream(&out, &len);
+				if (!f)
+					break;
+				struct stb_report r = {.out = f, .meta = &m, .now_ns = num[1]};
+				int rc = stb_report_leaks(&r, json ? &cur : &prev,
+							  json ? STB_FORMAT_JSON : STB_FORMAT_TEXT);
+				fclose(f);
+				if (rc == 0)
+					check_output(out, len, json);
+				free(out);
+			}
+			stb_leaks_free(&cur);
+		}
+		stb_leaks_free(&prev);
 	}
 	stb_stackset_free(set);
 	free(buf);

@@ -44,10 +44,11 @@ static int profile_json(struct stb_pprof *p, FILE *out, const struct stb_profile
 /* Every format, in the order messages list them. */
 static const struct stb_format_info formats[] = {
     {.format = STB_FORMAT_TEXT, .name = "text", .ext = "txt", .mime = TEXT_MIME,
-     .lists = true, .lines = STB_FORMAT_LINES_ASKED, .write = stb_report_text},
+     .lists = true, .lines = STB_FORMAT_LINES_ASKED, .write = stb_report_text,
+     .write_leaks = stb_report_text_leaks},
     {.format = STB_FORMAT_JSON, .name = "json", .ext = "json", .mime = "application/json",
      .lists = true, .lines = STB_FORMAT_LINES_ALWAYS, .write = stb_report_json,
-     .write_profile = profile_json},
+     .write_profile = profile_json, .write_leaks = stb_report_json_leaks},
     {.format = STB_FORMAT_PPROF, .name = "pprof", .ext = "pb.gz", .suffixes = ".pb.gz .pprof",
      .mime = "application/octet-stream", .binary = true, .write = stb_report_pprof,
      .write_profile = profile_pprof},
@@ -155,4 +156,12 @@ int stb_report_list(const struct stb_report *r, const struct stb_report_task *ta
 	/* The writers only read the tasks here (no frames to symbolize). */
 	struct stb_report_task *ts = (struct stb_report_task *)tasks;
 	return json ? stb_report_json_list(r, ts, n) : stb_report_text_list(r, ts, n);
+}
+
+int stb_report_leaks(const struct stb_report *r, const struct stb_leaks *l, int format)
+{
+	const struct stb_format_info *f = format >= 0 ? stb_format_get(format) : NULL;
+	if (!r || !r->out || !l || !f || !f->write_leaks)
+		return -EINVAL;
+	return f->write_leaks(r, l);
 }

@@ -2,8 +2,8 @@
 /*
  * The formats a report is written in (enum stb_format of stb/stb.h, and the
  * debug endpoint's HTML page), in one table: name, file extension, MIME
- * type, binary or not, whether a task list or a profile can be written in
- * it, and its writers. The loader's options, --every's file names, the
+ * type, binary or not, whether a task list, a profile or the leak view can
+ * be written in it, and its writers. The loader's options, --every's file names, the
  * endpoint and stb_format_name all read it; stb_report_write and
  * stb_report_list hand a report to the writer of its format (writers.h).
  */
@@ -17,6 +17,7 @@
 #include "report/model.h"
 
 struct stb_pprof;
+struct stb_leaks;
 
 /* The debug endpoint's page: the text report as HTML (not a stb_format). */
 #define STB_FORMAT_HTML_PAGE (-2)
@@ -53,6 +54,8 @@ struct stb_format_info {
 	stb_format_write_fn write; /* a report; NULL: none (the page wraps the text) */
 	/* A profile builder (--profile); NULL: profiles are not written in it. */
 	int (*write_profile)(struct stb_pprof *p, FILE *out, const struct stb_profile_out *o);
+	/* The leak view (leaks.h); NULL: it is not written in it. */
+	int (*write_leaks)(const struct stb_report *r, const struct stb_leaks *l);
 };
 
 /* The format of that value, NULL when there is none. */
@@ -92,5 +95,13 @@ int stb_report_write(const struct stb_report *r, struct stb_report_task *tasks, 
  */
 int stb_report_list(const struct stb_report *r, const struct stb_report_task *tasks, size_t n,
 		    bool json);
+
+/*
+ * The leak view l (leaks.h) of the process r->meta describes, in a format
+ * whose write_leaks it has: text or the "stb-leaks/1" JSON document
+ * (-EINVAL for the others), creation sites symbolized with r->sym, ages as
+ * durations. Returns 0 or -errno (-EIO: writing failed).
+ */
+int stb_report_leaks(const struct stb_report *r, const struct stb_leaks *l, int format);
 
 #endif /* STB_RUNTIME_STACKS_REPORT_FORMATS_H */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "encode/json.h"
+#include "report/leaks.h"
 #include "report/model.h"
 #include "report/why.h"
 #include "report/writers.h"
@@ -183,6 +184,8 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		for (size_t g = 0; g < ng; g++) {
 			struct stb_report_task *t = leaders[g];
 			stb_json_object(&j);
+			if (t->added)
+				stb_json_kv_bool(&j, "selected", false);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
 			stb_why_json_group(&w, &j, t);
@@ -214,6 +217,52 @@ int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tas
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
+		stb_json_end(&j);
+	}
+	stb_json_end(&j);
+	stb_json_end(&j);
+	stb_why_fini(&w);
+	return stb_json_finish(&j);
+}
+
+
+int stb_report_json_leaks(const struct stb_report *r, const struct stb_leaks *l)
+{
+	struct stb_why w;
+	stb_why_init(&w, r, NULL, 0);
+	struct stb_json j;
+	stb_json_init(&j, r->out);
+	stb_json_object(&j);
+	stb_json_kv_string(&j, "schema", "stb-leaks/1");
+	stb_report_meta_json(&j, r->meta);
+	stb_json_kv_u64(&j, "bthreads", l->bthreads);
+	if (l->has_prev) {
+		stb_json_key(&j, "growth_s");
+		stb_json_fixed3(&j, (double)(l->now_ns > l->prev_ns ? l->now_ns - l->prev_ns : 0) / 1e9);
+	}
+	stb_json_key(&j, "sites");
+	stb_json_array(&j);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct stb_leak_site *s = &l->sites[i];
+		stb_json_object(&j);
+		if (s->ip)
+			stb_why_json_site(&w, &j, s->ip);
+		stb_json_kv_u64(&j, "count", s->count);
+		stb_json_key(&j, "states");
+		stb_json_object(&j);
+		for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+			if (s->by_state[st])
+				stb_json_kv_u64(&j, stb_state_name(st), s->by_state[st]);
+		stb_json_end(&j);
+		if (s->aged) {
+			stb_json_kv_u64(&j, "aged", s->aged);
+			stb_json_key(&j, "oldest_s");
+			stb_json_fixed3(&j, (double)s->oldest_ns / 1e9);
+			stb_json_key(&j, "median_s");
+			stb_json_fixed3(&j, (double)s->median_ns / 1e9);
+		}
+		if (l->has_prev)
+			stb_json_kv_i64(&j, "growth", s->growth);
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);

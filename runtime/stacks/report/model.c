@@ -7,8 +7,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "encode/escape.h"
 #include "encode/json.h"
@@ -145,6 +148,14 @@ void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool
 	}
 }
 
+uint64_t stb_report_waits_for(const struct stb_report_task *t)
+{
+	const struct stb_wait_view *w = &t->wait;
+	if (!w->owner || (!stb_wait_has_owner_word(w->kind) && w->kind != STB_WAIT_JOIN))
+		return 0;
+	return STB_ABI_OWNER_IS_TID(w->owner) || w->owner == t->id ? 0 : w->owner;
+}
+
 uint32_t stb_report_stack_key(const struct stb_report_task *t)
 {
 	uint32_t beyond = t->beyond < (1u << 28) ? t->beyond : (1u << 28) - 1;
@@ -177,11 +188,13 @@ static uint64_t frames_hash(struct stb_report_task *t)
 	return h;
 }
 
-/* Groups: the same state, failed or not, wait kind, and frame ips. */
+/* Groups: the same state, failed or not, wait kind, added or not, and
+ * frame ips. */
 static uint64_t group_hash(struct stb_report_task *t)
 {
 	uint64_t h = frames_hash(t);
-	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16);
+	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16 |
+				    (uint64_t)t->added << 24);
 	return h;
 }
 
@@ -196,7 +209,7 @@ static bool group_eq(const void *ctx, uint32_t idx, const void *key)
 	const struct stb_report_task *a = &((const struct stb_report_task *)ctx)[idx];
 	const struct stb_report_task *b = key;
 	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
-	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind)
+	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added)
 		return false;
 	if (a->stack && a->stack == b->stack && view_shared(a) && view_shared(b))
 		return true; /* one interned stack, one view */
@@ -210,6 +223,8 @@ static int group_cmp(const void *x, const void *y)
 {
 	const struct stb_report_task *a = *(struct stb_report_task *const *)x;
 	const struct stb_report_task *b = *(struct stb_report_task *const *)y;
+	if (a->added != b->added) /* the selected tasks first */
+		return a->added ? 1 : -1;
 	if (a->group_count != b->group_count)
 		return a->group_count > b->group_count ? -1 : 1;
 	return a->id < b->id ? -1 : a->id > b->id;
@@ -255,6 +270,88 @@ fail:
 	return NULL;
 }
 
+void stb_report_count_text(char *buf, size_t size, uint64_t v)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v);
+	size_t k = 0;
+	for (int i = 0; i < n && k + 1 < size; i++) {
+		if (i && (n - i) % 3 == 0 && k + 2 < size)
+			buf[k++] = ',';
+		buf[k++] = tmp[i];
+	}
+	if (size)
+		buf[k < size ? k : size - 1] = '\0';
+}
+
+/* Appends to buf[size] at *k (snprintf's contract: *k counts past the end). */
+static void put(char *buf, size_t size, size_t *k, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t size, size_t *k, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + (*k < size ? *k : size), *k < size ? size - *k : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*k += (size_t)n;
+}
+
+size_t stb_report_meta_header(const struct stb_report_meta *m, char *buf, size_t size)
+{
+	size_t k = 0;
+	char a[32], b[32];
+	if (size)
+		buf[0] = '\0';
+	if (!m)
+		return 0;
+	put(buf, size, &k, "%s", m->producer ? m->producer : "stb");
+	if (m->pid)
+		put(buf, size, &k, " of pid %d", m->pid);
+	if (m->comm) {
+		char comm[4 * 64 + 1]; /* escaped: at most 4 bytes each */
+		stb_text_escape(comm, sizeof(comm), m->comm, strnlen(m->comm, 64));
+		put(buf, size, &k, m->pid ? " (%s)" : " of %s", comm);
+	}
+	if (m->time_ns) {
+		time_t sec = (time_t)(m->time_ns / 1000000000u);
+		struct tm tm;
+		if (gmtime_r(&sec, &tm))
+			put(buf, size, &k, "%s%s %04d-%02d-%02d %02d:%02d:%02d.%03u UTC",
+			    m->time_what ? ", " : " at", m->time_what ? m->time_what : "",
+			    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			    tm.tm_sec, (unsigned)(m->time_ns % 1000000000u / 1000000u));
+	}
+	if (!m->census)
+		return k;
+	uint64_t total = 0;
+	for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+		total += m->tasks.by_state[st];
+	uint64_t pth = m->tasks.pthreads <= total ? m->tasks.pthreads : total;
+	stb_report_count_text(a, sizeof(a), total - pth);
+	put(buf, size, &k, ": %s bthread%s", a, total - pth == 1 ? "" : "s");
+	if (pth) {
+		stb_report_count_text(a, sizeof(a), pth);
+		put(buf, size, &k, " and %s registered pthread%s", a, pth == 1 ? "" : "s");
+	}
+	const char *sep = " (";
+	for (unsigned st = 0; st < STB_TASK_NSTATES; st++) {
+		if (!m->tasks.by_state[st])
+			continue;
+		stb_report_count_text(a, sizeof(a), m->tasks.by_state[st]);
+		put(buf, size, &k, "%s%s %s", sep, a, stb_state_name(st));
+		sep = ", ";
+	}
+	if (sep[0] == ',')
+		put(buf, size, &k, ")");
+	if (m->table && m->table_capacity) {
+		stb_report_count_text(a, sizeof(a), m->slots_used);
+		stb_report_count_text(b, sizeof(b), m->table_capacity);
+		put(buf, size, &k, "; %s of %s table slots used", a, b);
+	}
+	return k;
+}
+
 void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 {
 	if (!m)
@@ -263,6 +360,18 @@ void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 		stb_json_kv_i64(j, "pid", m->pid);
 	if (m->comm)
 		stb_json_kv_string(j, "comm", m->comm);
+	if (m->time_ns)
+		stb_json_kv_u64(j, "time_ns", m->time_ns);
+	if (m->census) {
+		stb_json_key(j, "tasks_by_state");
+		stb_json_object(j);
+		for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+			if (m->tasks.by_state[st])
+				stb_json_kv_u64(j, stb_state_name(st), m->tasks.by_state[st]);
+		stb_json_end(j);
+		stb_json_kv_u64(j, "registered_pthreads", m->tasks.pthreads);
+		stb_json_kv_u64(j, "slots_used", m->slots_used);
+	}
 	if (m->table) {
 		stb_json_kv_u64(j, "abi_version", m->abi_version);
 		stb_json_kv_u64(j, "table_capacity", m->table_capacity);

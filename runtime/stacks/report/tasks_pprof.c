@@ -114,9 +114,13 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 		return -EINVAL;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
+	/* The time of the tasks when the producer knows it, else of the writing. */
+	int64_t t = r->meta && r->meta->time_ns && r->meta->time_ns <= INT64_MAX
+			    ? (int64_t)r->meta->time_ns
+			    : (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	struct stb_pprof_opts o = {
 		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
-		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = r->sym,
+		.time_ns = t, .sym = r->sym,
 		.unw = r->unw, .sym_deadline = r->sym_deadline, .hide_runtime = !r->runtime_frames,
 	};
 	struct stb_report_task **leaders = NULL;

@@ -55,6 +55,13 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
  * except truncated and frames). */
 int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tasks, size_t n);
 
+struct stb_leaks;
+
+/* The leak view (leaks.h): text (the header line, then two lines per
+ * creation site) and the "stb-leaks/1" JSON document. */
+int stb_report_text_leaks(const struct stb_report *r, const struct stb_leaks *l);
+int stb_report_json_leaks(const struct stb_report *r, const struct stb_leaks *l);
+
 /*
  * The tasks as a profile in format f (pprof, folded stacks or a flame graph:
  * the folded stacks drawn by flamegraph.c; f->write_profile writes it).

@@ -166,7 +166,11 @@ int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_
 			continue;
 		bool invalid = (v.bad & STB_TVIEW_BAD_STATE) != 0;
 		r->invalid += invalid;
-		if (state_mask && (invalid || !(state_mask & (1u << v.state))))
+		if (!invalid) {
+			r->census.by_state[v.state]++;
+			r->census.pthreads += (v.flags & STB_ABI_TASK_F_PTHREAD) != 0;
+		}
+		if (!fn || (state_mask && (invalid || !(state_mask & (1u << v.state)))))
 			continue;
 		/* The clock before every 16th call: fn is quick past the deadline
 		 * (every trace it starts has one), so the scan ends soon after. */

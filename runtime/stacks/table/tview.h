@@ -109,7 +109,15 @@ struct stb_abi_task *stb_tview_next(const struct stb_tview_src *src, uint32_t *s
 typedef int (*stb_tview_scan_fn)(void *arg, uint32_t slot, struct stb_abi_task *p,
 				 const struct stb_tview_task *v);
 
+/* The live tasks of a table by state (a report's header line). */
+struct stb_tview_census {
+	uint64_t by_state[STB_TASK_NSTATES]; /* states in range only */
+	uint64_t pthreads;                   /* registered pthreads among them */
+};
+
 struct stb_tview_scan_result {
+	struct stb_tview_census census; /* every live task read, whatever the mask
+					   and the deadline (not past a stop) */
 	uint64_t visited; /* live tasks passed to fn */
 	uint64_t left;    /* live tasks in the mask not passed to fn: the deadline */
 	uint64_t invalid; /* live tasks with a state out of range (passed to fn
@@ -122,7 +130,8 @@ struct stb_tview_scan_result {
  * state_mask (bit 1u << state; 0 = every state, out-of-range states
  * included). Past deadline (CLOCK_MONOTONIC ns; 0 = none; read before every
  * 16th call of fn) fn is not called any more: the rest of the table is only
- * counted, in r->left. Memory: none.
+ * counted, in r->left. fn NULL: every live task is only counted (the
+ * census). Memory: none.
  * Returns 0 (r filled). Thread-safety: as src->entry.
  */
 int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_t deadline,

@@ -96,11 +96,12 @@ bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_crea
 	c->id = ACQUIRE(p->creator_id); /* acquire: the id's re-read stays after them */
 	c->ip = ACQUIRE(p->creator_ip);
 	c->tid = ACQUIRE(p->creator_tid);
+	c->created_ns = ACQUIRE(p->created_ns);
 	if (LOAD(p->id) != id || c->id == id) { /* reused meanwhile, or nonsense */
 		memset(c, 0, sizeof(*c));
 		return false;
 	}
-	return c->id || c->ip || c->tid;
+	return c->id || c->ip || c->tid || c->created_ns;
 }
 
 uint64_t stb_wait_running_since(const struct stb_abi_worker *w, uint64_t id, uint32_t seq)
