@@ -3,7 +3,7 @@
  * Code of other compilers: tests/cctarget built by each variant's compiler
  * and flags ($STB_CC_VARIANTS, tests/CMakeLists.txt), traced in process
  * (stb_dump, asked over the target's protocol) or, with --loader, by
- * stb-bpf-loader (root: 77 unless STB_REQUIRE_BPF=1). In text --lines, JSON,
+ * stb-bpf-loader (root: 77 unless STB_REQUIRE_BPF=1). In text, JSON,
  * pprof and folded output every frame of the known chains is there, with
  * the file:line its source marks ("@cct:NAME") and the inlined calls; the
  * JSON frames' addresses give what addr2line -i gives.
@@ -189,11 +189,9 @@ static void lstack_dump(const char *what, const struct lstack *s)
 /*
  * Checks the logical frames of s (innermost first) against chain c: from
  * the first frame of c's innermost function on, every frame of c in order,
- * with its position; physical: s has no inline frames (JSON) and c's
- * inlined calls are not expected in it. with_lines: positions are checked.
+ * with its position. with_lines: positions are checked.
  */
-static void check_chain(const char *what, const struct lstack *s, const struct chain *c, bool physical,
-			bool with_lines)
+static void check_chain(const char *what, const struct lstack *s, const struct chain *c, bool with_lines)
 {
 	unsigned start = 0;
 	while (start < s->n && strcmp(s->f[start].fn, c->w[0].fn) != 0)
@@ -206,15 +204,13 @@ static void check_chain(const char *what, const struct lstack *s, const struct c
 	for (unsigned i = 0; i < chain_len(c); i++) {
 		const struct want *w = &c->w[i];
 		char ws[256];
-		if (physical && w->inlined)
-			continue;
 		want_str(w, ws, sizeof(ws));
 		if (k >= s->n) {
 			lstack_dump(what, s);
 			fail_msg("%s: chain %s ends before %s", what, c->name, ws);
 		}
 		const struct lframe *f = &s->f[k++];
-		bool ok = strcmp(f->fn, w->fn) == 0 && (physical || f->inlined == w->inlined) &&
+		bool ok = strcmp(f->fn, w->fn) == 0 && f->inlined == w->inlined &&
 			  (!with_lines || at_mark(w, f->file, f->line));
 		if (!ok) {
 			lstack_dump(what, s);
@@ -276,7 +272,7 @@ static void check_text(const char *what, const char *text, const struct ts_ltarg
 		const struct ts_chain *tc = ts_ltarget_chain(t, chains[c].name);
 		assert_non_null(tc);
 		text_stack(text, tc->ids[0], &s);
-		check_chain(what, &s, &chains[c], false, true);
+		check_chain(what, &s, &chains[c], true);
 	}
 }
 
@@ -346,17 +342,19 @@ static void check_json(const char *what, const char *text, const struct ts_ltarg
 			snprintf(l->fn, sizeof(l->fn), "%s", fn ? fn : "??");
 			snprintf(l->file, sizeof(l->file), "%s", file ? file : "");
 			l->line = (int)ts_json_u64(f, "line", 0);
+			l->inlined = ts_json_bool(f, "inlined") == 1;
 			if (first == UINT_MAX && fn && strcmp(fn, ch->w[0].fn) == 0)
 				first = idx;
 		}
-		check_chain(what, &s, ch, true, true);
-		/* Each of the chain's frames: what addr2line says of its address is
-		 * the chain's logical frames there; without frame pointers the
-		 * frames come from the CFI. */
+		check_chain(what, &s, ch, true);
+		/* Each of the chain's physical frames (the last frame of an
+		 * address): what addr2line -i says of its address is the chain's
+		 * logical frames there; without frame pointers the frames come from
+		 * the CFI. */
 		unsigned w = 0;
 		idx = 0;
 		for (const struct ts_json *f = frames->child; f; f = f->next, idx++) {
-			if (idx < first)
+			if (idx < first || ts_json_bool(f, "inlined") == 1)
 				continue;
 			if (w >= chain_len(ch))
 				break;
@@ -435,7 +433,7 @@ static void check_pprof(const char *what, const char *file, const struct ts_ltar
 				f->inlined = k + 1 < l->nfunc;
 			}
 		}
-		check_chain(what, &s, &chains[c], false, true);
+		check_chain(what, &s, &chains[c], true);
 	}
 	ts_prof_free(&p);
 }
