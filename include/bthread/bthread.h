@@ -90,10 +90,12 @@ STB_EXPORT int bthread_yield(void);
 
 /*
  * Suspends the calling bthread for at least microseconds (a pthread or a
- * BTHREAD_ATTR_PTHREAD bthread sleeps in the kernel, not interruptible).
- * Returns 0; -1 with errno ESTOP when the bthread was stopped (see
- * bthread_stop), also when stopped before the call, or EINTR when it was
- * interrupted (bthread_interrupt).
+ * BTHREAD_ATTR_PTHREAD bthread sleeps in the kernel, not interruptible); 0
+ * microseconds is bthread_yield. Returns 0; -1 when the sleep was
+ * interrupted, with errno ESTOP when the bthread was stopped (bthread_stop),
+ * EINTR otherwise (bthread_interrupt). An interrupt that came while the
+ * bthread did not wait ends its next wait at once; as bRPC, it ends only that
+ * one: a stopped bthread's later sleeps sleep.
  */
 STB_EXPORT int bthread_usleep(uint64_t microseconds);
 
@@ -126,19 +128,21 @@ STB_EXPORT int bthread_setconcurrency_by_tag(int num, bthread_tag_t tag);
 STB_EXPORT bthread_tag_t bthread_self_tag(void);
 
 /*
- * Wakes bthread tid from what it waits in: butex_wait (and so fd waits,
- * condition variables, semaphores...) returns -1/EINTR, bthread_usleep -1 with
- * EINTR (ESTOP when stopped); mutex locks and joins are not affected (they
- * keep waiting). When tid does not wait, its next such wait returns at once.
- * Returns 0, or EINVAL when tid is not a live bthread. Thread-safe, does not
- * block. (C++: an overload takes a tag, as bRPC's default argument.)
+ * Wakes bthread tid from what it waits in: butex_wait (and so condition
+ * variables, semaphores...) returns -1/EINTR, an fd wait 0 (as bRPC's),
+ * bthread_usleep -1 with EINTR (ESTOP when stopped); mutex locks, joins and
+ * bthread_connect are not affected (they keep waiting). When tid does not
+ * wait, its next such wait returns at once (that one only). Returns 0, or
+ * EINVAL when tid is not a live bthread. Thread-safe, does not block. (C++:
+ * an overload takes a tag, as bRPC's default argument.)
  */
 STB_EXPORT int bthread_interrupt(bthread_t tid);
 
 /*
  * Asks bthread tid to stop: bthread_stopped(tid) becomes non-zero and tid is
- * interrupted (bthread_interrupt): a current or later bthread_usleep in it
- * returns -1/ESTOP, a current butex_wait -1/EINTR. Does not end the bthread.
+ * interrupted (bthread_interrupt): its current bthread_usleep, or its next
+ * one, returns -1/ESTOP (later ones sleep, as bRPC's), a current butex_wait
+ * -1/EINTR. Does not end the bthread.
  * Thread-safe, does not block. Returns 0, or EINVAL when tid is not a live
  * bthread (never started, or finished).
  */
