@@ -434,6 +434,7 @@ struct stb_tm_job {
 	pid_t tid;
 	int *gate;          /* the callback waits until *gate != 0 */
 	int running, done;
+	int gate_ready;     /* the del-caller holds stb_tm_mutex */
 	bthread_timer_t self_id;
 	int self_del;       /* bthread_timer_del of itself from the callback */
 };
@@ -513,8 +514,40 @@ static void *stb_tm_del_run(void *arg)
 	return NULL;
 }
 
-/* del of a running timer waits for the callback; a bthread waits on a butex (STB_WAIT_TIMER). */
-static void test_timer_del_waits_for_callback(void **state)
+/*
+ * del of a running timer returns 1 at once (as bRPC), from a bthread and a
+ * pthread -- also while the caller holds a mutex that the callback waits for
+ * (a del that waited for the callback would never return there).
+ */
+static bthread_mutex_t stb_tm_mutex;
+
+static void stb_tm_lock_cb(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&stb_tm.running, 1, __ATOMIC_RELEASE);
+	/* Bounded: a del that waited for this callback returns after 3 s. */
+	struct timespec abs = stb_realtime_after_ms(3000);
+	if (bthread_mutex_timedlock(&stb_tm_mutex, &abs) == 0)
+		bthread_mutex_unlock(&stb_tm_mutex);
+	__atomic_store_n(&stb_tm.done, 1, __ATOMIC_RELEASE);
+}
+
+static void *stb_tm_del_locked(void *arg)
+{
+	struct stb_del_job *j = arg;
+	bthread_mutex_lock(&stb_tm_mutex);
+	__atomic_store_n(&stb_tm.gate_ready, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&stb_tm.running, __ATOMIC_ACQUIRE))
+		stb_test_sleep_ms(1);
+	stb_test_sleep_ms(5); /* the callback blocks on the mutex by now */
+	j->rc = bthread_timer_del(j->id);
+	j->done_seen = __atomic_load_n(&stb_tm.done, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&j->finished, 1, __ATOMIC_RELEASE);
+	bthread_mutex_unlock(&stb_tm_mutex);
+	return NULL;
+}
+
+static void test_timer_del_running(void **state)
 {
 	(void)state;
 	STB_TEST_BEGIN(20);
@@ -532,25 +565,44 @@ static void test_timer_del_waits_for_callback(void **state)
 			assert_int_equal(bthread_start_background(&t, NULL, stb_tm_del_run, &j), 0);
 		else
 			assert_int_equal(pthread_create(&pt, NULL, stb_tm_del_run, &j), 0);
-		stb_test_sleep_ms(30);
-		assert_int_equal(__atomic_load_n(&j.finished, __ATOMIC_ACQUIRE), 0);
-		if (kind == 0) {
-			/* Suspended, and the table says why. */
-			struct stb_task *task = stb_task_lookup(t);
-			assert_non_null(task);
-			assert_int_equal(stb_task_state(task), STB_TASK_SUSPENDED);
-			assert_int_equal(STB_ABI_WAIT_KIND(task->pub->wait_word), STB_WAIT_TIMER);
-			assert_int_equal(task->pub->wait_object, j.id);
-		}
+		/* Returns while the callback still runs (it waits for the gate). */
+		bool finished = STB_WAIT_UNTIL(__atomic_load_n(&j.finished, __ATOMIC_ACQUIRE), 2000);
 		__atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
 		if (kind == 0)
 			assert_int_equal(bthread_join(t, NULL), 0);
 		else
 			assert_int_equal(pthread_join(pt, NULL), 0);
+		assert_true(finished);
 		assert_int_equal(j.rc, 1);
-		assert_int_equal(j.done_seen, 1);
+		assert_int_equal(j.done_seen, 0);
+		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.done, __ATOMIC_ACQUIRE), 5000));
 		assert_int_equal(bthread_timer_del(j.id), EINVAL);
 	}
+	/* The caller holds the mutex the running callback waits for. */
+	assert_int_equal(bthread_mutex_init(&stb_tm_mutex, NULL), 0);
+	for (int kind = 0; kind < 2; kind++) {
+		memset(&stb_tm, 0, sizeof(stb_tm));
+		struct stb_del_job j = {0};
+		bthread_t t = 0;
+		pthread_t pt;
+		if (kind == 0)
+			assert_int_equal(bthread_start_background(&t, NULL, stb_tm_del_locked, &j), 0);
+		else
+			assert_int_equal(pthread_create(&pt, NULL, stb_tm_del_locked, &j), 0);
+		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.gate_ready, __ATOMIC_ACQUIRE), 5000));
+		assert_int_equal(bthread_timer_add(&j.id, stb_realtime_after_ms(1), stb_tm_lock_cb, NULL),
+				 0);
+		bool finished = STB_WAIT_UNTIL(__atomic_load_n(&j.finished, __ATOMIC_ACQUIRE), 2000);
+		if (kind == 0)
+			assert_int_equal(bthread_join(t, NULL), 0);
+		else
+			assert_int_equal(pthread_join(pt, NULL), 0);
+		assert_true(finished);
+		assert_int_equal(j.rc, 1);
+		assert_int_equal(j.done_seen, 0);
+		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.done, __ATOMIC_ACQUIRE), 5000));
+	}
+	assert_int_equal(bthread_mutex_destroy(&stb_tm_mutex), 0);
 	STB_TEST_END();
 }
 
@@ -590,7 +642,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stop_does_not_break_mutex),
 		cmocka_unit_test(test_stop_many_sleepers),
 		cmocka_unit_test(test_timer_add_del),
-		cmocka_unit_test(test_timer_del_waits_for_callback),
+		cmocka_unit_test(test_timer_del_running),
 		cmocka_unit_test(test_timer_del_from_callback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -41,10 +41,10 @@ STB_EXPORT int bthread_about_to_quit(void);
 STB_EXPORT int bthread_timer_add(bthread_timer_t *id, struct timespec abstime,
 				 void (*on_timer)(void *), void *arg);
 /*
- * Cancels timer id. Returns 0 when it was removed before it ran; 1 when its
- * callback was running: it then waits until the callback returned (a bthread
- * is suspended meanwhile, waiting on a butex; from the callback itself it
- * returns 1 at once); EINVAL when id is unknown or the timer has already run.
+ * Cancels timer id. Returns 0 when it was removed before it ran; 1 at once
+ * when its callback is running (as bRPC: it does not wait for the callback
+ * to return, so it may be called under a lock the callback takes); EINVAL
+ * when id is unknown or the timer has already run. Does not block.
  */
 STB_EXPORT int bthread_timer_del(bthread_timer_t id);
 

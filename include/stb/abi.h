@@ -168,8 +168,8 @@ enum stb_wait_kind {
 	STB_WAIT_JOIN = 11,     /* bthread_join: owner = the joined bthread (bthread_list_join:
 	                           object = the list) */
 	STB_WAIT_ID = 12,       /* bthread_id_lock/join: object = the id's value, owner = its locker */
-	STB_WAIT_TIMER = 13,    /* bthread_timer_del: waiting for a running callback,
-	                           object = the bthread_timer_t */
+	STB_WAIT_TIMER = 13,    /* a timed wait's end: waiting for its running timer
+	                           callback, object = the timer's id */
 	STB_WAIT_YIELD = 14,    /* ready after bthread_yield (not blocked) */
 	STB_WAIT_COUNTDOWN = 15, /* CountdownEvent::wait: object = the event */
 	STB_WAIT_NKINDS = 16,

@@ -308,7 +308,7 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 	w.why = why;
 	stb_sched_suspend(stb_butex_post_wait, &w);
 	if (w.timer)
-		stb_timer_cancel(w.timer);
+		stb_timer_cancel(w.timer, true); /* its callback uses w: wait for it */
 	return w.result;
 }
 

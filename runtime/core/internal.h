@@ -392,11 +392,11 @@ typedef void (*stb_timer_fn)(void *arg);
 uint64_t stb_timer_add(uint64_t deadline, stb_timer_fn fn, void *arg);
 /*
  * Cancels a timer. Returns 0 if it was removed before running; 1 if its
- * callback was running, after it returned (a bthread waits on a butex, a
- * pthread on the timer lock; from the callback itself it returns at once);
- * -1 if the id is unknown or the timer already ran.
+ * callback was running: with wait, after it returned (a bthread waits on a
+ * butex, a pthread on the timer lock; from the callback itself it returns at
+ * once), else at once; -1 if the id is unknown or the timer already ran.
  */
-int stb_timer_cancel(uint64_t id);
+int stb_timer_cancel(uint64_t id, bool wait);
 
 /* ---- fd waits (fd.c) ---- */
 /* Nothing shared. */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The timer thread: a binary min-heap of deadlines (CLOCK_MONOTONIC) guarded
- * by one mutex. Callbacks run on the timer thread without the lock held; a
- * cancel that races with a running callback waits for it to return, on a
- * butex (a bthread is suspended, the tracer sees why). Also the public
- * bthread_timer_add/del.
+ * by one mutex. Callbacks run on the timer thread without the lock held; the
+ * runtime's own cancels (a timed wait's timer) that race with a running
+ * callback wait for it to return, on a butex (a bthread is suspended, the
+ * tracer sees why). Also the public bthread_timer_add/del (del never waits,
+ * as bRPC's).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,7 @@ cleanup:
 	return id;
 }
 
-int stb_timer_cancel(uint64_t id)
+int stb_timer_cancel(uint64_t id, bool wait)
 {
 	uint32_t idx = (uint32_t)id - 1;
 	uint32_t gen = (uint32_t)(id >> 32);
@@ -215,8 +216,9 @@ int stb_timer_cancel(uint64_t id)
 		pthread_mutex_unlock(&stb_timer_lock);
 		return 0;
 	}
-	if (stb_timer_running != id || stb_on_timer_thread) {
-		/* Ran already, never was, or the callback cancels itself. */
+	if (stb_timer_running != id || stb_on_timer_thread || !wait) {
+		/* Ran already, never was, the callback cancels itself, or the
+		 * caller does not wait. */
 		int rc = stb_timer_running == id ? 1 : -1;
 		pthread_mutex_unlock(&stb_timer_lock);
 		return rc;
@@ -253,6 +255,6 @@ int bthread_timer_del(bthread_timer_t id)
 {
 	if (id == 0)
 		return EINVAL;
-	int rc = stb_timer_cancel(id);
+	int rc = stb_timer_cancel(id, false); /* 1 at once for a running callback, as bRPC */
 	return rc < 0 ? EINVAL : rc;
 }
