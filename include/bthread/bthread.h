@@ -154,8 +154,9 @@ STB_EXPORT int bthread_stopped(bthread_t tid);
  * bthread_list_*: a set of bthreads to stop and join together. Not
  * thread-safe (one thread uses a list at a time). init returns 0, ENOMEM or
  * EINVAL (list NULL; size hints are ignored); destroy frees it (no join);
- * add returns 0, ENOMEM or EINVAL (list not initialized, tid 0); stop and
- * join return 0 or EINVAL (list not initialized). join blocks until every
+ * add returns 0 (also for tid 0, INVALID_BTHREAD: nothing is added, as
+ * bRPC), ENOMEM or EINVAL (list not initialized); stop and join return 0 or
+ * EINVAL (list not initialized). join blocks until every
  * bthread added finished, and empties the list. A list drops finished
  * bthreads when it grows, so it stays as large as the live ones.
  */
@@ -207,9 +208,11 @@ STB_EXPORT int bthread_mutex_unlock(bthread_mutex_t *m);
 
 /*
  * Condition variable for bthread_mutex_t. wait/timedwait unlock m, suspend,
- * and lock m again before returning; spurious wake-ups are possible.
- * init returns 0 or ENOMEM; timedwait returns 0 or ETIMEDOUT (abstime is
- * CLOCK_REALTIME); signal/broadcast return 0. EINVAL for an uninitialized cond.
+ * and lock m again before returning; spurious wake-ups are possible. The
+ * first wait binds the cond to its mutex for good: a wait with another mutex
+ * returns EINVAL at once, m still locked (as bRPC). init returns 0 or
+ * ENOMEM; timedwait returns 0 or ETIMEDOUT (abstime is CLOCK_REALTIME);
+ * signal/broadcast return 0. EINVAL for an uninitialized cond or mutex.
  */
 STB_EXPORT int bthread_cond_init(bthread_cond_t *c, const bthread_condattr_t *attr);
 STB_EXPORT int bthread_cond_destroy(bthread_cond_t *c);
