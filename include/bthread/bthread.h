@@ -351,15 +351,39 @@ inline void init_for_pthread_stack_trace()
 {
 	bthread_init_for_pthread_stack_trace();
 }
-/* The stack of bthread tid as text; an error text when it cannot be traced. */
+/*
+ * The stack of bthread tid as text; when it cannot be traced, bRPC's error
+ * text: "No frame\nError message:\n" and the reason, "bthread=N not exist
+ * now" for a bthread that finished (or never was).
+ */
 inline std::string stack_trace(bthread_t tid)
 {
 	std::vector<char> buf(4096);
 	for (int round = 0; round < 4; round++) {
 		const int n = bthread_stack_trace(tid, buf.data(), buf.size());
-		if (n < 0)
-			return std::string("bthread_stack_trace failed: error ") +
-			       std::to_string(-n) + "\n";
+		if (n < 0) {
+			const std::string who = "bthread=" + std::to_string(tid);
+			std::string why;
+			switch (-n) {
+			case ESRCH:
+				why = who + " not exist now";
+				break;
+			case ETIMEDOUT:
+				why = who + ": its running stack was not captured in time "
+					    "(STB_SIGNAL_TRACE_TIMEOUT_MS; the trace signal blocked?)";
+				break;
+			case EPERM:
+				why = who + ": the trace signal's handler was replaced";
+				break;
+			case EBUSY:
+				why = who + ": another tracer held it all along";
+				break;
+			default:
+				why = who + ": trace failed, error " + std::to_string(-n);
+				break;
+			}
+			return "No frame\nError message:\n" + why;
+		}
 		if ((size_t)n < buf.size())
 			return std::string(buf.data(), (size_t)n);
 		buf.resize((size_t)n + 1);
