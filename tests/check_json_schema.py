@@ -16,7 +16,8 @@ STATES = {"unused", "created", "ready-without-stack", "ready", "about-to-run", "
           "suspending", "suspended", "destroyed"}
 CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall", "core"}
 WAIT_KINDS = {"butex", "mutex", "cond", "rwlock-read", "rwlock-write", "sem", "barrier", "once",
-              "sleep", "fd", "join", "id", "timer", "yield", "countdown"}
+              "sleep", "fd", "join", "id", "timer", "yield", "countdown",
+              "execution-queue"}
 HEX = re.compile(r"^0x[0-9a-f]+$")
 BUILD_ID = re.compile(r"^[0-9a-f]+$")
 

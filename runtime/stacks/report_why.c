@@ -236,6 +236,8 @@ static const char *kind_noun(unsigned kind)
 		return "bthread_id";
 	case STB_WAIT_COUNTDOWN:
 		return "countdown event";
+	case STB_WAIT_EXECQ:
+		return "execution queue";
 	default:
 		return stb_wait_kind_name(kind);
 	}

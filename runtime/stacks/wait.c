@@ -19,6 +19,7 @@ static const char *const kind_names[STB_WAIT_NKINDS] = {
 	[STB_WAIT_FD] = "fd",           [STB_WAIT_JOIN] = "join",
 	[STB_WAIT_ID] = "id",           [STB_WAIT_TIMER] = "timer",
 	[STB_WAIT_YIELD] = "yield",     [STB_WAIT_COUNTDOWN] = "countdown",
+	[STB_WAIT_EXECQ] = "execution-queue",
 };
 
 const char *stb_wait_kind_name(unsigned kind)
