@@ -36,7 +36,7 @@ static volatile int bench_sink;
 int bench_rec(struct bench_capture *c, unsigned n);
 void *bench_thread(void *arg);
 
-__attribute__((noinline, noclone)) int bench_rec(struct bench_capture *c, unsigned n)
+STB_NOINLINE_NOCLONE int bench_rec(struct bench_capture *c, unsigned n)
 {
 	if (n > 0) {
 		int r = bench_rec(c, n - 1);
@@ -62,7 +62,7 @@ __attribute__((noinline, noclone)) int bench_rec(struct bench_capture *c, unsign
 	return bench_sink;
 }
 
-__attribute__((noinline, noclone)) void *bench_thread(void *arg)
+STB_NOINLINE_NOCLONE void *bench_thread(void *arg)
 {
 	struct bench_capture *c = arg;
 	bench_sink = bench_rec(c, c->depth - 1); /* frames: depth x bench_rec */

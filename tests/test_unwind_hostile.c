@@ -266,7 +266,7 @@ static void test_cfi_expression_loop(void **state)
 /* ------------------------------------------------- refresh in mid-walk */
 
 /* Captures rip, rsp, rbp, rbx, r12..r15 here and copies the stack above. */
-__attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint8_t **copy,
+STB_NOINLINE_NOCLONE int unw_hostile_leaf(struct stb_regs *r, uint8_t **copy,
 							size_t *len)
 {
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
@@ -289,7 +289,7 @@ __attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint
 	return 1;
 }
 
-__attribute__((noinline, noclone)) int unw_hostile_mid(struct stb_regs *r, uint8_t **copy,
+STB_NOINLINE_NOCLONE int unw_hostile_mid(struct stb_regs *r, uint8_t **copy,
 						       size_t *len)
 {
 	int x = unw_hostile_leaf(r, copy, len);

@@ -26,6 +26,7 @@
 #include "symbolize.h"
 #include "unw_capture.h"
 #include "unwind.h"
+#include "util.h"
 #include "walkmemo.h"
 
 #define WM_STACK (256u * 1024)
@@ -46,7 +47,7 @@ int wm_f3(struct wm_capture *c, int x);
 
 static volatile int wm_sink;
 
-__attribute__((noinline, noclone)) int wm_f3(struct wm_capture *c, int x)
+STB_NOINLINE_NOCLONE int wm_f3(struct wm_capture *c, int x)
 {
 	UNW_TEST_CAPTURE(&c->regs);
 	c->len = c->stack_hi - c->regs.sp;
@@ -57,14 +58,14 @@ __attribute__((noinline, noclone)) int wm_f3(struct wm_capture *c, int x)
 	return x + 1;
 }
 
-__attribute__((noinline, noclone)) int wm_f2(struct wm_capture *c, int x)
+STB_NOINLINE_NOCLONE int wm_f2(struct wm_capture *c, int x)
 {
 	int r = wm_f3(c, x + 1);
 	wm_sink = r;
 	return r + 2;
 }
 
-__attribute__((noinline, noclone)) int wm_f1(struct wm_capture *c, int x)
+STB_NOINLINE_NOCLONE int wm_f1(struct wm_capture *c, int x)
 {
 	int r = wm_f2(c, x + 1);
 	wm_sink = r;

@@ -276,9 +276,12 @@ void stb_json_fixed3(struct stb_json *j, double v)
 	/* What printf's "%.3f" writes, without printf: thousandths rounded from
 	 * v * 1000, which is within 2^-53 of the exact product; printf then
 	 * only where that may round the other way (a tie, or large values). */
-	double a = fabs(v) * 1000.0, f = floor(a), frac = a - f;
+	double a = fabs(v) * 1000.0;
+	/* a >= 0: the conversion truncates, which is floor (no libm needed). */
+	uint64_t f = a < 1e9 ? (uint64_t)a : 0;
+	double frac = a - (double)f;
 	if (a < 1e9 && fabs(frac - 0.5) > 1e-6) {
-		uint64_t q = (uint64_t)f + (frac > 0.5);
+		uint64_t q = f + (frac > 0.5);
 		if (signbit(v))
 			put_c(j, '-');
 		put_u64(j, q / 1000);

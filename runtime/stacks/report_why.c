@@ -166,7 +166,7 @@ void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task 
 {
 	FILE *out = w->r->out;
 	char d[32];
-	uint64_t ns;
+	uint64_t ns = 0;
 	bool known = stb_why_in_state_ns(w, t, &ns);
 	bool thread_wait = t->state == STB_TASK_RUNNING && t->wait.kind != STB_WAIT_NONE;
 	fprintf(out, " [%s", stb_state_name(t->state));

@@ -48,7 +48,7 @@ static struct {
  * another worker during a wait, and glibc's __errno_location() is const, so a
  * plain errno could be read at the old thread's address.
  */
-static __attribute__((noipa)) int stb_dh_errno(void)
+static STB_NOIPA int stb_dh_errno(void)
 {
 	return errno;
 }
