@@ -39,6 +39,10 @@ struct stb_report_task {
 				    without a switch (the monitor's), 0 = unknown */
 	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
 	struct stb_creator creator; /* who started it (all 0: unknown) */
+	uint64_t execq;          /* execution queue it consumes now (abi.h), 0 = none */
+	uint64_t execq_queued;   /* tasks queued there, when execq_queued_known */
+	uint64_t wait_queued;    /* EXECQ waits: tasks queued in the queue waited for, */
+	bool execq_queued_known, wait_queued_known; /* when known (read from the target) */
 	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
 	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */
@@ -217,12 +221,13 @@ int stb_report_meta_lines(const struct stb_report_meta *m,
 /* ---- why a task is where it is (report_why.c) ---- */
 
 /*
- * Fills t's why-members -- wait, since_ns, run_since_ns, creator -- from
- * entry p of task t->id (t->id and t->is_pthread set), read before the task
- * is traced: the wait block validated as abi.h says (wait.h); the current
- * owner of a mutex, rwlock or bthread_id re-read with mem (NULL: the owner
- * seen when it blocked); for a running bthread the time since its last
- * switch from worker entry w (NULL: unknown). Reads only; thread-safe.
+ * Fills t's why-members -- wait, since_ns, run_since_ns, creator, execq --
+ * from entry p of task t->id (t->id and t->is_pthread set), read before the
+ * task is traced: the wait block validated as abi.h says (wait.h); the
+ * current owner of a mutex, rwlock or bthread_id, and the tasks queued in an
+ * execution queue, re-read with mem (NULL: the owner seen when it blocked, no
+ * queued count); for a running bthread the time since its last switch from
+ * worker entry w (NULL: unknown). Reads only; thread-safe.
  */
 void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
 			 const struct stb_abi_worker *w, const struct stb_mem *mem);

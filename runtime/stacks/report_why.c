@@ -24,6 +24,22 @@
 
 /* ---- filling a task ---- */
 
+/* Tasks queued in the execution queue at q (abi.h struct stb_abi_execq in the
+ * target), read with mem: false when it cannot be read. The two counters are
+ * read apart: a difference below zero (or absurd) is clamped to 0. */
+static bool execq_queued(const struct stb_mem *mem, uint64_t q, uint64_t *queued)
+{
+	uint64_t pushed, taken;
+	if (!mem || !q || (q & 63) ||
+	    mem->read(mem->ctx, q + offsetof(struct stb_abi_execq, pushed), &pushed,
+		      sizeof(pushed)) != 0 ||
+	    mem->read(mem->ctx, q + offsetof(struct stb_abi_execq, taken), &taken,
+		      sizeof(taken)) != 0)
+		return false;
+	*queued = pushed > taken ? pushed - taken : 0;
+	return true;
+}
+
 void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
 			 const struct stb_abi_worker *w, const struct stb_mem *mem)
 {
@@ -42,6 +58,10 @@ void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p
 			t->run_since_ns = stb_wait_running_since(w, t->id, STB_ABI_SEQ(word));
 	}
 	stb_wait_creator(p, t->id, &t->creator);
+	t->execq = stb_wait_execq(p, t->id);
+	t->execq_queued_known = execq_queued(mem, t->execq, &t->execq_queued);
+	t->wait_queued_known = t->wait.kind == STB_WAIT_EXECQ &&
+			       execq_queued(mem, t->wait.object, &t->wait_queued);
 }
 
 void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p)
@@ -53,6 +73,8 @@ void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi
 	memset(&t->wait, 0, sizeof(t->wait));
 	t->since_ns = 0;
 	t->run_since_ns = 0;
+	t->execq = 0;
+	t->execq_queued_known = t->wait_queued_known = false;
 }
 
 /* Blocked: suspended, or a thread in a wait while its entry says running. */
@@ -285,6 +307,8 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 	if (v->kind == STB_WAIT_NONE || v->kind == STB_WAIT_YIELD)
 		return;
 	put_wait_what(out, v, true);
+	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", t->wait_queued);
 	if (v->kind == STB_WAIT_JOIN && v->owner)
 		put_owner(w, v->owner, NULL);
 	else if (stb_wait_has_owner_word(v->kind))
@@ -295,6 +319,23 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 		fmt_dur(d, sizeof(d), v->deadline > now ? v->deadline - now : 0, w->tick_ns);
 		fprintf(out, ", %s left", d);
 	}
+}
+
+/* Does t consume an execution queue other than the one it waits on? */
+static bool works_on_execq(const struct stb_report_task *t)
+{
+	return t->execq && !(t->wait.kind == STB_WAIT_EXECQ && t->wait.object == t->execq);
+}
+
+void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t)
+{
+	if (!works_on_execq(t))
+		return;
+	FILE *out = w->r->out;
+	fprintf(out, "%s working on execution queue 0x%" PRIx64,
+		t->wait.kind != STB_WAIT_NONE && t->wait.kind != STB_WAIT_YIELD ? "," : "", t->execq);
+	if (t->execq_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", t->execq_queued);
 }
 
 /* "accept_loop+0x2b" or "0x55d0c0a1 (libx.so+0x1a)" into buf. */
@@ -384,6 +425,8 @@ struct group_sum {
 	const char *first, *last; /* names in natural order; NULL: none named */
 	bool one_name;
 	unsigned kinds; /* bit 0 bthreads, bit 1 pthreads */
+	bool one_execq;  /* every member works on the same execution queue */
+	bool any_execq;  /* some member works on one */
 };
 
 /* Do two waits of one kind say the same (what their text shows)? */
@@ -405,7 +448,7 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		      struct group_sum *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = true;
+	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = s->one_execq = true;
 	const struct stb_wait_view *a = &lead->wait;
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		const struct stb_wait_view *b = &m->wait;
@@ -417,6 +460,10 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		    m->creator.tid != lead->creator.tid)
 			s->one_creator = false;
 		s->kinds |= m->is_pthread ? 2u : 1u;
+		if (works_on_execq(m))
+			s->any_execq = true;
+		if (!works_on_execq(m) || m->execq != lead->execq)
+			s->one_execq = false;
 		uint64_t ns;
 		if (stb_why_in_state_ns(w, m, &ns)) {
 			if (!s->any_time || ns < s->min_ns)
@@ -520,6 +567,12 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 			fputs(" (several)", out);
 		}
 	}
+	if (s.one_execq) {
+		stb_why_text_execq(w, lead);
+	} else if (s.any_execq) {
+		bool wait = lead->wait.kind != STB_WAIT_NONE && lead->wait.kind != STB_WAIT_YIELD;
+		fprintf(out, "%s working on execution queues (several)", wait ? "," : "");
+	}
 	fputc('\n', out);
 	if (s.first) {
 		fputs(s.one_name ? "  name \"" : "  names \"", out);
@@ -608,8 +661,9 @@ static void json_seconds(struct stb_json *j, const char *key, uint64_t ns)
 
 /* The members of a "wait" object (one_object: object, owner, fd included). */
 static void json_wait_members(const struct stb_why *w, struct stb_json *j,
-			      const struct stb_wait_view *v, bool one_object)
+			      const struct stb_report_task *t, bool one_object)
 {
+	const struct stb_wait_view *v = &t->wait;
 	stb_json_kv_string(j, "kind", stb_wait_kind_name(v->kind));
 	if (!one_object)
 		return;
@@ -629,10 +683,25 @@ static void json_wait_members(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_i64(j, "fd", v->fd);
 		stb_json_kv_u64(j, "events", v->events);
 	}
+	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
+		stb_json_kv_u64(j, "queued", t->wait_queued);
 	if (v->deadline && w->r->now_ns) {
 		uint64_t now = w->r->now_ns;
 		json_seconds(j, "deadline_in_s", v->deadline > now ? v->deadline - now : 0);
 	}
+}
+
+/* "execution_queue": {"queue": "0x...", "queued": N} of a consumer. */
+static void json_execq(struct stb_json *j, const struct stb_report_task *t)
+{
+	if (!works_on_execq(t))
+		return;
+	stb_json_key(j, "execution_queue");
+	stb_json_object(j);
+	stb_json_kv_hex(j, "queue", t->execq);
+	if (t->execq_queued_known)
+		stb_json_kv_u64(j, "queued", t->execq_queued);
+	stb_json_end(j);
 }
 
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t)
@@ -643,9 +712,10 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 	if (t->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, &t->wait, true);
+		json_wait_members(w, j, t, true);
 		stb_json_end(j);
 	}
+	json_execq(j, t);
 	const struct stb_creator *c = &t->creator;
 	if (c->id || c->ip || c->tid) {
 		stb_json_key(j, "created_by");
@@ -678,9 +748,11 @@ void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 	if (lead->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, &lead->wait, s.one_wait);
+		json_wait_members(w, j, lead, s.one_wait);
 		stb_json_end(j);
 	}
+	if (s.one_execq)
+		json_execq(j, lead);
 	if (s.any_time) {
 		json_seconds(j, "shortest_s", s.min_ns);
 		json_seconds(j, "longest_s", s.max_ns);

@@ -104,6 +104,14 @@ bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_crea
 	return c->id || c->ip || c->tid;
 }
 
+uint64_t stb_wait_execq(const struct stb_abi_task *p, uint64_t id)
+{
+	if (ACQUIRE(p->id) != id)
+		return 0;
+	uint64_t q = ACQUIRE(p->execq); /* acquire: the id's re-read stays after it */
+	return LOAD(p->id) == id ? q : 0;
+}
+
 uint64_t stb_wait_running_since(const struct stb_abi_worker *w, uint64_t id, uint32_t seq)
 {
 	/* The monitor writes since = 0, seq, since (abi.h): the same non-zero

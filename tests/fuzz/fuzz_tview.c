@@ -7,7 +7,9 @@
  * with a state mask from the input, and traced by the driver on a frozen
  * target (no waiting) with the stack bytes as the target's memory; the
  * deadlock search runs over the same table (owner words in the stack bytes)
- * and every cycle it reports must close.
+ * and every cycle it reports must close; each entry's "why" (wait block,
+ * creator, execution queue and its queued count, read from the stack bytes)
+ * is read as the report writers read it.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "driver.h"
 #include "frames.h"
 #include "fuzz.h"
+#include "report.h"
 #include "symbolize.h"
 #include "tview.h"
 
@@ -135,6 +138,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 	}
 	struct stb_mem mem = {.read = mem_read, .ctx = &in, .flags = STB_MEM_F_FROZEN};
+	for (uint32_t i = 0; i < n; i++) {
+		struct stb_report_task rt;
+		memset(&rt, 0, sizeof(rt));
+		rt.id = tasks[i].id;
+		stb_report_task_why(&rt, &tasks[i], NULL, &mem);
+		if (rt.wait.kind >= STB_WAIT_NKINDS || (rt.execq_queued_known && (rt.execq & 63)) ||
+		    (rt.wait_queued_known && rt.wait.kind != STB_WAIT_EXECQ))
+			__builtin_trap();
+	}
 	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE | STB_DRIVER_F_NO_WAIT};
 	struct table tb = {.t = tasks, .n = n};
 	struct stb_tview_src src = {.entry = entry, .ctx = &tb, .nslots = (uint32_t)h.slot_hwm};
