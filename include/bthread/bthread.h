@@ -59,9 +59,10 @@ STB_EXPORT int bthread_start_background(bthread_t *tid, const bthread_attr_t *at
 
 /*
  * Waits until bthread bt finishes; when ret is not NULL stores fn's return
- * value (or bthread_exit's argument) there, or NULL once that result was
- * reclaimed (the finished bthread's slot was reused and that later bthread
- * finished too). Blocks the calling bthread (or pthread); not ended by
+ * value (or bthread_exit's argument) there, as pthread_join does, or NULL once
+ * that result was reclaimed (the finished bthread's slot was reused and that
+ * later bthread finished too). (bRPC always stores NULL: a bRPC program reads
+ * only what its own function returned.) Blocks the calling bthread (or pthread); not ended by
  * bthread_stop or bthread_interrupt. When join returns, bt is gone: it is no
  * longer traceable (bthread_stack_trace gives -ESRCH). Returns 0 (also for a
  * bthread that finished long ago), or EINVAL if bt was never returned by
@@ -119,7 +120,9 @@ STB_EXPORT int bthread_getconcurrency(void);
  */
 STB_EXPORT int bthread_getconcurrency_by_tag(bthread_tag_t tag);
 /*
- * Grows pool tag to num workers (starting the pool if needed). Returns 0
+ * Grows pool tag to num workers (starting the pool if needed: pools start on
+ * the first use of their tag; bRPC refuses, EINVAL, a tag beyond its
+ * task_group_ntags flag, which a bRPC program raises first). Returns 0
  * (also for BTHREAD_TAG_INVALID: nothing done), EINVAL (tag or num out of
  * range), EPERM (num below the pool's size) or EAGAIN.
  */
@@ -320,7 +323,7 @@ STB_EXPORT int bthread_once(bthread_once_t *once_control, void (*init_routine)(v
  * bthread or pthread exits (up to 4 rounds when destructors set values
  * again), not when the key is deleted. create: 0, EINVAL, EAGAIN (no key
  * left). delete: 0 or EINVAL; values of a deleted key are never returned
- * again. setspecific: 0, EINVAL (invalid key), ENOMEM. getspecific: the
+ * again (bRPC's documented contract; its code may return them). setspecific: 0, EINVAL (invalid key), ENOMEM. getspecific: the
  * caller's value, NULL for none or an invalid key. Thread-safe.
  */
 STB_EXPORT int bthread_key_create(bthread_key_t *key, void (*destructor)(void *data));
