@@ -8,10 +8,15 @@
  * bthread_timer_add/del: callbacks run on the timer thread in deadline order,
  * del before the run (0), after it (EINVAL), while it runs (1 at once, as
  * bRPC, even under a lock the callback waits for), from the callback itself.
+ * The timer thread and the fd dispatcher ask for short slices and no timer
+ * slack (their latency under load: bench/bench_latency.c).
  */
 #include "test_util.h"
 
+#include <dirent.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 
 #include <bthread/bthread.h>
@@ -627,6 +632,106 @@ static void test_timer_del_from_callback(void **state)
 	STB_TEST_END();
 }
 
+/* ---- the runtime's wake-up threads ---- */
+
+/* The kernel's struct sched_attr (SCHED_ATTR_SIZE_VER1). */
+struct stb_test_sched_attr {
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime, deadline, period;
+	uint32_t util_min, util_max;
+};
+
+static uint64_t stb_slice_of(pid_t tid)
+{
+	struct stb_test_sched_attr a;
+	memset(&a, 0, sizeof(a));
+	if (syscall(SYS_sched_getattr, tid, &a, sizeof(a), 0) != 0)
+		return 0;
+	return a.runtime;
+}
+
+/* Does this kernel keep a fair thread's requested slice (Linux 6.12+)? */
+static void *stb_probe_slice(void *arg)
+{
+	struct stb_test_sched_attr a;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.policy = SCHED_OTHER;
+	a.runtime = 200000;
+	*(bool *)arg = syscall(SYS_sched_setattr, 0, &a, 0) == 0 &&
+		       stb_slice_of(stb_gettid()) == 200000;
+	return NULL;
+}
+
+/* The thread of this process named name, or 0. */
+static pid_t stb_thread_named(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	pid_t found = 0;
+	struct dirent *de;
+	while (d && !found && (de = readdir(d))) {
+		char path[320], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && strncmp(comm, name, strlen(name)) == 0 &&
+		    comm[strlen(name)] == '\n')
+			found = (pid_t)atoi(de->d_name);
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static long stb_slack_of(pid_t tid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/timerslack_ns", (int)tid);
+	FILE *f = fopen(path, "r");
+	long v = -1;
+	if (f && fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void test_wake_threads_slices(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	/* Both threads exist after a timer and a bthread_close. */
+	bthread_timer_t id;
+	assert_int_equal(bthread_timer_add(&id, stb_realtime_after_ms(10000), stb_tm_record, NULL), 0);
+	assert_int_equal(bthread_timer_del(id), 0);
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(bthread_close(p[0]), 0);
+	close(p[1]);
+	bool slices = false;
+	pthread_t pt;
+	assert_int_equal(pthread_create(&pt, NULL, stb_probe_slice, &slices), 0);
+	assert_int_equal(pthread_join(pt, NULL), 0);
+	const char *const names[] = {"bthread_timer", "bthread_epoll"};
+	for (int i = 0; i < 2; i++) {
+		pid_t tid = 0;
+		assert_true(STB_WAIT_UNTIL((tid = stb_thread_named(names[i])) != 0, 2000));
+		if (slices && stb_slice_of(tid) != STB_WAKE_FAST_SLICE_NS)
+			fail_msg("%s: slice %" PRIu64 " ns, want %u", names[i], stb_slice_of(tid),
+				 STB_WAKE_FAST_SLICE_NS);
+		long slack = stb_slack_of(tid);
+		if (slack != -1 && slack != 1) /* -1: no such file on this kernel */
+			fail_msg("%s: timer slack %ld ns, want 1", names[i], slack);
+	}
+	print_message("    custom slices %s on this kernel\n", slices ? "kept" : "not supported");
+	STB_TEST_END();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -644,6 +749,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timer_add_del),
 		cmocka_unit_test(test_timer_del_running),
 		cmocka_unit_test(test_timer_del_from_callback),
+		cmocka_unit_test(test_wake_threads_slices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@ static void *stb_fd_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_epoll");
+	stb_thread_wake_fast();
 	struct epoll_event evs[64];
 	for (;;) {
 		int n = epoll_wait(stb_epfd, evs, 64, -1);

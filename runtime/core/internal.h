@@ -398,6 +398,17 @@ uint64_t stb_timer_add(uint64_t deadline, stb_timer_fn fn, void *arg);
  */
 int stb_timer_cancel(uint64_t id, bool wait);
 
+/*
+ * For the runtime's own threads that wake, work for microseconds and sleep
+ * again (the timer thread, the fd dispatcher): asks the kernel for a short
+ * slice (EEVDF's custom slice, Linux 6.12+, no privilege needed), so that on
+ * a busy CPU they run at once instead of after the running thread's slice,
+ * and for a timer slack of 1 ns (timers fire when due, not up to 50 us
+ * later). Best effort; keeps the thread's policy and nice. Calling thread only.
+ */
+#define STB_WAKE_FAST_SLICE_NS 100000u
+void stb_thread_wake_fast(void);
+
 /* ---- fd waits (fd.c) ---- */
 /* Nothing shared. */
 

@@ -7,8 +7,10 @@
  * tracer sees why). Also the public bthread_timer_add/del (del never waits,
  * as bRPC's).
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "internal.h"
 
@@ -95,10 +97,39 @@ static void stb_timer_free_entry(uint32_t idx)
 	stb_timer_free = idx + 1;
 }
 
+/* The kernel's struct sched_attr (SCHED_ATTR_SIZE_VER1; glibc has none). */
+struct stb_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime; /* SCHED_OTHER/BATCH: the requested slice (Linux 6.12+) */
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+	uint32_t sched_util_min;
+	uint32_t sched_util_max;
+};
+
+void stb_thread_wake_fast(void)
+{
+	prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
+	struct stb_sched_attr a;
+	memset(&a, 0, sizeof(a));
+	if (syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) != 0 ||
+	    (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH))
+		return; /* a real-time or idle thread keeps what it has */
+	a.size = sizeof(a);
+	a.sched_flags = 0;
+	a.sched_runtime = STB_WAKE_FAST_SLICE_NS;
+	syscall(SYS_sched_setattr, 0, &a, 0); /* older kernels: no custom slice, no harm */
+}
+
 static void *stb_timer_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_timer");
+	stb_thread_wake_fast();
 	stb_on_timer_thread = true;
 	pthread_mutex_lock(&stb_timer_lock);
 	for (;;) {
