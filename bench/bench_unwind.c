@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Micro benchmark of runtime/stacks/unwind.c and runtime/stacks/symbolize.c: DWARF and
+ * Micro benchmark of runtime/stacks/unwind/unwind.c and runtime/stacks/symbols/symbolize.c: DWARF and
  * frame-pointer walks of a captured stack (10 and 64 frames deep, full and
  * depth-limited, with and without an explicit budget), through the pid-0
  * path and the remote path (the process treated as another one), and
@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "symbolize.h"
-#include "unwind.h"
+#include "symbols/symbolize.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 #define BENCH_STACK (1024u * 1024)

@@ -20,8 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hashset.h"
 #include "loader.h"
 #include "profile.h"
+#include "report/formats.h"
 #include "stb/stb.h"
 #include "util.h"
 
@@ -41,17 +43,6 @@ static void every_on_signal(int sig)
 	ssize_t rc = write(every_pipe[1], &c, 1);
 	(void)rc;
 	errno = saved;
-}
-
-static const char *format_ext(int format)
-{
-	switch (format) {
-	case STB_FORMAT_PPROF: return "pb.gz";
-	case STB_FORMAT_JSON: return "json";
-	case STB_FORMAT_FOLDED: return "folded";
-	case STB_FORMAT_FLAMEGRAPH: return "html";
-	default: return "txt";
-	}
 }
 
 /* name: the file of a snapshot started at wall-clock time ts. */
@@ -119,15 +110,9 @@ static int rotate(int dirfd, const char *ext, unsigned keep)
 		const char *stamp;
 		if (strlen(e->d_name) >= STB_EVERY_NAME_MAX || !is_ours(e->d_name, ext, &stamp))
 			continue;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 64;
-			struct every_file *g = realloc(v, c * sizeof(*v));
-			if (!g) {
-				rc = -ENOMEM;
-				goto cleanup;
-			}
-			v = g;
-			cap = c;
+		if (stb_grow(&v, &cap, n + 1, sizeof(*v)) != 0) {
+			rc = -ENOMEM;
+			goto cleanup;
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
 		v[n].stamp = v[n].name + (stamp - e->d_name);
@@ -156,7 +141,7 @@ struct every {
 
 /* One snapshot or profile into its file. Returns 0, or 1 when the run must
  * end with a failure (writing failed). */
-static int write_one(struct every *E, struct stb_snapshot_result *res)
+static int write_one(struct every *E, struct stb_run_result *res)
 {
 	const struct stb_loader_opts *o = E->o;
 	char name[STB_EVERY_NAME_MAX], tmp[STB_EVERY_NAME_MAX + 8];
@@ -175,7 +160,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 	}
 	stb_loader_out_buffer(out);
 	uint64_t start = stb_now_ns();
-	stb_loader_watchdog_arm(start + o->deadline_ns);
+	stb_deadline_arm(start + o->deadline_ns);
 	if (E->prof)
 		stb_profile_once(E->prof, start, out, res);
 	else
@@ -187,7 +172,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 		ok = false;
 		err = errno;
 	}
-	stb_loader_watchdog_arm(UINT64_MAX);
+	stb_deadline_arm(UINT64_MAX);
 	if (ok && renameat(E->dirfd, tmp, E->dirfd, name) != 0) {
 		ok = false;
 		err = errno;
@@ -244,7 +229,8 @@ static int open_dir(const char *dir)
 
 int stb_every_run(const struct stb_loader_opts *o)
 {
-	struct every E = {.o = o, .dirfd = -1, .ext = format_ext(o->format)};
+	const struct stb_format_info *f = stb_format_get(o->format);
+	struct every E = {.o = o, .dirfd = -1, .ext = f ? f->ext : "txt"};
 	int status = STB_EXIT_FAIL;
 	struct sigaction sa, old_int, old_term;
 	bool handlers = false;
@@ -266,12 +252,12 @@ int stb_every_run(const struct stb_loader_opts *o)
 	sigaction(SIGTERM, &sa, &old_term);
 	handlers = true;
 	/* Setting up may take long (huge modules): bounded by one deadline. */
-	stb_loader_watchdog_arm(stb_now_ns() + o->deadline_ns);
+	stb_deadline_arm(stb_now_ns() + o->deadline_ns);
 	if (o->profile)
 		E.prof = stb_profile_open(o);
 	else
 		E.snap = stb_snapshot_open(o);
-	stb_loader_watchdog_arm(UINT64_MAX);
+	stb_deadline_arm(UINT64_MAX);
 	if (!E.prof && !E.snap)
 		goto cleanup;
 	fprintf(stderr, "stb-bpf-loader: %s of pid %d every %.3f s into %s (keeping %u files) "
@@ -280,7 +266,7 @@ int stb_every_run(const struct stb_loader_opts *o)
 	bool target_gone = false;
 	uint64_t next = stb_now_ns();
 	while (!every_stop) {
-		struct stb_snapshot_result res;
+		struct stb_run_result res;
 		if (write_one(&E, &res) != 0)
 			goto cleanup;
 		if (res.target_gone) {

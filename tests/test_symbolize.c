@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/symbolize.c: static, exported, libc, vdso and C++ symbols,
+ * Tests of runtime/stacks/symbols/symbolize.c: static, exported, libc, vdso and C++ symbols,
  * offsets, return-address lookups, file:line and inline frames (nested C++
  * inlining against addr2line -i), the result cache and unknown addresses.
  */
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 #include "util.h"
 
 void *stb_test_cxx_frob_addr(void);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/unwind.c: DWARF and frame-pointer walks of a captured
+ * Tests of runtime/stacks/unwind/unwind.c: DWARF and frame-pointer walks of a captured
  * context (own process, frame-pointer and -fomit-frame-pointer code, another
  * process), depth/skip/stop semantics, failing reads, switch-frame registers,
  * module lookup and refresh after dlopen.
@@ -25,9 +25,9 @@
 
 #include <cmocka.h>
 
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 #include "unw_capture.h"
-#include "unwind.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 #define UNW_TEST_STACK (8u * 1024 * 1024)

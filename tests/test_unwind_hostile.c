@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * runtime/stacks/unwind.c and symbolize.c against what a broken target can
+ * runtime/stacks/unwind/unwind.c and symbolize.c against what a broken target can
  * do: shrink an ELF file it has mapped (a shared object dlopen'ed from a
  * memfd, then truncated), carry CFI that loops or overflows, make a walk
  * meet a return address in no module right after a frame in one (the
@@ -26,9 +26,9 @@
 
 #include <cmocka.h>
 
-#include "elf_image.h"
-#include "symbolize.h"
-#include "unwind.h"
+#include "symbols/symbolize.h"
+#include "unwind/elf_image.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 void unw_test_loopcfi(void);

@@ -6,7 +6,7 @@
  */
 #include <stdint.h>
 
-#include "unwind.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 struct unw_test_capture;

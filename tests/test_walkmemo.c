@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/walkmemo.c: a remembered walk replayed for a copy
+ * Tests of runtime/stacks/symbols/walkmemo.c: a remembered walk replayed for a copy
  * of the same stack elsewhere (whole pages away, or at another offset in its
  * page, as colored stacks are), and never for a copy that differs in what the
  * walk read (every word of a real stack changed in turn), other registers,
@@ -21,13 +21,13 @@
 
 #include <cmocka.h>
 
-#include "frames.h"
-#include "modules.h"
-#include "symbolize.h"
+#include "symbols/frames.h"
+#include "symbols/symbolize.h"
+#include "symbols/walkmemo.h"
 #include "unw_capture.h"
-#include "unwind.h"
+#include "unwind/modules.h"
+#include "unwind/unwind.h"
 #include "util.h"
-#include "walkmemo.h"
 
 #define WM_STACK (256u * 1024)
 #define WM_MAXF 64

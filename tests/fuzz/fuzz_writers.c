@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target of the writers of what the target controls (runtime/stacks/
- * json.c, escape.c, report.c): the input is split into strings used as task
+ * Fuzz target of the writers of what the target controls (runtime/stacks/:
+ * encode/, report/ text and JSON): the input is split into strings used as task
  * names, errors, symbols, modules, comm and notes; the text and JSON reports
  * and a task list are written, and checked: no control byte but newlines,
  * the JSON valid UTF-8 with balanced structure, the text escape's length
@@ -13,23 +13,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "encode/escape.h"
+#include "encode/json.h"
 #include "fuzz.h"
-#include "json.h"
-#include "pprof.h"
-#include "report.h"
-#include "stackset.h"
-#include "symbolize.h"
+#include "report/flamegraph.h"
+#include "report/formats.h"
+#include "report/pprof.h"
+#include "report/stackset.h"
+#include "report/writers.h"
+#include "symbols/symbolize.h"
 
-/* report.c's other writers and symbolizer are not under test here: reports
+/* The profile writers and the symbolizer are not under test here: reports
  * are written without symbols (r.sym NULL), in text and JSON only. */
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
-		     int format)
+		     const struct stb_format_info *f)
 {
 	(void)r;
 	(void)tasks;
 	(void)n;
-	(void)format;
+	(void)f;
+	return -EINVAL;
+}
+
+int stb_pprof_write(struct stb_pprof *p, FILE *out)
+{
+	(void)p;
+	(void)out;
+	return -EINVAL;
+}
+
+int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value)
+{
+	(void)p;
+	(void)out;
+	(void)root_key;
+	(void)value;
+	return -EINVAL;
+}
+
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta)
+{
+	(void)p;
+	(void)out;
+	(void)meta;
+	return -EINVAL;
+}
+
+int stb_flamegraph_write(struct stb_pprof *p, FILE *out, const struct stb_flamegraph_opts *o)
+{
+	(void)p;
+	(void)out;
+	(void)o;
 	return -EINVAL;
 }
 
