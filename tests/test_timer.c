@@ -545,7 +545,10 @@ static void *stb_tm_del_locked(void *arg)
 	while (!__atomic_load_n(&stb_tm.running, __ATOMIC_ACQUIRE))
 		stb_test_sleep_ms(1);
 	stb_test_sleep_ms(5); /* the callback blocks on the mutex by now */
-	j->rc = bthread_timer_del(j->id);
+	bthread_timer_t id;
+	while (!(id = __atomic_load_n(&j->id, __ATOMIC_ACQUIRE))) /* stored after the add */
+		stb_test_sleep_ms(1);
+	j->rc = bthread_timer_del(id);
 	j->done_seen = __atomic_load_n(&stb_tm.done, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&j->finished, 1, __ATOMIC_RELEASE);
 	bthread_mutex_unlock(&stb_tm_mutex);
@@ -595,8 +598,10 @@ static void test_timer_del_running(void **state)
 		else
 			assert_int_equal(pthread_create(&pt, NULL, stb_tm_del_locked, &j), 0);
 		assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_tm.gate_ready, __ATOMIC_ACQUIRE), 5000));
-		assert_int_equal(bthread_timer_add(&j.id, stb_realtime_after_ms(1), stb_tm_lock_cb, NULL),
+		bthread_timer_t id;
+		assert_int_equal(bthread_timer_add(&id, stb_realtime_after_ms(1), stb_tm_lock_cb, NULL),
 				 0);
+		__atomic_store_n(&j.id, id, __ATOMIC_RELEASE);
 		bool finished = STB_WAIT_UNTIL(__atomic_load_n(&j.finished, __ATOMIC_ACQUIRE), 2000);
 		if (kind == 0)
 			assert_int_equal(bthread_join(t, NULL), 0);

@@ -285,11 +285,16 @@ int stb_execq_cancel(struct stb_execq_node *n, int64_t version)
 	}
 }
 
-/* Destroys n's task and gives n back with a new version (handles go stale). */
-static void node_return(struct stb_execq *q, struct stb_execq_node *n)
+/*
+ * Destroys n's task with clear (its queue's, read before the queue could end:
+ * a consumer that emptied its queue may give back its last node after
+ * another consumer finished the queue and its slot began a new one) and
+ * gives n back with a new version (handles go stale).
+ */
+static void node_return(stb_execq_clear_fn clear, struct stb_execq_node *n)
 {
 	if (!n->stop)
-		q->clear(n);
+		clear(n);
 	n->q = NULL;
 	n->stop = 0;
 	uint64_t s = __atomic_load_n(&n->state, __ATOMIC_ACQUIRE);
@@ -440,12 +445,13 @@ static bool more_tasks(struct stb_execq *q, struct stb_execq_node *tail,
  */
 static bool execq_consume(struct stb_execq *q, struct stb_execq_node *head)
 {
+	const stb_execq_clear_fn clear = q->clear;
 	struct stb_execq_node *tail = NULL;
 	bool finished = false;
 	for (;;) {
 		if (head->iterated) {
 			struct stb_execq_node *next = node_next(head);
-			node_return(q, head);
+			node_return(clear, head);
 			head = next;
 		}
 		int rc;
@@ -463,14 +469,14 @@ static bool execq_consume(struct stb_execq *q, struct stb_execq_node *head)
 		/* Give back the passed nodes up to the first unpassed (or last) one. */
 		struct stb_execq_node *next;
 		while ((next = node_next(head)) != NULL && head->iterated) {
-			node_return(q, head);
+			node_return(clear, head);
 			head = next;
 		}
 		if (!tail)
 			for (tail = head; node_next(tail); tail = node_next(tail))
 				;
 		if (!more_tasks(q, tail, &tail, !head->iterated)) {
-			node_return(q, head);
+			node_return(clear, head); /* q may be another queue's by now */
 			return finished;
 		}
 	}
@@ -584,10 +590,11 @@ void stb_execq_push(struct stb_execq *q, struct stb_execq_node *n, bool high_pri
 		if (high_priority)
 			__atomic_fetch_sub(&q->high_priority, niterated, __ATOMIC_RELAXED);
 		struct stb_execq_node *tail = n;
+		const stb_execq_clear_fn clear = q->clear;
 		bool more = more_tasks(q, n, &tail, !n->iterated);
 		unpublish(prevq);
 		if (!more) {
-			node_return(q, n);
+			node_return(clear, n);
 			return;
 		}
 	}

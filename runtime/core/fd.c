@@ -62,17 +62,19 @@ static void *stb_fd_main(void *arg)
 
 static void stb_fd_init_once(void)
 {
-	stb_epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (stb_epfd < 0) {
+	/* Atomic stores: stb_fd_is_runtime reads it without the once. */
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0) {
 		stb_fd_init_err = errno;
 		return;
 	}
+	__atomic_store_n(&stb_epfd, epfd, __ATOMIC_RELEASE);
 	pthread_t th;
 	int rc = pthread_create(&th, NULL, stb_fd_main, NULL);
 	if (rc != 0) {
 		stb_fd_init_err = rc;
-		close(stb_epfd);
-		stb_epfd = -1;
+		__atomic_store_n(&stb_epfd, -1, __ATOMIC_RELEASE);
+		close(epfd);
 		return;
 	}
 	pthread_detach(th);
@@ -85,8 +87,9 @@ static void stb_fd_init_once(void)
  */
 static bool stb_fd_is_runtime(int fd)
 {
+	/* The table's fd is set before its header is published (release). */
 	return fd == __atomic_load_n(&stb_epfd, __ATOMIC_ACQUIRE) ||
-	       (stb_table.base && fd == stb_table.fd);
+	       (__atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE) && fd == stb_table.fd);
 }
 
 /* The entry of fd if it exists (never allocates); NULL otherwise. */
