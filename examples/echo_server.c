@@ -122,8 +122,10 @@ static ECHO_FRAME int db_slow_transaction(void)
 static void *db_main(void *arg)
 {
 	(void)arg;
-	/* bthread_stop ends the sleeps with ESTOP at shutdown. */
-	while (db_slow_transaction() == 0 && bthread_usleep(ECHO_DB_GAP_US) == 0)
+	/* bthread_stop ends a sleep with ESTOP at shutdown; a stop that came
+	 * while it waited for the lock is seen by bthread_stopped. */
+	while (!bthread_stopped(bthread_self()) && db_slow_transaction() == 0 &&
+	       bthread_usleep(ECHO_DB_GAP_US) == 0)
 		;
 	return NULL;
 }

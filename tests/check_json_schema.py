@@ -16,7 +16,8 @@ STATES = {"unused", "created", "ready-without-stack", "ready", "about-to-run", "
           "suspending", "suspended", "destroyed"}
 CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall", "core"}
 WAIT_KINDS = {"butex", "mutex", "cond", "rwlock-read", "rwlock-write", "sem", "barrier", "once",
-              "sleep", "fd", "join", "id", "timer", "yield", "countdown"}
+              "sleep", "fd", "join", "id", "timer", "yield", "countdown",
+              "execution-queue"}
 HEX = re.compile(r"^0x[0-9a-f]+$")
 BUILD_ID = re.compile(r"^[0-9a-f]+$")
 
@@ -119,10 +120,22 @@ def check_wait(w, where, grouped_any=False):
     opt(w, "events", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
     pair(w, "fd", "events", where)
     opt(w, "deadline_in_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    opt(w, "queued", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    if "queued" in w and w["kind"] != "execution-queue":
+        raise Bad(f"{where}: \"queued\" in a wait that is not on an execution queue")
     if "owner" in w and "owner_tid" in w:
         raise Bad(f"{where}: \"owner\" and \"owner_tid\" exclude each other")
     only(w, ["kind", "object", "owner", "owner_tid", "target", "mutex", "fd", "events",
-             "deadline_in_s"], where)
+             "deadline_in_s", "queued"], where)
+
+
+def check_execq(q, where):
+    """What a consumer works on: {"queue": "0x...", "queued": N}."""
+    if not isinstance(q, dict):
+        raise Bad(f"{where}: not an object")
+    need(q, "queue", is_hex, "a hex string", where)
+    opt(q, "queued", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    only(q, ["queue", "queued"], where)
 
 
 def check_created_by(c, where):
@@ -182,8 +195,10 @@ def check_task(t, where, stacks, grouped=False):
     opt(t, "selected", lambda v: v is False, "false", where)
     if "holds" in t:
         check_holds(t["holds"], f"{where}.holds")
+    if "execution_queue" in t:
+        check_execq(t["execution_queue"], f"{where}.execution_queue")
     allowed = ["id", "kind", "name", "state", "capture", "tid", "blocked_s", "running_s",
-               "wait", "created_by", "error", "selected", "holds"]
+               "wait", "execution_queue", "created_by", "error", "selected", "holds"]
     if stacks and grouped:
         # The stack is the group's, written once: a grouped task has none.
         need(t, "group", lambda v: is_int(v) and v >= 0, "a group index", where)
@@ -322,6 +337,8 @@ def check_stacks(doc, loader, grouped):
         check_stack(g, where)
         if "wait" in g:
             check_wait(g["wait"], f"{where}.wait")
+        if "execution_queue" in g:
+            check_execq(g["execution_queue"], f"{where}.execution_queue")
         opt(g, "shortest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
         opt(g, "longest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
         pair(g, "shortest_s", "longest_s", where)
@@ -336,8 +353,8 @@ def check_stacks(doc, loader, grouped):
                 raise Bad(f"{where}: id {tid} is not a task of this group")
             if t.get("selected", True) != g.get("selected", True):
                 raise Bad(f"{where}: task {tid} and its group differ in \"selected\"")
-        only(g, ["count", "state", "wait", "shortest_s", "longest_s", "names", "ids",
-                 "selected"] + STACK, where)
+        only(g, ["count", "state", "wait", "execution_queue", "shortest_s", "longest_s", "names",
+                 "ids", "selected"] + STACK, where)
     # Every task in exactly one group: each group's ids point back at it
     # (above), and together they are every task once.
     listed = [tid for g in doc.get("groups", []) for tid in g["ids"]]

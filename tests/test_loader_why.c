@@ -54,9 +54,9 @@ static void loader_run(struct run *r, const char *a1, const char *a2, const char
 	run_loader(r, "--pid", pid_arg(&wt.t), "--timeout", CAPTURE_TIMEOUT, a1, a2, a3, NULL);
 }
 
-static void check_scenario(enum why_dl dl)
+static void check_scenario(enum why_dl dl, const char *const *extra)
 {
-	why_start(&wt, dl, NULL, NULL);
+	why_start(&wt, dl, extra, NULL);
 	int pid = (int)wt.t.pid;
 	char *text = loader_out("text", NULL, NULL);
 	why_check_text(text, &wt);
@@ -117,31 +117,32 @@ static void check_scenario(enum why_dl dl)
 static void test_waits(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_NONE);
+	static const char *const args[] = {"--execq", NULL};
+	check_scenario(WHY_DL_NONE, args); /* with an execution queue */
 }
 
 static void test_deadlock_mutex2(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_MUTEX2);
+	check_scenario(WHY_DL_MUTEX2, NULL);
 }
 
 static void test_deadlock_mutex3(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_MUTEX3);
+	check_scenario(WHY_DL_MUTEX3, NULL);
 }
 
 static void test_deadlock_join(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_JOIN);
+	check_scenario(WHY_DL_JOIN, NULL);
 }
 
 static void test_deadlock_pthread(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_PTHREAD);
+	check_scenario(WHY_DL_PTHREAD, NULL);
 }
 
 /* pprof from outside: the mutex waiter's sample carries wait_kind, the

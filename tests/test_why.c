@@ -46,9 +46,9 @@ static char *dump(const char *fmt, int group, unsigned stuck_ms, int all_ids)
 	return text;
 }
 
-static void check_scenario(enum why_dl dl)
+static void check_scenario(enum why_dl dl, const char *const *extra)
 {
-	why_start(&tg, dl, NULL, NULL);
+	why_start(&tg, dl, extra, NULL);
 	char *text = dump("text", 0, 0, 0);
 	why_check_text(text, &tg);
 	why_check_header(text, "stb_dump", (int)tg.t.pid);
@@ -68,31 +68,32 @@ static void check_scenario(enum why_dl dl)
 static void test_waits(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_NONE);
+	static const char *const args[] = {"--execq", NULL};
+	check_scenario(WHY_DL_NONE, args); /* with an execution queue */
 }
 
 static void test_deadlock_mutex2(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_MUTEX2);
+	check_scenario(WHY_DL_MUTEX2, NULL);
 }
 
 static void test_deadlock_mutex3(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_MUTEX3);
+	check_scenario(WHY_DL_MUTEX3, NULL);
 }
 
 static void test_deadlock_join(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_JOIN);
+	check_scenario(WHY_DL_JOIN, NULL);
 }
 
 static void test_deadlock_pthread(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_PTHREAD);
+	check_scenario(WHY_DL_PTHREAD, NULL);
 }
 
 /* Heavy mutex churn (locks taken in one order): never a deadlock, however
@@ -268,7 +269,7 @@ static void test_grouped(void **state)
 static void test_http(void **state)
 {
 	(void)state;
-	static const char *const args[] = {"--http", NULL};
+	static const char *const args[] = {"--http", "--execq", NULL};
 	why_start(&tg, WHY_DL_MUTEX3, args, NULL);
 	assert_true(tg.port > 0);
 	char *body;

@@ -79,6 +79,12 @@ void why_start(struct why_target *w, enum why_dl dl, const char *const *extra, c
 	}
 	const struct ts_chain *s = ts_ltarget_chain(&w->t, "spin");
 	w->spin = s && s->n ? s->ids[0] : 0;
+	const struct ts_chain *e = ts_ltarget_chain(&w->t, "execq");
+	if (e && e->n == 3) {
+		w->execq_consumer = e->ids[0];
+		w->execq_joiner = e->ids[1];
+		w->execq_queue = e->ids[2];
+	}
 	w->churn = ts_ltarget_chain(&w->t, "churn");
 	w->yield = ts_ltarget_chain(&w->t, "yield");
 	w->tickers = ts_ltarget_chain(&w->t, "tickers");
@@ -189,6 +195,19 @@ void why_check_text(const char *text, const struct why_target *w)
 	snprintf(want, sizeof(want), " waiting on join of bthread %" PRIu64 " \"why sleep\"",
 		 w->sleep);
 	need_in(line, want, "join");
+	/* An execution queue: its consumer asleep in a task (three queued), and
+	 * a joiner waiting on the queue. */
+	if (w->execq_consumer) {
+		line_of(text, w->execq_consumer, line, sizeof(line));
+		snprintf(want, sizeof(want), " working on execution queue 0x%" PRIx64 " (3 queued)",
+			 w->execq_queue);
+		need_in(line, want, "execution queue consumer");
+		need_in(line, " sleeping, ", "execution queue consumer's sleep");
+		line_of(text, w->execq_joiner, line, sizeof(line));
+		snprintf(want, sizeof(want), " waiting on execution queue 0x%" PRIx64 " (3 queued)",
+			 w->execq_queue);
+		need_in(line, want, "execution queue joiner");
+	}
 	/* Created by: the creator's function, in the creator bthread. */
 	char child[64];
 	snprintf(child, sizeof(child), "bthread %" PRIu64 " \"why child\"", w->child);
@@ -285,6 +304,19 @@ void why_check_json(const struct ts_json *doc, const struct why_target *w)
 	assert_int_equal(hex_of(v, "mutex"), w->objs[3]);
 	v = json_wait(doc, w->joiner, "join");
 	assert_int_equal(ts_json_u64(v, "target", 0), w->sleep);
+	if (w->execq_consumer) {
+		const struct ts_json *c = why_json_task(doc, w->execq_consumer);
+		assert_non_null(c);
+		const struct ts_json *q = ts_json_get(c, "execution_queue");
+		if (!q)
+			fail_msg("the execution queue consumer has no \"execution_queue\"");
+		assert_int_equal(hex_of(q, "queue"), w->execq_queue);
+		assert_int_equal(ts_json_u64(q, "queued", 99), 3);
+		v = json_wait(doc, w->execq_joiner, "execution-queue");
+		assert_int_equal(hex_of(v, "object"), w->execq_queue);
+		assert_int_equal(ts_json_u64(v, "queued", 99), 3);
+		assert_null(ts_json_get(why_json_task(doc, w->execq_joiner), "execution_queue"));
+	}
 	const struct ts_json *t = why_json_task(doc, w->waiter);
 	assert_non_null(ts_json_get(t, "blocked_s"));
 	/* Created by. */

@@ -3,7 +3,8 @@
  * What test_why (stb_dump, the debug endpoint) and test_loader_why
  * (stb-bpf-loader) check in the same way: why_target started and its ids,
  * and the "why" of each of its tasks in the text and JSON reports -- waits,
- * owners, fds, sleeps, joins, creators, deadlocks, group headers.
+ * owners, fds, sleeps, joins, creators, deadlocks, group headers, an
+ * execution queue's consumer and joiner (with --execq).
  */
 #ifndef STB_TESTS_WHY_CHECKS_H
 #define STB_TESTS_WHY_CHECKS_H
@@ -30,6 +31,7 @@ struct why_target {
 	uint64_t tid, fdnum, port;
 	uint64_t many_first, many_last;
 	uint64_t spin;
+	uint64_t execq_consumer, execq_joiner, execq_queue; /* --execq, else 0 */
 	const struct ts_chain *churn, *yield, *tickers;
 };
 

@@ -7,10 +7,12 @@
  * waiting, a bthread_id locked by a sleeping bthread with a waiter, and on
  * request deadlocks (2 and 3 bthreads over mutexes, a join cycle, one through
  * a registered pthread), heavy mutex churn, a spin, yielders, bthreads each
- * waiting on an fd of its own, and bthreads started at one site on command
- * (a leak). Speaks the line protocol of tests/support/ltarget.h: "pid P",
- * "ids NAME ID..." (also "ids objects" -- the mutexes', rwlock's and id's
- * addresses -- and "ids info TID FD PORT"), "ready"; commands on stdin.
+ * waiting on an fd of its own, bthreads started at one site on command (a
+ * leak) and an execution queue (its consumer asleep in its first task, three
+ * queued, a joiner; through the C layer of bthread/execution_queue.h). Speaks
+ * the line protocol of tests/support/ltarget.h: "pid P", "ids NAME ID..."
+ * (also "ids objects" -- the mutexes', rwlock's and id's addresses -- and
+ * "ids info TID FD PORT"), "ready"; commands on stdin.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +29,7 @@
 
 #include <bthread/bthread.h>
 #include <bthread/id.h>
+#include <bthread/execution_queue.h>
 #include <stb/stb.h>
 
 #include "util.h"
@@ -333,12 +336,62 @@ WT_FN static void *yield_fn(void *arg)
 	return NULL;
 }
 
+/* ---- an execution queue (--execq) ---- */
+
+static uint64_t wt_execq_id;
+static atomic_ullong wt_execq_consumer;
+
+/* Its first task never ends: the consumer sleeps in it, the others queue. */
+WT_FN static int execq_run(void *meta, void *fn, struct stb_execq_iter *it)
+{
+	(void)meta;
+	(void)fn;
+	if (!stb_execq_iter_valid(it))
+		return 0;
+	atomic_store(&wt_execq_consumer, bthread_self());
+	bthread_usleep(WT_FOREVER_US);
+	return 0;
+}
+
+static void execq_clear(struct stb_execq_node *n)
+{
+	(void)n;
+}
+
+WT_FN static void *execq_joiner_fn(void *arg)
+{
+	(void)arg;
+	stb_execq_join(wt_execq_id); /* never stopped: waits for good */
+	return NULL;
+}
+
+/* Starts the queue with 4 tasks; ids[] = consumer, joiner, queue address. */
+static void execq_setup(bthread_t ids[3])
+{
+	const struct stb_execq_options o = {.attr = NULL};
+	if (stb_execq_start(&wt_execq_id, &o, execq_run, execq_clear, NULL, NULL) != 0)
+		exit(1);
+	struct stb_execq *q = stb_execq_address(wt_execq_id);
+	for (int i = 0; q && i < 4; i++) {
+		struct stb_execq_node *n = stb_execq_node_alloc();
+		if (!n)
+			exit(1);
+		stb_execq_push(q, n, false, false);
+	}
+	while (!atomic_load(&wt_execq_consumer))
+		bthread_usleep(1000);
+	ids[0] = (bthread_t)atomic_load(&wt_execq_consumer);
+	ids[1] = start(execq_joiner_fn, NULL, "why execq joiner");
+	ids[2] = (bthread_t)(uintptr_t)q;
+	stb_execq_release(q);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"Usage: why_target [--deadlock2] [--deadlock3] [--joincycle] [--pthread]\n"
 		"                  [--churn N] [--many N] [--tickers N] [--spin MS] [--yield N MS]\n"
-		"                  [--fds N] [--leak N] [--http]\n"
+		"                  [--fds N] [--leak N] [--http] [--execq]\n"
 		"Prints 'pid P', 'ids NAME ID...' (objects: mutex, rwlock and id addresses;\n"
 		"info: holder tid, fd, http port), then 'ready'.\n"
 		"Commands: 'dump FORMAT GROUP STUCK_MS ALL_IDS PATH' (stb_dump into PATH:\n"
@@ -363,7 +416,7 @@ static void settle(void)
 
 int main(int argc, char **argv)
 {
-	bool dl2 = false, dl3 = false, joincycle = false, pth = false, http = false;
+	bool dl2 = false, dl3 = false, joincycle = false, pth = false, http = false, execq = false;
 	long churn = 0, spin_ms = 0, nyield = 0, yield_ms = 0, many = 0, ntick = 0, nfds = 0,
 	     nleak = 0;
 	for (int i = 1; i < argc; i++) {
@@ -377,6 +430,8 @@ int main(int argc, char **argv)
 			pth = true;
 		else if (strcmp(argv[i], "--http") == 0)
 			http = true;
+		else if (strcmp(argv[i], "--execq") == 0)
+			execq = true;
 		else if (strcmp(argv[i], "--churn") == 0 && i + 1 < argc)
 			churn = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--fds") == 0 && i + 1 < argc)
@@ -507,6 +562,9 @@ int main(int argc, char **argv)
 		nyield = 64;
 	for (long i = 0; i < nyield; i++)
 		yielders[i] = start(yield_fn, (void *)(uintptr_t)yield_ms, "why yield");
+	bthread_t execq_ids[3] = {0};
+	if (execq)
+		execq_setup(execq_ids);
 	uint16_t port = 0;
 	if (http && stb_debug_http_start(0, &port) != 0)
 		return 1;
@@ -545,6 +603,8 @@ int main(int argc, char **argv)
 		print_ids("spin", &spinner, 1);
 	if (nyield)
 		print_ids("yield", yielders, (unsigned)(nyield > 16 ? 16 : nyield));
+	if (execq)
+		print_ids("execq", execq_ids, 3); /* consumer, joiner, queue address */
 	/* Addresses and numbers in decimal: "ids" lines are all the protocol has. */
 	const bthread_t objs[] = {(uintptr_t)&wt_owned, (uintptr_t)&wt_tidheld,
 				  (uintptr_t)&wt_cond, (uintptr_t)&wt_condm,

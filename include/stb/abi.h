@@ -81,6 +81,15 @@
  *   holds the current owner (0 = free). wait_owner is the owner seen when
  *   the task blocked; a tracer re-reads the owner word before it reports a
  *   wait-for edge (the graph moves).
+ * - execq is written by the task itself while it runs: the address of the
+ *   execution queue it consumes now (bthread/execution_queue.h: its
+ *   consumer bthread, a resident pthread consumer, or a thread running a
+ *   task in place), 0 when none; reset to 0 when the slot gets a new
+ *   occupant. At that address the target keeps a struct stb_abi_execq:
+ *   pushed is written by the queue's producers, taken by its consumer, and
+ *   pushed - taken is the number of tasks queued (a reader re-reads them
+ *   from the target; they may be torn against each other: a hint). The
+ *   EXECQ wait kind names the same struct as its object.
  * - A worker entry's current is written by that worker before the task it
  *   names enters RUNNING, and reset to 0 after the task left RUNNING.
  *   run_seq/run_since_ns are written by the runtime's monitor thread only
@@ -168,11 +177,13 @@ enum stb_wait_kind {
 	STB_WAIT_JOIN = 11,     /* bthread_join: owner = the joined bthread (bthread_list_join:
 	                           object = the list) */
 	STB_WAIT_ID = 12,       /* bthread_id_lock/join: object = the id's value, owner = its locker */
-	STB_WAIT_TIMER = 13,    /* bthread_timer_del: waiting for a running callback,
-	                           object = the bthread_timer_t */
+	STB_WAIT_TIMER = 13,    /* a timed wait's end: waiting for its running timer
+	                           callback, object = the timer's id */
 	STB_WAIT_YIELD = 14,    /* ready after bthread_yield (not blocked) */
 	STB_WAIT_COUNTDOWN = 15, /* CountdownEvent::wait: object = the event */
-	STB_WAIT_NKINDS = 16,
+	STB_WAIT_EXECQ = 16,    /* execution_queue_join, or an idle pthread consumer:
+	                           object = the queue (struct stb_abi_execq) */
+	STB_WAIT_NKINDS = 17,
 };
 
 /* stb_abi_task.wait_word: kind | flags << 8 | events << 16 | fd << 32 */
@@ -256,9 +267,21 @@ struct stb_abi_task {
 	__u64 creator_ip;       /* return address of the bthread_start_* call */
 	__u32 creator_tid;      /* kernel tid of the thread that started it */
 	__u32 reserved0;
-	__u8 reserved1[8];
+	/* Line 3: execq written by the task while it runs; created_ns when it is created. */
+	__u64 execq;            /* execution queue it consumes now (struct stb_abi_execq), 0 = none */
 	__u64 created_ns;       /* CLOCK_MONOTONIC_COARSE when it was started, 0 = unknown */
 	__u8 reserved[256 - 232];
+};
+
+/*
+ * The head of an execution queue in the target's memory (see execq above):
+ * its producers and its consumer count on separate cache lines.
+ */
+struct stb_abi_execq {
+	__u64 pushed;           /* tasks pushed (stop excluded) */
+	__u8 pad0[56];
+	__u64 taken;            /* tasks its consumer went past (run or cancelled) */
+	__u8 pad1[56];
 };
 
 /*
@@ -318,6 +341,9 @@ STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 128, "task layo
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_id) == 192, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_tid) == 208, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, created_ns) == 224, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, execq) == 216, "task layout");
+STB_ABI_ASSERT_(sizeof(struct stb_abi_execq) == 128, "execution queue head");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_execq, taken) == 64, "execution queue head");
 STB_ABI_ASSERT_(STB_ABI_TASK_BASE * STB_ABI_ENTRY_SIZE % 4096 == 0, "tasks start on a page");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_switch_frame) == STB_ABI_SWITCH_FRAME, "switch frame");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, x87cw) == 4, "switch frame");

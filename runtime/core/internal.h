@@ -398,11 +398,22 @@ typedef void (*stb_timer_fn)(void *arg);
 uint64_t stb_timer_add(uint64_t deadline, stb_timer_fn fn, void *arg);
 /*
  * Cancels a timer. Returns 0 if it was removed before running; 1 if its
- * callback was running, after it returned (a bthread waits on a butex, a
- * pthread on the timer lock; from the callback itself it returns at once);
- * -1 if the id is unknown or the timer already ran.
+ * callback was running: with wait, after it returned (a bthread waits on a
+ * butex, a pthread on the timer lock; from the callback itself it returns at
+ * once), else at once; -1 if the id is unknown or the timer already ran.
  */
-int stb_timer_cancel(uint64_t id);
+int stb_timer_cancel(uint64_t id, bool wait);
+
+/*
+ * For the runtime's own threads that wake, work for microseconds and sleep
+ * again (the timer thread, the fd dispatcher): asks the kernel for a short
+ * slice (EEVDF's custom slice, Linux 6.12+, no privilege needed), so that on
+ * a busy CPU they run at once instead of after the running thread's slice,
+ * and for a timer slack of 1 ns (timers fire when due, not up to 50 us
+ * later). Best effort; keeps the thread's policy and nice. Calling thread only.
+ */
+#define STB_WAKE_FAST_SLICE_NS 100000u
+void stb_thread_wake_fast(void);
 
 /* ---- fd waits (fd.c) ---- */
 /* Nothing shared. */

@@ -163,6 +163,13 @@ int bthread_cond_timedwait(bthread_cond_t *c, bthread_mutex_t *m, const struct t
 {
 	if (!c || !c->seq || !m || !m->butex)
 		return EINVAL;
+	/* The first wait binds the cond to m (as bRPC's): another mutex is a bug. */
+	bthread_mutex_t *bound = __atomic_load_n(&c->m, __ATOMIC_RELAXED);
+	if (bound == NULL)
+		__atomic_compare_exchange_n(&c->m, &bound, m, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED); /* on failure bound = the winner's */
+	if (bound != NULL && bound != m)
+		return EINVAL;
 	uint64_t deadline = stb_abstime_to_mono(abstime);
 	int seq = __atomic_load_n(c->seq, __ATOMIC_ACQUIRE);
 	bthread_mutex_unlock(m);

@@ -218,6 +218,7 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);
 	__atomic_store_n(&p->since_ns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->wait_word, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->execq, 0, __ATOMIC_RELAXED);
 	p->flags = (t->flags & STB_TASK_F_WORKER_STACK) ? STB_ABI_TASK_F_WORKER_STACK : 0;
 	/* memcpy of the bounded array: attr names are at most 31 bytes. */
 	memcpy(p->name, t->attr.name, sizeof(t->attr.name));

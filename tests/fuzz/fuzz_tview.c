@@ -10,12 +10,15 @@
  * and every cycle it reports must close. Then the collector makes two
  * passes over it with options from the input (the whole table from a slot,
  * or ids; stuck tests, reuse, late tasks, each()), and what it keeps must
- * stay within the table and its limits.
+ * stay within the table and its limits. Each entry's "why" (wait block,
+ * creator, execution queue and its queued count, read from the stack bytes)
+ * is read as the collector reads it.
  */
 #include <stdbool.h>
 #include <string.h>
 
 #include "collect/collect.h"
+#include "collect/taskwhy.h"
 #include "fuzz.h"
 #include "symbols/frames.h"
 #include "symbols/symbolize.h"
@@ -260,6 +263,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 	}
 	struct stb_mem mem = {.read = mem_read, .ctx = &in, .flags = STB_MEM_F_FROZEN};
+	for (uint32_t i = 0; i < n; i++) {
+		struct stb_report_task rt;
+		memset(&rt, 0, sizeof(rt));
+		rt.id = tasks[i].id;
+		stb_report_task_why(&rt, &tasks[i], NULL, &mem);
+		if (rt.wait.kind >= STB_WAIT_NKINDS || (rt.execq_queued_known && (rt.execq & 63)) ||
+		    (rt.wait_queued_known && rt.wait.kind != STB_WAIT_EXECQ))
+			__builtin_trap();
+	}
 	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE | STB_DRIVER_F_NO_WAIT};
 	struct table tb = {.t = tasks, .n = n};
 	struct stb_tview_src src = {.entry = entry, .ctx = &tb, .nslots = (uint32_t)h.slot_hwm};

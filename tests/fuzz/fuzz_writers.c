@@ -189,6 +189,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[1].since_ns = 1;
 	t[1].err = -EIO;
 	t[1].error = str[2];
+	/* Execution queues: a consumer (t[0]), a joiner (t[1]), and a group
+	 * working on one queue or two (t[2], t[3]). */
+	t[0].execq = 0x7f0000000040ull;
+	t[0].execq_queued_known = (size >> 2) & 1;
+	t[0].execq_queued = size * 977;
+	t[1].wait.kind = STB_WAIT_EXECQ;
+	t[1].wait.object = t[0].execq;
+	t[1].wait_queued_known = (size >> 3) & 1;
+	t[1].wait_queued = UINT64_MAX - size;
 	/* Two tasks sharing one stored stack (its JSON written once, spliced). */
 	struct stb_stackset *set = stb_stackset_new();
 	for (int i = 2; i < 4 && set; i++) {
@@ -200,6 +209,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t[i].frames = t[i].stack ? t[i].stack->frames : frames;
 		t[i].nframes = 2;
 		snprintf(t[i].name, sizeof(t[i].name), "%s", str[1]);
+		t[i].execq = (size >> 4) & 1 ? 0x7f0000000080ull * (unsigned)i : t[0].execq;
+		t[i].execq_queued_known = true;
+		t[i].execq_queued = (uint64_t)i;
 	}
 	unsigned nt = set ? 4 : 2;
 	/* Numbers of the input: the header's census and time, ages, sites. */

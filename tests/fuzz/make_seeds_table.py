@@ -23,11 +23,13 @@ def header(cap=64, version=2, esize=256, hentries=32, maxw=256, size=None, hwm=8
 
 
 def task(id_, state, sp=BASE + 2048, lo=BASE, hi=BASE + 4096, name=b"t", kind=1, seq=1,
-         worker=0, flags=0):
+         worker=0, flags=0, obj=0, execq=0):
     t = struct.pack("<QQQQQQQQ", id_, seq << 32 | state, 0, sp, 0x401000, sp + 64, lo, hi)
-    t += struct.pack("<IIQQQQQQ", worker, 1234, 0, kind, 0, 0, 0, 0)
+    t += struct.pack("<IIQQQQQQ", worker, 1234, 0, kind, obj, 0, 0, 0)
     t += struct.pack("<II", flags, 0)
     t += name[:64].ljust(64, b"\0")
+    t += struct.pack("<QQII", 0, 0, 0, 0)  # creator
+    t += struct.pack("<Q", execq)  # the execution queue it consumes (offset 216)
     return t.ljust(256, b"\0")
 
 
@@ -53,6 +55,14 @@ write("tview", "badheader", header(version=7, cap=2**24, size=1) + struct.pack("
 write("tview", "names", header() + real + task(1 << 32, 7, name=b"\x1b[31m\xff" * 20) + stack())
 write("tview", "running", header() + real + task(1 << 32, 5, worker=999) +
       task(2 << 32, 5, flags=1) + stack())
+# Execution queues: a consumer whose queue head (pushed, taken) is in the
+# stack bytes, one whose counters say taken > pushed, a wild and a misaligned
+# address, and a joiner in an EXECQ wait (kind 16) on the first queue.
+write("tview", "execq", header(hwm=5) + real + task(1 << 32, 7, execq=BASE + 128) +
+      task(2 << 32, 5, execq=BASE + 1024) + task(3 << 32, 7, execq=2**64 - 64) +
+      task(4 << 32, 7, execq=BASE + 8) + task(5 << 32, 7, kind=16, obj=BASE + 128) +
+      stack()[:128] + struct.pack("<Q", 9) + bytes(56) + struct.pack("<Q", 4) +
+      stack()[200:1024] + struct.pack("<Q", 1) + bytes(56) + struct.pack("<Q", 7) + stack(64))
 # The collector's options are the header flags' upper half (fuzz_tview.c).
 mixed = b"".join(task(1 << 32 | i, s) for i, s in enumerate([7, 3, 1, 2, 7, 3]))
 for name, bits in [("collect-intern", 8192 | 16384 | 1 << 11), ("collect-ids", 1 | 8192 | 2 << 11),

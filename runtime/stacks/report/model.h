@@ -41,6 +41,10 @@ struct stb_report_task {
 	struct stb_creator creator; /* who started it (all 0: unknown) */
 	bool added;              /* not of the run's selection: in the report because a
 				    selected task waits on it (stb_report_waits_for) */
+	uint64_t execq;          /* execution queue it consumes now (abi.h), 0 = none */
+	uint64_t execq_queued;   /* tasks queued there, when execq_queued_known */
+	uint64_t wait_queued;    /* EXECQ waits: tasks queued in the queue waited for, */
+	bool execq_queued_known, wait_queued_known; /* when known (read from the target) */
 	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
 	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */

@@ -252,6 +252,7 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 	}
 	stb_why_text_bracket(w, t);
 	stb_why_text_wait(w, t);
+	stb_why_text_execq(w, t);
 	fputc('\n', out);
 }
 

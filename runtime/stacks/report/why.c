@@ -214,6 +214,8 @@ static const char *kind_noun(unsigned kind)
 		return "bthread_id";
 	case STB_WAIT_COUNTDOWN:
 		return "countdown event";
+	case STB_WAIT_EXECQ:
+		return "execution queue";
 	default:
 		return stb_wait_kind_name(kind);
 	}
@@ -261,6 +263,8 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 	if (v->kind == STB_WAIT_NONE || v->kind == STB_WAIT_YIELD)
 		return;
 	put_wait_what(out, v, true);
+	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", t->wait_queued);
 	if (v->kind == STB_WAIT_JOIN && v->owner)
 		put_owner(w, v->owner, NULL);
 	else if (stb_wait_has_owner_word(v->kind))
@@ -322,6 +326,23 @@ void stb_why_text_holds(const struct stb_why *w, const struct stb_report_task *t
 void stb_why_text_group_holds(const struct stb_why *w, const struct stb_report_task *lead)
 {
 	put_holds(w, lead, true, lead->group_count > 1);
+}
+
+/* Does t consume an execution queue other than the one it waits on? */
+static bool works_on_execq(const struct stb_report_task *t)
+{
+	return t->execq && !(t->wait.kind == STB_WAIT_EXECQ && t->wait.object == t->execq);
+}
+
+void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t)
+{
+	if (!works_on_execq(t))
+		return;
+	FILE *out = w->r->out;
+	fprintf(out, "%s working on execution queue 0x%" PRIx64,
+		t->wait.kind != STB_WAIT_NONE && t->wait.kind != STB_WAIT_YIELD ? "," : "", t->execq);
+	if (t->execq_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", t->execq_queued);
 }
 
 /* The frame of a return address ip, symbolized (with_source: and its
@@ -462,6 +483,8 @@ struct group_sum {
 	const char *first, *last; /* names in natural order; NULL: none named */
 	bool one_name;
 	unsigned kinds; /* bit 0 bthreads, bit 1 pthreads */
+	bool one_execq;  /* every member works on the same execution queue */
+	bool any_execq;  /* some member works on one */
 };
 
 /* Do two waits of one kind say the same (what their text shows)? */
@@ -483,7 +506,7 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		      struct group_sum *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = true;
+	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = s->one_execq = true;
 	const struct stb_wait_view *a = &lead->wait;
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		const struct stb_wait_view *b = &m->wait;
@@ -495,6 +518,10 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		    m->creator.tid != lead->creator.tid)
 			s->one_creator = false;
 		s->kinds |= m->is_pthread ? 2u : 1u;
+		if (works_on_execq(m))
+			s->any_execq = true;
+		if (!works_on_execq(m) || m->execq != lead->execq)
+			s->one_execq = false;
 		uint64_t ns;
 		if (stb_why_in_state_ns(w, m, &ns)) {
 			if (!s->any_time || ns < s->min_ns)
@@ -595,6 +622,12 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 			put_wait_what(out, &lead->wait, false);
 			fputs(" (several)", out);
 		}
+	}
+	if (s.one_execq) {
+		stb_why_text_execq(w, lead);
+	} else if (s.any_execq) {
+		bool wait = lead->wait.kind != STB_WAIT_NONE && lead->wait.kind != STB_WAIT_YIELD;
+		fprintf(out, "%s working on execution queues (several)", wait ? "," : "");
 	}
 	fputc('\n', out);
 	if (w->r->all_ids) {
@@ -722,8 +755,9 @@ static void json_seconds(struct stb_json *j, const char *key, uint64_t ns)
 
 /* The members of a "wait" object (one_object: object, owner, fd included). */
 static void json_wait_members(const struct stb_why *w, struct stb_json *j,
-			      const struct stb_wait_view *v, bool one_object)
+			      const struct stb_report_task *t, bool one_object)
 {
+	const struct stb_wait_view *v = &t->wait;
 	stb_json_kv_string(j, "kind", stb_wait_kind_name(v->kind));
 	if (!one_object)
 		return;
@@ -743,10 +777,25 @@ static void json_wait_members(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_i64(j, "fd", v->fd);
 		stb_json_kv_u64(j, "events", v->events);
 	}
+	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
+		stb_json_kv_u64(j, "queued", t->wait_queued);
 	if (v->deadline && w->r->now_ns) {
 		uint64_t now = w->r->now_ns;
 		json_seconds(j, "deadline_in_s", v->deadline > now ? v->deadline - now : 0);
 	}
+}
+
+/* "execution_queue": {"queue": "0x...", "queued": N} of a consumer. */
+static void json_execq(struct stb_json *j, const struct stb_report_task *t)
+{
+	if (!works_on_execq(t))
+		return;
+	stb_json_key(j, "execution_queue");
+	stb_json_object(j);
+	stb_json_kv_hex(j, "queue", t->execq);
+	if (t->execq_queued_known)
+		stb_json_kv_u64(j, "queued", t->execq_queued);
+	stb_json_end(j);
 }
 
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t)
@@ -759,9 +808,10 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 	if (t->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, &t->wait, true);
+		json_wait_members(w, j, t, true);
 		stb_json_end(j);
 	}
+	json_execq(j, t);
 	const struct stb_creator *c = &t->creator;
 	if (c->id || c->ip || c->tid) {
 		stb_json_key(j, "created_by");
@@ -809,9 +859,11 @@ void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 	if (lead->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, &lead->wait, s.one_wait);
+		json_wait_members(w, j, lead, s.one_wait);
 		stb_json_end(j);
 	}
+	if (s.one_execq)
+		json_execq(j, lead);
 	if (s.any_time) {
 		json_seconds(j, "shortest_s", s.min_ns);
 		json_seconds(j, "longest_s", s.max_ns);

@@ -42,6 +42,8 @@ bool stb_why_in_state_ns(const struct stb_why *w, const struct stb_report_task *
  * (owners named with their bracket); its "created by ..." line. */
 void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task *t);
 void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t);
+/* Text: ", working on execution queue 0x... (N queued)" of a consumer. */
+void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t);
 void stb_why_text_created(const struct stb_why *w, struct stb_report_task *t);
 
 /* Text: the header of group lead, a few lines that fit a screen: count,
@@ -77,10 +79,11 @@ void stb_why_text_duration(const struct stb_why *w, uint64_t ns, char *buf, size
 void stb_why_json_site(const struct stb_why *w, struct stb_json *j, uint64_t ip);
 
 /* JSON members of task t: "selected" (false when added), blocked_s /
- * running_s, "wait", "created_by", "holds". */
+ * running_s, "wait", "execution_queue", "created_by", "holds". */
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t);
 
-/* JSON members of group lead: "wait", "shortest_s", "longest_s", "names". */
+/* JSON members of group lead: "wait", "execution_queue" (when its members
+ * share one), "shortest_s", "longest_s", "names". */
 void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 			const struct stb_report_task *lead);
 

@@ -19,6 +19,7 @@ static const char *const kind_names[STB_WAIT_NKINDS] = {
 	[STB_WAIT_FD] = "fd",           [STB_WAIT_JOIN] = "join",
 	[STB_WAIT_ID] = "id",           [STB_WAIT_TIMER] = "timer",
 	[STB_WAIT_YIELD] = "yield",     [STB_WAIT_COUNTDOWN] = "countdown",
+	[STB_WAIT_EXECQ] = "execution-queue",
 };
 
 const char *stb_wait_kind_name(unsigned kind)
@@ -102,6 +103,14 @@ bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_crea
 		return false;
 	}
 	return c->id || c->ip || c->tid || c->created_ns;
+}
+
+uint64_t stb_wait_execq(const struct stb_abi_task *p, uint64_t id)
+{
+	if (ACQUIRE(p->id) != id)
+		return 0;
+	uint64_t q = ACQUIRE(p->execq); /* acquire: the id's re-read stays after it */
+	return LOAD(p->id) == id ? q : 0;
 }
 
 uint64_t stb_wait_running_since(const struct stb_abi_worker *w, uint64_t id, uint32_t seq)

@@ -65,6 +65,10 @@ struct stb_creator {
  * filled (something of it known). */
 bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_creator *c);
 
+/* The execution queue task id consumes now, as entry p says (abi.h execq;
+ * valid while the entry holds id: read before and after); 0 when none. */
+uint64_t stb_wait_execq(const struct stb_abi_task *p, uint64_t id);
+
 /*
  * Since when bthread id with run sequence seq has run on worker entry w
  * without a switch (CLOCK_MONOTONIC ns, as the monitor published it), or 0
