@@ -24,7 +24,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "support/json.h"
+#include "support/json_parse.h"
 #include "support/ltarget.h"
 #include "support/proc.h"
 #include "target.h"

@@ -36,7 +36,6 @@
 #error "STB_BENCH_TRACER must say which library this is linked with"
 #endif
 
-#define STB_NOIPA __attribute__((noipa))
 #define STB_TRACER_ONLY __attribute__((unused)) /* used by the tracer build only */
 #define STB_NO_TAIL() __asm__ volatile("" ::: "memory")
 #define STB_MAX_ROUNDS 64
@@ -730,7 +729,7 @@ static char *stb_run(const char *exe, char *const argv[])
 
 static double stb_field(const char *out, const char *key)
 {
-	char k[64];
+	char k[128]; /* callers' keys are at most 95 bytes (STB_F's buffer) */
 	snprintf(k, sizeof(k), "%s=", key);
 	const char *p = out;
 	while ((p = strstr(p, k)) && p != out && p[-1] != ' ' && p[-1] != '\n')

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Micro benchmark of runtime/stacks/unwind.c and runtime/stacks/symbolize.c: DWARF and
+ * Micro benchmark of runtime/stacks/unwind/unwind.c and runtime/stacks/symbols/symbolize.c: DWARF and
  * frame-pointer walks of a captured stack (10 and 64 frames deep, full and
  * depth-limited, with and without an explicit budget), through the pid-0
  * path and the remote path (the process treated as another one), and
@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "symbolize.h"
-#include "unwind.h"
+#include "symbols/symbolize.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 #define BENCH_STACK (1024u * 1024)
@@ -36,7 +36,7 @@ static volatile int bench_sink;
 int bench_rec(struct bench_capture *c, unsigned n);
 void *bench_thread(void *arg);
 
-__attribute__((noinline, noclone)) int bench_rec(struct bench_capture *c, unsigned n)
+STB_NOINLINE_NOCLONE int bench_rec(struct bench_capture *c, unsigned n)
 {
 	if (n > 0) {
 		int r = bench_rec(c, n - 1);
@@ -62,7 +62,7 @@ __attribute__((noinline, noclone)) int bench_rec(struct bench_capture *c, unsign
 	return bench_sink;
 }
 
-__attribute__((noinline, noclone)) void *bench_thread(void *arg)
+STB_NOINLINE_NOCLONE void *bench_thread(void *arg)
 {
 	struct bench_capture *c = arg;
 	bench_sink = bench_rec(c, c->depth - 1); /* frames: depth x bench_rec */

@@ -194,7 +194,7 @@ static __always_inline int stb_user_regs(struct bpf_perf_event_data *ctx,
 }
 
 /*
- * Copies the red zone [sp - 128, sp) into rec->red_zone (capture.h), then
+ * Copies the red zone [sp - 128, sp) into rec->red_zone (record.h), then
  * [sp, min(hi, sp + ~STB_RECORD_STACK_MAX)) page by page into
  * rec->stack: first the bytes up to the first page boundary (first, 1..PAGE)
  * at offset 0, then page k >= 1 at offset first + (k - 1) * PAGE, so every

@@ -91,7 +91,7 @@ function(stb_add_bpf_skeleton name)
     OUTPUT "${obj}"
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${out_dir}"
     COMMAND "${STB_CLANG}" -target bpf -mcpu=v3 -g -O2 -D__TARGET_ARCH_x86
-            -Wall -Wextra -Werror ${includes}
+            -Wall -Wextra "$<$<BOOL:${STB_WERROR}>:-Werror>" ${includes}
             -MD -MF "${obj}.d" -c "${src}" -o "${obj}"
     DEPENDS "${src}" ${deps} "${vmlinux_dep}"
     DEPFILE "${obj}.d"

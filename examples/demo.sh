@@ -89,8 +89,7 @@ echo "[2/6] build: cmake RelWithDebInfo into $build_dir/ (log: $out/build.log)"
 mkdir -p "$out"
 t0=$SECONDS
 if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       cmake --build "$build_dir" -j"$(nproc)" \
-         --target stb-echo-server stb-echo-client stb-bpf-loader; } >"$out/build.log" 2>&1; then
+       cmake --build "$build_dir" -j"$(nproc)" --target stb_demo; } >"$out/build.log" 2>&1; then
   tail -n 30 "$out/build.log" >&2
   fail "the build failed (full log: $out/build.log)"
 fi

@@ -59,7 +59,7 @@ static inline void echo_put_be32(unsigned char *p, uint32_t v)
  * const, so a plain errno read may reuse the address computed before the call
  * (another thread's errno). Bthread code reads errno only through this.
  */
-static __attribute__((noipa, unused)) int echo_errno(void)
+static STB_NOIPA __attribute__((unused)) int echo_errno(void)
 {
 	return errno;
 }

@@ -35,7 +35,7 @@
 #define ECHO_BUF_INITIAL 4096u
 
 /* A frame of its own in every stack: never inlined, cloned or tail-called into. */
-#define ECHO_FRAME __attribute__((noinline, noipa))
+#define ECHO_FRAME STB_NOIPA
 #define ECHO_NO_TAIL() __asm__ volatile("" ::: "memory")
 
 enum echo_conn_state { ECHO_CONN_BUSY = 0, ECHO_CONN_IDLE = 1 };

@@ -3,7 +3,8 @@
  * The user-space side of the BPF capture program: loads the skeleton for one
  * target, owns the per-worker cpu-clock perf events and their BPF links, the
  * request slots in the program's .bss and the ring-buffer consumer. See
- * capture.h for the contract and bpf/stb_record.bpf.c for the kernel side.
+ * bpf_prog.h and bpf/record.h for the contract and bpf/stb_record.bpf.c for the
+ * kernel side.
  */
 #include "bpf_prog.h"
 #include "util.h"

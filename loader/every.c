@@ -156,7 +156,7 @@ struct every {
 
 /* One snapshot or profile into its file. Returns 0, or 1 when the run must
  * end with a failure (writing failed). */
-static int write_one(struct every *E, struct stb_snapshot_result *res)
+static int write_one(struct every *E, struct stb_run_result *res)
 {
 	const struct stb_loader_opts *o = E->o;
 	char name[STB_EVERY_NAME_MAX], tmp[STB_EVERY_NAME_MAX + 8];
@@ -175,7 +175,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 	}
 	stb_loader_out_buffer(out);
 	uint64_t start = stb_now_ns();
-	stb_loader_watchdog_arm(start + o->deadline_ns);
+	stb_deadline_arm(start + o->deadline_ns);
 	if (E->prof)
 		stb_profile_once(E->prof, start, out, res);
 	else
@@ -187,7 +187,7 @@ static int write_one(struct every *E, struct stb_snapshot_result *res)
 		ok = false;
 		err = errno;
 	}
-	stb_loader_watchdog_arm(UINT64_MAX);
+	stb_deadline_arm(UINT64_MAX);
 	if (ok && renameat(E->dirfd, tmp, E->dirfd, name) != 0) {
 		ok = false;
 		err = errno;
@@ -266,12 +266,12 @@ int stb_every_run(const struct stb_loader_opts *o)
 	sigaction(SIGTERM, &sa, &old_term);
 	handlers = true;
 	/* Setting up may take long (huge modules): bounded by one deadline. */
-	stb_loader_watchdog_arm(stb_now_ns() + o->deadline_ns);
+	stb_deadline_arm(stb_now_ns() + o->deadline_ns);
 	if (o->profile)
 		E.prof = stb_profile_open(o);
 	else
 		E.snap = stb_snapshot_open(o);
-	stb_loader_watchdog_arm(UINT64_MAX);
+	stb_deadline_arm(UINT64_MAX);
 	if (!E.prof && !E.snap)
 		goto cleanup;
 	fprintf(stderr, "stb-bpf-loader: %s of pid %d every %.3f s into %s (keeping %u files) "
@@ -280,7 +280,7 @@ int stb_every_run(const struct stb_loader_opts *o)
 	bool target_gone = false;
 	uint64_t next = stb_now_ns();
 	while (!every_stop) {
-		struct stb_snapshot_result res;
+		struct stb_run_result res;
 		if (write_one(&E, &res) != 0)
 			goto cleanup;
 		if (res.target_gone) {

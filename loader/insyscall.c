@@ -185,7 +185,7 @@ static int fwd_frame(const struct stb_unw_frame *f, void *arg)
 	return w->stop;
 }
 
-int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct stb_capture *s,
 			 unsigned max, stb_unw_frame_fn fn, void *arg)
 {
 	struct stb_target *tg = tg_ctx;

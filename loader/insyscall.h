@@ -12,10 +12,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "driver.h"
 #include "stb/stb.h"
+#include "table/driver.h"
 #include "target.h"
-#include "unwind.h"
+#include "unwind/unwind.h"
 
 /*
  * Reads where thread tid of the target is blocked (system call number, sp,
@@ -28,14 +28,14 @@ int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void
 		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr);
 
 /*
- * Unwinds such a capture (stb_snapshot_unwind_fn; ctx: the struct
+ * Unwinds such a capture (stb_capture_unwind_fn; ctx: the struct
  * stb_target): DWARF as far as it goes without the frame pointer, then the
  * frame-pointer chain found by scanning the copy above the last DWARF frame
  * for a saved rbp / return address pair (frames with how = STB_FRAME_FP; a
  * record whose return address follows a direct call to the last frame's
  * function is preferred). Returns the number of frames delivered or -errno.
  */
-int stb_insyscall_unwind(void *tg, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+int stb_insyscall_unwind(void *tg, struct stb_unw_proc *unw, const struct stb_capture *s,
 			 unsigned max, stb_unw_frame_fn fn, void *arg);
 
 #endif /* STB_LOADER_INSYSCALL_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the parts of stb-bpf-loader share: the parsed command line, the run's
- * deadline and its watchdog (watchdog.c), the snapshot (snapshot.c) and the
+ * deadline and its watchdog (deadline.c), the snapshot (snapshot.c) and the
  * profile (profile.c) runs, and continuous mode (every.c) repeating either.
  */
 #ifndef STB_LOADER_LOADER_H
@@ -109,15 +109,15 @@ static inline uint64_t stb_loader_sym_deadline(const struct stb_loader_opts *o)
  * cannot be interrupted, e.g. parsing a huge module); the message says that
  * the output is incomplete. Returns 0 or -errno.
  */
-int stb_loader_watchdog_start(const struct stb_loader_opts *o);
+int stb_deadline_start(const struct stb_loader_opts *o);
 
 /* Names what the run is doing now, for the watchdog's message (a string
  * literal). Thread-safe. */
-void stb_watchdog_phase(const char *phase);
+void stb_deadline_phase(const char *phase);
 
 /* Re-arms the watchdog: the process ends at CLOCK_MONOTONIC end_ns
  * (UINT64_MAX: never, until re-armed). Thread-safe. */
-void stb_loader_watchdog_arm(uint64_t end_ns);
+void stb_deadline_arm(uint64_t end_ns);
 
 /* The snapshot (snapshot.c) and the profile (profile.c): exit status. */
 int stb_snapshot_run(const struct stb_loader_opts *o);
@@ -133,7 +133,7 @@ int stb_profile_run(const struct stb_loader_opts *o);
  */
 struct stb_snapshot_session;
 
-struct stb_snapshot_result {
+struct stb_run_result {
 	bool written;      /* the report was written (maybe partial) */
 	bool write_failed; /* writing it failed */
 	bool target_gone;  /* the target exited */
@@ -142,7 +142,7 @@ struct stb_snapshot_result {
 
 struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o);
 int stb_snapshot_once(struct stb_snapshot_session *s, uint64_t start_ns, FILE *out,
-		      struct stb_snapshot_result *res);
+		      struct stb_run_result *res);
 bool stb_snapshot_target_alive(struct stb_snapshot_session *s);
 void stb_snapshot_close(struct stb_snapshot_session *s);
 

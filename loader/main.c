@@ -511,7 +511,7 @@ int main(int argc, char **argv)
 #endif
 	/* A closed output pipe is a write error, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
-	rc = stb_loader_watchdog_start(&o);
+	rc = stb_deadline_start(&o);
 	if (rc != 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot start the deadline's watchdog: %s\n",
 			strerror(-rc));

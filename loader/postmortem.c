@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
-#include "modules.h"
+#include "encode/escape.h"
 #include "postmortem.h"
-#include "symbolize.h"
-#include "unwind.h"
+#include "symbols/symbolize.h"
+#include "unwind/modules.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 /* Bytes of a running task's stack copied below its sp (the red zone). */
@@ -47,23 +47,23 @@ static bool has_prefix(const char *s, const char *p)
 
 /* Does segment s start with a table header that names s as its table?
  * 1 yes (*h filled), 0 no. */
-static int table_at(const struct stb_core *c, const struct stb_core_seg *s,
+static int table_at(const struct stb_corefile *c, const struct stb_corefile_seg *s,
 		    struct stb_abi_header *h)
 {
 	uint64_t magic;
-	if (s->filesz < sizeof(*h) || stb_core_read((void *)c, s->vaddr, &magic, 8) != 0 ||
-	    magic != STB_ABI_MAGIC || stb_core_read((void *)c, s->vaddr, h, sizeof(*h)) != 0)
+	if (s->filesz < sizeof(*h) || stb_corefile_read((void *)c, s->vaddr, &magic, 8) != 0 ||
+	    magic != STB_ABI_MAGIC || stb_corefile_read((void *)c, s->vaddr, h, sizeof(*h)) != 0)
 		return 0;
 	return h->table_addr == s->vaddr;
 }
 
 /* Why a core without a table has none: err says it. */
-static void no_table(const struct stb_core *c, const char *path, const char *comm, char *err,
+static void no_table(const struct stb_corefile *c, const char *path, const char *comm, char *err,
 		     size_t errlen)
 {
-	const struct stb_core_file *memfd = NULL, *map = NULL, *lib = NULL;
+	const struct stb_corefile_map *memfd = NULL, *map = NULL, *lib = NULL;
 	for (size_t i = 0; i < c->nfiles; i++) {
-		const struct stb_core_file *f = &c->files[i];
+		const struct stb_corefile_map *f = &c->files[i];
 		const char *base = strrchr(f->path, '/');
 		if (!memfd && has_prefix(f->path, "/memfd:" STB_ABI_TABLE_NAME))
 			memfd = f;
@@ -73,7 +73,7 @@ static void no_table(const struct stb_core *c, const char *path, const char *com
 			lib = f;
 	}
 	const char *cut = c->truncated ? " (the core file is also truncated)" : "";
-	const struct stb_core_seg *ms = memfd ? stb_core_seg_at(c, memfd->start) : NULL;
+	const struct stb_corefile_seg *ms = memfd ? stb_corefile_seg_at(c, memfd->start) : NULL;
 	if (ms && ms->cut) {
 		stb_say(
 		    err, errlen,
@@ -126,14 +126,14 @@ static void no_table(const struct stb_core *c, const char *path, const char *com
 /* Finds the table: 0 with pm->info/hdr set, or -errno with err set. */
 static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, size_t errlen)
 {
-	const struct stb_core *c = pm->core;
+	const struct stb_corefile *c = pm->core;
 	char comm[64];
 	stb_text_escape(comm, sizeof(comm), pm->comm, strlen(pm->comm));
-	const struct stb_core_seg *found = NULL;
+	const struct stb_corefile_seg *found = NULL;
 	/* Where the kernel and gdb name it: the memfd mapping. */
 	for (size_t i = 0; i < c->nfiles && !found; i++) {
-		const struct stb_core_file *f = &c->files[i];
-		const struct stb_core_seg *s = stb_core_seg_at(c, f->start);
+		const struct stb_corefile_map *f = &c->files[i];
+		const struct stb_corefile_seg *s = stb_corefile_seg_at(c, f->start);
 		if (has_prefix(f->path, "/memfd:" STB_ABI_TABLE_NAME) && s && s->vaddr == f->start &&
 		    table_at(c, s, &pm->hdr))
 			found = s;
@@ -173,10 +173,10 @@ static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, s
 		return -ENOMEM;
 	}
 	uint64_t base = pm->info.table_addr;
-	if (stb_core_read(pm->core, base + STB_ABI_WORKER_OFFSET(0), pm->workers,
+	if (stb_corefile_read(pm->core, base + STB_ABI_WORKER_OFFSET(0), pm->workers,
 			  STB_ABI_MAX_WORKERS * sizeof(*pm->workers)) != 0) {
 		for (unsigned w = 0; w < STB_ABI_MAX_WORKERS; w++)
-			if (stb_core_read(pm->core, base + STB_ABI_WORKER_OFFSET(w), &pm->workers[w],
+			if (stb_corefile_read(pm->core, base + STB_ABI_WORKER_OFFSET(w), &pm->workers[w],
 					  sizeof(pm->workers[w])) != 0)
 				memset(&pm->workers[w], 0, sizeof(pm->workers[w]));
 	}
@@ -187,7 +187,7 @@ static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, s
 
 static int read_entry(struct stb_postmortem *pm, uint32_t slot, struct stb_abi_task *dst)
 {
-	return stb_core_read(pm->core, pm->info.table_addr + STB_ABI_TASK_OFFSET(slot), dst,
+	return stb_corefile_read(pm->core, pm->info.table_addr + STB_ABI_TASK_OFFSET(slot), dst,
 			     sizeof(*dst));
 }
 
@@ -208,7 +208,7 @@ static struct stb_abi_task *src_entry(void *ctx, uint32_t slot, uint32_t *next)
 			hi = pm->nslots;
 		pm->win_lo = slot;
 		pm->win_hi = hi;
-		pm->win_single = stb_core_read(pm->core,
+		pm->win_single = stb_corefile_read(pm->core,
 					       pm->info.table_addr + STB_ABI_TASK_OFFSET(slot),
 					       pm->win, (size_t)(hi - slot) * sizeof(*pm->win)) != 0;
 	}
@@ -239,7 +239,7 @@ struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm)
 
 /* ---- running tasks: their threads' registers ---- */
 
-static int pm_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+static int pm_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_capture *s,
 		     unsigned max_depth, stb_unw_frame_fn fn, void *arg)
 {
 	(void)ctx;
@@ -248,7 +248,7 @@ static int pm_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_snaps
 }
 
 static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-		      uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+		      uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
 		      char *err, size_t errlen)
 {
 	struct stb_postmortem *pm = ctx;
@@ -278,7 +278,7 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 		if (!tid || switching)
 			tid = w->tid; /* a switch runs on the worker's thread */
 	}
-	const struct stb_core_thread *th = stb_core_thread_of(pm->core, tid);
+	const struct stb_corefile_thread *th = stb_corefile_thread_of(pm->core, tid);
 	if (!th) {
 		stb_say(err, errlen, "its thread %u is not in the core (no registers)", tid);
 		return -ENOENT;
@@ -294,13 +294,13 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 			stb_state_name(st), tid, th->regs.sp);
 		return -EPROTO;
 	}
-	memset(&snap->regs, 0, sizeof(snap->regs));
-	snap->regs = th->regs;
-	snap->regs.flags = 0; /* the interrupted instruction */
+	memset(&capt->regs, 0, sizeof(capt->regs));
+	capt->regs = th->regs;
+	capt->regs.flags = 0; /* the interrupted instruction */
 	/* A copy of the stack from just below sp, within its segment (and the
 	 * task's stack when sp is on it). */
 	uint64_t sp = th->regs.sp, from = sp >= REDZONE ? sp - REDZONE : 0;
-	const struct stb_core_seg *s = stb_core_seg_at(pm->core, sp);
+	const struct stb_corefile_seg *s = stb_corefile_seg_at(pm->core, sp);
 	size_t len = 0;
 	if (s && sp - s->vaddr < s->filesz) {
 		if (from < s->vaddr)
@@ -309,7 +309,7 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 		if (v.stack_lo < v.stack_hi && sp >= v.stack_lo && sp < v.stack_hi && v.stack_hi < end)
 			end = v.stack_hi;
 		len = end - from < cap ? (size_t)(end - from) : cap;
-		if (stb_core_read(pm->core, from, buf, len) != 0)
+		if (stb_corefile_read(pm->core, from, buf, len) != 0)
 			len = 0;
 	}
 	/* A running stack holds return addresses near sp: zeros mean that the
@@ -327,11 +327,11 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 			len ? "zeros" : "nothing", sp);
 		return -ENODATA;
 	}
-	snap->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
-	snap->mode = STB_TRACE_CORE;
-	snap->tid = tid;
-	snap->unwind = pm_unwind;
-	snap->unwind_ctx = pm;
+	capt->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
+	capt->mode = STB_TRACE_CORE;
+	capt->tid = tid;
+	capt->unwind = pm_unwind;
+	capt->unwind_ctx = pm;
 	return 0;
 }
 
@@ -340,7 +340,7 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 static int build_mods(struct stb_postmortem *pm, const struct stb_loader_opts *o, char *err,
 		      size_t errlen)
 {
-	const struct stb_core *c = pm->core;
+	const struct stb_corefile *c = pm->core;
 	/* Every mapping: the segments, and the files that gdb's gcore leaves
 	 * out of them (code), whose executable bit is then not known. */
 	size_t nmaps = 0, cap = c->nsegs + c->nfiles;
@@ -350,14 +350,14 @@ static int build_mods(struct stb_postmortem *pm, const struct stb_loader_opts *o
 		return -ENOMEM;
 	}
 	const char *exe_path = NULL;
-	const struct stb_core_file *prog = stb_core_file_at(c, c->at_entry ? c->at_entry : c->at_phdr);
+	const struct stb_corefile_map *prog = stb_corefile_map_at(c, c->at_entry ? c->at_entry : c->at_phdr);
 	if (prog)
 		exe_path = prog->path;
 	else if (c->nfiles)
 		exe_path = c->files[0].path;
 	for (size_t i = 0, k = 0; i < c->nsegs || k < c->nfiles;) {
-		const struct stb_core_seg *s = i < c->nsegs ? &c->segs[i] : NULL;
-		const struct stb_core_file *f = k < c->nfiles ? &c->files[k] : NULL;
+		const struct stb_corefile_seg *s = i < c->nsegs ? &c->segs[i] : NULL;
+		const struct stb_corefile_map *f = k < c->nfiles ? &c->files[k] : NULL;
 		struct stb_mods_map *m = &maps[nmaps++];
 		if (f && (!s || f->start < s->vaddr)) {
 			*m = (struct stb_mods_map){
@@ -379,7 +379,7 @@ static int build_mods(struct stb_postmortem *pm, const struct stb_loader_opts *o
 	struct stb_mods_frozen fz = {
 	    .maps = maps,
 	    .nmaps = nmaps,
-	    .read = stb_core_read,
+	    .read = stb_corefile_read,
 	    .ctx = pm->core,
 	    .sysroot = o->sysroot,
 	    .exe_path = exe_path,
@@ -462,7 +462,7 @@ struct stb_postmortem *stb_postmortem_open(const struct stb_loader_opts *o, char
 		return NULL;
 	}
 	pm->path = o->core;
-	pm->core = stb_core_open(o->core, err, errlen);
+	pm->core = stb_corefile_open(o->core, err, errlen);
 	if (!pm->core) {
 		rc = errno;
 		goto cleanup;
@@ -474,7 +474,7 @@ struct stb_postmortem *stb_postmortem_open(const struct stb_loader_opts *o, char
 	rc = -build_mods(pm, o, err, errlen);
 	if (rc)
 		goto cleanup;
-	pm->mem = (struct stb_mem){.read = stb_core_read, .ctx = pm->core, .flags = STB_MEM_F_FROZEN};
+	pm->mem = (struct stb_mem){.read = stb_corefile_read, .ctx = pm->core, .flags = STB_MEM_F_FROZEN};
 	pm->ops = (struct stb_capture_ops){.capture = pm_capture, .ctx = pm};
 cleanup:
 	if (rc) {
@@ -492,7 +492,7 @@ void stb_postmortem_close(struct stb_postmortem *pm)
 	stb_sym_free(pm->sym);
 	stb_unw_proc_free(pm->unw);
 	stb_mods_unref(pm->mods);
-	stb_core_close(pm->core);
+	stb_corefile_close(pm->core);
 	free(pm->workers);
 	free(pm->win);
 	free(pm);
@@ -516,7 +516,7 @@ uint64_t stb_postmortem_now(const struct stb_postmortem *pm)
 
 void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *meta)
 {
-	const struct stb_core *c = pm->core;
+	const struct stb_corefile *c = pm->core;
 	pm->nnotes = 0;
 	if (c->signo > 0 && c->signo < NSIG) {
 		const char *abbrev = sigabbrev_np(c->signo);

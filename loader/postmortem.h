@@ -6,7 +6,7 @@
  * lease, no waiting), the capture backend of running tasks (their threads'
  * registers in NT_PRSTATUS), and the module registry built from NT_FILE
  * (files under --sysroot, --exe for the main program, each checked by build
- * id against the core). The core is untrusted: see core.h.
+ * id against the core). The core is untrusted: see corefile.h.
  */
 #ifndef STB_LOADER_POSTMORTEM_H
 #define STB_LOADER_POSTMORTEM_H
@@ -15,12 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "driver.h"
+#include "corefile.h"
 #include "loader.h"
-#include "report.h"
+#include "report/model.h"
 #include "stb/abi.h"
-#include "tview.h"
+#include "table/driver.h"
+#include "table/tview.h"
 
 /* Task entries read from the core at once. */
 #define STB_POSTMORTEM_WINDOW_SLOTS 4096u
@@ -31,7 +31,7 @@ struct stb_unw_proc;
 struct stb_sym;
 
 struct stb_postmortem {
-	struct stb_core *core;
+	struct stb_corefile *core;
 	const char *path;
 	struct stb_tview_info info;    /* the checked header */
 	struct stb_abi_header hdr;     /* as dumped (counters) */

@@ -2,16 +2,16 @@
 /*
  * stb-bpf-loader --profile (profile.h): the sampling loop. Every tick (1/freq
  * s) it drains the BPF ring buffer of on-CPU samples (DWARF-unwound from the
- * record's stack copy, tagged with the worker's current bthread) and takes an
- * off-CPU snapshot of every suspended/ready bthread, re-unwinding only tasks
- * whose run sequence changed since their last snapshot. Lost samples are
+ * record's stack copy, tagged with the worker's current bthread) and makes an
+ * off-CPU pass over every suspended/ready bthread, re-unwinding only tasks
+ * whose run sequence changed since the pass that last saw them. Lost samples are
  * counted and written into the profile. Design: docs/profiling.md.
  */
-#include "driver.h"
-#include "frames.h"
 #include "loader.h"
 #include "profile.h"
-#include "record.h"
+#include "record_unwind.h"
+#include "symbols/frames.h"
+#include "table/driver.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,13 +24,13 @@
 #include <unistd.h>
 
 #include "bpf_prog.h"
-#include "escape.h"
-#include "flamegraph.h"
-#include "pprof.h"
-#include "tview.h"
-#include "symbolize.h"
+#include "encode/escape.h"
+#include "report/flamegraph.h"
+#include "report/pprof.h"
+#include "symbols/symbolize.h"
+#include "table/tview.h"
 #include "target.h"
-#include "unwind.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 #define STB_PROF_COPY_MAX (256u << 10)
@@ -55,7 +55,7 @@
 /* Value indices: samples/count, cpu/nanoseconds, wall/nanoseconds. */
 enum { STB_PV_SAMPLES, STB_PV_CPU, STB_PV_WALL, STB_PV_N };
 
-/* What the last snapshot of a table slot found (off-CPU reuse). */
+/* What the last off-CPU pass found in a table slot (reuse). */
 struct stb_prof_slot {
 	uint32_t key;      /* slot + 1; 0: a free entry of the cache */
 	uint64_t id;       /* 0: nothing cached */
@@ -83,9 +83,9 @@ struct stb_prof {
 	struct stb_prof_slot *slots; /* the cache, a hash table on the slot: it grows
 	                               with the live tasks, not with slot_hwm */
 	size_t nslots, used;
-	uint32_t rotor;         /* where the next snapshot starts scanning */
+	uint32_t rotor;         /* where the next pass starts scanning */
 	uint64_t unwind_end;    /* no unwind runs beyond this (the duration) */
-	/* One snapshot's state, for the scan callback. */
+	/* One pass's state, for the scan callback. */
 	uint64_t snap_budget_end, snap_weight;
 	bool snap_count, snap_over;
 	int64_t snap_v[3];
@@ -252,7 +252,7 @@ static int prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 	return 0;
 }
 
-/* ---- off-CPU snapshots ---- */
+/* ---- the off-CPU pass ---- */
 
 /*
  * Copies and unwinds task id, off-CPU now, with the trace driver: no lease
@@ -268,19 +268,19 @@ static int prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 static int64_t prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
 				    uint32_t *seq, unsigned *state)
 {
-	struct stb_snapshot snap;
+	struct stb_capture capt;
 	char err[160];
-	int rc = stb_driver_trace(&P->drv, p, id, stb_now_ns(), &snap, err, sizeof(err));
+	int rc = stb_driver_trace(&P->drv, p, id, stb_now_ns(), &capt, err, sizeof(err));
 	if (rc != 0)
-		return rc == -ESRCH && snap.target_gone ? -ENXIO : rc;
-	if (snap.mode == STB_TRACE_NO_STACK)
+		return rc == -ESRCH && capt.target_gone ? -ENXIO : rc;
+	if (capt.mode == STB_TRACE_NO_STACK)
 		return P->nostack;
 	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
 				      .deadline = P->unwind_end};
-	stb_snapshot_unwind(P->unw, P->memo, &snap, &sink);
+	stb_capture_unwind(P->unw, P->memo, &capt, &sink);
 	P->unwinds++;
-	*seq = snap.seq;
-	*state = snap.state;
+	*seq = capt.seq;
+	*state = capt.state;
 	unsigned n = prof_ips(P, sink.n);
 	return prof_stack(P, P->ips, n, false, n ? NULL : STB_PPROF_NOTE_NO_STACK);
 }
@@ -316,7 +316,7 @@ static struct stb_prof_slot *prof_slot_get(struct stb_prof *P, uint32_t slot)
 	return &P->slots[k];
 }
 
-/* One task of a snapshot (the scan's callback). */
+/* One task of an off-CPU pass (the scan's callback). */
 static int prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 			      const struct stb_tview_task *t)
 {
@@ -339,7 +339,7 @@ static int prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
 	if (!P->snap_count && stb_now_ns() >= P->snap_budget_end)
 		return 1; /* priming took long enough: the ticks do the rest */
 	if (c->id == id && c->seq == seq && c->stack >= 0) {
-		/* Not run since the cached snapshot: same stack, count it again. */
+		/* Not run since the cached pass: same stack, count it again. */
 		if (c->state == st && c->sample >= 0) {
 			stb_pprof_sample_add(P->pp, (uint32_t)c->sample, v);
 		} else {
@@ -404,12 +404,12 @@ static struct stb_abi_task *prof_from_entry(void *ctx, uint32_t slot, uint32_t *
 	return f->src.entry(f->src.ctx, slot, next);
 }
 
-/* One wall-clock snapshot of every bthread that is off-CPU: suspended and
+/* One wall-clock pass over every bthread that is off-CPU: suspended and
  * ready ones with their stacks, created / ready-without-stack ones without.
  * count false: only fill the cache (the priming pass before the clock starts,
  * so that the first tick does not pay for every unwind and symbol table).
  * Starts at the rotor (where the previous tick ran out of budget). */
-static void prof_snapshot(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
+static void prof_offcpu_pass(struct stb_prof *P, uint64_t budget_end, uint64_t weight, bool count)
 {
 	const unsigned mask = 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_READY |
 			      1u << STB_TASK_CREATED | 1u << STB_TASK_READY_NO_STACK;
@@ -566,13 +566,13 @@ static int prof_setup(struct stb_prof *P)
 	const struct stb_loader_opts *o = P->o;
 	char err[512];
 	P->period_ns = 1000000000ull / o->freq;
-	stb_watchdog_phase("opening the target's table");
+	stb_deadline_phase("opening the target's table");
 	P->tg = stb_target_open(o->pid, err, sizeof(err));
 	if (!P->tg) {
 		fprintf(stderr, "stb-bpf-loader: %s\n", err);
 		return -1;
 	}
-	stb_watchdog_phase("reading the target's modules");
+	stb_deadline_phase("reading the target's modules");
 	P->unw = stb_unw_proc_new(o->pid);
 	P->sym = P->unw ? stb_sym_new_mods(stb_unw_proc_mods(P->unw)) : NULL;
 	P->nips = o->max_depth;
@@ -666,8 +666,8 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 	 * that stay blocked) before sampling and the clock start. */
 	uint64_t p0 = stb_now_ns();
 	uint64_t prime = o->deadline_ns / 10 < 2000000000ull ? o->deadline_ns / 10 : 2000000000ull;
-	stb_watchdog_phase("priming the off-CPU cache");
-	prof_snapshot(P, p0 + prime, 0, false);
+	stb_deadline_phase("priming the off-CPU cache");
+	prof_offcpu_pass(P, p0 + prime, 0, false);
 	if (o->verbose)
 		fprintf(stderr, "stb-bpf-loader: primed the off-CPU cache: %" PRIu64 " stacks unwound "
 				"in %.1f ms; sampling %d workers\n", P->unwinds,
@@ -682,7 +682,7 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 	/* --duration holds even while a stack is unwound. */
 	uint64_t trace_end = P->unwind_end;
 	P->unwind_end = end < trace_end ? end : trace_end;
-	stb_watchdog_phase("profiling");
+	stb_deadline_phase("profiling");
 	uint64_t tick = P->period_ns, next = t0 + tick;
 	uint64_t next_progress = t0 + STB_PROF_PROGRESS_NS, next_sync = t0 + STB_PROF_SYNC_NS;
 	uint64_t next_alive = t0 + STB_PROF_ALIVE_NS;
@@ -697,11 +697,11 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 		    !stb_target_alive(P->tg))
 			P->target_gone = true;
 		if (next <= limit && !P->target_gone) {
-			/* A late snapshot (the loader was not scheduled in time) stands
+			/* A late pass (the loader was not scheduled in time) stands
 			 * for the ticks it missed as well, so that every tick of the
 			 * profile is counted exactly once, the last ones included. */
 			uint64_t weight = 1 + (limit - next) / tick;
-			prof_snapshot(P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
+			prof_offcpu_pass(P, now + tick * STB_PROF_BUDGET_PCT / 100u, weight, true);
 			P->ticks++;
 			P->missed_ticks += weight - 1;
 			next += weight * tick;
@@ -732,7 +732,7 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 	}
 	uint64_t elapsed = stop_at - t0;
 	P->unwind_end = trace_end; /* the last samples */
-	stb_watchdog_phase("writing the profile");
+	stb_deadline_phase("writing the profile");
 	stb_bpf_prog_sample_stop(P->cap);
 	stb_bpf_prog_sample_poll(P->cap, prof_on_record, P);
 	/* The counters of this profile only (they add up over a session). */
@@ -856,7 +856,7 @@ struct stb_prof *stb_profile_open(const struct stb_loader_opts *o)
 }
 
 int stb_profile_once(struct stb_prof *P, uint64_t start_ns, FILE *out,
-		     struct stb_snapshot_result *res)
+		     struct stb_run_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	P->o_run.start_ns = start_ns;

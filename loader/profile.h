@@ -5,7 +5,7 @@
  * worker, tagged with its current bthread from the shared table); off-CPU
  * stacks of suspended and ready bthreads from periodic snapshots of their
  * saved contexts. Written as pprof, folded stacks, JSON or a flame graph
- * (runtime/stacks/pprof.h).
+ * (runtime/stacks/report/pprof.h).
  */
 #ifndef STB_LOADER_PROFILE_H
 #define STB_LOADER_PROFILE_H
@@ -45,10 +45,10 @@ int stb_profile_parse_duration(const char *s, uint64_t *ns);
  */
 struct stb_prof;
 struct stb_loader_opts;
-struct stb_snapshot_result;
+struct stb_run_result;
 struct stb_prof *stb_profile_open(const struct stb_loader_opts *o);
 int stb_profile_once(struct stb_prof *P, uint64_t start_ns, FILE *out,
-		     struct stb_snapshot_result *res);
+		     struct stb_run_result *res);
 bool stb_profile_target_alive(struct stb_prof *P);
 void stb_profile_close(struct stb_prof *P);
 void stb_profile_stop(void);

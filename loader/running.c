@@ -14,7 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "insyscall.h"
-#include "record.h"
+#include "record_unwind.h"
 #include "running.h"
 #include "stb/stb.h"
 #include "util.h"
@@ -76,7 +76,7 @@ static void open_prog(struct stb_running *r)
 	}
 }
 
-/* The program, loaded when the first running bthread needs it: a snapshot in
+/* The program, loaded when the first running bthread needs it: a run in
  * which every bthread is off-CPU loads no BPF at all. The warning about a
  * missing capability is printed then, once. */
 static struct stb_bpf_prog *prog(struct stb_running *r)
@@ -98,38 +98,38 @@ const char *stb_running_mode(const struct stb_running *r)
 	return r->prog ? "bpf+context" : r->tried ? "context-only" : "context";
 }
 
-static int record_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_snapshot *s,
+static int record_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_capture *s,
 			 unsigned max, stb_unw_frame_fn fn, void *arg)
 {
 	(void)s;
 	return (int)stb_record_unwind(unw, ctx, sizeof(struct stb_record), max, fn, arg);
 }
 
-/* Blocked in a system call on its thread: 0 with snap set, or -errno. */
+/* Blocked in a system call on its thread: 0 with capt set, or -errno. */
 static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, void *buf, size_t cap,
-		      struct stb_snapshot *snap)
+		      struct stb_capture *capt)
 {
 	long nr = -1;
-	int rc = stb_insyscall_read(r->tg, (pid_t)tid, stack_hi, buf, cap, &snap->regs, &snap->copy,
+	int rc = stb_insyscall_read(r->tg, (pid_t)tid, stack_hi, buf, cap, &capt->regs, &capt->copy,
 				    &nr);
 	if (rc == 0) {
-		snap->mode = STB_TRACE_SYSCALL;
-		snap->tid = tid;
-		snap->unwind = stb_insyscall_unwind;
-		snap->unwind_ctx = r->tg;
+		capt->mode = STB_TRACE_SYSCALL;
+		capt->tid = tid;
+		capt->unwind = stb_insyscall_unwind;
+		capt->unwind_ctx = r->tg;
 	}
 	return rc;
 }
 
 static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t deadline,
-		   void *buf, size_t cap, struct stb_snapshot *snap, char *err, size_t errlen)
+		   void *buf, size_t cap, struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_running *r = ctx;
 	bool pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
 	uint32_t worker = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
 	uint32_t tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
 	uint64_t stack_hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
-	snap->tid = tid;
+	capt->tid = tid;
 	if (!pthread && worker >= STB_ABI_MAX_WORKERS) {
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN;
@@ -146,13 +146,13 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		return -EPROTO;
 	}
 	/* Blocked in a system call on its thread: nothing to sample. */
-	int rc = in_syscall(r, tid, stack_hi, buf, cap, snap);
+	int rc = in_syscall(r, tid, stack_hi, buf, cap, capt);
 	if (rc == 0)
 		return 0;
 	if (rc == -ESRCH) {
 		/* No such thread in the target: gone meanwhile, or the entry lies. */
 		if (!stb_target_alive(r->tg)) {
-			snap->target_gone = true;
+			capt->target_gone = true;
 			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
@@ -188,11 +188,11 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 	if (pthread)
 		stb_bpf_prog_set_worker(bp, worker, 0);
 	if (rc == 0) {
-		snap->mode = STB_TRACE_BPF;
-		snap->tid = r->rec->tid;
-		snap->unwind = record_unwind;
-		snap->unwind_ctx = r->rec;
-		snap->held_ns = r->rec->prog_ns;
+		capt->mode = STB_TRACE_BPF;
+		capt->tid = r->rec->tid;
+		capt->unwind = record_unwind;
+		capt->unwind_ctx = r->rec;
+		capt->held_ns = r->rec->prog_ns;
 		if (tm.seen_ns > tm.arm_ns) {
 			uint64_t wait = tm.seen_ns - tm.arm_ns;
 			r->n++;
@@ -209,7 +209,7 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
 			return -EAGAIN; /* it moved: read it again */
 		/* Never on a CPU: blocked in a system call on its thread? */
-		if (in_syscall(r, tid, stack_hi, buf, cap, snap) == 0)
+		if (in_syscall(r, tid, stack_hi, buf, cap, capt) == 0)
 			return 0;
 		if (stb_now_ns() < deadline)
 			return -EAGAIN;
@@ -221,7 +221,7 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 	}
 	if (rc == -ESRCH) {
 		if (!stb_target_alive(r->tg)) {
-			snap->target_gone = true;
+			capt->target_gone = true;
 			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}

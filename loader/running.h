@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "bpf_prog.h"
-#include "driver.h"
+#include "table/driver.h"
 #include "target.h"
 
 struct stb_running {

@@ -17,18 +17,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "deadlock.h"
-#include "driver.h"
-#include "frames.h"
+#include "collect/taskwhy.h"
 #include "loader.h"
 #include "postmortem.h"
-#include "report.h"
+#include "report/formats.h"
+#include "report/stackset.h"
 #include "running.h"
-#include "stackset.h"
-#include "symbolize.h"
+#include "symbols/frames.h"
+#include "symbols/symbolize.h"
+#include "table/deadlock.h"
+#include "table/driver.h"
+#include "table/tview.h"
 #include "target.h"
-#include "tview.h"
-#include "unwind.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 #define STB_SNAPSHOT_COPY_MAX (256u << 10)
@@ -213,11 +214,11 @@ static const struct stb_abi_worker *worker_entry(const struct stb_snapshot_sessi
 	return (const struct stb_abi_worker *)((const char *)S->tg->hdr + STB_ABI_WORKER_OFFSET(w));
 }
 
-/* What task q's record needs from its trace (snap, rc): state, capture,
+/* What task q's record needs from its trace (capt, rc): state, capture,
  * whether it is still selected (q->keep). Returns true when it has a stack
  * to unwind. */
 static bool settle(struct stb_snapshot_session *S, struct pending *q,
-		   const struct stb_snapshot *snap, int rc, bool traced)
+		   const struct stb_capture *capt, int rc, bool traced)
 {
 	struct stb_report_task *t = &q->t;
 	const struct stb_tview_task *v = &q->v;
@@ -226,18 +227,18 @@ static bool settle(struct stb_snapshot_session *S, struct pending *q,
 		return false;
 	if (traced) {
 		S->nhold++;
-		S->hold_sum_ns += snap->lease_ns;
-		S->hold_max_ns = snap->lease_ns > S->hold_max_ns ? snap->lease_ns : S->hold_max_ns;
+		S->hold_sum_ns += capt->lease_ns;
+		S->hold_max_ns = capt->lease_ns > S->hold_max_ns ? capt->lease_ns : S->hold_max_ns;
 	}
 	if (traced && o->verbose > 1) {
 		fprintf(stderr, "stb-bpf-loader: task %" PRIu64 " %s: held %.1f us", v->id,
-			stb_state_name(snap->state), (double)snap->lease_ns / 1e3);
-		if (snap->mode == STB_TRACE_BPF)
+			stb_state_name(capt->state), (double)capt->lease_ns / 1e3);
+		if (capt->mode == STB_TRACE_BPF)
 			fprintf(stderr, ", BPF request to record %.1f us, program %.1f us",
-				(double)S->run.last_wait_ns / 1e3, (double)snap->held_ns / 1e3);
+				(double)S->run.last_wait_ns / 1e3, (double)capt->held_ns / 1e3);
 		fputc('\n', stderr);
 	}
-	if (snap->target_gone || (rc == -ESRCH && S->tg && !stb_target_alive(S->tg))) {
+	if (capt->target_gone || (rc == -ESRCH && S->tg && !stb_target_alive(S->tg))) {
 		S->target_gone = true;
 		S->stop = true;
 		return false;
@@ -246,12 +247,12 @@ static bool settle(struct stb_snapshot_session *S, struct pending *q,
 		S->finished++; /* finished meanwhile (its slot may be reused): not selected */
 		return false;
 	}
-	unsigned st = snap->state ? snap->state : v->state; /* 0: failed before reading it */
+	unsigned st = capt->state ? capt->state : v->state; /* 0: failed before reading it */
 	t->state = st < STB_TASK_NSTATES ? st : STB_TASK_UNUSED;
 	if (o->state_mask && !(o->state_mask & (1u << t->state)))
 		return false; /* moved out of the selected states meanwhile */
-	t->mode = snap->mode;
-	t->tid = snap->tid ? snap->tid
+	t->mode = capt->mode;
+	t->tid = capt->tid ? capt->tid
 			   : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
 	stb_report_task_why_recheck(t, q->p);
 	if (o->stuck_ns && stb_report_stuck_ns(t, S->now) < o->stuck_ns)
@@ -262,7 +263,7 @@ static bool settle(struct stb_snapshot_session *S, struct pending *q,
 		S->failed++;
 		return false;
 	}
-	return snap->mode != STB_TRACE_NO_STACK;
+	return capt->mode != STB_TRACE_NO_STACK;
 }
 
 /* Continuous mode: a ready or suspended task whose run sequence has not
@@ -277,11 +278,11 @@ static bool reuse(struct stb_snapshot_session *S, struct pending *q)
 	const struct known *k = known_find(S, v->id);
 	if (!k || k->seq != v->seq)
 		return false;
-	struct stb_snapshot snap = {.mode = STB_TRACE_CONTEXT, .state = v->state, .seq = v->seq};
+	struct stb_capture capt = {.mode = STB_TRACE_CONTEXT, .state = v->state, .seq = v->seq};
 	uint64_t w2 = __atomic_load_n(&q->p->word, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&q->p->id, __ATOMIC_ACQUIRE) != v->id || w2 != v->word)
 		return false; /* it ran, or is about to: trace it */
-	if (settle(S, q, &snap, 0, false)) {
+	if (settle(S, q, &capt, 0, false)) {
 		struct stb_report_task *t = &q->t;
 		stb_stackset_hold(S->stacks, k->stack);
 		t->stack = k->stack;
@@ -303,21 +304,21 @@ static void job_done(void *arg, struct stb_driver_job *j)
 	struct stb_snapshot_session *S = arg;
 	struct pending *q = j->arg;
 	struct stb_report_task *t = &q->t;
-	const struct stb_snapshot *snap = &j->snap;
+	const struct stb_capture *capt = &j->capt;
 	const struct stb_loader_opts *o = S->o;
-	if (!settle(S, q, snap, j->rc, true))
+	if (!settle(S, q, capt, j->rc, true))
 		return;
 	/* The whole stack is walked (up to STB_REPORT_WALK_MAX frames) so that
 	 * the report can say how many frames it does not show; the runtime's
-	 * own frames do not count against --max-depth (report.h). */
+	 * own frames do not count against --max-depth (report/model.h). */
 	struct stb_frame_sink sink = {
 	    .frames = S->scratch,
 	    .nframes = STB_REPORT_WALK_MAX,
 	    .max = STB_REPORT_WALK_MAX,
 	    .deadline = S->trace_end,
 	};
-	stb_watchdog_phase("unwinding a stack");
-	stb_snapshot_unwind(S->unw, S->memo, snap, &sink);
+	stb_deadline_phase("unwinding a stack");
+	stb_capture_unwind(S->unw, S->memo, capt, &sink);
 	unsigned keep = stb_report_keep(o->max_depth);
 	keep = sink.n < keep ? sink.n : keep;
 	t->truncated = sink.truncated || sink.timed_out;
@@ -329,8 +330,8 @@ static void job_done(void *arg, struct stb_driver_job *j)
 	t->stack = stb_stackset_add(S->stacks, S->scratch, keep, stb_report_stack_key(t));
 	if (t->stack) {
 		t->frames = t->stack->frames;
-		q->reusable = snap->mode == STB_TRACE_CONTEXT;
-		q->seq = snap->seq;
+		q->reusable = capt->mode == STB_TRACE_CONTEXT;
+		q->seq = capt->seq;
 	} else if ((t->frames = malloc(keep * sizeof(*t->frames))) != NULL) {
 		memcpy(t->frames, S->scratch, keep * sizeof(*t->frames));
 	} else {
@@ -382,7 +383,7 @@ static int queue_task(struct stb_snapshot_session *S, struct stb_abi_task *p,
  * order of the scan. Returns 1 when the run must stop. */
 static int flush(struct stb_snapshot_session *S)
 {
-	stb_watchdog_phase("tracing tasks");
+	stb_deadline_phase("tracing tasks");
 	stb_driver_trace_many(&S->drv, S->jobs, S->njobs, job_done, S);
 	for (unsigned k = 0; k < S->npend; k++) {
 		struct pending *q = &S->pend[k];
@@ -499,7 +500,7 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	S->o_run = *o;
 	S->o = &S->o_run;
 	if (o->core) {
-		stb_watchdog_phase("reading the core file");
+		stb_deadline_phase("reading the core file");
 		uint64_t open0 = stb_now_ns();
 		S->pm = stb_postmortem_open(o, err, sizeof(err));
 		S->open_ns = stb_now_ns() - open0;
@@ -514,7 +515,7 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 		S->mem = S->pm->mem;
 		S->ops = S->pm->ops;
 	} else {
-		stb_watchdog_phase("opening the target's table");
+		stb_deadline_phase("opening the target's table");
 		S->tg = stb_target_open(o->pid, err, sizeof(err));
 		if (!S->tg) {
 			fprintf(stderr, "stb-bpf-loader: %s\n", err);
@@ -522,7 +523,7 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 		}
 		S->info = &S->tg->info;
 		S->hdr = S->tg->hdr;
-		stb_watchdog_phase("reading the target's modules");
+		stb_deadline_phase("reading the target's modules");
 		S->unw = stb_unw_proc_new(o->pid);
 		S->sym = S->unw ? stb_sym_new_mods(stb_unw_proc_mods(S->unw)) : NULL;
 		if (!S->unw || !S->sym) {
@@ -590,7 +591,7 @@ static void session_reset(struct stb_snapshot_session *S)
 }
 
 int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *out,
-		      struct stb_snapshot_result *res)
+		      struct stb_run_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	session_reset(S);
@@ -634,7 +635,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	res->target_gone = S->target_gone;
 
 	/* The deadlocks of the whole table, each edge validated again. */
-	stb_watchdog_phase("searching deadlocks");
+	stb_deadline_phase("searching deadlocks");
 	uint64_t dl_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2;
 	bool searched = false;
 	if (S->target_gone) {
@@ -731,7 +732,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .deadlocks = searched ? &S->dl : NULL,
 	    .all_ids = o->verbose > 0,
 	};
-	stb_watchdog_phase("writing the output");
+	stb_deadline_phase("writing the output");
 	uint64_t write0 = stb_now_ns();
 	int rc = stb_report_write(&r, S->tasks, S->n, o->format);
 	res->written = true;
@@ -818,7 +819,7 @@ int stb_snapshot_run(const struct stb_loader_opts *o)
 	}
 	struct stb_snapshot_session *S = stb_snapshot_open(o);
 	if (S) {
-		struct stb_snapshot_result res;
+		struct stb_run_result res;
 		status = stb_snapshot_once(S, o->start_ns, out, &res);
 		written = res.written;
 	}

@@ -23,7 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "escape.h"
+#include "encode/escape.h"
 #include "target.h"
 
 static int pidfd_open(pid_t pid)

@@ -15,9 +15,9 @@
 #include <sys/types.h>
 
 #include "bpf_prog.h"
-#include "driver.h"
 #include "stb/abi.h"
-#include "tview.h"
+#include "table/driver.h"
+#include "table/tview.h"
 
 /* Task slots mapped at once (32 MiB): the table of a target is never mapped
  * whole when it is larger, and never beyond the slots in use. */

@@ -26,6 +26,8 @@
 
 #include <stb/abi.h>
 
+#include "util.h"
+
 #define HELPER_STACK_SIZE (512u * 1024u)
 #define HELPER_PATTERN_WORDS 5120u   /* 40 KiB: deeper than one stack copy */
 #define HELPER_HOLE_BYTES (64u * 1024u)
@@ -33,12 +35,7 @@
 
 /* Each function in its own section: the linker's __start_/__stop_ symbols give
  * its exact address range. noipa: no inlining, cloning or IPA. */
-#if defined(__clang__)
-#define HELPER_NOIPA noinline
-#else
-#define HELPER_NOIPA noipa
-#endif
-#define HELPER_FN(name) __attribute__((HELPER_NOIPA, section("stb_fn_" #name)))
+#define HELPER_FN(name) STB_NOIPA __attribute__((section("stb_fn_" #name)))
 #define HELPER_RANGE(name)                                                     \
 	extern const char __start_stb_fn_##name[], __stop_stb_fn_##name[]
 

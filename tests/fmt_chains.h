@@ -13,9 +13,11 @@
 
 #include <bthread/butex.h>
 
+#include "util.h"
+
 /* No inlining, cloning or IPA, no tail calls: every chain function keeps its
  * own frame and symbol. */
-#define STB_FMT_FN __attribute__((noipa))
+#define STB_FMT_FN STB_NOIPA
 #define STB_FMT_NO_TAIL() __asm__ volatile("" ::: "memory")
 
 static int *fmt_gate;           /* butex: the parked chains wait for it to change */

@@ -29,7 +29,7 @@
 #include <stb/abi.h>
 
 #include "support/env.h"
-#include "support/json.h"
+#include "support/json_parse.h"
 #include "support/ltarget.h"
 #include "support/proc.h"
 

@@ -26,16 +26,14 @@
 #include <stb/abi.h>
 #include <stb/stb.h>
 
+#include "util.h"
+
 /* Exported by libbthread (docs/abi.md); not in a public header. */
 extern struct stb_abi_header *stb_task_table;
 
 /* No inlining, cloning or IPA: every chain function keeps its own frame and
  * its own symbol. The empty asm after each call prevents tail calls. */
-#if defined(__clang__)
-#define LTGT_FN __attribute__((noinline, used))
-#else
-#define LTGT_FN __attribute__((noipa, used))
-#endif
+#define LTGT_FN STB_NOIPA __attribute__((used))
 #define LTGT_NO_TAIL() __asm__ volatile("" ::: "memory")
 
 #define LTGT_MAX_IDS 256
@@ -769,11 +767,11 @@ static void ltgt_hold(bthread_t id, unsigned ms)
 {
 	struct stb_abi_task *p = ltgt_entry(id);
 	uint64_t deadline = ltgt_now_ns() + (uint64_t)ms * 1000000ull;
-	uint64_t word = STB_ABI_LEASE_ENCODE(deadline, 0xfffeu), zero = 0;
+	__u64 word = STB_ABI_LEASE_ENCODE(deadline, 0xfffeu), zero = 0;
 	if (p && __atomic_compare_exchange_n(&p->trace, &zero, word, false, __ATOMIC_SEQ_CST,
 					     __ATOMIC_RELAXED)) {
 		ltgt_held = word;
-		printf("hold 0x%" PRIx64 "\n", word);
+		printf("hold 0x%" PRIx64 "\n", (uint64_t)word);
 	} else {
 		printf("hold busy\n");
 	}
@@ -941,7 +939,7 @@ int main(int argc, char **argv)
 			ltgt_hold(id, ms);
 		} else if (sscanf(line, "unhold %llu", &id) == 1) {
 			struct stb_abi_task *p = ltgt_entry(id);
-			uint64_t w = ltgt_held;
+			__u64 w = ltgt_held;
 			printf("unhold %d\n", p && w && __atomic_compare_exchange_n(
 							&p->trace, &w, 0, false, __ATOMIC_SEQ_CST,
 							__ATOMIC_RELAXED) ? 0 : -1);

@@ -23,7 +23,6 @@
 
 #include "fmt_chains.h"
 
-#define STB_NOIPA __attribute__((noipa))
 #define STB_NO_TAIL() __asm__ volatile("" ::: "memory")
 
 #define NA 5

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/cfi.c and dwexpr.c on synthetic call-frame
+ * Tests of runtime/stacks/unwind/cfi.c and dwexpr.c on synthetic call-frame
  * information written with <dwarf.h> names: rows at each address of an FDE,
  * remember/restore, every register rule, expressions (and a looping one),
  * .eh_frame_hdr search, and hostile input: overflowing factored offsets and
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "cfi.h"
-#include "dwexpr.h"
+#include "unwind/cfi.h"
+#include "unwind/dwexpr.h"
 
 #define BASE 0x10000ull /* target address of the synthetic .eh_frame */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The deadlock search (runtime/stacks/deadlock.c) on synthetic and hostile
+ * The deadlock search (runtime/stacks/table/deadlock.c) on synthetic and hostile
  * task tables: every cycle of the wait-for graph found exactly once, no false
  * one (owners that point to a free slot, to a reused slot, to the task itself
  * only when it really holds it; owner words and entries that change between
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "deadlock.h"
+#include "table/deadlock.h"
 #include "util.h"
 
 /* Owner words live at fake target addresses: OWNER_BASE + 8 * slot. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The trace driver (runtime/stacks/driver.c) and the frame sink (frames.c)
+ * The trace driver (runtime/stacks/table/driver.c) and the frame sink (frames.c)
  * on synthetic task entries and a fake memory backend: a good copy, entries
  * that lie (state and stack pointer out of range), tasks that never settle,
  * leases always held by "another tracer", a slot reused during the copy, a
@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "driver.h"
-#include "frames.h"
+#include "symbols/frames.h"
+#include "table/driver.h"
 #include "util.h"
 
 #define STACK_ADDR 0x7f0000100000ull /* where the fake stack lives in the "target" */
@@ -73,7 +73,7 @@ struct env {
 	struct stb_mem mem;
 	struct stb_driver d;
 	uint8_t buf[STACK_LEN];
-	struct stb_snapshot snap;
+	struct stb_capture capt;
 	char err[160];
 };
 
@@ -92,7 +92,7 @@ static void env_init(struct env *e, unsigned state, unsigned flags)
 
 static int trace(struct env *e, uint64_t timeout_ms)
 {
-	return stb_driver_trace(&e->d, &e->p, ID, stb_now_ns() + timeout_ms * 1000000u, &e->snap,
+	return stb_driver_trace(&e->d, &e->p, ID, stb_now_ns() + timeout_ms * 1000000u, &e->capt,
 				e->err, sizeof(e->err));
 }
 
@@ -104,17 +104,17 @@ static void test_context_copy(void **state)
 		stack_bytes[i] = (uint8_t)i;
 	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
 	assert_int_equal(trace(&e, 100), 0);
-	assert_int_equal(e.snap.mode, STB_TRACE_CONTEXT);
-	assert_int_equal(e.snap.state, STB_TASK_SUSPENDED);
-	assert_int_equal(e.snap.seq, 9);
-	assert_int_equal(e.snap.copy.addr, e.p.sp - STB_ABI_SWITCH_FRAME);
-	assert_int_equal(e.snap.copy.len, STACK_LEN - 4096 + STB_ABI_SWITCH_FRAME);
-	assert_int_equal(e.snap.regs.sp, e.p.sp);
+	assert_int_equal(e.capt.mode, STB_TRACE_CONTEXT);
+	assert_int_equal(e.capt.state, STB_TASK_SUSPENDED);
+	assert_int_equal(e.capt.seq, 9);
+	assert_int_equal(e.capt.copy.addr, e.p.sp - STB_ABI_SWITCH_FRAME);
+	assert_int_equal(e.capt.copy.len, STACK_LEN - 4096 + STB_ABI_SWITCH_FRAME);
+	assert_int_equal(e.capt.regs.sp, e.p.sp);
 	assert_int_equal(e.p.trace, 0); /* the lease was given back */
 	/* Without a lease, the same (process_vm_readv cannot fault). */
 	env_init(&e, STB_TASK_READY, 0);
 	assert_int_equal(trace(&e, 100), 0);
-	assert_int_equal(e.snap.mode, STB_TRACE_CONTEXT);
+	assert_int_equal(e.capt.mode, STB_TRACE_CONTEXT);
 	/* A direct read needs the lease. */
 	env_init(&e, STB_TASK_READY, 0);
 	e.mem.flags = STB_MEM_F_FAULTS;
@@ -123,7 +123,7 @@ static void test_context_copy(void **state)
 	/* No stack yet. */
 	env_init(&e, STB_TASK_READY_NO_STACK, STB_DRIVER_F_LEASE);
 	assert_int_equal(trace(&e, 100), 0);
-	assert_int_equal(e.snap.mode, STB_TRACE_NO_STACK);
+	assert_int_equal(e.capt.mode, STB_TRACE_NO_STACK);
 }
 
 static void test_lying_entries(void **state)
@@ -169,13 +169,13 @@ static void test_never_settles(void **state)
 		uint64_t took = stb_now_ns() - t0;
 		assert_true(took >= 30000000ull && took < 2000000000ull);
 		assert_non_null(strstr(e.err, "did not settle within 30 ms"));
-		assert_true(e.snap.retries > 0);
+		assert_true(e.capt.retries > 0);
 		assert_int_equal(e.p.trace, 0);
 	}
 	/* No waiting: one retry, then -EAGAIN. */
 	env_init(&e, STB_TASK_ABOUT_TO_RUN, STB_DRIVER_F_NO_WAIT);
 	assert_int_equal(trace(&e, 1000), -EAGAIN);
-	assert_int_equal(e.snap.retries, 2);
+	assert_int_equal(e.capt.retries, 2);
 	/* A frozen target (a core file) does not move: no wait at all. */
 	env_init(&e, STB_TASK_SUSPENDING, STB_DRIVER_F_LEASE);
 	e.mem.flags = STB_MEM_F_FROZEN;
@@ -207,13 +207,13 @@ static void test_slot_reused(void **state)
 	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
 	e.f.reuse_during_copy = true;
 	assert_int_equal(trace(&e, 100), -ESRCH);
-	assert_false(e.snap.target_gone);
+	assert_false(e.capt.target_gone);
 	assert_non_null(strstr(e.err, "slot was reused"));
 	/* The target exited: said so, not taken for a finished task. */
 	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
 	e.f.gone = true;
 	assert_int_equal(trace(&e, 100), -ESRCH);
-	assert_true(e.snap.target_gone);
+	assert_true(e.capt.target_gone);
 	assert_non_null(strstr(e.err, "the target exited"));
 	/* Another task in the slot before the trace. */
 	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
@@ -230,7 +230,7 @@ struct cap {
 };
 
 static int fake_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+			uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
 			char *err, size_t errlen)
 {
 	struct cap *c = ctx;
@@ -245,9 +245,9 @@ static int fake_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t
 	c->lease_seen = p->trace;
 	if (c->calls <= c->moved_first)
 		return -EAGAIN;
-	snap->mode = STB_TRACE_BPF;
-	snap->tid = 99;
-	snap->regs.ip = 0x1234;
+	capt->mode = STB_TRACE_BPF;
+	capt->tid = 99;
+	capt->regs.ip = 0x1234;
 	return 0;
 }
 
@@ -267,12 +267,12 @@ static void test_running(void **state)
 	assert_int_equal(trace(&e, 100), 0);
 	assert_int_equal(c.calls, 3);
 	assert_int_equal(c.lease_seen, 0); /* not held while it is captured */
-	assert_int_equal(e.snap.mode, STB_TRACE_BPF);
-	assert_int_equal(e.snap.state, STB_TASK_RUNNING);
-	assert_int_equal(e.snap.tid, 99);
+	assert_int_equal(e.capt.mode, STB_TRACE_BPF);
+	assert_int_equal(e.capt.state, STB_TASK_RUNNING);
+	assert_int_equal(e.capt.tid, 99);
 	assert_int_equal(e.p.trace, 0);
 
-	/* Off-CPU snapshots skip what runs. */
+	/* The off-CPU pass skips what runs. */
 	env_init(&e, STB_TASK_RUNNING, STB_DRIVER_F_NO_WAIT);
 	assert_int_equal(trace(&e, 100), -EAGAIN);
 }
@@ -342,12 +342,12 @@ static void many_done(void *arg, struct stb_driver_job *j)
 	if (j->rc != 0)
 		return;
 	/* The copy is there during the call: the task's stack from sp - 64. */
-	assert_int_equal(j->snap.mode, STB_TRACE_CONTEXT);
+	assert_int_equal(j->capt.mode, STB_TRACE_CONTEXT);
 	uint64_t from = j->p->sp - STB_ABI_SWITCH_FRAME;
-	assert_int_equal(j->snap.copy.addr, from);
-	assert_int_equal(j->snap.copy.len, j->p->stack_hi - from);
-	assert_memory_equal(j->snap.copy.bytes, many_bytes + (from - MANY_ADDR), j->snap.copy.len);
-	assert_int_equal(j->snap.regs.sp, j->p->sp);
+	assert_int_equal(j->capt.copy.addr, from);
+	assert_int_equal(j->capt.copy.len, j->p->stack_hi - from);
+	assert_memory_equal(j->capt.copy.bytes, many_bytes + (from - MANY_ADDR), j->capt.copy.len);
+	assert_int_equal(j->capt.regs.sp, j->p->sp);
 }
 
 static void many_run(struct many *m, struct stb_driver_job *jobs, unsigned flags)
@@ -436,7 +436,7 @@ static void test_many(void **state)
 	for (unsigned i = 0; i < MANY; i++)
 		assert_int_equal(jobs[i].rc, 0);
 	assert_true(m.reads >= 1);
-	assert_int_equal(jobs[6].snap.seq, 6);
+	assert_int_equal(jobs[6].capt.seq, 6);
 
 	/* Without a lease (or without read_many) every task is traced alone. */
 	many_init(&m);

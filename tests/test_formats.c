@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Output formats of the tracer (runtime/stacks/pprof.c, runtime/stacks/report.c): folded
+ * Output formats of the tracer (runtime/stacks/report/pprof.c, runtime/stacks/report.c): folded
  * stacks checked line by line, pprof read back with `go tool pprof -raw`,
  * JSON checked against docs/json.md (tests/check_json_schema.py). Without
  * arguments: stb_dump in this process; with --loader: stb-bpf-loader on

@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "support/env.h"
-#include "support/json.h"
+#include "support/json_parse.h"
 #include "support/proc.h"
 
 #define DEADLINE_S 4

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The writers of what the target controls (runtime/stacks/json.c, escape.c,
+ * The writers of what the target controls (runtime/stacks/encode/json.c, escape.c,
  * report.c): JSON strings with quotes, control bytes, DEL, valid and invalid
  * UTF-8; documents that cannot be malformed by misuse; the text escape; and
  * reports of a task whose name and comm hold ESC, BEL, newlines, quotes and
@@ -23,10 +23,11 @@
 
 #include <cmocka.h>
 
-#include "escape.h"
-#include "json.h"
-#include "report.h"
-#include "symbolize.h"
+#include "encode/escape.h"
+#include "encode/json.h"
+#include "report/formats.h"
+#include "report/writers.h"
+#include "symbols/symbolize.h"
 
 /* Runs fn(j) into a memory stream; returns the text (caller frees) and *rc. */
 static char *json_of(void (*fn)(struct stb_json *), int *rc)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/symbolize.c: static, exported, libc, vdso and C++ symbols,
+ * Tests of runtime/stacks/symbols/symbolize.c: static, exported, libc, vdso and C++ symbols,
  * offsets, return-address lookups, file:line and inline frames (nested C++
  * inlining against addr2line -i), the result cache and unknown addresses.
  */
@@ -19,7 +19,8 @@
 
 #include <cmocka.h>
 
-#include "symbolize.h"
+#include "symbols/symbolize.h"
+#include "util.h"
 
 void *stb_test_cxx_frob_addr(void);
 uint64_t stb_test_inl_guard_pc(void);
@@ -31,43 +32,43 @@ static int sym_static_line, sym_call_line, sym_inl_line, sym_inl_call_line;
 static jmp_buf sym_jb;
 
 static const int sym_static_decl_line = __LINE__ + 1;
-__attribute__((noinline, noclone)) static int sym_static_fn(int x)
+STB_NOINLINE_NOCLONE static int sym_static_fn(int x)
 {
 	sym_static_line = sym_static_decl_line;
 	return x * 7 + sym_sink;
 }
 
-__attribute__((noinline, noclone)) int stb_test_sym_exported(int x)
+STB_NOINLINE_NOCLONE int stb_test_sym_exported(int x)
 {
 	return x * 5 + sym_sink;
 }
 
-__attribute__((noinline, noclone)) static void sym_callee(void)
+STB_NOINLINE_NOCLONE static void sym_callee(void)
 {
 	sym_ra = (uint64_t)(uintptr_t)__builtin_return_address(0);
 	__asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noinline, noclone)) static int sym_caller(void)
+STB_NOINLINE_NOCLONE static int sym_caller(void)
 {
 	sym_call_line = __LINE__ + 1;
 	sym_callee();
 	return sym_sink + 1;
 }
 
-__attribute__((noinline, noclone, noreturn)) static void sym_noret(void)
+STB_NOINLINE_NOCLONE __attribute__((noreturn)) static void sym_noret(void)
 {
 	sym_ra = (uint64_t)(uintptr_t)__builtin_return_address(0);
 	longjmp(sym_jb, 1);
 }
 
 /* The call is its last instruction: the return address is past its end. */
-__attribute__((noinline, noclone)) static void sym_noret_caller(void)
+STB_NOINLINE_NOCLONE static void sym_noret_caller(void)
 {
 	sym_noret();
 }
 
-__attribute__((noinline, noclone)) static uint64_t sym_get_ra(void)
+STB_NOINLINE_NOCLONE static uint64_t sym_get_ra(void)
 {
 	return (uint64_t)(uintptr_t)__builtin_return_address(0);
 }
@@ -78,7 +79,7 @@ static inline __attribute__((always_inline)) uint64_t sym_inl_leaf(void)
 	return sym_get_ra() + (uint64_t)sym_sink;
 }
 
-__attribute__((noinline, noclone)) static uint64_t sym_inl_outer(void)
+STB_NOINLINE_NOCLONE static uint64_t sym_inl_outer(void)
 {
 	sym_inl_call_line = __LINE__ + 1;
 	uint64_t ra = sym_inl_leaf();

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/symindex.c: the choice among nested symbols and
+ * Tests of runtime/stacks/symbols/symindex.c: the choice among nested symbols and
  * aliases, when it defers to libdwfl, hostile sizes and allocation failure,
  * the sorted search against a brute-force reading of its contract on random
  * symbol sets, and every answer against dwfl_module_addrinfo for each sized
@@ -20,7 +20,7 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
-#include "symindex.h"
+#include "symbols/symindex.h"
 
 /* An arena for the tests: every block on a list, freed at the end. */
 struct arena {

@@ -547,7 +547,7 @@ static void test_gate_holds_task(void **state)
 
 	/* Held: the woken task stays READY at the gate until the lease is returned. */
 	uint64_t lease = stb_lease(stb_now_ns() + 10ull * 1000000000ull);
-	uint64_t z = 0;
+	__u64 z = 0;
 	assert_true(__atomic_compare_exchange_n(&pub->trace, &z, lease, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED));
 	uint32_t seq0 = STB_ABI_SEQ(__atomic_load_n(&pub->word, __ATOMIC_ACQUIRE));
@@ -558,7 +558,7 @@ static void test_gate_holds_task(void **state)
 	uint64_t w = __atomic_load_n(&pub->word, __ATOMIC_ACQUIRE);
 	assert_int_equal(STB_ABI_STATE(w), STB_TASK_READY);
 	assert_int_equal(STB_ABI_SEQ(w), seq0);
-	uint64_t mine = lease;
+	__u64 mine = lease;
 	assert_true(__atomic_compare_exchange_n(&pub->trace, &mine, 0, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED));
 	assert_int_equal(bthread_join(b.id, NULL), 0);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The table reader (runtime/stacks/tview.c) on tables that lie: header checks
+ * The table reader (runtime/stacks/table/tview.c) on tables that lie: header checks
  * (magic, version, sizes, capacity, backing, a backing smaller than the
  * header says), the counters clamped, task entries with states, wait kinds,
  * workers and names out of range, and the scan (holes, state filters with
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "tview.h"
+#include "table/tview.h"
 #include "util.h"
 
 static void good_header(struct stb_abi_header *h, uint32_t cap)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/unwind.c: DWARF and frame-pointer walks of a captured
+ * Tests of runtime/stacks/unwind/unwind.c: DWARF and frame-pointer walks of a captured
  * context (own process, frame-pointer and -fomit-frame-pointer code, another
  * process), depth/skip/stop semantics, failing reads, switch-frame registers,
  * module lookup and refresh after dlopen.
@@ -25,9 +25,10 @@
 
 #include <cmocka.h>
 
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 #include "unw_capture.h"
-#include "unwind.h"
+#include "unwind/unwind.h"
+#include "util.h"
 
 #define UNW_TEST_STACK (8u * 1024 * 1024)
 #define UNW_TEST_MAXF 128
@@ -71,14 +72,14 @@ static void unw_test_after_capture(struct unw_test_capture *c)
 		stb_unw_copy_raw(c->copy, (const void *)(uintptr_t)c->regs.sp, c->len);
 }
 
-__attribute__((noinline, noclone)) int unw_test_capture_here(struct unw_test_capture *c)
+STB_NOINLINE_NOCLONE int unw_test_capture_here(struct unw_test_capture *c)
 {
 	UNW_TEST_CAPTURE(&c->regs);
 	unw_test_after_capture(c);
 	return unw_test_sink + 1;
 }
 
-__attribute__((noinline, noclone)) int unw_test_f3(struct unw_test_capture *c, int x)
+STB_NOINLINE_NOCLONE int unw_test_f3(struct unw_test_capture *c, int x)
 {
 	UNW_TEST_CAPTURE(&c->regs);
 	unw_test_after_capture(c);
@@ -86,14 +87,14 @@ __attribute__((noinline, noclone)) int unw_test_f3(struct unw_test_capture *c, i
 	return x + 1;
 }
 
-__attribute__((noinline, noclone)) int unw_test_f2(struct unw_test_capture *c, int x)
+STB_NOINLINE_NOCLONE int unw_test_f2(struct unw_test_capture *c, int x)
 {
 	int r = unw_test_f3(c, x + 1);
 	unw_test_sink = r;
 	return r + 2;
 }
 
-__attribute__((noinline, noclone)) int unw_test_f1(struct unw_test_capture *c, int x)
+STB_NOINLINE_NOCLONE int unw_test_f1(struct unw_test_capture *c, int x)
 {
 	int r = unw_test_f2(c, x + 1);
 	unw_test_sink = r;
@@ -112,7 +113,7 @@ static int unw_test_cmp(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
-__attribute__((noinline, noclone)) void *unw_test_runner(void *arg)
+STB_NOINLINE_NOCLONE void *unw_test_runner(void *arg)
 {
 	struct unw_test_capture *c = arg;
 	int r, v[64];

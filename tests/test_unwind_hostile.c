@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * runtime/stacks/unwind.c and symbolize.c against what a broken target can
+ * runtime/stacks/unwind/unwind.c and symbolize.c against what a broken target can
  * do: shrink an ELF file it has mapped (a shared object dlopen'ed from a
  * memfd, then truncated), carry CFI that loops or overflows, make a walk
  * meet a return address in no module right after a frame in one (the
@@ -26,9 +26,9 @@
 
 #include <cmocka.h>
 
-#include "elf_image.h"
-#include "symbolize.h"
-#include "unwind.h"
+#include "symbols/symbolize.h"
+#include "unwind/elf_image.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 void unw_test_loopcfi(void);
@@ -266,7 +266,7 @@ static void test_cfi_expression_loop(void **state)
 /* ------------------------------------------------- refresh in mid-walk */
 
 /* Captures rip, rsp, rbp, rbx, r12..r15 here and copies the stack above. */
-__attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint8_t **copy,
+STB_NOINLINE_NOCLONE int unw_hostile_leaf(struct stb_regs *r, uint8_t **copy,
 							size_t *len)
 {
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
@@ -289,7 +289,7 @@ __attribute__((noinline, noclone)) int unw_hostile_leaf(struct stb_regs *r, uint
 	return 1;
 }
 
-__attribute__((noinline, noclone)) int unw_hostile_mid(struct stb_regs *r, uint8_t **copy,
+STB_NOINLINE_NOCLONE int unw_hostile_mid(struct stb_regs *r, uint8_t **copy,
 						       size_t *len)
 {
 	int x = unw_hostile_leaf(r, copy, len);

@@ -6,7 +6,8 @@
  */
 #include <stdint.h>
 
-#include "unwind.h"
+#include "unwind/unwind.h"
+#include "util.h"
 
 struct unw_test_capture;
 int unw_test_nofp_g1(struct unw_test_capture *c, int x);
@@ -18,7 +19,7 @@ int unw_test_capture_here(struct unw_test_capture *c);
 
 volatile int unw_test_nofp_sink;
 
-__attribute__((noinline, noclone)) int unw_test_nofp_g3(struct unw_test_capture *c, int x)
+STB_NOINLINE_NOCLONE int unw_test_nofp_g3(struct unw_test_capture *c, int x)
 {
 	int r;
 
@@ -29,14 +30,14 @@ __attribute__((noinline, noclone)) int unw_test_nofp_g3(struct unw_test_capture 
 	return r + x;
 }
 
-__attribute__((noinline, noclone)) int unw_test_nofp_g2(struct unw_test_capture *c, int x)
+STB_NOINLINE_NOCLONE int unw_test_nofp_g2(struct unw_test_capture *c, int x)
 {
 	int r = unw_test_nofp_g3(c, x + 1);
 	unw_test_nofp_sink = r;
 	return r + 2;
 }
 
-__attribute__((noinline, noclone)) int unw_test_nofp_g1(struct unw_test_capture *c, int x)
+STB_NOINLINE_NOCLONE int unw_test_nofp_g1(struct unw_test_capture *c, int x)
 {
 	int r = unw_test_nofp_g2(c, x + 1);
 	unw_test_nofp_sink = r;

@@ -34,9 +34,10 @@ extern "C" {
 #include <bthread/butex.h>
 #include <stb/stb.h>
 
+#include "util.h"
+
 namespace {
 
-#define STB_NOIPA __attribute__((noipa))
 #define STB_THROWS 200 /* per bthread */
 
 std::atomic<int> stb_dtors{0};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of runtime/stacks/walkmemo.c: a remembered walk replayed for a copy
+ * Tests of runtime/stacks/symbols/walkmemo.c: a remembered walk replayed for a copy
  * of the same stack elsewhere (whole pages away, or at another offset in its
  * page, as colored stacks are), and never for a copy that differs in what the
  * walk read (every word of a real stack changed in turn), other registers,
@@ -21,12 +21,13 @@
 
 #include <cmocka.h>
 
-#include "frames.h"
-#include "modules.h"
-#include "symbolize.h"
+#include "symbols/frames.h"
+#include "symbols/symbolize.h"
+#include "symbols/walkmemo.h"
 #include "unw_capture.h"
-#include "unwind.h"
-#include "walkmemo.h"
+#include "unwind/modules.h"
+#include "unwind/unwind.h"
+#include "util.h"
 
 #define WM_STACK (256u * 1024)
 #define WM_MAXF 64
@@ -46,7 +47,7 @@ int wm_f3(struct wm_capture *c, int x);
 
 static volatile int wm_sink;
 
-__attribute__((noinline, noclone)) int wm_f3(struct wm_capture *c, int x)
+STB_NOINLINE_NOCLONE int wm_f3(struct wm_capture *c, int x)
 {
 	UNW_TEST_CAPTURE(&c->regs);
 	c->len = c->stack_hi - c->regs.sp;
@@ -57,14 +58,14 @@ __attribute__((noinline, noclone)) int wm_f3(struct wm_capture *c, int x)
 	return x + 1;
 }
 
-__attribute__((noinline, noclone)) int wm_f2(struct wm_capture *c, int x)
+STB_NOINLINE_NOCLONE int wm_f2(struct wm_capture *c, int x)
 {
 	int r = wm_f3(c, x + 1);
 	wm_sink = r;
 	return r + 2;
 }
 
-__attribute__((noinline, noclone)) int wm_f1(struct wm_capture *c, int x)
+STB_NOINLINE_NOCLONE int wm_f1(struct wm_capture *c, int x)
 {
 	int r = wm_f2(c, x + 1);
 	wm_sink = r;

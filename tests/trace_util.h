@@ -16,9 +16,8 @@
 
 #include <stb/stb.h>
 
-/* Keeps a function out of every interprocedural optimization (no inlining,
- * cloning, identical-code folding): its frame and symbol stay as written. */
-#define STB_NOIPA __attribute__((noipa))
+#include "util.h"
+
 /* Placed after a call so that it is not a tail call. */
 #define STB_NO_TAIL() __asm__ volatile("" ::: "memory")
 

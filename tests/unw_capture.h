@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "unwind.h"
+#include "unwind/unwind.h"
 
 /* Stores ip (of the instruction after the lea), rsp, rbp, rbx, r12..r15 into
  * the struct stb_regs at r: the exact register state at that ip. */

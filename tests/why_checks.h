@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "support/json.h"
+#include "support/json_parse.h"
 #include "support/ltarget.h"
 
 /* Deadlock scenarios of why_target. */

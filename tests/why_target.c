@@ -25,11 +25,9 @@
 #include <bthread/bthread.h>
 #include <stb/stb.h>
 
-#if defined(__clang__)
-#define WT_FN __attribute__((noinline, used))
-#else
-#define WT_FN __attribute__((noipa, used))
-#endif
+#include "util.h"
+
+#define WT_FN STB_NOIPA __attribute__((used))
 
 #define WT_FOREVER_US (3600ull * 1000000ull)
 

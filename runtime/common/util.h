@@ -18,6 +18,22 @@
 #include <stdlib.h>
 #include <time.h>
 
+/*
+ * For functions whose frames traces, tests and benchmarks look for by name.
+ * STB_NOIPA: out of every interprocedural optimization (no inlining,
+ * cloning, identical-code folding, assumptions about what it returns);
+ * STB_NOINLINE_NOCLONE: never inlined nor cloned into a specialised copy
+ * with another name. gcc has noipa and noclone; clang has neither and makes
+ * no such clones, so noinline is what it gets.
+ */
+#if defined(__clang__)
+#define STB_NOIPA __attribute__((noinline))
+#define STB_NOINLINE_NOCLONE __attribute__((noinline))
+#else
+#define STB_NOIPA __attribute__((noipa))
+#define STB_NOINLINE_NOCLONE __attribute__((noinline, noclone))
+#endif
+
 /* Formats a message into err[len] as snprintf does (len 0: nothing). */
 static inline __attribute__((format(printf, 3, 4))) void stb_say(char *err, size_t len,
 								 const char *fmt, ...)

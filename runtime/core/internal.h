@@ -232,10 +232,12 @@ static inline uint64_t stb_task_word(const struct stb_task *t, unsigned state)
 }
 
 /*
- * The one place where a task's state changes. Costs one release store when no
- * tracer holds the task; before READY/READY_NO_STACK -> ABOUT_TO_RUN and
- * RUNNING -> SUSPENDING it checks the tracer's lease (a plain load) and waits
- * at that gate while a trace is in progress. Entering ABOUT_TO_RUN bumps seq.
+ * Changes a task's state, everywhere but on the switch path: there sched.c
+ * (jump_stack_inline, stb_after_switch, stb_post_ready) stores the words
+ * itself. Costs one release store when no tracer holds the task; before
+ * READY/READY_NO_STACK -> ABOUT_TO_RUN and RUNNING -> SUSPENDING it checks
+ * the tracer's lease (a plain load) and waits at that gate while a trace is
+ * in progress. Entering ABOUT_TO_RUN bumps seq.
  */
 static inline void stb_task_set_state(struct stb_task *t, unsigned state)
 {

@@ -262,7 +262,7 @@ void stb_gate_wait(struct stb_task *t)
 	struct stb_abi_header *h = stb_table.hdr;
 	uint64_t start = stb_now_ns(), now = start;
 	for (unsigned spins = 0;; spins++) {
-		uint64_t tr = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
+		__u64 tr = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE);
 		if (tr == 0)
 			break;
 		uint64_t deadline = STB_ABI_LEASE_DEADLINE(tr);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The debug endpoint's HTML (debug_html.h): markup around text that is
- * escaped by the one HTML escape (runtime/stacks/escape.c).
+ * escaped by the one HTML escape (runtime/stacks/encode/escape.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "debug_html.h"
-#include "escape.h"
+#include "encode/escape.h"
 
 static const char dh_style[] =
 	"body{font:14px sans-serif;margin:12px}pre{font:13px monospace}"

@@ -2,7 +2,7 @@
 /*
  * HTML pages of the debug HTTP endpoint, for browsers: the text pages
  * escaped inside <pre>, with every bthread id linked to its own page, and
- * the index as links. Only markup: the text comes from report.c.
+ * the index as links. Only markup: the text comes from the report writers.
  */
 #ifndef STB_RUNTIME_TRACER_DEBUG_HTML_H
 #define STB_RUNTIME_TRACER_DEBUG_HTML_H

@@ -3,8 +3,8 @@
  * The opt-in debug HTTP endpoint (stb_debug_http_start): bRPC-style
  * /bthreads, /bthreads/<id>[?st=1] and /bthreads/all pages on 127.0.0.1,
  * served by bthreads with bthread_fd_wait. Owns only the HTTP side; the tasks
- * come from stb_collect_tasks (dump.c), every format from report.c, the HTML
- * for browsers from debug_html.c.
+ * come from stb_collect_tasks (dump.c), every format from the report writers
+ * (runtime/stacks/report/), the HTML for browsers from debug_html.c.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -19,7 +19,7 @@
 
 #include "debug_html.h"
 #include "internal.h"
-#include "report.h"
+#include "report/formats.h"
 #include "stb/stb.h"
 #include "trace.h"
 
@@ -48,7 +48,7 @@ static struct {
  * another worker during a wait, and glibc's __errno_location() is const, so a
  * plain errno could be read at the old thread's address.
  */
-static __attribute__((noipa)) int stb_dh_errno(void)
+static STB_NOIPA int stb_dh_errno(void)
 {
 	return errno;
 }

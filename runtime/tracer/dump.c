@@ -13,13 +13,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "deadlock.h"
+#include "collect/taskwhy.h"
 #include "internal.h"
-#include "pprof.h"
-#include "report.h"
+#include "report/formats.h"
+#include "symbols/walkmemo.h"
+#include "table/deadlock.h"
+#include "table/tview.h"
 #include "trace.h"
-#include "tview.h"
-#include "walkmemo.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
 #define STB_DUMP_DEADLOCK_MS 2000u /* the deadlock search's budget */
@@ -269,7 +269,7 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 			       .max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH,
 			       .runtime_frames = o->runtime_frames != 0, .lines = o->lines != 0,
 			       .runtime_hint = "stb_dump_opts.runtime_frames = 1"};
-	/* Every format: runtime/stacks/report.c and pprof.c, shared with stb-bpf-loader. */
+	/* Every format: runtime/stacks/report/, shared with stb-bpf-loader. */
 	stb_trace_self_tools(&r.unw, &r.sym);
 	rc = stb_report_write(&r, set.tasks, set.n, o->format);
 	fflush(out);

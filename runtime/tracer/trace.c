@@ -13,12 +13,12 @@
 #include <ucontext.h>
 
 #include "internal.h"
+#include "report/writers.h"
 #include "stb/stb.h"
-#include "driver.h"
-#include "report.h"
-#include "symbolize.h"
+#include "symbols/symbolize.h"
+#include "table/driver.h"
 #include "trace.h"
-#include "unwind.h"
+#include "unwind/unwind.h"
 #include "util.h"
 
 #define STB_SLOTS 16u
@@ -263,7 +263,7 @@ static bool signal_blocked(pid_t tid, int signo)
  * there any more (retry), other -errno = failure.
  */
 static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
-			  uint64_t deadline, struct stb_snapshot *snap, char *err, size_t errlen)
+			  uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
 {
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
@@ -330,28 +330,28 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 	if ((st & 0xff) == STB_SLOT_DECLINED)
 		return -EAGAIN;
 	count(&stb_tstats.signal_captures);
-	snap->held_ns = s->handler_ns;
-	snap->tid = (uint32_t)ktid;
+	capt->held_ns = s->handler_ns;
+	capt->tid = (uint32_t)ktid;
 	return 0;
 }
 
 /* The capture backend of the in-process tracer (driver.h): signal mode. */
 static int signal_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			  uint64_t deadline, void *buf, size_t cap, struct stb_snapshot *snap,
+			  uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
 			  char *err, size_t errlen)
 {
 	struct stb_slot *s = ctx;
 	(void)w1;
 	(void)buf;
 	(void)cap;
-	int rc = signal_request(p, id, s, deadline, snap, err, errlen);
+	int rc = signal_request(p, id, s, deadline, capt, err, errlen);
 	if (rc != 0)
 		return rc;
-	snap->regs = s->regs;
-	snap->copy.addr = s->addr;
-	snap->copy.bytes = s->buf;
-	snap->copy.len = s->len;
-	snap->mode = STB_TRACE_SIGNAL;
+	capt->regs = s->regs;
+	capt->copy.addr = s->addr;
+	capt->copy.bytes = s->buf;
+	capt->copy.len = s->len;
+	capt->mode = STB_TRACE_SIGNAL;
 	return 0;
 }
 
@@ -435,7 +435,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		stb_say(info->error, sizeof(info->error), "no capture buffer available");
 		return -ENOMEM;
 	}
-	struct stb_snapshot snap;
+	struct stb_capture capt;
 	int rc;
 	if (t == thread_task()) {
 		/* Tracing ourselves: our own stack is stable while we read it. */
@@ -444,17 +444,17 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		if (len > STB_COPY_MAX)
 			len = STB_COPY_MAX;
 		stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)self_sp, len);
-		memset(&snap, 0, sizeof(snap));
-		snap.copy.addr = self_sp;
-		snap.copy.bytes = s->buf;
-		snap.copy.len = len;
-		snap.regs.ip = self_ip;
-		snap.regs.sp = self_sp;
-		snap.regs.bp = self_bp;
-		snap.regs.flags = STB_UNW_IP_IS_RETURN;
-		snap.mode = STB_TRACE_SELF;
-		snap.state = STB_TASK_RUNNING;
-		snap.tid = (uint32_t)stb_gettid();
+		memset(&capt, 0, sizeof(capt));
+		capt.copy.addr = self_sp;
+		capt.copy.bytes = s->buf;
+		capt.copy.len = len;
+		capt.regs.ip = self_ip;
+		capt.regs.sp = self_sp;
+		capt.regs.bp = self_bp;
+		capt.regs.flags = STB_UNW_IP_IS_RETURN;
+		capt.mode = STB_TRACE_SELF;
+		capt.state = STB_TASK_RUNNING;
+		capt.tid = (uint32_t)stb_gettid();
 		rc = 0;
 	} else {
 		const struct stb_capture_ops cops = {.capture = signal_capture, .ctx = s};
@@ -464,25 +464,25 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		};
 		/* Stacks are not unmapped while a tracer copies one (abi.h). */
 		__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-		rc = stb_driver_trace(&d, t->pub, tid, deadline, &snap, info->error,
+		rc = stb_driver_trace(&d, t->pub, tid, deadline, &capt, info->error,
 				      sizeof(info->error));
 		__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-		if (snap.retries)
-			__atomic_fetch_add(&stb_tstats.retries, snap.retries, __ATOMIC_RELAXED);
+		if (capt.retries)
+			__atomic_fetch_add(&stb_tstats.retries, capt.retries, __ATOMIC_RELAXED);
 	}
-	info->state = snap.state;
-	info->mode = snap.mode;
-	info->held_ns = snap.held_ns;
-	if (snap.tid)
-		info->tid = snap.tid;
-	if (rc == 0 && snap.mode != STB_TRACE_NO_STACK) {
+	info->state = capt.state;
+	info->mode = capt.mode;
+	info->held_ns = capt.held_ns;
+	if (capt.tid)
+		info->tid = capt.tid;
+	if (rc == 0 && capt.mode != STB_TRACE_NO_STACK) {
 		struct stb_frame_sink sink = {
 			.frames = frames, .nframes = nframes, .max = o->max_depth, .skip = o->skip,
 			.on_frame = o->on_frame, .arg = o->arg,
 			.sym = o->no_symbols ? NULL : stb_self_sym, .no_source = o->no_source != 0,
 			.inline_frames = o->inline_frames != 0,
 		};
-		rc = stb_snapshot_unwind(stb_self_proc, memo, &snap, &sink);
+		rc = stb_capture_unwind(stb_self_proc, memo, &capt, &sink);
 		if (rc < 0) {
 			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
 				strerror(-rc));
@@ -534,7 +534,10 @@ static void pthread_unregister(void *arg)
 	struct stb_task *t = arg;
 	stb_tls_pthread_task = NULL;
 	stb_pthread_task_set(NULL);
+	/* As a bthread's end (sched.c): destroyed in the table before joiners
+	 * wake, so that a joiner never finds it live there afterwards. */
 	stb_task_set_state(t, STB_TASK_SUSPENDING);
+	stb_task_set_state(t, STB_TASK_DESTROYED);
 	struct stb_butex *j = t->join;
 	stb_lock(&j->lock);
 	t->ret = NULL;
@@ -542,7 +545,6 @@ static void pthread_unregister(void *arg)
 	__atomic_store_n(&j->value, (int)t->version, __ATOMIC_RELEASE);
 	stb_unlock(&j->lock);
 	stb_butex_wake(j, true);
-	stb_task_set_state(t, STB_TASK_DESTROYED);
 	stb_task_release(t);
 }
 

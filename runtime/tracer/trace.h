@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internal interface of the in-process tracer (trace.c) used by the dump
- * (dump.c), the stack pool and runtime start-up.
+ * What the files of the in-process tracer share: one trace with the
+ * caller's frame and the tracer's unwinder and symbolizer of this process
+ * (trace.c); the task collection of stb_dump, the debug endpoint and the
+ * watchdog (dump.c); the start-up of the dump signal and of the watchdog,
+ * called by stb_tracer_attach (core/internal.h).
  */
 #ifndef STB_RUNTIME_TRACER_TRACE_H
 #define STB_RUNTIME_TRACER_TRACE_H
@@ -10,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "deadlock.h"
-#include "tview.h"
 #include "stb/stb.h"
+#include "table/deadlock.h"
+#include "table/tview.h"
 
 /* Installs the dump-on-signal handler when $STB_DUMP_SIGNAL is set (attach). */
 void stb_dump_signal_init(void);
@@ -37,7 +40,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f); /* STB_SYM_* flags */
 
 /* The tracer's unwinder and symbolizer of this process (set up on first use;
- * NULL when that failed), for the pprof and folded dumps (runtime/stacks/pprof.h). */
+ * NULL when that failed), for the pprof and folded dumps (runtime/stacks/report/pprof.h). */
 struct stb_unw_proc;
 struct stb_sym;
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym);

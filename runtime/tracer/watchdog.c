@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/taskwhy.h"
 #include "internal.h"
-#include "report.h"
+#include "report/formats.h"
 #include "trace.h"
 
 #define STB_WATCHDOG_MIN_NS 10000000ull                 /* threshold: 10 ms .. */

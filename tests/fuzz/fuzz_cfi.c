@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: runtime/stacks/cfi.c and dwexpr.c on arbitrary .eh_frame
+ * Fuzz target: runtime/stacks/unwind/cfi.c and dwexpr.c on arbitrary .eh_frame
  * bytes. Input: 4 bytes (a selector, little-endian) then the section, at
  * target address BASE. Every entry found by walking the lengths is tried
  * as an FDE at a few addresses around its initial location (read as the
@@ -12,8 +12,8 @@
 
 #include <string.h>
 
-#include "cfi.h"
-#include "dwexpr.h"
+#include "unwind/cfi.h"
+#include "unwind/dwexpr.h"
 
 #define BASE 0x7f0000001000ull
 #define MAX_ENTRIES 256u

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target of the deadlock search (runtime/stacks/deadlock.c): the input
+ * Fuzz target of the deadlock search (runtime/stacks/table/deadlock.c): the input
  * is a table of up to 512 tasks (3 bytes each: state and kind, the owner's
  * slot, the owner's version and hostile bits) whose owner words may change
  * between reads. Checked against a brute-force search: every cycle reported
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deadlock.h"
 #include "fuzz.h"
+#include "table/deadlock.h"
 
 #define MAXN 512u
 #define OWNER_BASE 0x7f0000000000ull

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: runtime/stacks/elf_image.c (and cfi.c behind it) on an
+ * Fuzz target: runtime/stacks/unwind/elf_image.c (and cfi.c behind it) on an
  * arbitrary file: loaded as the file of an executable mapping (each
  * executable PT_LOAD's page offset, and 0) and as a memory image (the vdso
  * case), with a byte budget, its tables read at once or located first and
@@ -13,8 +13,8 @@
 #include <elf.h>
 #include <string.h>
 
-#include "cfi.h"
-#include "elf_image.h"
+#include "unwind/cfi.h"
+#include "unwind/elf_image.h"
 
 #define MAP_START 0x555555554000ull
 

@@ -12,12 +12,12 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "deadlock.h"
-#include "driver.h"
-#include "frames.h"
 #include "fuzz.h"
-#include "symbolize.h"
-#include "tview.h"
+#include "symbols/frames.h"
+#include "symbols/symbolize.h"
+#include "table/deadlock.h"
+#include "table/driver.h"
+#include "table/tview.h"
 
 #define FT_MAX_TASKS 64u
 #define FT_STACK_BASE 0x7f0000000000ull
@@ -93,13 +93,13 @@ static int visit(void *arg, uint32_t slot, struct stb_abi_task *p, const struct 
 	const struct stb_driver *d = arg;
 	(void)slot;
 	static uint8_t buf[4096];
-	struct stb_snapshot snap;
+	struct stb_capture capt;
 	char err[160];
 	struct stb_driver dd = *d;
 	dd.buf = buf;
 	dd.cap = sizeof(buf);
-	if (stb_driver_trace(&dd, p, v->id, 0, &snap, err, sizeof(err)) == 0 &&
-	    snap.mode == STB_TRACE_CONTEXT && snap.copy.len > sizeof(buf))
+	if (stb_driver_trace(&dd, p, v->id, 0, &capt, err, sizeof(err)) == 0 &&
+	    capt.mode == STB_TRACE_CONTEXT && capt.copy.len > sizeof(buf))
 		__builtin_trap(); /* never more than the buffer */
 	return 0;
 }

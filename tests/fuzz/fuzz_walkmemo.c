@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: runtime/stacks/walkmemo.c with the real unwinder of this
+ * Fuzz target: runtime/stacks/symbols/walkmemo.c with the real unwinder of this
  * process. A remembered walk must give exactly what walking gives, for the
  * copy it was walked from, that copy moved up by 16 pages and 0 to 2,040
  * bytes (8-byte steps: another offset in its page, as colored stacks lie),
@@ -19,10 +19,10 @@
 #include <string.h>
 
 #include "../unw_capture.h"
-#include "frames.h"
-#include "symbolize.h"
-#include "unwind.h"
-#include "walkmemo.h"
+#include "symbols/frames.h"
+#include "symbols/symbolize.h"
+#include "symbols/walkmemo.h"
+#include "unwind/unwind.h"
 
 #define BASE 0x7f5500000000ull  /* where the copy lies (never read: only the copy is) */
 #define DELTA (16ull * 4096)    /* the moved copy: this, plus 8 x the changed word's index byte */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target of the writers of what the target controls (runtime/stacks/
- * json.c, escape.c, report.c): the input is split into strings used as task
+ * Fuzz target of the writers of what the target controls (runtime/stacks/:
+ * encode/, report/ text and JSON): the input is split into strings used as task
  * names, errors, symbols, modules, comm and notes; the text and JSON reports
  * and a task list are written, and checked: no control byte but newlines,
  * the JSON valid UTF-8 with balanced structure, the text escape's length
@@ -13,15 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "escape.h"
+#include "encode/escape.h"
+#include "encode/json.h"
 #include "fuzz.h"
-#include "json.h"
-#include "pprof.h"
-#include "report.h"
-#include "stackset.h"
-#include "symbolize.h"
+#include "report/formats.h"
+#include "report/stackset.h"
+#include "report/writers.h"
+#include "symbols/symbolize.h"
 
-/* report.c's other writers and symbolizer are not under test here: reports
+/* The profile writers and the symbolizer are not under test here: reports
  * are written without symbols (r.sym NULL), in text and JSON only. */
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		     int format)

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * An ELF core file of an x86_64 Linux process, as written by the kernel or by
+ * gdb's gcore, read as untrusted input: its memory segments (PT_LOAD), its
+ * threads' registers (NT_PRSTATUS), its mapped files (NT_FILE), auxiliary
+ * vector (NT_AUXV) and process info (NT_PRPSINFO). Nothing is mapped: every
+ * read is a bounded pread of the file, checked against the file's size.
+ */
+#ifndef STB_LOADER_COREFILE_H
+#define STB_LOADER_COREFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unwind/unwind.h" /* struct stb_regs */
+
+/* Bounds on what one core may claim (more is refused or cut, with a note). */
+#define STB_COREFILE_MAX_SEGMENTS (1u << 20)     /* PT_LOADs */
+#define STB_COREFILE_MAX_NOTES_BYTES (64u << 20) /* all PT_NOTE segments */
+#define STB_COREFILE_MAX_THREADS 65536u
+#define STB_COREFILE_MAX_FILES (1u << 20) /* NT_FILE entries */
+#define STB_COREFILE_MAX_PATH 4096u
+
+struct stb_corefile_seg {
+	uint64_t vaddr, memsz; /* the mapping */
+	uint64_t off;          /* where its bytes start in the file */
+	uint64_t filesz;       /* bytes in the file (the rest was not dumped), cut to the file */
+	uint32_t flags;        /* PF_R | PF_W | PF_X */
+	bool cut;              /* the file ends inside this segment's bytes */
+};
+
+struct stb_corefile_thread {
+	uint32_t tid;
+	int signo; /* pr_cursig: the signal that stopped it (0: none) */
+	struct stb_regs regs;
+};
+
+struct stb_corefile_map {
+	uint64_t start, end, off; /* mapping [start, end) of file offset off (bytes) */
+	const char *path;         /* as the process saw it; " (deleted)" removed */
+	bool deleted;
+};
+
+struct stb_corefile {
+	int fd;
+	uint64_t size; /* of the file */
+	struct stb_corefile_seg *segs; /* sorted by vaddr, not overlapping */
+	size_t nsegs;
+	struct stb_corefile_thread *threads; /* in note order: the first one dumped the core */
+	size_t nthreads;
+	struct stb_corefile_map *files; /* sorted by start */
+	size_t nfiles;
+	char *file_names;            /* storage of the paths */
+	uint32_t pid;                /* NT_PRPSINFO, else the first thread's tid; 0: unknown */
+	char comm[17];               /* NT_PRPSINFO pr_fname (NUL-terminated, untrusted bytes) */
+	int signo;                   /* signal that killed it (first thread's), 0: unknown */
+	uint64_t at_entry, at_phdr, at_vdso; /* NT_AUXV: AT_ENTRY, AT_PHDR, AT_SYSINFO_EHDR */
+	bool truncated;              /* the file is shorter than its segments say */
+	unsigned bad_notes;          /* notes that were malformed and skipped */
+	bool files_cut;              /* NT_FILE held more than STB_COREFILE_MAX_FILES / was cut */
+};
+
+/*
+ * Opens and checks core file path: ELF64 little-endian, ET_CORE, EM_X86_64,
+ * program headers inside the file, notes parsed with every size checked.
+ * Returns NULL with errno and a message naming the cause in err[errlen]:
+ * ENOENT/EACCES... the file cannot be opened; ENOEXEC not an ELF file, or an
+ * ELF file that is not a core dump; EPROTO a core of another architecture,
+ * or one too malformed to read (headers outside the file); ENOMEM. A core
+ * whose segments are cut short opens (truncated is set). May block on I/O.
+ */
+struct stb_corefile *stb_corefile_open(const char *path, char *err, size_t errlen);
+
+/* The same on an open file descriptor (duplicated: the caller keeps fd);
+ * name is used in messages. */
+struct stb_corefile *stb_corefile_open_fd(int fd, const char *name, char *err, size_t errlen);
+
+/* Closes everything; accepts NULL. */
+void stb_corefile_close(struct stb_corefile *c);
+
+/*
+ * Copies len bytes of the process's memory at addr into dst (an
+ * stb_mem.read / stb_hold_read_fn for ctx = c). Returns 0; -EFAULT when a
+ * byte is in no segment or was not dumped (or the file is cut there); -EIO
+ * when the file shrank since it was opened. Thread-safe (pread).
+ */
+int stb_corefile_read(void *c, uint64_t addr, void *dst, size_t len);
+
+/* The segment holding addr, or NULL. */
+const struct stb_corefile_seg *stb_corefile_seg_at(const struct stb_corefile *c, uint64_t addr);
+
+/* The thread tid, or NULL. */
+const struct stb_corefile_thread *stb_corefile_thread_of(const struct stb_corefile *c, uint32_t tid);
+
+/* The mapped file whose mapping holds addr, or NULL. */
+const struct stb_corefile_map *stb_corefile_map_at(const struct stb_corefile *c, uint64_t addr);
+
+#endif /* STB_LOADER_COREFILE_H */

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A collected task's why-members read from its table entry (taskwhy.h).
+ */
+#include <string.h>
+
+#include "collect/taskwhy.h"
+#include "table/wait.h"
+
+void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
+			 const struct stb_abi_worker *w, const struct stb_mem *mem)
+{
+	uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+	t->since_ns = 0;
+	t->run_since_ns = 0;
+	if (stb_wait_read(p, &t->wait)) {
+		t->since_ns = t->wait.since_ns;
+		uint64_t o;
+		if (mem && stb_wait_has_owner_word(t->wait.kind) && t->wait.extra &&
+		    !(t->wait.extra & 7) && mem->read(mem->ctx, t->wait.extra, &o, sizeof(o)) == 0)
+			t->wait.owner = o; /* who holds it now */
+	} else {
+		t->wait.word = word;
+		if (STB_ABI_STATE(word) == STB_TASK_RUNNING && !t->is_pthread && w)
+			t->run_since_ns = stb_wait_running_since(w, t->id, STB_ABI_SEQ(word));
+	}
+	stb_wait_creator(p, t->id, &t->creator);
+}
+
+void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p)
+{
+	bool moved = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != t->wait.word ||
+		     (t->wait.kind != STB_WAIT_NONE && !stb_wait_current(p, &t->wait));
+	if (!moved)
+		return;
+	memset(&t->wait, 0, sizeof(t->wait));
+	t->since_ns = 0;
+	t->run_since_ns = 0;
+}

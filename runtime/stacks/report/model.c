@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The report model (model.h): state names, what a report says about its run,
+ * the view of a stack (runtime frames left out, the depth limit) computed
+ * once per stored stack, the grouping of identical stacks, and the run's
+ * members in JSON and as pprof comment lines.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encode/escape.h"
+#include "encode/json.h"
+#include "report/model.h"
+#include "report/rtframes.h"
+#include "stb/abi.h"
+#include "symbols/symbolize.h"
+#include "util.h"
+
+static const char *const state_names[STB_TASK_NSTATES] = {
+	"unused", "created", "ready-without-stack", "ready", "about-to-run",
+	"running", "suspending", "suspended", "destroyed",
+};
+
+const char *stb_state_name(unsigned state)
+{
+	return state < STB_TASK_NSTATES ? state_names[state] : "invalid";
+}
+
+
+void stb_report_meta_note(struct stb_report_meta *m, const char *note)
+{
+	if (note && m->nnotes < STB_REPORT_MAX_NOTES)
+		m->notes[m->nnotes++] = note;
+}
+
+bool stb_trace_mode_exact(unsigned mode)
+{
+	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL ||
+	       mode == STB_TRACE_CORE;
+}
+
+bool stb_report_task_exact(const struct stb_report_task *t)
+{
+	return stb_trace_mode_exact(t->mode) && !t->inexact;
+}
+
+
+void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source)
+{
+	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
+		return;
+	bool exact = stb_report_task_exact(t);
+	for (unsigned i = 0; i < t->nframes; i++) {
+		struct stb_frame *f = &t->frames[i];
+		struct stb_sym_info si;
+		if (!f->symbol && !f->module)
+			stb_sym_fill_frame(r->sym,
+					   (i > 0 || !exact ? STB_SYM_RETURN : 0) |
+						   (with_source ? 0 : STB_SYM_NO_SOURCE),
+					   f, &si);
+	}
+}
+
+/* ---- the view of a stack ---- */
+
+/* Leaves out t's runtime frames (unless r->runtime_frames) and what is past
+ * r->max_depth, counting both; once per task. A shared stack (stackset.h)
+ * is viewed once, for all its tasks (they have the same key: the same
+ * view), and stays as stored: its tasks point into it. */
+void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool with_source)
+{
+	if (t->trimmed)
+		return;
+	t->trimmed = true;
+	if (t->err < 0 || t->nframes == 0 || !t->frames) {
+		t->not_shown = t->beyond;
+		return;
+	}
+	struct stb_stackset_entry *k = t->stack;
+	if (k && (t->frames != k->frames || t->nframes != k->n))
+		k = NULL; /* not its stack as stored: viewed as its own */
+	if (k && k->viewed) {
+		t->frames = k->frames + k->first;
+		t->nframes = k->shown;
+		t->hidden = k->hidden;
+		t->not_shown = k->not_shown;
+		t->inexact = k->inexact;
+		t->truncated = k->truncated;
+		return;
+	}
+	unsigned inner = 0, outer = 0;
+	if (!r->runtime_frames && r->sym) {
+		stb_report_symbolize(r, t, with_source);
+		stb_rtframes_find(t->frames, t->nframes, !t->truncated && !t->beyond, &inner,
+				  &outer);
+	}
+	unsigned vis = t->nframes - inner - outer;
+	unsigned shown = r->max_depth && vis > r->max_depth ? r->max_depth : vis;
+	t->hidden = inner + outer;
+	t->not_shown = vis - shown + t->beyond;
+	if (inner) {
+		if (k)
+			t->frames += inner;
+		else
+			memmove(t->frames, t->frames + inner, shown * sizeof(*t->frames));
+		t->inexact = true;
+	}
+	t->nframes = shown;
+	if (t->not_shown)
+		t->truncated = 1;
+	/* A view made once the symbol deadline passed may lack names (and so
+	 * runtime frames): not kept for the stack's other tasks and later
+	 * snapshots, which view it again. */
+	if (k && !(r->sym && r->sym_deadline && stb_now_ns() >= r->sym_deadline)) {
+		k->viewed = true;
+		k->first = inner;
+		k->shown = t->nframes;
+		k->hidden = t->hidden;
+		k->not_shown = t->not_shown;
+		k->inexact = t->inexact;
+		k->truncated = t->truncated != 0;
+	}
+}
+
+uint32_t stb_report_stack_key(const struct stb_report_task *t)
+{
+	uint32_t beyond = t->beyond < (1u << 28) ? t->beyond : (1u << 28) - 1;
+	return beyond << 3 | (uint32_t)(t->truncated != 0) << 2 | (uint32_t)t->beyond_more << 1 |
+	       (uint32_t)stb_report_task_exact(t);
+}
+
+
+static uint64_t task_hash(const struct stb_report_task *t)
+{
+	uint64_t h = 1469598103934665603ull ^ t->state ^ ((uint64_t)(t->err < 0) << 8) ^
+		     ((uint64_t)t->wait.kind << 16);
+	for (unsigned i = 0; i < t->nframes; i++) {
+		h ^= t->frames[i].ip;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static bool task_same(const struct stb_report_task *a, const struct stb_report_task *b)
+{
+	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
+	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind)
+		return false;
+	for (unsigned i = 0; i < a->nframes; i++)
+		if (a->frames[i].ip != b->frames[i].ip)
+			return false;
+	return true;
+}
+
+static int group_cmp(const void *x, const void *y)
+{
+	const struct stb_report_task *a = *(struct stb_report_task *const *)x;
+	const struct stb_report_task *b = *(struct stb_report_task *const *)y;
+	if (a->group_count != b->group_count)
+		return a->group_count > b->group_count ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
+					  size_t *ngroups)
+{
+	size_t cap = 16;
+	while (cap < n * 2)
+		cap <<= 1;
+	struct stb_report_task **tab = calloc(cap, sizeof(*tab));
+	struct stb_report_task **leaders = calloc(n ? n : 1, sizeof(*leaders));
+	size_t ng = 0;
+	if (!tab || !leaders) {
+		free(leaders);
+		leaders = NULL;
+		errno = ENOMEM;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct stb_report_task *t = &tasks[i];
+		t->hash = task_hash(t);
+		t->group_next = NULL;
+		t->group_tail = t;
+		t->group_count = 1;
+		size_t k = t->hash & (cap - 1);
+		while (tab[k] && !task_same(tab[k], t))
+			k = (k + 1) & (cap - 1);
+		if (tab[k]) {
+			struct stb_report_task *lead = tab[k];
+			lead->group_tail->group_next = t;
+			lead->group_tail = t;
+			lead->group_count++;
+		} else {
+			tab[k] = t;
+			leaders[ng++] = t;
+		}
+	}
+	qsort(leaders, ng, sizeof(*leaders), group_cmp);
+	*ngroups = ng;
+cleanup:
+	free(tab);
+	return leaders;
+}
+
+void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
+{
+	if (!m)
+		return;
+	if (m->pid)
+		stb_json_kv_i64(j, "pid", m->pid);
+	if (m->comm)
+		stb_json_kv_string(j, "comm", m->comm);
+	if (m->table) {
+		stb_json_kv_u64(j, "abi_version", m->abi_version);
+		stb_json_kv_u64(j, "table_capacity", m->table_capacity);
+		stb_json_kv_u64(j, "untraceable", m->untraceable);
+	}
+	if (m->capture)
+		stb_json_kv_string(j, "capture", m->capture);
+	if (m->freq_hz)
+		stb_json_kv_u64(j, "freq_hz", m->freq_hz);
+	if (m->run) {
+		stb_json_kv_bool(j, "complete", m->complete);
+		if (!m->complete && m->partial)
+			stb_json_kv_string(j, "partial", m->partial);
+		stb_json_kv_u64(j, "not_traced", m->not_traced);
+		stb_json_kv_u64(j, "failed", m->failed);
+		stb_json_kv_u64(j, "finished", m->finished);
+	}
+	if (m->nnotes) {
+		stb_json_key(j, "notes");
+		stb_json_array(j);
+		for (unsigned i = 0; i < m->nnotes; i++)
+			stb_json_string(j, m->notes[i]);
+		stb_json_end(j);
+	}
+	if (m->stats) {
+		stb_json_key(j, "stats");
+		stb_json_object(j);
+		for (unsigned i = 0; i < m->nstats; i++)
+			stb_json_kv_u64(j, m->stats[i].key, m->stats[i].value);
+		stb_json_end(j);
+	}
+}
+
+int stb_report_meta_lines(const struct stb_report_meta *m,
+			  int (*add)(void *arg, const char *line), void *arg)
+{
+	char line[512];
+	int rc = 0;
+	if (!m)
+		return 0;
+	if (m->producer) {
+		int k = snprintf(line, sizeof(line), "%s", m->producer);
+		if (m->pid)
+			k += snprintf(line + k, sizeof(line) - (size_t)k, " of pid %d", m->pid);
+		if (m->comm) {
+			char comm[128];
+			stb_text_escape(comm, sizeof(comm), m->comm, strlen(m->comm));
+			snprintf(line + k, sizeof(line) - (size_t)k, " (%s)", comm);
+		}
+		if (m->capture) {
+			size_t len = strlen(line);
+			snprintf(line + len, sizeof(line) - len, ": %s", m->capture);
+		}
+		rc = add(arg, line);
+	}
+	for (unsigned i = 0; rc == 0 && i < m->nnotes; i++)
+		rc = add(arg, m->notes[i]);
+	if (rc == 0 && m->run && !m->complete) {
+		snprintf(line, sizeof(line), "%s: partial", m->partial ? m->partial : "incomplete");
+		rc = add(arg, line);
+	}
+	return rc;
+}
+
+/* The value of "frames": t's frames, symbolized. */
+
+/* ---- times ---- */
+
+bool stb_report_blocked(const struct stb_report_task *t)
+{
+	return t->since_ns && (t->state == STB_TASK_SUSPENDED ||
+			       (t->state == STB_TASK_RUNNING && t->wait.kind != STB_WAIT_NONE));
+}
+
+uint64_t stb_report_since_ns(const struct stb_report_task *t)
+{
+	return stb_report_blocked(t)			? t->since_ns
+	       : t->state == STB_TASK_RUNNING ? t->run_since_ns
+						: 0;
+}
+
+uint64_t stb_report_stuck_ns(const struct stb_report_task *t, uint64_t now_ns)
+{
+	uint64_t since = stb_report_since_ns(t);
+	return since && now_ns > since ? now_ns - since : 0;
+}

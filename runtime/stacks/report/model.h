@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The report model, shared by stb_dump, the debug HTTP endpoint, the watchdog
+ * and stb-bpf-loader: the traced tasks, what the report says about the run
+ * that produced it (struct stb_report_meta: one for every producer), the
+ * view of a stack (runtime frames and the depth limit), and the grouping of
+ * identical stacks. The writers of every format are behind formats.h.
+ */
+#ifndef STB_RUNTIME_STACKS_REPORT_MODEL_H
+#define STB_RUNTIME_STACKS_REPORT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "report/stackset.h"
+#include "stb/abi.h"
+#include "stb/stb.h"
+#include "table/wait.h"
+
+struct stb_sym;
+struct stb_unw_proc;
+struct stb_deadlocks;
+struct stb_mem;
+
+/* One traced task. frames hold at least ip/sp/flags; symbols may be filled
+ * late from the report's symbolizer. */
+struct stb_report_task {
+	uint64_t id;
+	unsigned state;          /* enum stb_task_state (< STB_TASK_NSTATES) */
+	unsigned mode;           /* enum stb_trace_mode */
+	int is_pthread;
+	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
+	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
+				    pthread in a wait), 0 = unknown */
+	uint64_t run_since_ns;   /* running bthreads: CLOCK_MONOTONIC since when it runs
+				    without a switch (the monitor's), 0 = unknown */
+	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
+	struct stb_creator creator; /* who started it (all 0: unknown) */
+	char name[STB_ABI_NAME_LEN];
+	int err;                 /* < 0: the trace failed */
+	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */
+	int truncated;           /* the walk ended at a limit (or the report cut it) */
+	unsigned nframes;
+	struct stb_frame *frames;
+	struct stb_stackset_entry *stack; /* non-NULL: frames are stack->frames, shared with the
+				    other tasks of that stack (stackset.h) */
+	unsigned beyond;         /* frames the walk found past frames[nframes) (not kept) */
+	bool beyond_more;        /* the walk stopped at its limit: even more exist */
+	/* Set by stb_report_write (the view of the stack it wrote). */
+	bool trimmed;            /* the fields below are set; frames were trimmed */
+	bool inexact;            /* frames[0] is no longer the walk's frame 0 */
+	unsigned hidden;         /* runtime frames left out (rtframes.h) */
+	unsigned not_shown;      /* other frames left out: the depth limit, beyond */
+	/* grouping */
+	uint64_t hash;
+	struct stb_report_task *group_next; /* next member of the same group */
+	struct stb_report_task *group_tail; /* leaders: last member */
+	unsigned group_count;               /* leaders: members */
+};
+
+/* What else than its frames the report's view of t's stack depends on: the
+ * key of t's walk in a stackset (stackset.h). */
+uint32_t stb_report_stack_key(const struct stb_report_task *t);
+
+#define STB_REPORT_MAX_NOTES 8u
+
+/*
+ * Depth limits. A producer tracing for a report with max_depth keeps
+ * stb_report_keep(max_depth) frames of each walk (the runtime's own frames,
+ * which do not count, fit in the slack), and walks on up to
+ * STB_REPORT_WALK_MAX frames only to count the rest into beyond.
+ */
+#define STB_REPORT_RT_SLACK 32u
+#define STB_REPORT_WALK_MAX 2048u
+
+static inline unsigned stb_report_keep(unsigned max_depth)
+{
+	return max_depth + STB_REPORT_RT_SLACK;
+}
+
+/* A counter of the producer ("stats" in JSON). */
+struct stb_report_stat {
+	const char *key;
+	uint64_t value;
+};
+
+/*
+ * What a report says about the run that made it, in every format (JSON
+ * top-level members, text "# note:" lines, pprof comments). Members that a
+ * producer does not know stay zero / NULL / false and are left out.
+ */
+struct stb_report_meta {
+	const char *producer;    /* "stb-bpf-loader", "stb_dump", ... (text and pprof) */
+	int pid;                 /* the traced process; 0: not known */
+	const char *comm;        /* its command name (the target's bytes); NULL: not printed */
+	bool table;              /* abi_version, table_capacity and untraceable are set */
+	unsigned abi_version;
+	uint32_t table_capacity;
+	uint64_t untraceable;
+	const char *capture;     /* how running tasks were captured ("bpf+context", ...) */
+	bool run;                /* complete, not_traced, failed and finished are set */
+	bool complete;           /* every selected task was traced (or had no stack) */
+	const char *partial;     /* !complete: why ("the target exited during the trace") */
+	uint64_t not_traced;     /* selected tasks left out (the run's deadline) */
+	uint64_t failed;         /* tasks whose trace failed */
+	uint64_t finished;       /* tasks that finished while the run went on */
+	unsigned freq_hz;        /* profiles: samples per second; 0: not printed */
+	const char *notes[STB_REPORT_MAX_NOTES]; /* sentences about the run */
+	unsigned nnotes;
+	const struct stb_report_stat *stats; /* profiles: counters; NULL: none */
+	unsigned nstats;
+};
+
+/* Adds a note to m (ignored beyond STB_REPORT_MAX_NOTES). The string is
+ * borrowed. */
+void stb_report_meta_note(struct stb_report_meta *m, const char *note);
+
+struct stb_report {
+	FILE *out;
+	struct stb_sym *sym;     /* symbols of the traced process; NULL: addresses only */
+	struct stb_unw_proc *unw; /* its modules (pprof mappings); may be NULL */
+	struct stb_stackset *stacks; /* where the tasks' shared stacks are (their JSON is
+					kept there, written once); may be NULL */
+	uint64_t now_ns;         /* CLOCK_MONOTONIC_COARSE now, for "blocked for" (0: unknown) */
+	bool group;              /* each distinct stack once, with its count and ids */
+	const struct stb_report_meta *meta; /* may be NULL */
+	uint64_t sym_deadline;   /* CLOCK_MONOTONIC ns: no symbol lookups after it
+	                            (frames keep their addresses); 0 = none */
+	unsigned max_depth;      /* frames shown per stack, the runtime's own not
+	                            counted; 0 = every frame kept */
+	bool runtime_frames;     /* show the runtime's own frames (rtframes.h) */
+	bool lines;              /* text: file:line and inline frames */
+	const char *runtime_hint; /* text: how to show hidden runtime frames
+	                            ("--runtime-frames"); NULL: no hint */
+	const struct stb_deadlocks *deadlocks; /* the table's deadlocks; NULL: not searched */
+	bool all_ids;            /* grouped text: every id (else the first few and a count) */
+};
+
+/* Is frame 0 of a task traced in this mode the interrupted instruction (not
+ * a return address)? */
+bool stb_trace_mode_exact(unsigned mode);
+
+/* Is t->frames[0] the interrupted instruction (its mode, and not trimmed)? */
+bool stb_report_task_exact(const struct stb_report_task *t);
+
+/* Symbolizes frames that have none yet (frame 0 exact for running captures);
+ * with_source: also file:line. */
+void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source);
+
+/*
+ * Groups tasks with the same state and the same frame ips. Returns the group
+ * leaders, most populous first (caller frees the array; members are chained
+ * through group_next, group_count set on leaders), and their number in
+ * *ngroups. NULL with errno ENOMEM.
+ */
+struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
+					  size_t *ngroups);
+
+struct stb_json;
+
+/* The members of m (those that are set) in the object being written to j:
+ * for every JSON document (jsondoc.c, pprof.c). */
+void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m);
+
+/* The comment lines of m for a pprof profile ("<producer> of pid N (comm)",
+ * each note, partial): calls add(arg, line) for each. Returns 0 or add's
+ * first error. */
+int stb_report_meta_lines(const struct stb_report_meta *m,
+			  int (*add)(void *arg, const char *line), void *arg);
+
+/* Is t blocked: suspended, or a thread in a wait while its entry says
+ * running (since when known)? */
+bool stb_report_blocked(const struct stb_report_task *t);
+
+/* Since when t has been in its state: blocked (CLOCK_MONOTONIC_COARSE ns),
+ * or, a running bthread, running without a switch; 0 when not known. */
+uint64_t stb_report_since_ns(const struct stb_report_task *t);
+
+/* How long t has been blocked, or running without a switch, at now_ns
+ * (CLOCK_MONOTONIC); 0 when neither is known (--stuck, opts.stuck_ns). */
+uint64_t stb_report_stuck_ns(const struct stb_report_task *t, uint64_t now_ns);
+
+/*
+ * Leaves out t's runtime frames (unless r->runtime_frames) and what is past
+ * r->max_depth, counting both (hidden, not_shown); once per task (trimmed).
+ * with_source: frames symbolized with file:line. A stack shared through a
+ * stackset is viewed once for all its tasks and stays as stored.
+ */
+void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool with_source);
+
+#endif /* STB_RUNTIME_STACKS_REPORT_MODEL_H */

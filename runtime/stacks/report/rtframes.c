@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The runtime's own frames of a stack (rtframes.h): names of the runtime's
+ * functions and of its public API, nothing else.
+ */
+#include <string.h>
+
+#include "report/rtframes.h"
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return s && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* name is want, or want with a compiler suffix (".constprop.0", ".isra.0"). */
+static bool is_fn(const char *name, const char *want)
+{
+	size_t n = strlen(want);
+	return name && strncmp(name, want, n) == 0 && (name[n] == '\0' || name[n] == '.');
+}
+
+/*
+ * The public functions named stb_* (include/), where a task can be parked too:
+ * bthread::CountdownEvent, header-only, waits in stb_countdown_wait. Exactly
+ * the STB_EXPORT stb_* declarations there (tests/check_rtframes.sh checks).
+ */
+static const char *const public_stb[] = {
+	"stb_countdown_wait",
+	"stb_debug_http_start",
+	"stb_debug_http_stop",
+	"stb_dump",
+	"stb_format_from_name",
+	"stb_format_name",
+	"stb_get_stats",
+	"stb_id_create2",
+	"stb_id_error2",
+	"stb_id_list_reset2",
+	"stb_id_list_reset2_bthreadsafe",
+	"stb_id_list_reset2_pthreadsafe",
+	"stb_id_status",
+	"stb_id_value",
+	"stb_set_signal_trace_timeout_ms",
+	"stb_set_trace_signal",
+	"stb_state_name",
+	"stb_table_set_capacity",
+	"stb_trace",
+	"stb_watchdog_start",
+	"stb_watchdog_stop",
+};
+
+static bool is_api(const char *name)
+{
+	if (has_prefix(name, "bthread_") || has_prefix(name, "butex_") ||
+	    has_prefix(name, "bthread::"))
+		return true;
+	if (!has_prefix(name, "stb_"))
+		return false;
+	for (size_t i = 0; i < sizeof(public_stb) / sizeof(public_stb[0]); i++)
+		if (is_fn(name, public_stb[i]))
+			return true;
+	return false;
+}
+
+static bool same_module(const struct stb_frame *a, const struct stb_frame *b)
+{
+	if (!a->module || !b->module)
+		return a->module == b->module;
+	return a->module == b->module || strcmp(a->module, b->module) == 0;
+}
+
+void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, unsigned *inner,
+		       unsigned *outer)
+{
+	*inner = 0;
+	*outer = 0;
+	if (n == 0)
+		return;
+	if (has_prefix(f[0].symbol, "stb_")) {
+		unsigned lim = n < STB_RTFRAMES_INNER_MAX ? n : STB_RTFRAMES_INNER_MAX;
+		for (unsigned i = 1; i < lim; i++) {
+			if (!f[i].symbol || !same_module(&f[i], &f[0]))
+				break;
+			if (is_api(f[i].symbol)) {
+				*inner = i;
+				break;
+			}
+		}
+	}
+	if (complete) {
+		while (*outer < n - *inner) {
+			const char *s = f[n - 1 - *outer].symbol;
+			if (!is_fn(s, "stb_ctx_trampoline") && !is_fn(s, "stb_task_entry"))
+				break;
+			(*outer)++;
+		}
+	}
+	if (*inner + *outer >= n)
+		*outer = n - *inner - 1; /* inner < n: one frame stays */
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Which frames of a stack are the runtime's own: the switch and wait
+ * internals above the API call a task is parked in (stb_jump_stack,
+ * stb_sched_suspend, butex internals...) and the entry frames below its
+ * function (stb_task_entry, stb_ctx_trampoline). Reports hide them by default
+ * and never count them against a depth limit. Decided from symbol names.
+ */
+#ifndef STB_RUNTIME_STACKS_REPORT_RTFRAMES_H
+#define STB_RUNTIME_STACKS_REPORT_RTFRAMES_H
+
+#include <stdbool.h>
+
+#include "stb/stb.h"
+
+/* Innermost frames searched for the API call a runtime block ends at. */
+#define STB_RTFRAMES_INNER_MAX 24u
+
+/*
+ * Of the symbolized frames f[0 .. n) (innermost first), *inner gets how many
+ * innermost frames are runtime internals and *outer how many outermost ones
+ * are its entry frames (only when complete: the walk reached the stack's
+ * base). The inner block is recognized only when f[0] is a runtime function
+ * ("stb_" prefix) and a public API frame (bthread_*, butex_*, bthread::, a
+ * public stb_* function such as stb_countdown_wait) of the same module
+ * follows within STB_RTFRAMES_INNER_MAX frames; that frame
+ * and everything beyond stay. Never hides every frame. Pure; thread-safe.
+ */
+void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, unsigned *inner,
+		       unsigned *outer);
+
+#endif /* STB_RUNTIME_STACKS_REPORT_RTFRAMES_H */

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A report's tasks as a profile (writers.h): each task, or each group of
+ * identical stacks, one sample of the profile builder (pprof.h), written as
+ * pprof, folded stacks or a flame graph (flamegraph.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "report/flamegraph.h"
+#include "report/pprof.h"
+#include "report/why.h"
+#include "report/writers.h"
+
+/* The stack of task t. */
+static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *t)
+{
+	uint64_t buf[256];
+	uint64_t *ips = t->nframes <= 256 ? buf : malloc(t->nframes * sizeof(*ips));
+	if (!ips)
+		return -ENOMEM;
+	unsigned n = 0;
+	for (unsigned i = 0; t->err >= 0 && i < t->nframes; i++)
+		if (!(t->frames[i].flags & STB_FRAME_F_INLINED))
+			ips[n++] = t->frames[i].ip; /* inline frames are found again */
+	struct stb_pprof_stack s = {
+		.ips = ips, .n = n,
+		.first_exact = stb_report_task_exact(t),
+		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
+		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
+	};
+	int64_t rc = stb_pprof_stack(p, &s);
+	if (ips != buf)
+		free(ips);
+	return rc;
+}
+
+static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
+			   const struct stb_report_task *t)
+{
+	char id[24], wbuf[3][32];
+	const char *wkeys[3], *wvals[3];
+	struct stb_pprof_label l[11];
+	unsigned n = 0;
+	int64_t one = 1;
+	int64_t st = pp_task_stack(p, t);
+	if (st < 0)
+		return (int)st;
+	snprintf(id, sizeof(id), "%" PRIu64, t->id);
+	l[n++] = (struct stb_pprof_label){.key = "bthread_id", .str = id};
+	l[n++] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(t->state)};
+	if (t->tid)
+		l[n++] = (struct stb_pprof_label){.key = "worker_tid", .num = t->tid};
+	if (t->name[0])
+		l[n++] = (struct stb_pprof_label){.key = "name", .str = t->name};
+	if (t->is_pthread)
+		l[n++] = (struct stb_pprof_label){.key = "kind", .str = "pthread"};
+	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns)
+		l[n++] = (struct stb_pprof_label){.key = "blocked",
+						  .num = (int64_t)(r->now_ns - t->since_ns),
+						  .unit = "nanoseconds"};
+	if (t->err < 0)
+		l[n++] = (struct stb_pprof_label){.key = "error",
+						  .str = t->error && t->error[0] ? t->error : strerror(-t->err)};
+	unsigned nw = stb_why_labels(t, wkeys, wvals, wbuf);
+	for (unsigned i = 0; i < nw; i++)
+		l[n++] = (struct stb_pprof_label){.key = wkeys[i], .str = wvals[i]};
+	int64_t rc = stb_pprof_sample(p, (uint32_t)st, l, n, &one);
+	return rc < 0 ? (int)rc : 0;
+}
+
+static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
+{
+	int64_t st = pp_task_stack(p, lead);
+	if (st < 0)
+		return (int)st;
+	size_t n = 2 + lead->group_count;
+	struct stb_pprof_label *l = calloc(n, sizeof(*l));
+	char (*ids)[24] = calloc(lead->group_count, sizeof(*ids));
+	int rc = -ENOMEM;
+	if (!l || !ids)
+		goto cleanup;
+	l[0] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(lead->state)};
+	size_t k = 1;
+	if (lead->wait.kind != STB_WAIT_NONE) /* a group has one wait kind */
+		l[k++] = (struct stb_pprof_label){.key = "wait_kind",
+						  .str = stb_wait_kind_name(lead->wait.kind)};
+	size_t first = k;
+	for (const struct stb_report_task *m = lead; m && k < n; m = m->group_next, k++) {
+		snprintf(ids[k - first], sizeof(ids[k - first]), "%" PRIu64, m->id);
+		l[k] = (struct stb_pprof_label){.key = "bthread_id", .str = ids[k - first]};
+	}
+	int64_t count = lead->group_count;
+	int64_t s = stb_pprof_sample(p, (uint32_t)st, l, (unsigned)k, &count);
+	rc = s < 0 ? (int)s : 0;
+cleanup:
+	free(l);
+	free(ids);
+	return rc;
+}
+
+static int pp_comment(void *arg, const char *line)
+{
+	return stb_pprof_comment(arg, line);
+}
+
+int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		     int format)
+{
+	if (!r || !r->out || (n && !tasks) ||
+	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED &&
+	     format != STB_FORMAT_FLAMEGRAPH))
+		return -EINVAL;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	struct stb_pprof_opts o = {
+		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
+		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = r->sym,
+		.unw = r->unw, .sym_deadline = r->sym_deadline,
+	};
+	struct stb_report_task **leaders = NULL;
+	struct stb_pprof *p = stb_pprof_new(&o);
+	int rc = -ENOMEM;
+	if (!p)
+		goto cleanup;
+	if ((rc = stb_report_meta_lines(r->meta, pp_comment, p)) != 0)
+		goto cleanup;
+	if (r->group && format == STB_FORMAT_PPROF) {
+		size_t ng;
+		leaders = stb_report_group(tasks, n, &ng);
+		if (!leaders) {
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+		for (size_t g = 0; g < ng; g++)
+			if ((rc = pp_add_group(p, leaders[g])) != 0)
+				goto cleanup;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			if ((rc = pp_add_task(p, r, &tasks[i])) != 0)
+				goto cleanup;
+	}
+	if (format == STB_FORMAT_FLAMEGRAPH) {
+		const struct stb_flamegraph_opts fo = {
+			.title = "bthreads by stack", .unit = "bthreads", .root_key = "state",
+			.meta = r->meta,
+		};
+		rc = stb_flamegraph_write(p, r->out, &fo);
+	} else {
+		rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
+						: stb_pprof_write_folded(p, r->out, "state", 0);
+	}
+cleanup:
+	free(leaders);
+	stb_pprof_free(p);
+	return rc;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The "why" parts of a report, private to the report writers (text.c,
+ * jsondoc.c, tasks_pprof.c): times in a state, wait clauses with their owners named, "created
+ * by", the summary of a group, and the deadlocks section -- in text and
+ * JSON. Everything the target controls is escaped.
+ */
+#ifndef STB_RUNTIME_STACKS_REPORT_WHY_H
+#define STB_RUNTIME_STACKS_REPORT_WHY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "report/model.h"
+
+struct stb_json;
+
+/* What the writers of one report share: the tasks by id (owners and
+ * deadlock members are named from them) and the clock's tick. */
+struct stb_why {
+	const struct stb_report *r;
+	struct stb_report_task **byid; /* sorted by id; NULL (out of memory): nothing named */
+	size_t n;
+	uint64_t tick_ns; /* resolution of CLOCK_MONOTONIC_COARSE */
+};
+
+/* Sets w up for tasks[0 .. n) of r. Never fails (without memory, owners
+ * are not named). Free with stb_why_fini. */
+void stb_why_init(struct stb_why *w, const struct stb_report *r, struct stb_report_task *tasks,
+		  size_t n);
+void stb_why_fini(struct stb_why *w);
+
+/* The task with id, or NULL. */
+struct stb_report_task *stb_why_find(const struct stb_why *w, uint64_t id);
+
+/* How long t has been in its state at r->now_ns: blocked (suspended, a
+ * pthread in a wait) or running without a switch. false: not known. */
+bool stb_why_in_state_ns(const struct stb_why *w, const struct stb_report_task *t, uint64_t *ns);
+
+/* Text: t's " [state, time, tid N]" bracket; its " waiting on ..." clause
+ * (owners named with their bracket); its "created by ..." line. */
+void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task *t);
+void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t);
+void stb_why_text_created(const struct stb_why *w, struct stb_report_task *t);
+
+/* Text: the header of group lead, a few lines that fit a screen: count,
+ * state, shortest and longest time, wait; the names ("first" ... "last");
+ * the ids, elided after the first few that fit 100 columns ("and 3,091
+ * more") unless r->all_ids (then every id, on lines of 100 columns). */
+void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *lead);
+
+/* Text: the "created by" line of group lead when its members share it. */
+void stb_why_text_group_created(const struct stb_why *w, const struct stb_report_task *lead);
+
+/* Text: "Found N deadlocks:" and each member's wait and stack (frames
+ * written by frames(r, task)); nothing when there is none. */
+void stb_why_text_deadlocks(const struct stb_why *w,
+			    void (*frames)(const struct stb_report *r, struct stb_report_task *t));
+
+/* JSON members of task t: blocked_s / running_s, "wait", "created_by". */
+void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t);
+
+/* JSON members of group lead: "wait", "shortest_s", "longest_s", "names". */
+void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
+			const struct stb_report_task *lead);
+
+/* The top-level "deadlocks" member (when the search ran). */
+void stb_why_json_deadlocks(const struct stb_why *w, struct stb_json *j);
+
+/* Wait labels of t for pprof: up to 3 key/value pairs into keys/vals (vals
+ * point into buf[3][32] or static strings). Returns their number. */
+unsigned stb_why_labels(const struct stb_report_task *t, const char *keys[3], const char *vals[3],
+			char buf[3][32]);
+
+#endif /* STB_RUNTIME_STACKS_REPORT_WHY_H */

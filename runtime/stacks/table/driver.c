@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The trace driver (driver.h): one state machine over the abi.h task entry
+ * for every tracer and backend.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stb/stb.h"
+#include "table/driver.h"
+#include "table/hold.h"
+#include "util.h"
+
+static void relax(unsigned spins)
+{
+	if (spins < 100)
+		__builtin_ia32_pause();
+	else
+		sched_yield();
+}
+
+/* The copy of a ready or suspended task's saved context. */
+static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint64_t id,
+			uint64_t w1, uint64_t lease, struct stb_capture *capt, char *err,
+			size_t errlen)
+{
+	int rc = stb_hold_copy_context(p, id, w1, lease, d->mem->read, d->mem->ctx, d->buf, d->cap,
+				       &capt->regs, &capt->copy);
+	if (rc == 0 && (d->mem->flags & STB_MEM_F_FROZEN)) {
+		/* abi.h: the switch frame ends at sp and its ret is the published
+		 * ip. A memory image without the stack (not dumped, or zeros where
+		 * a dumper could not read) fails this. */
+		struct stb_abi_switch_frame f = {0};
+		uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
+		if (capt->copy.len >= sizeof(f))
+			memcpy(&f, capt->copy.bytes, sizeof(f));
+		if (f.ret != ip) {
+			rc = -ENODATA;
+			stb_say(err, errlen,
+				"its stack is not in the core (no return address 0x%" PRIx64
+				" at sp 0x%" PRIx64 "): see docs/postmortem.md",
+				ip, capt->copy.addr + STB_ABI_SWITCH_FRAME);
+			return rc;
+		}
+	}
+	if (rc == 0) {
+		capt->mode = STB_TRACE_CONTEXT;
+		return 0;
+	}
+	if (rc == -EAGAIN || rc == -ETIMEDOUT)
+		return -EAGAIN; /* moved, or our lease is about to end: again */
+	if (rc == -ESRCH && __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
+		stb_say(err, errlen,
+			"bthread %" PRIu64 " finished during the trace (its slot was "
+			"reused)",
+			id);
+		return -ESRCH;
+	}
+	if (d->mem->alive && !d->mem->alive(d->mem->ctx)) {
+		capt->target_gone = true;
+		stb_say(err, errlen, "the target exited");
+		return -ESRCH;
+	}
+	if (rc == -EPROTO) {
+		stb_say(err, errlen,
+			"its table entry is inconsistent: saved sp 0x%" PRIx64
+			" is outside its stack [0x%" PRIx64 ", 0x%" PRIx64 ")",
+			(uint64_t)__atomic_load_n(&p->sp, __ATOMIC_RELAXED),
+			(uint64_t)__atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED),
+			(uint64_t)__atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED));
+		return rc;
+	}
+	stb_say(err, errlen, "cannot read the stack: %s", strerror(-rc));
+	return rc;
+}
+
+int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_t id,
+		     uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
+{
+	bool lease_mode = (d->flags & STB_DRIVER_F_LEASE) && !(d->mem->flags & STB_MEM_F_FROZEN);
+	bool no_wait = (d->flags & STB_DRIVER_F_NO_WAIT) || (d->mem->flags & STB_MEM_F_FROZEN);
+	uint64_t start = stb_now_ns(), lease = 0, held_from = 0, held_ns = 0;
+	unsigned st = STB_TASK_UNUSED;
+	int rc;
+
+	memset(capt, 0, sizeof(*capt));
+	if (errlen)
+		err[0] = '\0';
+	if (lease_mode) {
+		rc = stb_hold_acquire(p, id, deadline, &lease);
+		if (rc == -ESRCH) {
+			stb_say(err, errlen, "bthread %" PRIu64 " has finished", id);
+			return rc;
+		}
+		if (rc != 0) {
+			stb_say(err, errlen, "another tracer held the task for the whole timeout");
+			return rc;
+		}
+		held_from = stb_now_ns();
+		if (d->on_hold)
+			d->on_hold(d->on_hold_arg);
+	}
+	for (unsigned spins = 0;; spins++) {
+		if (lease_mode && spins) {
+			if (!lease)
+				held_from = stb_now_ns(); /* held again from here */
+			rc = lease ? stb_hold_refresh(p, id, deadline, &lease)
+				   : stb_hold_acquire(p, id, deadline, &lease);
+			if (rc == -EBUSY) {
+				stb_say(err, errlen,
+					"another tracer held the task for the whole timeout");
+				break;
+			}
+		} else {
+			rc = 0;
+		}
+		if (rc != 0 || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id) {
+			stb_say(err, errlen, "bthread %" PRIu64 " has finished", id);
+			rc = -ESRCH;
+			break;
+		}
+		uint64_t w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
+		st = STB_ABI_STATE(w1);
+		capt->state = st;
+		capt->seq = STB_ABI_SEQ(w1);
+		switch (st) {
+		case STB_TASK_READY:
+		case STB_TASK_SUSPENDED:
+			if (!lease_mode && (d->mem->flags & STB_MEM_F_FAULTS)) {
+				stb_say(err, errlen,
+					"no lease: this memory cannot be copied safely");
+				rc = -EINVAL;
+				break;
+			}
+			rc = copy_context(d, p, id, w1, lease, capt, err, errlen);
+			break;
+		case STB_TASK_RUNNING:
+			if (no_wait && !(d->mem->flags & STB_MEM_F_FROZEN) && !d->capture) {
+				rc = -EAGAIN;
+				goto out; /* on a CPU now: not off-CPU */
+			}
+			if (!d->capture) {
+				stb_say(err, errlen, "running: not captured (%s)",
+					d->no_capture ? d->no_capture
+						      : "no capture of running tasks here");
+				rc = -ENOTSUP;
+				break;
+			}
+			/* The capture copies the stack on the task's own thread (or from
+			 * its registers): holding it meanwhile would only stop it at its
+			 * gate if it tried to switch, and the capture would show that
+			 * wait. The next attempt, if any, takes the lease again. */
+			if (lease) {
+				held_ns += stb_now_ns() - held_from;
+				stb_hold_release(p, lease);
+				lease = 0;
+			}
+			rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline, d->buf,
+						 d->cap, capt, err, errlen);
+			capt->state = st;
+			break;
+		case STB_TASK_CREATED:
+		case STB_TASK_READY_NO_STACK:
+			capt->mode = STB_TRACE_NO_STACK;
+			rc = 0;
+			break;
+		case STB_TASK_UNUSED:
+		case STB_TASK_DESTROYED:
+			stb_say(err, errlen, "bthread %" PRIu64 " has finished", id);
+			rc = -ESRCH;
+			break;
+		case STB_TASK_ABOUT_TO_RUN:
+		case STB_TASK_SUSPENDING:
+			rc = -EAGAIN; /* a switch is in progress */
+			/* A core froze it there: its worker's registers are all there
+			 * is (the capture says whether they are on its stack). */
+			if ((d->mem->flags & STB_MEM_F_FROZEN) && d->capture) {
+				rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline,
+							 d->buf, d->cap, capt, err, errlen);
+				capt->state = st;
+				goto out;
+			}
+			break;
+		default:
+			stb_say(err, errlen,
+				"its table entry is inconsistent: state %u is out of range", st);
+			rc = -EPROTO;
+			break;
+		}
+		if (rc != -EAGAIN)
+			break;
+		capt->retries++;
+		if (no_wait && (spins >= 1 || (d->mem->flags & STB_MEM_F_FROZEN))) {
+			if (d->mem->flags & STB_MEM_F_FROZEN) {
+				stb_say(err, errlen, "the task was %s: no consistent context",
+					stb_state_name(st));
+				rc = -ETIMEDOUT;
+			}
+			break;
+		}
+		if (stb_now_ns() >= deadline) {
+			stb_say(err, errlen,
+				"the task did not settle within %" PRIu64 " ms (state %s)",
+				(deadline - start + 500000) / 1000000, stb_state_name(st));
+			rc = -ETIMEDOUT;
+			break;
+		}
+		relax(spins);
+	}
+out:
+	if (lease) {
+		/* If the runtime broke our lease, the copy was validated anyway. */
+		held_ns += stb_now_ns() - held_from;
+		stb_hold_release(p, lease);
+	}
+	capt->lease_ns = held_ns;
+	if (capt->mode == STB_TRACE_CONTEXT)
+		capt->held_ns = held_ns;
+	if (rc != 0)
+		capt->mode = STB_TRACE_NO_STACK;
+	return rc;
+}
+
+/* When job's trace must end if it starts at now. */
+static uint64_t job_deadline(const struct stb_driver_job *j, uint64_t now)
+{
+	if (!j->timeout_ns || now + j->timeout_ns >= j->deadline)
+		return j->deadline;
+	return now + j->timeout_ns;
+}
+
+/* Takes job's lease and plans its copy into buf + *used (packed, 16-byte
+ * aligned) when the task is ready or suspended and its stack fits; false
+ * (nothing held) when it must be traced alone. */
+static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uint64_t now,
+		       size_t *used)
+{
+	memset(&j->capt, 0, sizeof(j->capt));
+	if (stb_hold_try(j->p, now, job_deadline(j, now), &j->lease) != 0)
+		return false;
+	j->held_from = now;
+	if (d->on_hold)
+		d->on_hold(d->on_hold_arg);
+	bool ok = false;
+	if (__atomic_load_n(&j->p->id, __ATOMIC_ACQUIRE) == j->id) {
+		j->w1 = __atomic_load_n(&j->p->word, __ATOMIC_ACQUIRE);
+		unsigned st = STB_ABI_STATE(j->w1);
+		size_t room = d->cap - *used;
+		ok = (st == STB_TASK_READY || st == STB_TASK_SUSPENDED) &&
+		     stb_hold_copy_plan(j->p, j->id, j->w1, j->lease, now, d->cap, &j->plan) == 0 &&
+		     j->plan.len <= room;
+	}
+	if (!ok) {
+		stb_hold_release(j->p, j->lease);
+		j->batch_ns = 0;
+		return false;
+	}
+	*used += (j->plan.len + 15u) & ~(size_t)15u;
+	return true;
+}
+
+/* Validates a batched copy (got: whether the read got it whole) and gives
+ * the lease back. */
+static void batch_check(struct stb_driver_job *j, void *bytes, bool got, uint64_t now)
+{
+	struct stb_capture *capt = &j->capt;
+	int rc = stb_hold_copy_check(j->p, j->id, j->w1, &j->plan, bytes, got ? 0 : -EFAULT,
+				     &capt->regs, &capt->copy);
+	uint64_t held = now - j->held_from;
+	stb_hold_release(j->p, j->lease);
+	j->copied = rc == 0;
+	if (!j->copied) {
+		j->batch_ns = held;
+		return;
+	}
+	capt->state = STB_ABI_STATE(j->w1);
+	capt->seq = STB_ABI_SEQ(j->w1);
+	capt->mode = STB_TRACE_CONTEXT;
+	capt->lease_ns = capt->held_ns = held;
+	if (j->errlen)
+		j->err[0] = '\0';
+	j->rc = 0;
+}
+
+void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			   stb_driver_done_fn done, void *arg)
+{
+	for (; n > STB_DRIVER_MANY_MAX; jobs += STB_DRIVER_MANY_MAX, n -= STB_DRIVER_MANY_MAX)
+		stb_driver_trace_many(d, jobs, STB_DRIVER_MANY_MAX, done, arg);
+	bool batch = (d->flags & STB_DRIVER_F_LEASE) && d->mem->read_many && n > 1 &&
+		     !(d->mem->flags & (STB_MEM_F_FROZEN | STB_MEM_F_FAULTS));
+	struct stb_mem_seg segs[STB_DRIVER_MANY_MAX];
+	unsigned of[STB_DRIVER_MANY_MAX], ns = 0;
+	size_t used = 0;
+	/* One clock read for the batch: the leases end no later than they would
+	 * by each its own, and each copy is validated by the word (hold.h). */
+	uint64_t now = batch ? stb_now_ns() : 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct stb_driver_job *j = &jobs[i];
+		j->copied = false;
+		j->batch_ns = 0;
+		size_t at = used;
+		if (!batch || !batch_plan(d, j, now, &used))
+			continue;
+		segs[ns] = (struct stb_mem_seg){
+		    .addr = j->plan.from, .dst = (char *)d->buf + at, .len = j->plan.len};
+		of[ns++] = i;
+	}
+	unsigned got = ns ? d->mem->read_many(d->mem->ctx, segs, ns) : 0;
+	now = stb_now_ns();
+	for (unsigned k = 0; k < ns; k++)
+		batch_check(&jobs[of[k]], segs[k].dst, k < got, now);
+	for (unsigned k = 0; k < ns; k++)
+		if (jobs[of[k]].copied)
+			done(arg, &jobs[of[k]]);
+	/* The others alone, each copied to the start of buf. */
+	for (unsigned i = 0; i < n; i++) {
+		struct stb_driver_job *j = &jobs[i];
+		if (j->copied)
+			continue;
+		j->rc = stb_driver_trace(d, j->p, j->id, job_deadline(j, stb_now_ns()), &j->capt,
+					 j->err, j->errlen);
+		j->capt.lease_ns += j->batch_ns;
+		done(arg, j);
+	}
+}
+
+int stb_capture_unwind(struct stb_unw_proc *unw, struct stb_walkmemo *memo,
+			const struct stb_capture *capt, struct stb_frame_sink *sink)
+{
+	if (capt->mode == STB_TRACE_NO_STACK)
+		return 0;
+	sink->first_exact = !(capt->regs.flags & STB_UNW_IP_IS_RETURN);
+	int rc;
+	if (capt->unwind) {
+		rc = capt->unwind(capt->unwind_ctx, unw, capt, stb_frame_sink_depth(sink),
+				  stb_frame_sink_add, sink);
+	} else {
+		/* Only the copy: the live stack has moved on since (a deeper stack
+		 * than the copy ends the trace rather than mixing in newer frames). */
+		rc = stb_walkmemo_walk(memo, unw, &capt->regs, &capt->copy, sink);
+	}
+	return rc < 0 ? rc : (int)sink->n;
+}

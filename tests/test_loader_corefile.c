@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stb-bpf-loader --core: loader_target aborts (a kernel-written core, with
+ * and without frame pointers) or is dumped live by gcore; every chain must come
+ * out of the core complete and in order, running ones from their thread's
+ * registers. why_target aborted in a mutex deadlock and in a join cycle: its
+ * waits, owners and deadlocks come out of the core as from a live trace.
+ * Truncated, foreign and non-core files give their messages.
+ * Sets kernel.core_pattern for the run and restores it (77 when it cannot).
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "loader_checks.h"
+#include "why_checks.h"
+
+#define CORE_PATTERN "/proc/sys/kernel/core_pattern"
+
+static char saved_pattern[4096];
+static bool pattern_set;
+static char core_dir[PATH_MAX];
+
+static const char *const chain_cond[] = {"bthread_cond_wait", "ltgt_cond_leaf", "ltgt_cond_mid",
+					 "ltgt_cond_main", "stb_task_entry", NULL};
+static const char *const chain_join[] = {"bthread_join", "ltgt_join_leaf", "ltgt_join_mid",
+					 "ltgt_join_main", "stb_task_entry", NULL};
+static const char *const chain_joinee[] = {"butex_wait", "ltgt_butex_leaf", "ltgt_butex_mid",
+					   "ltgt_joinee_main", "stb_task_entry", NULL};
+
+/* What a core of loader_target --cond 1 --join 1 must show. */
+static const struct expect core_expects[] = {
+    {"butex", chain_butex, "suspended", "context"}, {"sleep", chain_sleep, "suspended", "context"},
+    {"mutex", chain_mutex, "suspended", "context"}, {"fd", chain_fd, "suspended", "context"},
+    {"cond", chain_cond, "suspended", "context"},   {"join", chain_join, "suspended", "context"},
+    {"spin", chain_spin, "running", "core"},        {"pthread", chain_pthread, "running", "core"},
+};
+
+/* No yielders: a core freezes a task mid-switch as it is (about-to-run,
+ * suspending), with no consistent context to unwind from. */
+static const char *const core_args[] = {"--cond", "1", "--join", "1", "--yield", "0", NULL};
+#define CORE_TASKS (DEFAULT_TASKS + 3u - 2u) /* + cond, join, its joinee; - 2 yield */
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t n = strlen(s);
+	ssize_t w = write(fd, s, n);
+	int e = w == (ssize_t)n ? 0 : (w < 0 ? -errno : -EIO);
+	if (close(fd) != 0 && e == 0)
+		e = -errno;
+	return e;
+}
+
+static void restore_pattern(void)
+{
+	if (pattern_set && write_file(CORE_PATTERN, saved_pattern) == 0)
+		pattern_set = false;
+}
+
+/* core_pattern -> core_dir/core.%p, RLIMIT_CORE unlimited (inherited by the
+ * targets). 0, or a reason in why. */
+static int setup_cores(char *why, size_t len)
+{
+	FILE *f = fopen(CORE_PATTERN, "re");
+	if (!f) {
+		snprintf(why, len, "cannot read %s: %s", CORE_PATTERN, strerror(errno));
+		return -1;
+	}
+	size_t n = fread(saved_pattern, 1, sizeof(saved_pattern) - 1, f);
+	fclose(f);
+	saved_pattern[n] = 0;
+	char tmpl[] = "/tmp/stb-core-test.XXXXXX";
+	if (!mkdtemp(tmpl)) {
+		snprintf(why, len, "mkdtemp: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(core_dir, sizeof(core_dir), "%s", tmpl);
+	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+	if (setrlimit(RLIMIT_CORE, &rl) != 0) {
+		snprintf(why, len, "setrlimit(RLIMIT_CORE): %s", strerror(errno));
+		return -1;
+	}
+	char pat[PATH_MAX + 16];
+	snprintf(pat, sizeof(pat), "%s/core.%%p", core_dir);
+	pattern_set = true; /* restore even after a partial write */
+	atexit(restore_pattern);
+	int rc = write_file(CORE_PATTERN, pat);
+	if (rc != 0) {
+		pattern_set = false;
+		snprintf(why, len, "cannot set %s: %s", CORE_PATTERN, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+static void core_path(char *buf, size_t len, const char *prefix, pid_t pid)
+{
+	snprintf(buf, len, "%s/%s.%d", core_dir, prefix, (int)pid);
+}
+
+/* Runs argv (NULL-terminated) with its output to /dev/null; its exit code. */
+static int run_quiet(char *const argv[], int timeout_s)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	int st = 0;
+	uint64_t deadline = ts_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			break;
+		if (ts_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			fail_msg("%s did not end within %d s", argv[0], timeout_s);
+		}
+		ts_sleep_ms(10);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Makes the target abort; waits for its core. */
+static void target_abort(struct ts_ltarget *t, char *core, size_t len)
+{
+	assert_int_equal(write(t->to_fd, "abort\n", 6), 6);
+	int st = 0;
+	uint64_t deadline = ts_now_ns() + 60000000000ull;
+	while (waitpid(t->pid, &st, WNOHANG) != t->pid) {
+		if (ts_now_ns() > deadline)
+			fail_msg("the target did not abort within 60 s");
+		ts_sleep_ms(10);
+	}
+	target_forget(t);
+	close(t->to_fd);
+	close(t->from_fd);
+	t->reaped = true;
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !WCOREDUMP(st))
+		fail_msg("the target did not dump core on SIGABRT (status 0x%x)", st);
+	core_path(core, len, "core", t->pid);
+	struct stat sb;
+	if (stat(core, &sb) != 0)
+		fail_msg("no core at %s: %s", core, strerror(errno));
+}
+
+static void check_core_task(const struct ts_json *doc, const struct ts_ltarget *tg,
+			    const struct expect *e, unsigned i, bool nofp)
+{
+	uint64_t id = chain_id(tg, e->chain, i);
+	const struct ts_json *t = json_task(doc, id);
+	if (!t)
+		fail_msg("%s task %" PRIu64 " missing from the core's JSON", e->chain, id);
+	const char *err = ts_json_str(t, "error");
+	if (err)
+		fail_msg("%s task %" PRIu64 ": %s", e->chain, id, err);
+	const char *state = ts_json_str(t, "state");
+	const char *capture = ts_json_str(t, "capture");
+	assert_non_null(state);
+	assert_non_null(capture);
+	if (e->state && strcmp(state, e->state) != 0)
+		fail_msg("%s task %" PRIu64 " is %s, want %s", e->chain, id, state, e->state);
+	if (strcmp(state, "running") == 0) {
+		assert_string_equal(capture, "core"); /* its thread's NT_PRSTATUS */
+		assert_true(ts_json_u64(t, "tid", 0) > 0);
+	} else {
+		assert_string_equal(capture, "context");
+	}
+	assert_int_equal(ts_json_bool(t, "truncated"), 0);
+	char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+	unsigned n = json_frames(t, frames, sources);
+	const char *const *want = e->frames;
+	if (strcmp(e->chain, "yield") == 0 && strcmp(state, "ready") == 0)
+		want = chain_yield_ready;
+	if (!frames_have(frames, n, want)) {
+		dump_frames(e->chain, id, frames, n);
+		fail_msg("%s task %" PRIu64 ": expected frames missing", e->chain, id);
+	}
+	for (unsigned k = 0; nofp && k < n; k++) {
+		if (strncmp(frames[k], "ltgt_", 5) == 0 && strcmp(sources[k], "dwarf") != 0) {
+			dump_frames(e->chain, id, frames, n);
+			fail_msg("frame %u (%s) of a -fomit-frame-pointer function has source %s",
+				 k, frames[k], sources[k]);
+		}
+	}
+}
+
+/* The loader on a core of tg: JSON with every chain, and text with as many tasks. */
+static void check_core(const char *core, const struct ts_ltarget *tg, bool nofp)
+{
+	struct run r;
+	run_loader(&r, "--core", core, "--format", "json", NULL);
+	if (r.code != 0) {
+		/* The whole output, for the failure's cause (cmocka cuts long messages). */
+		FILE *f = fopen("test_loader_corefile.failed.json", "we");
+		if (f) {
+			fputs(r.out, f);
+			fclose(f);
+		}
+		print_error("the loader's output on %s: test_loader_corefile.failed.json\n", core);
+	}
+	struct ts_json *doc = parse_json(r.out);
+	/* The heartbeat wakes every few ms: the abort may catch it mid-switch,
+	 * which the loader must say (exit 1, that task's error). */
+	unsigned midswitch = 0;
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next) {
+		const char *name = ts_json_str(t, "name"), *err = ts_json_str(t, "error");
+		if (err && name && strcmp(name, "ltgt-heartbeat") == 0 &&
+		    strstr(err, "no consistent context"))
+			midswitch++;
+	}
+	if (midswitch && strstr(r.err, "1 of "))
+		r.code = r.code == 1 ? 0 : r.code;
+	expect_exit(&r, 0, NULL);
+	assert_int_equal(ts_json_u64(doc, "pid", 0), (uint64_t)tg->pid);
+	assert_string_equal(ts_json_str(doc, "capture"), "core");
+	assert_int_equal(ts_json_bool(doc, "complete"), 1);
+	assert_int_equal(ts_json_u64(doc, "abi_version", 0), STB_ABI_VERSION);
+	assert_int_equal(ts_json_get(doc, "tasks")->n, CORE_TASKS);
+	for (unsigned k = 0; k < sizeof(core_expects) / sizeof(core_expects[0]); k++) {
+		const struct ts_chain *c = ts_ltarget_chain(tg, core_expects[k].chain);
+		assert_non_null(c);
+		for (unsigned i = 0; i < c->n; i++)
+			check_core_task(doc, tg, &core_expects[k], i, nofp);
+	}
+	const struct ts_chain *jc = ts_ltarget_chain(tg, "join");
+	assert_non_null(jc);
+	/* The joinee is not in any chain: find it by its name. */
+	const struct ts_json *tasks = ts_json_get(doc, "tasks");
+	bool joinee = false;
+	for (const struct ts_json *t = tasks->child; t; t = t->next) {
+		const char *name = ts_json_str(t, "name");
+		if (!name || strcmp(name, "ltgt-joinee") != 0)
+			continue;
+		char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+		unsigned n = json_frames(t, frames, sources);
+		assert_true(frames_have(frames, n, chain_joinee));
+		joinee = true;
+	}
+	assert_true(joinee);
+	ts_json_free(doc);
+	run_free(&r);
+
+	run_loader(&r, "--core", core, "--group", NULL);
+	expect_exit(&r, 0, NULL);
+	assert_non_null(strstr(r.out, "ltgt_cond_leaf"));
+	run_free(&r);
+	run_loader(&r, "--core", core, "--state", "running", "-f", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	doc = parse_json(r.out);
+	for (const struct ts_json *t = ts_json_get(doc, "tasks")->child; t; t = t->next)
+		assert_string_equal(ts_json_str(t, "state"), "running");
+	ts_json_free(doc);
+	run_free(&r);
+}
+
+static void abort_and_check(const char *path, bool nofp)
+{
+	struct ts_ltarget tg;
+	target_start(&tg, path, core_args, NULL);
+	char core[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	check_core(core, &tg, nofp);
+	/* The other build as --exe: a different build id, reported, no symbols
+	 * from it. */
+	struct run r;
+	run_loader(&r, "--core", core, "--exe", nofp ? target_path : target_nofp_path, NULL);
+	if (r.code != 0 && r.code != 1)
+		fail_msg("--exe of the other build: exit %d:\n%s", r.code, r.err);
+	assert_non_null(strstr(r.out, "differs from the one in the core (build id)"));
+	assert_non_null(strstr(r.out, "[build id mismatch]"));
+	assert_null(strstr(r.out, "ltgt_butex_leaf"));
+	run_free(&r);
+	unlink(core);
+}
+
+static void test_core_abort(void **state)
+{
+	(void)state;
+	abort_and_check(target_path, false);
+}
+
+static void test_core_abort_nofp(void **state)
+{
+	(void)state;
+	abort_and_check(target_nofp_path, true);
+}
+
+/* gcore of a live target: it runs on afterwards. gdb stops copying a mapping
+ * at its first unreadable page, so the target keeps its stack guards as
+ * mappings of their own (docs/postmortem.md). */
+static void test_core_gcore(void **state)
+{
+	(void)state;
+#if defined(__SANITIZE_ADDRESS__)
+	/* gdb copies ASan's whole shadow (a 6.6 TB sparse file: it ignores
+	 * MADV_DONTDUMP): gcore of a sanitized target is left to the plain build. */
+	print_message("gcore of an ASan target: not run in a sanitizer build\n");
+	skip();
+#endif
+	static char guards_env[] = "STB_STACK_GUARDS=mprotect";
+	char *const env[] = {guards_env, NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, env);
+	char prefix[PATH_MAX + 8], core[PATH_MAX + 32], pid[16];
+	snprintf(prefix, sizeof(prefix), "%s/gcore", core_dir);
+	snprintf(pid, sizeof(pid), "%d", (int)tg.pid);
+	char *argv[] = {"gcore", "-o", prefix, pid, NULL};
+	int rc = run_quiet(argv, 120);
+	if (rc != 0)
+		fail_msg("gcore -o %s %s: exit %d (is gdb installed? .ci/install-deps.sh)", prefix,
+			 pid, rc);
+	core_path(core, sizeof(core), "gcore", tg.pid);
+	check_core(core, &tg, false);
+	assert_int_equal(stat_of(&tg, "signals"), 0);
+	unlink(core);
+	/* teardown() kills the target */
+}
+
+/* Yielders switch all the time: a core catches some mid-switch (about to
+ * run, suspending). Such a task is unwound from its worker's registers when
+ * they are on its stack, else named as caught in a switch; every other
+ * yielder is unwound as usual. Cores are taken until one shows a task
+ * mid-switch (6 at most: the abort's timing decides). */
+static void test_core_midswitch(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--yield", "4", NULL};
+	unsigned seen = 0, unwound = 0;
+	for (unsigned attempt = 0; attempt < 6 && !seen; attempt++) {
+		struct ts_ltarget tg;
+		target_start(&tg, target_path, args, NULL);
+		ts_sleep_ms(100);
+		char core[PATH_MAX + 32];
+		target_abort(&tg, core, sizeof(core));
+		struct run r;
+		run_loader(&r, "--core", core, "--format", "json", NULL);
+		if (r.code != 0 && r.code != 1)
+			fail_msg("exit %d on a core with yielders:\n%s", r.code, r.err);
+		struct ts_json *doc = parse_json(r.out);
+		const struct ts_chain *yc = ts_ltarget_chain(&tg, "yield");
+		assert_non_null(yc);
+		for (unsigned i = 0; i < yc->n; i++) {
+			const struct ts_json *t = json_task(doc, yc->ids[i]);
+			assert_non_null(t);
+			const char *st = ts_json_str(t, "state"), *err = ts_json_str(t, "error");
+			assert_non_null(st);
+			bool mid = strcmp(st, "about-to-run") == 0 || strcmp(st, "suspending") == 0;
+			seen += mid;
+			if (err) {
+				if (!mid || !strstr(err, "(a switch in progress)"))
+					fail_msg("yielder %" PRIu64 " (%s): %s", yc->ids[i], st, err);
+				continue;
+			}
+			char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+			unsigned n = json_frames(t, frames, sources);
+			if (!frames_have(frames, n, chain_yield_any)) {
+				dump_frames("yield", yc->ids[i], frames, n);
+				fail_msg("yielder %" PRIu64 " (%s): its chain is missing", yc->ids[i], st);
+			}
+			if (mid) {
+				assert_string_equal(ts_json_str(t, "capture"), "core");
+				unwound++;
+			}
+		}
+		ts_json_free(doc);
+		run_free(&r);
+		unlink(core);
+	}
+	print_message("tasks caught mid-switch: %u, unwound from their worker's registers: %u\n",
+		      seen, unwound);
+}
+
+/* --sysroot: the modules of the core found under DIR by their paths (a
+ * copy of the program and its libraries there), symbols from them. A
+ * sysroot without them: the missing modules named, frames without symbols
+ * (the files at the same paths on this machine are not used instead). */
+static void test_core_sysroot(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, NULL);
+	char core[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	char root[PATH_MAX + 16], cmd[6 * PATH_MAX];
+	snprintf(root, sizeof(root), "%s/sysroot", core_dir);
+	assert_int_equal(mkdir(root, 0700), 0);
+	/* Nothing under root: the files on this machine are not used instead. */
+	struct run r;
+	run_loader(&r, "--core", core, "--sysroot", root, NULL);
+	if (r.code != 0 && r.code != 1)
+		fail_msg("--sysroot with an empty sysroot: exit %d:\n%s", r.code, r.err);
+	if (!strstr(r.out, "not found on this machine"))
+		fail_msg("an empty sysroot: no note of the missing modules:\n%.3000s", r.out);
+	assert_null(strstr(r.out, "ltgt_butex_leaf"));
+	run_free(&r);
+	/* Now the program and its libraries under root. */
+	const char *files[] = {target_path, NULL, NULL, NULL, NULL};
+	char lib[PATH_MAX];
+	snprintf(lib, sizeof(lib), "%s", ts_env("STB_LOADER", "stb-bpf-loader"));
+	char *slash = strrchr(lib, '/');
+	assert_non_null(slash);
+	snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/../runtime/libbthread.so.0");
+	char libreal[PATH_MAX];
+	assert_non_null(realpath(lib, libreal));
+	files[1] = libreal;
+	files[2] = "/lib/x86_64-linux-gnu/libc.so.6";
+	for (unsigned i = 0; files[i]; i++) {
+		char real[PATH_MAX];
+		assert_non_null(realpath(files[i], real));
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'\"$(dirname '%s')\" && cp '%s' '%s%s'", root,
+			 real, real, root, real);
+		if (system(cmd) != 0)
+			fail_msg("cannot copy %s under %s", real, root);
+	}
+	run_loader(&r, "--core", core, "--sysroot", root, "--format", "json", NULL);
+	if (r.code != 0 && r.code != 1)
+		fail_msg("--sysroot: exit %d:\n%s", r.code, r.err);
+	struct ts_json *doc = parse_json(r.out);
+	const struct expect *e = &core_expects[0]; /* butex: program, libbthread */
+	const struct ts_chain *c = ts_ltarget_chain(&tg, e->chain);
+	assert_non_null(c);
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct ts_json *t = json_task(doc, chain_id(&tg, e->chain, i));
+		assert_non_null(t);
+		char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+		unsigned n = json_frames(t, frames, sources);
+		if (!frames_have(frames, n, e->frames)) {
+			dump_frames(e->chain, c->ids[i], frames, n);
+			fail_msg("--sysroot: the butex chain has no symbols from the sysroot's files");
+		}
+	}
+	ts_json_free(doc);
+	run_free(&r);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+	unlink(core);
+}
+
+static struct why_target wt;
+
+static int why_teardown(void **state)
+{
+	why_stop(&wt);
+	return teardown(state);
+}
+
+/* Sends w SIGABRT and waits for its core (in core, len bytes). */
+static void why_abort(struct why_target *w, char *core, size_t len)
+{
+	pid_t pid = w->t.pid;
+	assert_int_equal(kill(pid, SIGABRT), 0);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		assert_int_equal(errno, EINTR);
+	w->t.reaped = true;
+	w->t.status = st;
+	ts_ltarget_kill(&w->t); /* closes its pipes */
+	w->started = false;
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !WCOREDUMP(st))
+		fail_msg("why_target did not dump core on SIGABRT (status 0x%x)", st);
+	core_path(core, len, "core", pid);
+}
+
+/* The loader's output on core in fmt (exit 0). */
+static char *core_out(const char *core, const char *fmt)
+{
+	struct run r;
+	run_loader(&r, "--core", core, "--format", fmt, NULL);
+	expect_exit(&r, 0, NULL);
+	char *out = strdup(r.out);
+	assert_non_null(out);
+	run_free(&r);
+	return out;
+}
+
+/* why_target in scenario dl, aborted: the core's text and JSON reports hold
+ * every wait, owner, creator and the deadlock, checked as the live ones are.
+ * With a spinning bthread, the monitor dates the core: times are shown. */
+static void why_core(enum why_dl dl, bool spin)
+{
+	static const char *const spin_args[] = {"--spin", "600000", NULL};
+	why_start(&wt, dl, spin ? spin_args : NULL, NULL);
+	ts_sleep_ms(50); /* the monitor's first passes */
+	char core[PATH_MAX + 32];
+	why_abort(&wt, core, sizeof(core));
+	char *text = core_out(core, "text");
+	if (spin) {
+		why_check_text(text, &wt);
+	} else {
+		/* Every worker parked: no times, the rest as live. */
+		char line[1024], want[256];
+		if (!why_text_line(text, wt.waiter, line, sizeof(line)))
+			fail_msg("no mutex waiter in:\n%.4000s", text);
+		snprintf(want, sizeof(want),
+			 " waiting on mutex 0x%" PRIx64 " held by bthread %" PRIu64 " \"why owner\"",
+			 wt.objs[0], wt.owner);
+		if (!strstr(line, want))
+			fail_msg("\"%s\" not in: %s", want, line);
+		if (!strstr(text, "Found 1 deadlock:\n"))
+			fail_msg("no deadlock found in the core:\n%.6000s", text);
+		for (unsigned i = 0; i < wt.ndl; i++)
+			if (!why_text_line(strstr(text, "Found 1 deadlock:\n"), wt.dlids[i], line,
+					   sizeof(line)))
+				fail_msg("deadlock member %" PRIu64 " missing", wt.dlids[i]);
+	}
+	bool timeless = strstr(text, "how long tasks were blocked is not shown") != NULL;
+	if (spin && timeless)
+		fail_msg("a core with a spinning bthread has no time:\n%.2000s", text);
+	free(text);
+	char *json = core_out(core, "json");
+	struct ts_json *doc = why_parse_json(json);
+	if (spin)
+		why_check_json(doc, &wt);
+	else
+		assert_int_equal(ts_json_get(doc, "deadlocks")->n, 1);
+	why_check_schema(json, "--loader", NULL);
+	ts_json_free(doc);
+	free(json);
+	/* --stuck measures against the core's time: nothing is stuck for 10
+	 * minutes in a target 1 s old; a core without a time says so. */
+	struct run r;
+	run_loader(&r, "--core", core, "--stuck", "600", NULL);
+	if (!timeless) {
+		expect_exit(&r, 0, NULL);
+		/* (The deadlocks section names its members whatever --stuck says.) */
+		const char *dl = strstr(r.out, "Found ");
+		const char *b = strstr(r.out, "\nbthread ");
+		if (b && (!dl || b < dl))
+			fail_msg("tasks stuck for 10 minutes in a target 1 s old:\n%.3000s", r.out);
+	} else {
+		expect_exit(&r, 1, NULL);
+		if (!strstr(r.err, "--stuck cannot select from this core"))
+			fail_msg("--stuck on a core without a time: %s", r.err);
+	}
+	run_free(&r);
+	unlink(core);
+}
+
+static void test_core_why_mutex(void **state)
+{
+	(void)state;
+	why_core(WHY_DL_MUTEX2, true);
+}
+
+static void test_core_why_join(void **state)
+{
+	(void)state;
+	why_core(WHY_DL_JOIN, false);
+}
+
+/* A core cut short, a core of a program without the runtime, a non-core. */
+static void test_core_bad(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	char core[PATH_MAX + 32], cut[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	struct stat sb;
+	assert_int_equal(stat(core, &sb), 0);
+	const off_t sizes[] = {0, 40, 4096, 65536, sb.st_size / 2, sb.st_size - 4096};
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(cut, sizeof(cut), "%s/cut", core_dir);
+		int in = open(core, O_RDONLY | O_CLOEXEC);
+		int out = open(cut, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		assert_true(in >= 0 && out >= 0);
+		char buf[65536];
+		off_t left = sizes[i];
+		while (left > 0) {
+			ssize_t n = read(in, buf, left < (off_t)sizeof(buf) ? (size_t)left : sizeof(buf));
+			assert_true(n > 0);
+			assert_int_equal(write(out, buf, (size_t)n), n);
+			left -= n;
+		}
+		close(in);
+		close(out);
+		struct run r;
+		run_loader(&r, "--core", cut, NULL);
+		if (sanitizer_report(r.err))
+			fail_msg("sanitizer report on a core cut at %lld bytes:\n%s",
+				 (long long)sizes[i], r.err);
+		/* Cut where no task's memory lies, every task is traced (exit 0);
+		 * cut in the tasks' stacks, some fail (exit 1); cut before the
+		 * table, nothing is traced (exit 1). Always: the output or the
+		 * error names the truncation. */
+		bool noted = strstr(r.out, "# note: the core file is truncated") != NULL;
+		if (r.code != 0 && r.code != 1)
+			fail_msg("a core cut at %lld bytes: exit %d:\n%s", (long long)sizes[i],
+				 r.code, r.err);
+		if (!noted && (r.code == 0 || (!strstr(r.err, "truncated") &&
+					       !strstr(r.err, "not a core"))))
+			fail_msg("a core cut at %lld bytes: no message naming it (exit %d):\n%s",
+				 (long long)sizes[i], r.code, r.err);
+		run_free(&r);
+	}
+	unlink(cut);
+	unlink(core);
+
+	/* A foreign core: sleep(1), no stb runtime. */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execlp("sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	ts_sleep_ms(200);
+	kill(pid, SIGSEGV);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st) && WCOREDUMP(st));
+	core_path(core, sizeof(core), "core", pid);
+	struct run r;
+	run_loader(&r, "--core", core, NULL);
+	expect_exit(&r, 1, NULL);
+	if (!strstr(r.err, "is not a stb runtime"))
+		fail_msg("a core of sleep(1): %s", r.err);
+	run_free(&r);
+	unlink(core);
+
+	run_loader(&r, "--core", "/proc/self/exe", NULL);
+	expect_exit(&r, 1, NULL);
+	assert_non_null(strstr(r.err, "not a core"));
+	run_free(&r);
+	run_loader(&r, "--core", "/nonexistent/core", NULL);
+	expect_exit(&r, 1, NULL);
+	assert_non_null(strstr(r.err, "cannot open the core file"));
+	run_free(&r);
+}
+
+int main(void)
+{
+	const char *req = getenv("STB_REQUIRE_BPF");
+	bool require = req && strcmp(req, "1") == 0;
+	char why[512];
+	if (geteuid() != 0 || setup_cores(why, sizeof(why)) != 0) {
+		fprintf(stderr, "test_loader_corefile: cannot direct core dumps (%s)%s\n",
+			geteuid() != 0 ? "needs root to set kernel.core_pattern" : why,
+			require ? "; STB_REQUIRE_BPF=1: failing" : ": skipped");
+		return require ? 1 : 77;
+	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* A sanitized target dumps no core unless told to (its shadow is
+	 * terabytes): allow it, without the shadow. Inherited by the targets. */
+	const char *asan = getenv("ASAN_OPTIONS");
+	char opts[1024];
+	snprintf(opts, sizeof(opts), "%s%sdisable_coredump=0:use_madv_dontdump=1", asan ? asan : "",
+		 asan && *asan ? ":" : "");
+	setenv("ASAN_OPTIONS", opts, 1);
+#endif
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_core_abort, teardown),
+	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
+	    cmocka_unit_test_teardown(test_core_gcore, teardown),
+	    cmocka_unit_test_teardown(test_core_midswitch, teardown),
+	    cmocka_unit_test_teardown(test_core_sysroot, teardown),
+	    cmocka_unit_test_teardown(test_core_why_mutex, why_teardown),
+	    cmocka_unit_test_teardown(test_core_why_join, why_teardown),
+	    cmocka_unit_test_teardown(test_core_bad, teardown),
+	};
+	int rc = loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_corefile");
+	restore_pattern();
+	rmdir(core_dir);
+	return rc;
+}
