@@ -154,7 +154,7 @@ static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t s
 	struct stb_tview_task v;
 	if (!p)
 		return;
-	stb_tview_read_task(p, &v);
+	stb_tview_read_task(NULL, p, &v);
 	if (v.id == id)
 		snprintf(name, size, "%s", v.name);
 }
@@ -581,7 +581,7 @@ static int prof_setup(struct stb_prof *P)
 	P->buf = malloc(STB_PROF_COPY_MAX);
 	stb_target_mem(P->tg, &P->mem);
 	P->drv = (struct stb_driver){.mem = &P->mem, .flags = STB_DRIVER_F_NO_WAIT, .buf = P->buf,
-				     .cap = STB_PROF_COPY_MAX};
+				     .cap = STB_PROF_COPY_MAX, .workers = stb_target_workers(P->tg)};
 	if (!P->unw || !P->sym || !P->ips || !P->frames || !P->buf) {
 		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
 			(int)o->pid, strerror(errno));

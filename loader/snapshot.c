@@ -439,7 +439,7 @@ static void trace_ids(struct stb_snapshot_session *S)
 					       : stb_target_task(S->tg, slot);
 		struct stb_tview_task v;
 		if (p)
-			stb_tview_read_task(p, &v);
+			stb_tview_read_task_now(&S->drv.workers, p, &v);
 		if (!p || v.id != id || !stb_tview_live(&v)) {
 			fprintf(stderr,
 				"stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
@@ -552,6 +552,7 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	    .flags = S->tg ? STB_DRIVER_F_LEASE : 0,
 	    .buf = S->buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
+	    .workers = S->pm ? stb_postmortem_workers(S->pm) : stb_target_workers(S->tg),
 	};
 	if (o->fault_hold_ms) {
 		S->drv.on_hold = hold_fault;

@@ -131,6 +131,7 @@ static struct stb_task *stb_mpmc_pop(struct stb_mpmc *q)
 /* ---- workers and pools ---- */
 
 #define STB_MAX_WORKERS BTHREAD_MAX_CONCURRENCY
+_Static_assert(STB_MAX_WORKERS <= STB_ABI_MAX_WORKERS, "every worker has a table entry");
 #define STB_DEFAULT_CONCURRENCY (8 + (int)BTHREAD_EPOLL_THREAD_NUM) /* as bRPC */
 
 struct stb_pool;
@@ -160,7 +161,6 @@ struct stb_worker {
 #if defined(STB_TSAN)
 	void *tsan_fiber;
 #endif
-	struct stb_abi_worker own_pub;
 	struct stb_rq rq;
 	struct stb_mpmc remote;
 };
@@ -257,6 +257,17 @@ pid_t stb_tid_self(void)
 struct stb_task *stb_worker_current(struct stb_worker *w)
 {
 	return w->cur;
+}
+
+bool stb_task_running_here(const struct stb_task *t)
+{
+	struct stb_worker *w = stb_tls_worker;
+	if (w) {
+		/* The worker's own stores, seen in program order from its thread. */
+		return w->cur == t &&
+		       __atomic_load_n(&w->pub->current, __ATOMIC_RELAXED) == stb_task_id(t);
+	}
+	return t == stb_tls_ptask && stb_task_state(t) == STB_TASK_RUNNING;
 }
 
 static inline void stb_full_fence(void)
@@ -505,27 +516,13 @@ static inline __attribute__((always_inline)) void stb_after_switch(struct stb_wo
 {
 	if (cur) {
 #if STB_TRACER
-		/* Everything loaded before the first store (the atomic stores keep
-		 * later loads after them). */
-		struct stb_abi_task *cp = cur->pub;
-		struct stb_abi_worker *wp = w->pub;
-		uint64_t word = stb_task_word(cur, STB_TASK_RUNNING);
-		/* Store only what changed: a task mostly stays on its worker. The
-		 * private copy keeps the entry's second cache line untouched. */
-		if (STB_UNLIKELY(cur->last_worker != w)) {
-			cur->last_worker = w;
-			__atomic_store_n(&cp->worker, w->index, __ATOMIC_RELAXED);
-			__atomic_store_n(&cp->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&wp->current, stb_task_id(cur), __ATOMIC_RELEASE);
-		/* Unconditional: the line is written anyway (current). */
-		__atomic_store_n(&wp->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
-		/* What stb_task_set_state(cur, STB_TASK_RUNNING) stores (no gate). */
-		__atomic_store_n(&cp->word, word, __ATOMIC_RELEASE);
+		/* On cur's stack now: the worker names it without the switching
+		 * bit (abi.h). Its own line only; cur's entry is not written. */
+		__atomic_store_n(&w->pub->current, stb_task_id(cur), __ATOMIC_RELEASE);
 #endif
 	} else {
 #if STB_TRACER
-		__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
+		/* current was reset before the jump. */
 		__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
 #endif
 	}
@@ -544,6 +541,12 @@ static struct stb_ctx *stb_task_ctx(struct stb_task *t)
 }
 
 #if STB_TRACER
+/* What worker w's current says while it switches to `to` (NULL: its loop). */
+static inline uint64_t switching_word(const struct stb_task *to)
+{
+	return to ? stb_task_id(to) | STB_ABI_CURRENT_SWITCHING : 0;
+}
+
 /*
  * The gates of a switch one task at a time, when a tracer holds from or to
  * (and in test builds, for the switch hook). Returns w, so that the hot path
@@ -555,7 +558,12 @@ switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *
 	if (from)
 		stb_task_set_state(from, STB_TASK_SUSPENDING);
 	if (to)
-		stb_task_set_state(to, STB_TASK_ABOUT_TO_RUN);
+		stb_task_gate_in(to);
+	__atomic_store_n(&w->pub->current, switching_word(to), __ATOMIC_RELEASE);
+#if defined(STB_TEST_HOOKS)
+	if (to && STB_UNLIKELY(stb_test_switch_hook != NULL))
+		stb_test_switch_hook(to, STB_TASK_ABOUT_TO_RUN);
+#endif
 	w->prev = from;
 	w->cur = to;
 	return w;
@@ -565,9 +573,12 @@ switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *
 /*
  * The single place where a worker switches stacks: from task `from` (NULL:
  * the worker's scheduler context) to task `to` (NULL: the scheduler). This is
- * the tracer's interception point: both state changes below pass the STB gate.
- * Called through stb_jump_stack(), except by bthread_yield, the hottest
- * caller, which has it inlined.
+ * the tracer's interception point: both changes below pass the STB gate.
+ * What it writes (abi.h, "Running"): from's word (SUSPENDING) and the
+ * worker's own entry (current) before the jump, from's sp/ip/bp in the jump,
+ * current again after it -- lines that this worker owns now; to's entry and
+ * struct are only read. Called through stb_jump_stack(), except by
+ * bthread_yield, the hottest caller, which has it inlined.
  */
 static inline __attribute__((always_inline)) void
 jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
@@ -576,12 +587,12 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 	struct stb_ctx *fctx = &w->main_ctx, *tctx = &w->main_ctx;
 #if STB_TRACER && !defined(STB_TEST_HOOKS)
 	/*
-	 * from RUNNING -> SUSPENDING and to READY(_NO_STACK) -> ABOUT_TO_RUN, as
-	 * two stb_task_set_state calls do, with one test of both leases. Loading
-	 * to's lease before from's store changes nothing a reader can tell: x86
-	 * lets a load pass an earlier store anyway.
+	 * from -> SUSPENDING and the worker naming to, as stb_task_set_state and
+	 * switch_gates_slow do, with one test of both leases. Loading to's lease
+	 * before from's store changes nothing a reader can tell: x86 lets a load
+	 * pass an earlier store anyway.
 	 */
-	struct stb_abi_task *fp = NULL, *tp = NULL;
+	struct stb_abi_task *fp = NULL;
 	uint64_t held = 0;
 	if (from) {
 		fp = from->pub;
@@ -589,7 +600,7 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		held = __atomic_load_n(&fp->trace, __ATOMIC_ACQUIRE);
 	}
 	if (to) {
-		tp = to->pub;
+		struct stb_abi_task *tp = to->pub;
 		tctx = (struct stb_ctx *)&tp->sp;
 		held |= __atomic_load_n(&tp->trace, __ATOMIC_ACQUIRE);
 	}
@@ -600,14 +611,12 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 		tctx = to ? stb_task_ctx(to) : &w->main_ctx;
 	} else {
-		if (from)
+		if (from) {
 			__atomic_store_n(&fp->word, stb_task_word(from, STB_TASK_SUSPENDING),
 					 __ATOMIC_RELEASE);
-		if (to) {
-			to->seq_word += 1ull << 32;
-			__atomic_store_n(&tp->word, stb_task_word(to, STB_TASK_ABOUT_TO_RUN),
-					 __ATOMIC_RELEASE);
+			from->seq_word += 1ull << 32; /* the run ends: the next word's seq */
 		}
+		__atomic_store_n(&w->pub->current, switching_word(to), __ATOMIC_RELEASE);
 		w->prev = from;
 		w->cur = to;
 	}
@@ -832,16 +841,14 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 #if STB_TRACER
 	t->pub->stack_lo = (uint64_t)(uintptr_t)w->main_stack_lo;
 	t->pub->stack_hi = (uint64_t)(uintptr_t)w->main_stack_lo + w->main_stack_size;
-	t->pub->worker = w->index;
-	t->pub->tid = (uint32_t)w->tid;
-	t->last_worker = w;
 #endif
-	stb_task_set_state(t, STB_TASK_ABOUT_TO_RUN);
+	stb_task_gate_in(t);
 	w->cur = t;
 #if STB_TRACER
+	/* No stack switch: on its stack (the worker's) at once. */
 	__atomic_store_n(&w->pub->current, stb_task_id(t), __ATOMIC_RELEASE);
+	__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
 #endif
-	stb_task_set_state(t, STB_TASK_RUNNING);
 	w->prev = NULL;
 	if (STB_UNLIKELY(__atomic_load_n(&stb_switch_hooks_on, __ATOMIC_RELAXED)))
 		w = switch_hooks(w);
@@ -854,6 +861,7 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	w->cur = NULL;
 #if STB_TRACER
 	__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
 #endif
 	stb_task_set_state(t, STB_TASK_DESTROYED);
 	task_publish_exit(t);
@@ -972,10 +980,15 @@ static void *stb_worker_main(void *arg)
 			t = idle_wait(w);
 		if (!t)
 			break; /* bthread_stop_world */
-		if (t->flags & STB_TASK_F_WORKER_STACK)
+		if (t->flags & STB_TASK_F_WORKER_STACK) {
 			stb_run_on_worker_stack(w, t);
-		else
+		} else {
+#if STB_TRACER
+			/* Running tasks until the loop resumes (stb_after_switch). */
+			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
+#endif
 			stb_jump_stack(w, NULL, t, false);
+		}
 	}
 #if STB_TRACER
 	__atomic_store_n(&w->pub->state, STB_WORKER_STOPPED, __ATOMIC_RELEASE);
@@ -1017,9 +1030,15 @@ static int pool_add_worker(struct stb_pool *p)
 	w->fair_left = STB_REMOTE_FAIR_PICKS;
 	stb_mpmc_init(&w->remote);
 	w->pub = stb_table_worker(index);
-	if (!w->pub)
-		w->pub = &w->own_pub;
 	uint32_t n = p->nworkers;
+#if STB_TRACER
+	/* Counted before it can name a task: a tracer that reads nworkers and
+	 * then the entries misses no running bthread (abi.h). A failed start
+	 * leaves an entry that names nothing; the next start takes its index. */
+	struct stb_abi_header *wh = stb_table_workers_header();
+	if (__atomic_load_n(&wh->nworkers, __ATOMIC_RELAXED) < index + 1)
+		__atomic_store_n(&wh->nworkers, index + 1, __ATOMIC_SEQ_CST);
+#endif
 	p->workers[n] = w;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -1034,8 +1053,6 @@ static int pool_add_worker(struct stb_pool *p)
 	__atomic_store_n(&p->nworkers, n + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&stb_nworkers, index + 1, __ATOMIC_RELEASE);
 #if STB_TRACER
-	if (stb_table.hdr && index < STB_ABI_MAX_WORKERS)
-		__atomic_store_n(&stb_table.hdr->nworkers, index + 1, __ATOMIC_RELEASE);
 	stb_monitor_kick(); /* it may run already, unseen by a monitor gone idle */
 #endif
 	return 0;

@@ -53,9 +53,15 @@ static int read_self_checked(void *ctx, uint64_t addr, void *dst, size_t len)
 
 const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
 
+struct stb_tview_wsrc stb_self_wsrc(void)
+{
+	return (struct stb_tview_wsrc){.w = stb_table_worker(0), .hdr = stb_table_workers_header()};
+}
+
 struct stb_tview_src stb_self_src(uint32_t *first)
 {
-	return (struct stb_tview_src){.entry = self_entry, .ctx = first, .nslots = stb_task_slots()};
+	return (struct stb_tview_src){.entry = self_entry, .ctx = first, .nslots = stb_task_slots(),
+				      .workers = stb_self_wsrc()};
 }
 
 bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *d,

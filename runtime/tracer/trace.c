@@ -157,8 +157,7 @@ static void signal_handler(int sig, siginfo_t *si, void *uctx)
 	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
 	uint64_t sp = (uint64_t)g[REG_RSP];
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
-	if (!t || stb_task_id(t) != s->want || stb_task_state(t) != STB_TASK_RUNNING || sp < lo ||
-	    sp >= hi) {
+	if (!t || stb_task_id(t) != s->want || !stb_task_running_here(t) || sp < lo || sp >= hi) {
 		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
 		goto out;
 	}
@@ -262,8 +261,8 @@ static bool signal_blocked(pid_t tid, int signo)
  * and stack into slot s. 0 = captured, -EAGAIN = the task was not running
  * there any more (retry), other -errno = failure.
  */
-static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
-			  uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
+static int signal_request(bthread_t tid, pid_t ktid, struct stb_slot *s, uint64_t deadline,
+			  struct stb_capture *capt, char *err, size_t errlen)
 {
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
@@ -281,7 +280,8 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 			signo);
 		return -EPERM;
 	}
-	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+	if (ktid <= 0)
+		return -EAGAIN; /* where it runs is not known (yet): re-read the task */
 	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
 	s->want = tid;
 	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
@@ -337,14 +337,15 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 
 /* The capture backend of the in-process tracer (driver.h): signal mode. */
 static int signal_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			  uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
-			  char *err, size_t errlen)
+			  const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+			  struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_slot *s = ctx;
+	(void)p;
 	(void)w1;
 	(void)buf;
 	(void)cap;
-	int rc = signal_request(p, id, s, deadline, capt, err, errlen);
+	int rc = signal_request(id, (pid_t)at->tid, s, deadline, capt, err, errlen);
 	if (rc != 0)
 		return rc;
 	capt->regs = s->regs;
@@ -460,7 +461,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		const struct stb_capture_ops cops = {.capture = signal_capture, .ctx = s};
 		const struct stb_driver d = {
 			.mem = &stb_self_mem, .capture = &cops, .flags = STB_DRIVER_F_LEASE,
-			.buf = s->buf, .cap = STB_COPY_MAX,
+			.buf = s->buf, .cap = STB_COPY_MAX, .workers = stb_self_wsrc(),
 		};
 		/* Stacks are not unmapped while a tracer copies one (abi.h). */
 		__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
@@ -576,7 +577,6 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	if (!t)
 		return 0;
 	t->flags |= STB_TASK_F_PTHREAD;
-	t->last_worker = NULL; /* its entry holds no worker's index */
 	struct stb_abi_task *p = t->pub;
 	p->flags |= STB_ABI_TASK_F_PTHREAD;
 	p->tag = (uint32_t)t->tag;

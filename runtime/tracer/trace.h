@@ -87,6 +87,8 @@ bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report
 
 /* The in-process table as a scan source (every slot, published or private). */
 struct stb_tview_src stb_self_src(uint32_t *first);
+/* This process's worker entries (the table's, or private ones without it). */
+struct stb_tview_wsrc stb_self_wsrc(void);
 
 /* Memory of this process read with checks (a mutex that was destroyed...). */
 extern const struct stb_mem stb_self_checked_mem;

@@ -523,7 +523,11 @@ void stb_why_text_deadlocks(const struct stb_why *w,
 				memset(&shown, 0, sizeof(shown));
 				shown.id = m[i].id;
 				shown.is_pthread = m[i].is_pthread;
-				shown.state = STB_ABI_STATE(m[i].wait.word);
+				/* Blocked: suspended, or a thread in a wait (a
+				 * worker-stack bthread's word says READY_NO_STACK
+				 * while it runs: abi.h). */
+				unsigned st = STB_ABI_STATE(m[i].wait.word);
+				shown.state = STB_ABI_RUNNABLE(st) ? STB_TASK_RUNNING : st;
 				shown.since_ns = m[i].wait.since_ns;
 			}
 			shown.wait = m[i].wait;
