@@ -182,7 +182,7 @@ struct stb_task {
 	void *tsan_fiber;
 #endif
 	struct stb_abi_task own;       /* published state when the slot is untraceable */
-};
+} STB_ALIGNED_CL; /* no line shared with a neighbour (sched.c) */
 
 /*
  * Called on a finishing bthread (its own stack, or its worker's for

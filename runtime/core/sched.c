@@ -186,6 +186,79 @@ struct stb_pool {
 	struct stb_worker *workers[STB_MAX_WORKERS];
 };
 
+/*
+ * The switch path writes only lines its worker owns at that moment (abi.h,
+ * "Running"): lines of its own struct before the queues, its queue but the
+ * top (thieves take tasks with a CAS there), its table entry's first line,
+ * and of the task that leaves the first line of its struct and the first two
+ * of its entry (word, sp/ip/bp; the wait block). Nothing of the task it
+ * switches to, of another worker, of the monitor or of the runtime at large.
+ * The layout keeps those lines apart from what others write:
+ */
+_Static_assert(offsetof(struct stb_rq, top) == 0 && offsetof(struct stb_rq, bottom) == STB_CACHELINE,
+	       "a queue's top, which thieves write, has a line of its own");
+_Static_assert(offsetof(struct stb_worker, rq) % STB_CACHELINE == 0,
+	       "a worker's own fields end before its queues' lines");
+_Static_assert(sizeof(struct stb_task) % STB_CACHELINE == 0,
+	       "tasks share no line (a chunk of them is page-aligned)");
+_Static_assert(offsetof(struct stb_task, seq_word) < STB_CACHELINE &&
+		   offsetof(struct stb_task, yield_published) < STB_CACHELINE,
+	       "what the switch writes in the leaving task is on its first line");
+_Static_assert(offsetof(struct stb_task, stopped) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, interrupted) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, wait_butex) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, waiter) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, free_next) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, next) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, ret) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, ret_version) >= STB_CACHELINE,
+	       "what other threads write in a task (stop, wakers, joiners, free lists) is not on "
+	       "its first line");
+
+#if defined(STB_TEST_HOOKS)
+/*
+ * The check of the above in test builds (tests/test_switch_lines.c): with
+ * stb_test_sw_check set, every store of the switch path (STB_SW_NOTE) is
+ * checked against those lines; stb_test_sw_plant adds a store to the entry
+ * of the task switched to, the kind of store the check must catch.
+ */
+int stb_test_sw_check, stb_test_sw_plant;
+uint64_t stb_test_sw_stores, stb_test_sw_fast, stb_test_sw_bad;
+const char *stb_test_sw_bad_what;
+
+/* Do the lines of [a, a + len) lie within [lo, lo + size)? */
+static bool sw_in(uintptr_t a, size_t len, const void *lo, size_t size)
+{
+	uintptr_t first = a & ~(uintptr_t)(STB_CACHELINE - 1);
+	uintptr_t end = (a + len + STB_CACHELINE - 1) & ~(uintptr_t)(STB_CACHELINE - 1);
+	return first >= (uintptr_t)lo && end <= (uintptr_t)lo + size;
+}
+
+static __attribute__((noinline, cold)) void sw_note(struct stb_worker *w,
+						    const struct stb_task *from, const void *p,
+						    size_t len, const char *what)
+{
+	uintptr_t a = (uintptr_t)p;
+	__atomic_fetch_add(&stb_test_sw_stores, 1, __ATOMIC_RELAXED);
+	bool ok = sw_in(a, len, w, offsetof(struct stb_worker, rq)) ||
+		  sw_in(a, len, &w->rq.bottom, sizeof(w->rq) - offsetof(struct stb_rq, bottom)) ||
+		  sw_in(a, len, w->pub, STB_CACHELINE) ||
+		  (from && (sw_in(a, len, from, STB_CACHELINE) ||
+			    sw_in(a, len, from->pub, 2 * STB_CACHELINE)));
+	if (!ok) {
+		__atomic_store_n(&stb_test_sw_bad_what, what, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&stb_test_sw_bad, 1, __ATOMIC_RELAXED);
+	}
+}
+#define STB_SW_NOTE(w, from, p, what)                                                    \
+	do {                                                                             \
+		if (STB_UNLIKELY(stb_test_sw_check))                                     \
+			sw_note(w, from, p, sizeof(*(p)), what);                         \
+	} while (0)
+#else
+#define STB_SW_NOTE(w, from, p, what) ((void)0)
+#endif
+
 static __thread struct stb_worker *stb_tls_worker __attribute__((tls_model("initial-exec")));
 /* Registered pthread (tracer) of this thread; its entry takes its wait blocks. */
 static __thread struct stb_task *stb_tls_ptask __attribute__((tls_model("initial-exec")));
@@ -464,6 +537,7 @@ static __attribute__((noinline)) struct stb_task *find_task_slow(struct stb_work
 /* The next task for worker w, or NULL. Inline: its common case is one pop. */
 static inline __attribute__((always_inline)) struct stb_task *stb_find_task(struct stb_worker *w)
 {
+	STB_SW_NOTE(w, w->cur, &w->fair_left, "the worker's fair countdown");
 	if (STB_UNLIKELY(--w->fair_left == 0))
 		return find_task_slow(w, true);
 	struct stb_task *t = stb_rq_pop(&w->rq);
@@ -518,6 +592,7 @@ static inline __attribute__((always_inline)) void stb_after_switch(struct stb_wo
 #if STB_TRACER
 		/* On cur's stack now: the worker names it without the switching
 		 * bit (abi.h). Its own line only; cur's entry is not written. */
+		STB_SW_NOTE(w, w->prev, &w->pub->current, "the worker's current, after");
 		__atomic_store_n(&w->pub->current, stb_task_id(cur), __ATOMIC_RELEASE);
 #endif
 	} else {
@@ -530,6 +605,7 @@ static inline __attribute__((always_inline)) void stb_after_switch(struct stb_wo
 		w = switch_hooks(w);
 	stb_post_fn post = w->post_fn;
 	if (post) {
+		STB_SW_NOTE(w, w->prev, &w->post_fn, "the worker's post");
 		w->post_fn = NULL;
 		post(w, w->prev, w->post_arg);
 	}
@@ -585,7 +661,7 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		  bool from_finished)
 {
 	struct stb_ctx *fctx = &w->main_ctx, *tctx = &w->main_ctx;
-#if STB_TRACER && !defined(STB_TEST_HOOKS)
+#if STB_TRACER
 	/*
 	 * from -> SUSPENDING and the worker naming to, as stb_task_set_state and
 	 * switch_gates_slow do, with one test of both leases. Loading to's lease
@@ -604,6 +680,11 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		tctx = (struct stb_ctx *)&tp->sp;
 		held |= __atomic_load_n(&tp->trace, __ATOMIC_ACQUIRE);
 	}
+#if defined(STB_TEST_HOOKS)
+	/* The switch hook is called in the slow path: with one set, every
+	 * switch goes there; without, the fast path runs as shipped. */
+	held |= __atomic_load_n(&stb_test_switch_hook, __ATOMIC_RELAXED) != NULL;
+#endif
 	if (STB_UNLIKELY(held != 0)) {
 		/* Only w and from (live across the jump anyway) across the call. */
 		w = switch_gates_slow(w, from, to);
@@ -612,25 +693,39 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		tctx = to ? stb_task_ctx(to) : &w->main_ctx;
 	} else {
 		if (from) {
+			STB_SW_NOTE(w, from, &fp->word, "the leaving task's word");
 			__atomic_store_n(&fp->word, stb_task_word(from, STB_TASK_SUSPENDING),
 					 __ATOMIC_RELEASE);
+			STB_SW_NOTE(w, from, &from->seq_word, "the leaving task's seq");
 			from->seq_word += 1ull << 32; /* the run ends: the next word's seq */
 		}
+		STB_SW_NOTE(w, from, &w->pub->current, "the worker's current");
 		__atomic_store_n(&w->pub->current, switching_word(to), __ATOMIC_RELEASE);
+#if defined(STB_TEST_HOOKS)
+		if (STB_UNLIKELY(stb_test_sw_check)) {
+			__atomic_fetch_add(&stb_test_sw_fast, 1, __ATOMIC_RELAXED);
+			if (to && stb_test_sw_plant) {
+				/* A write to the entry switched to: the check must catch it. */
+				struct stb_abi_task *tp = to->pub;
+				STB_SW_NOTE(w, from, &tp->word, "planted: the entry switched to");
+				__atomic_store_n(&tp->word, __atomic_load_n(&tp->word, __ATOMIC_RELAXED),
+						 __ATOMIC_RELAXED);
+			}
+		}
+#endif
+		STB_SW_NOTE(w, from, &w->prev, "the worker's prev");
 		w->prev = from;
+		STB_SW_NOTE(w, from, &w->cur, "the worker's cur");
 		w->cur = to;
 	}
+	STB_SW_NOTE(w, from, fctx, "the leaving context (sp, ip, bp)");
 #else
 	if (from)
 		fctx = stb_task_ctx(from);
 	if (to)
 		tctx = stb_task_ctx(to);
-#if STB_TRACER
-	switch_gates_slow(w, from, to); /* the test hook is called there */
-#else
 	w->prev = from;
 	w->cur = to;
-#endif
 #endif
 #if defined(STB_ASAN)
 	const void *bottom = to ? to->stack->lo : w->main_stack_lo;
@@ -699,13 +794,20 @@ static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *ar
 	 * Written once per run of yields: a task that yields in a loop leaves
 	 * the entry's second cache line alone. */
 	if (STB_UNLIKELY(!prev->yield_published)) {
+		STB_SW_NOTE(w, prev, &prev->yield_published, "the leaving task's yield mark");
 		prev->yield_published = true;
+		STB_SW_NOTE(w, prev, &pp->wait_word, "the leaving task's wait kind");
 		__atomic_store_n(&pp->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
 				 __ATOMIC_RELAXED);
 	}
 	/* What stb_task_set_state(prev, STB_TASK_READY) stores (no gate). */
+	STB_SW_NOTE(w, prev, &pp->word, "the leaving task's word, after");
 	__atomic_store_n(&pp->word, word, __ATOMIC_RELEASE);
 #endif
+	STB_SW_NOTE(w, prev, &w->rq.bottom, "the worker's queue bottom");
+	STB_SW_NOTE(w, prev,
+		    &w->rq.buf[__atomic_load_n(&w->rq.bottom, __ATOMIC_RELAXED) & (STB_RQ_CAP - 1)],
+		    "the worker's queue cell");
 	/* prev ran here, so it belongs to this worker's pool: queue it locally.
 	 * Both paths end in a tail call: nothing stays live across a call. */
 	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev))) {
@@ -1347,7 +1449,9 @@ int bthread_yield(void)
 		yield_to_scheduler(w, self, to);
 		return 0;
 	}
+	STB_SW_NOTE(w, self, &w->post_fn, "the worker's post");
 	w->post_fn = stb_post_ready;
+	STB_SW_NOTE(w, self, &w->post_arg, "the worker's post argument");
 	w->post_arg = STB_POST_YIELD;
 	jump_stack_inline(w, self, to, false);
 	return 0;
