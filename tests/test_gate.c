@@ -145,39 +145,42 @@ static void finish(struct task *t)
  */
 static void gate_in(int leaver_mode)
 {
-	static struct task a, b;
+	/* Fresh for each test: after a failure the last ones may still run. */
+	struct task *ta = calloc(2, sizeof(*ta)), *tb = ta + 1;
+	assert_non_null(ta);
 	int *butex = butex_create();
 	assert_non_null(butex);
-	start(&b, MODE_YIELD, NULL);
-	start(&a, leaver_mode, butex);
-	struct stb_abi_task *pb = entry_of(b.id), *pa = entry_of(a.id);
+	start(tb, MODE_YIELD, NULL);
+	start(ta, leaver_mode, butex);
+	struct stb_abi_task *pb = entry_of(tb->id), *pa = entry_of(ta->id);
 	assert_int_equal(stb_test_state(pa), STB_TASK_RUNNING);
 	assert_int_equal(stb_test_state(pb), STB_TASK_READY);
 	struct stb_stats s0, s1;
 	stb_get_stats(&s0);
 	uint64_t lease = take(pb, stb_now_ns() + 10000000000ull);
 	assert_true(lease != 0);
-	__atomic_store_n(&a.go, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&ta->go, 1, __ATOMIC_RELEASE);
 	/* The worker picks b after a's switch away: a's word says SUSPENDING,
 	 * b is not named (ready), and b does not run. */
 	assert_true(STB_WAIT_UNTIL(word_state(pa) == STB_TASK_SUSPENDING, 5000));
-	long turns = __atomic_load_n(&b.turns, __ATOMIC_ACQUIRE);
+	long turns = __atomic_load_n(&tb->turns, __ATOMIC_ACQUIRE);
 	stb_test_sleep_ms(HOLD_MS);
 	assert_int_equal(word_state(pa), STB_TASK_SUSPENDING);
 	assert_int_equal(stb_test_state(pb), STB_TASK_READY);
-	assert_int_equal(__atomic_load_n(&b.turns, __ATOMIC_ACQUIRE), turns);
-	check_copy(pb, b.id, lease);
+	assert_int_equal(__atomic_load_n(&tb->turns, __ATOMIC_ACQUIRE), turns);
+	check_copy(pb, tb->id, lease);
 	give(pb, lease);
-	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&b.turns, __ATOMIC_ACQUIRE) > turns, 5000));
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&tb->turns, __ATOMIC_ACQUIRE) > turns, 5000));
 	stb_get_stats(&s1);
 	assert_true(s1.gate_waits > s0.gate_waits);
 	assert_true(s1.gate_wait_ns - s0.gate_wait_ns >= (HOLD_MS - 10) * 1000000ull);
 	assert_int_equal(s1.gate_giveups, s0.gate_giveups);
 	__atomic_store_n(butex, 1, __ATOMIC_RELEASE);
 	butex_wake_all(butex);
-	finish(&a);
-	finish(&b);
+	finish(ta);
+	finish(tb);
 	butex_destroy(butex);
+	free(ta);
 }
 
 static void test_gate_in_yield(void **state)
@@ -205,12 +208,13 @@ static void test_gate_in_block(void **state)
  */
 static void gate_out(int mode, unsigned deadline_ms)
 {
-	static struct task other, held;
+	struct task *to = calloc(2, sizeof(*to)), *th = to + 1;
+	assert_non_null(to);
 	int *butex = butex_create();
 	assert_non_null(butex);
-	start(&other, MODE_YIELD, NULL);
-	start(&held, mode, butex);
-	struct stb_abi_task *p = entry_of(held.id);
+	start(to, MODE_YIELD, NULL);
+	start(th, mode, butex);
+	struct stb_abi_task *p = entry_of(th->id);
 	assert_true(STB_WAIT_UNTIL(stb_test_state(p) == STB_TASK_RUNNING, 5000));
 	uint64_t seq = STB_ABI_SEQ(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE));
 	struct stb_stats s0, s1;
@@ -218,19 +222,19 @@ static void gate_out(int mode, unsigned deadline_ms)
 	uint64_t until = deadline_ms ? deadline_ms * 1000000ull : 10000000000ull;
 	uint64_t lease = take(p, stb_now_ns() + until);
 	assert_true(lease != 0);
-	__atomic_store_n(&held.go, 1, __ATOMIC_RELEASE);
-	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&held.go, __ATOMIC_ACQUIRE) == 2, 5000));
-	long turns = __atomic_load_n(&other.turns, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&th->go, 1, __ATOMIC_RELEASE);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&th->go, __ATOMIC_ACQUIRE) == 2, 5000));
+	long turns = __atomic_load_n(&to->turns, __ATOMIC_ACQUIRE);
 	stb_test_sleep_ms(deadline_ms ? deadline_ms / 3 : HOLD_MS);
 	/* At the gate: running, not yet leaving; the other task waits. */
 	assert_int_equal(stb_test_state(p), STB_TASK_RUNNING);
 	assert_int_equal(STB_ABI_SEQ(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE)), seq);
-	assert_int_equal(__atomic_load_n(&other.turns, __ATOMIC_ACQUIRE), turns);
+	assert_int_equal(__atomic_load_n(&to->turns, __ATOMIC_ACQUIRE), turns);
 	if (!deadline_ms)
 		give(p, lease);
 	/* Through the gate: its run ended (a new seq, or gone), the other runs. */
-	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&other.turns, __ATOMIC_ACQUIRE) > turns, 5000));
-	assert_true(__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != held.id ||
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&to->turns, __ATOMIC_ACQUIRE) > turns, 5000));
+	assert_true(__atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != th->id ||
 		    STB_ABI_SEQ(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE)) != seq ||
 		    word_state(p) == STB_TASK_DESTROYED);
 	stb_get_stats(&s1);
@@ -244,9 +248,10 @@ static void gate_out(int mode, unsigned deadline_ms)
 	}
 	__atomic_store_n(butex, 1, __ATOMIC_RELEASE);
 	butex_wake_all(butex);
-	finish(&other);
-	finish(&held);
+	finish(to);
+	finish(th);
 	butex_destroy(butex);
+	free(to);
 }
 
 static void test_gate_out_yield(void **state)

@@ -167,7 +167,10 @@ struct stb_task {
 	bool about_to_quit;            /* bthread_about_to_quit */
 	struct stb_butex *wait_butex;  /* butex the task waits on, under that butex's lock */
 	struct stb_waiter *waiter;     /* its waiter node, under the same lock */
-	uint32_t free_next;            /* free-list link (slot + 1), 0 = end; under the free lock */
+	uint32_t free_next;            /* free chain link (slot + 1), 0 = end (task.c) */
+	uint32_t chain_next;           /* first of a chain: the next chain (slot + 1) */
+	uint32_t chain_tail;           /* first of a chain: its last slot + 1 */
+	uint32_t chain_len;            /* first of a chain: its length */
 	struct stb_task *next;         /* run-queue overflow link */
 	struct stb_butex *join;        /* value = version of the last finished occupant */
 	struct stb_butex *sleep;       /* private butex of bthread_usleep */
@@ -201,6 +204,13 @@ void stb_keys_task_exit(struct stb_task *t) __attribute__((weak));
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Returns a DESTROYED task's slot to the free list. */
 void stb_task_release(struct stb_task *t);
+/* Slots and stacks cached by the calling thread (a worker: no lock and no
+ * shared line on most starts and exits). start: from now on; flush: give
+ * them back (a worker that parks or stops). Not for other threads. */
+void stb_task_cache_start(void);
+void stb_task_cache_flush(void);
+void stb_stack_cache_start(void);
+void stb_stack_cache_flush(void);
 /* The task with this id if the id was ever issued (it may have finished); NULL otherwise. */
 struct stb_task *stb_task_lookup(bthread_t id);
 /* The task of id if it has not finished yet; NULL otherwise (never issued, or finished). */
@@ -316,6 +326,30 @@ int stb_runtime_init(void);
 struct stb_worker *stb_worker_self(void);
 /* Task running on this thread (bthread or worker-stack task), or NULL. */
 struct stb_task *stb_task_self(void);
+
+/* Where this thread's worker keeps the task it runs (sched.c sets it when the
+ * worker starts); NULL on other threads. */
+extern __thread struct stb_task *const *stb_tls_cur __attribute__((tls_model("initial-exec")));
+
+/*
+ * stb_task_self() without a call, for the fast paths of keys and locks. Only
+ * where nothing between the read and the use can switch: a bthread may
+ * resume on another thread, and the compiler may keep a TLS address.
+ */
+static inline struct stb_task *stb_task_here(void)
+{
+	struct stb_task *const *cur = stb_tls_cur;
+	return cur ? *cur : NULL;
+}
+
+/* The caller as an owner word (abi.h, STB_ABI_OWNER_*): its bthread's id (a
+ * registered pthread's too), or its flagged kernel tid. Never 0. */
+uint64_t stb_owner_self_slow(void);
+static inline uint64_t stb_owner_self(void)
+{
+	struct stb_task *t = stb_task_here();
+	return t ? t->id : stb_owner_self_slow();
+}
 /* True when the caller runs on its own bthread stack (can suspend). */
 bool stb_can_suspend(void);
 /*

@@ -297,10 +297,29 @@ __attribute__((noinline)) struct stb_worker *stb_worker_self(void)
 	return w;
 }
 
-struct stb_task *stb_task_self(void)
+/* One read of the thread's worker (nothing in here switches; noinline, so no
+ * caller keeps its TLS address across a switch of its own). */
+__attribute__((noinline)) struct stb_task *stb_task_self(void)
 {
-	struct stb_worker *w = stb_worker_self();
+	struct stb_worker *w = stb_tls_worker;
 	return w ? w->cur : NULL;
+}
+
+__thread struct stb_task *const *stb_tls_cur __attribute__((tls_model("initial-exec")));
+
+/* stb_owner_self() on a thread that runs no bthread now. */
+__attribute__((noinline)) uint64_t stb_owner_self_slow(void)
+{
+	static __thread uint64_t tid_owner __attribute__((tls_model("initial-exec")));
+	struct stb_worker *w = stb_tls_worker;
+	struct stb_task *t = w ? w->cur : NULL;
+	if (!t)
+		t = stb_tls_ptask; /* a registered pthread has an id too */
+	if (t)
+		return t->id;
+	if (STB_UNLIKELY(!tid_owner))
+		tid_owner = STB_ABI_OWNER_TID(stb_gettid());
+	return tid_owner;
 }
 
 bool stb_can_suspend(void)
@@ -309,9 +328,10 @@ bool stb_can_suspend(void)
 	return w && w->cur && !(w->cur->flags & STB_TASK_F_WORKER_STACK);
 }
 
-struct stb_task *stb_task_current(void)
+__attribute__((noinline)) struct stb_task *stb_task_current(void)
 {
-	struct stb_task *t = stb_task_self();
+	struct stb_worker *w = stb_tls_worker;
+	struct stb_task *t = w ? w->cur : NULL;
 	return t ? t : stb_tls_ptask;
 }
 
@@ -998,6 +1018,9 @@ static struct stb_task *stb_park(struct stb_worker *w)
 	uint32_t seq = __atomic_load_n(&p->park_seq, __ATOMIC_SEQ_CST);
 	struct stb_task *t = stb_find_task(w);
 	if (!t && !__atomic_load_n(&stb_world_stopped, __ATOMIC_ACQUIRE)) {
+		/* Asleep, it starts nothing: its slots and stacks serve others. */
+		stb_task_cache_flush();
+		stb_stack_cache_flush();
 #if STB_TRACER
 		__atomic_store_n(&w->pub->state, STB_WORKER_PARKED, __ATOMIC_RELAXED);
 #endif
@@ -1047,6 +1070,7 @@ static void *stb_worker_main(void *arg)
 {
 	struct stb_worker *w = arg;
 	stb_tls_worker = w;
+	stb_tls_cur = &w->cur;
 	w->tid = stb_gettid();
 	stb_tls_tid = w->tid;
 	pthread_attr_t pa;
@@ -1063,6 +1087,8 @@ static void *stb_worker_main(void *arg)
 	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELEASE);
 	stb_monitor_kick(); /* the monitor may have gone to sleep before it started */
 #endif
+	stb_task_cache_start();
+	stb_stack_cache_start();
 	char name[16];
 	snprintf(name, sizeof(name), "bthread_w%u", w->index);
 	pthread_setname_np(pthread_self(), name);
@@ -1092,6 +1118,8 @@ static void *stb_worker_main(void *arg)
 			stb_jump_stack(w, NULL, t, false);
 		}
 	}
+	stb_task_cache_flush();
+	stb_stack_cache_flush();
 #if STB_TRACER
 	__atomic_store_n(&w->pub->state, STB_WORKER_STOPPED, __ATOMIC_RELEASE);
 #endif
