@@ -150,7 +150,7 @@ static ECHO_FRAME void retry_request(void)
 /* Spins for spin_ns hashing the frame over and over (a CPU-bound handler). */
 static ECHO_FRAME uint64_t cpu_heavy_checksum(const unsigned char *p, size_t len, uint64_t spin_ns)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
 	uint64_t end = stb_now_ns() + spin_ns;
 	for (unsigned rounds = 1;; rounds++) {
 		for (size_t i = 0; i < len; i++)

@@ -7,6 +7,7 @@
  * kernel side.
  */
 #include "bpf_prog.h"
+#include "table/tview.h"
 #include "util.h"
 
 #include <errno.h>
@@ -94,11 +95,12 @@ static bool kernel_self_disarm(void)
 	return major > 6 || (major == 6 && minor >= 10);
 }
 
+/* The one check of a table header (table/tview.h). */
 static bool header_ok(const struct stb_abi_header *h)
 {
-	return h->magic == STB_ABI_MAGIC && h->abi_version == STB_ABI_VERSION &&
-	       h->entry_size == STB_ABI_ENTRY_SIZE && h->header_entries == STB_ABI_HEADER_ENTRIES &&
-	       h->max_workers == STB_ABI_MAX_WORKERS;
+	struct stb_tview_info info;
+	char why[160];
+	return stb_tview_check_header(h, 0, &info, why, sizeof(why)) == 0;
 }
 
 /* Reads len bytes at offset off of the table. 0 or -errno. */
@@ -154,8 +156,7 @@ static int table_check(struct stb_bpf_prog *c)
 	if (!header_ok(&h))
 		return -EPROTO;
 	if (c->backing == STB_ABI_BACKING_MEMFD) {
-		if (h.table_addr != c->table_addr || h.task_capacity > STB_ABI_MAX_CAPACITY ||
-		    h.table_size < STB_ABI_TABLE_SIZE(h.task_capacity))
+		if (h.table_addr != c->table_addr)
 			return -EPROTO;
 		c->task_capacity = h.task_capacity;
 	} else if (h.task_capacity < c->task_capacity) {
@@ -270,7 +271,13 @@ struct stb_bpf_prog *stb_bpf_prog_open(pid_t pid, const struct stb_bpf_prog_opts
 			goto cleanup;
 		}
 	}
-	err = table_check(c);
+	if (opts->task_capacity > STB_ABI_MAX_CAPACITY) {
+		err = -EINVAL;
+		goto cleanup;
+	}
+	/* A table its caller checked already is not read again. */
+	c->task_capacity = opts->task_capacity;
+	err = c->task_capacity ? 0 : table_check(c);
 	if (err)
 		goto cleanup;
 

@@ -31,6 +31,9 @@ enum stb_bpf_prog_disarm {
 struct stb_bpf_prog_opts {
 	__u32 mode;          /* enum stb_record_mode; 0 means CAPTURE */
 	__u32 backing;       /* STB_ABI_BACKING_BPF_MAP or STB_ABI_BACKING_MEMFD */
+	__u32 task_capacity; /* the table's capacity as the caller checked it (its
+	                        header: table/tview.h), which is then not read
+	                        again; 0: the table is read and checked here */
 	int table_fd;        /* BPF_MAP: this process's fd of the target's table map
 	                        (borrowed: the library keeps its own duplicate) */
 	__u64 table_addr;    /* MEMFD: the table's address in the target

@@ -32,7 +32,7 @@ struct stb_loader_opts {
 	int format; /* enum stb_format */
 	bool format_set;
 	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */
-	int timeout_ms;       /* per task */
+	unsigned timeout_ms;  /* per task */
 	uint64_t deadline_ns; /* the whole run, from its start */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */
 	int verbose;
@@ -49,8 +49,6 @@ struct stb_loader_opts {
 	uint64_t every_ns;   /* 0: one run */
 	const char *out_dir;
 	unsigned keep;       /* files kept in out_dir */
-	/* Test builds only (STB_LOADER_TEST_HOOKS): hold every lease this long. */
-	unsigned fault_hold_ms;
 };
 
 /*

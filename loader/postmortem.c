@@ -168,7 +168,8 @@ static int find_table(struct stb_postmortem *pm, uint64_t deadline, char *err, s
 	 * stays zero: its running task then has no thread). */
 	pm->workers = calloc(STB_ABI_MAX_WORKERS, sizeof(*pm->workers));
 	pm->win = malloc(STB_POSTMORTEM_WINDOW_SLOTS * sizeof(*pm->win));
-	if (!pm->workers || !pm->win) {
+	pm->win_prev = malloc(STB_POSTMORTEM_WINDOW_SLOTS * sizeof(*pm->win_prev));
+	if (!pm->workers || !pm->win || !pm->win_prev) {
 		stb_say(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -203,14 +204,20 @@ static struct stb_abi_task *src_entry(void *ctx, uint32_t slot, uint32_t *next)
 	struct stb_postmortem *pm = ctx;
 	*next = slot + 1;
 	if (slot < pm->win_lo || slot >= pm->win_hi) {
-		uint32_t hi = slot + STB_POSTMORTEM_WINDOW_SLOTS;
-		if (hi > pm->nslots || hi < slot)
+		/* The window before stays as it was until the next move: a reader
+		 * may still hold its entries (a batch of traces). */
+		struct stb_abi_task *w = pm->win_prev;
+		pm->win_prev = pm->win;
+		pm->win = w;
+		uint32_t lo = slot & ~(STB_POSTMORTEM_WINDOW_SLOTS - 1);
+		uint32_t hi = lo + STB_POSTMORTEM_WINDOW_SLOTS;
+		if (hi > pm->nslots || hi < lo)
 			hi = pm->nslots;
-		pm->win_lo = slot;
+		pm->win_lo = lo;
 		pm->win_hi = hi;
 		pm->win_single = stb_corefile_read(pm->core,
-					       pm->info.table_addr + STB_ABI_TASK_OFFSET(slot),
-					       pm->win, (size_t)(hi - slot) * sizeof(*pm->win)) != 0;
+					       pm->info.table_addr + STB_ABI_TASK_OFFSET(lo),
+					       pm->win, (size_t)(hi - lo) * sizeof(*pm->win)) != 0;
 	}
 	struct stb_abi_task *p = &pm->win[slot - pm->win_lo];
 	if (pm->win_single && read_entry(pm, slot, p) != 0) {
@@ -228,6 +235,7 @@ struct stb_tview_src stb_postmortem_src(struct stb_postmortem *pm, bool *clamped
 	pm->missing = 0;
 	pm->again = false;
 	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots,
+				      .window = STB_POSTMORTEM_WINDOW_SLOTS,
 				      .workers = stb_postmortem_workers(pm)};
 }
 
@@ -236,12 +244,36 @@ struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm)
 	pm->again = true;
 	pm->nslots = stb_tview_hwm(&pm->hdr, &pm->info, NULL);
 	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots,
+				      .window = STB_POSTMORTEM_WINDOW_SLOTS,
 				      .workers = stb_postmortem_workers(pm)};
 }
 
 struct stb_tview_wsrc stb_postmortem_workers(const struct stb_postmortem *pm)
 {
 	return (struct stb_tview_wsrc){.w = pm->workers, .n = stb_tview_nworkers(&pm->hdr, NULL)};
+}
+
+static struct stb_tview_src collect_tasks(void *ctx, bool *clamped, bool again)
+{
+	return again ? stb_postmortem_src_again(ctx) : stb_postmortem_src(ctx, clamped);
+}
+
+static struct stb_abi_task *collect_task(void *ctx, uint32_t slot)
+{
+	return stb_postmortem_task(ctx, slot);
+}
+
+static const struct stb_abi_worker *collect_worker(void *ctx, uint32_t w)
+{
+	struct stb_postmortem *pm = ctx;
+	return w < STB_ABI_MAX_WORKERS ? &pm->workers[w] : NULL;
+}
+
+void stb_postmortem_collect_src(struct stb_postmortem *pm, struct stb_collect_src *src)
+{
+	*src = (struct stb_collect_src){.tasks = collect_tasks, .task = collect_task,
+					.worker = collect_worker, .ctx = pm,
+					.capacity = pm->info.capacity, .owners = &pm->mem};
 }
 
 /* ---- running tasks: their threads' registers ---- */
@@ -517,6 +549,7 @@ void stb_postmortem_close(struct stb_postmortem *pm)
 	stb_corefile_close(pm->core);
 	free(pm->workers);
 	free(pm->win);
+	free(pm->win_prev);
 	free(pm);
 }
 

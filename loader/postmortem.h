@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collect/collect.h"
 #include "corefile.h"
 #include "loader.h"
 #include "report/model.h"
@@ -22,7 +23,7 @@
 #include "table/driver.h"
 #include "table/tview.h"
 
-/* Task entries read from the core at once. */
+/* Task entries read from the core at once (a power of two: windows are aligned). */
 #define STB_POSTMORTEM_WINDOW_SLOTS 4096u
 #define STB_POSTMORTEM_MAX_NOTES 6u
 
@@ -36,7 +37,8 @@ struct stb_postmortem {
 	struct stb_tview_info info;    /* the checked header */
 	struct stb_abi_header hdr;     /* as dumped (counters) */
 	struct stb_abi_worker *workers; /* STB_ABI_MAX_WORKERS entries as dumped (zero: not in it) */
-	struct stb_abi_task *win;      /* entries [win_lo, win_hi) */
+	struct stb_abi_task *win;      /* entries [win_lo, win_hi) (an aligned window) */
+	struct stb_abi_task *win_prev; /* the window before, kept until the next move */
 	uint32_t win_lo, win_hi;
 	bool win_single;               /* the window could not be read whole: entry by entry */
 	struct stb_abi_task one;       /* stb_postmortem_task */
@@ -83,6 +85,11 @@ struct stb_tview_wsrc stb_postmortem_workers(const struct stb_postmortem *pm);
 /* The same slots as the last stb_postmortem_src, for a second scan (the
  * deadlock search): entries missing from the core are not counted again. */
 struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm);
+
+/* pm as a source of the collector (collect/collect.h): the table as dumped,
+ * its workers, its memory for owner words; src->drv and src->unw are the
+ * caller's to set. Valid while pm is. */
+void stb_postmortem_collect_src(struct stb_postmortem *pm, struct stb_collect_src *src);
 
 /* Adds what the report must say about the core (its signal, modules that
  * differ or are missing, a truncated file, entries not in it) to meta;

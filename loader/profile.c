@@ -7,6 +7,7 @@
  * whose run sequence changed since the pass that last saw them. Lost samples are
  * counted and written into the profile. Design: docs/profiling.md.
  */
+#include "collect/collect.h"
 #include "loader.h"
 #include "profile.h"
 #include "record_unwind.h"
@@ -25,7 +26,7 @@
 
 #include "bpf_prog.h"
 #include "encode/escape.h"
-#include "report/flamegraph.h"
+#include "report/formats.h"
 #include "report/pprof.h"
 #include "symbols/symbolize.h"
 #include "table/tview.h"
@@ -55,16 +56,6 @@
 /* Value indices: samples/count, cpu/nanoseconds, wall/nanoseconds. */
 enum { STB_PV_SAMPLES, STB_PV_CPU, STB_PV_WALL, STB_PV_N };
 
-/* What the last off-CPU pass found in a table slot (reuse). */
-struct stb_prof_slot {
-	uint32_t key;      /* slot + 1; 0: a free entry of the cache */
-	uint64_t id;       /* 0: nothing cached */
-	uint32_t seq;      /* run sequence of the cached stack */
-	uint32_t state;    /* state of the cached sample */
-	int64_t stack;     /* builder stack id */
-	int64_t sample;    /* builder sample of (stack, labels with state) */
-};
-
 struct stb_prof {
 	struct stb_loader_opts o_run; /* the options, start_ns of this profile */
 	const struct stb_loader_opts *o;
@@ -77,17 +68,16 @@ struct stb_prof {
 	uint64_t *ips;
 	unsigned nips;
 	struct stb_frame *frames; /* one unwind's frames (nips of them) */
-	struct stb_walkmemo *memo; /* walks of copies alike but for where they lie */
 	struct stb_mem mem;
-	struct stb_driver drv;  /* off-CPU copies: no lease, no waiting */
-	struct stb_prof_slot *slots; /* the cache, a hash table on the slot: it grows
-	                               with the live tasks, not with slot_hwm */
-	size_t nslots, used;
+	/* The off-CPU passes: copies without lease or waiting, the stacks of
+	 * tasks that have not run since the pass that unwound them reused (by
+	 * slot: it grows with the live tasks, not with slot_hwm). */
+	struct stb_collector *coll;
 	uint32_t rotor;         /* where the next pass starts scanning */
 	uint64_t unwind_end;    /* no unwind runs beyond this (the duration) */
 	/* One pass's state, for the scan callback. */
-	uint64_t snap_budget_end, snap_weight;
-	bool snap_count, snap_over;
+	uint64_t snap_weight;
+	bool snap_count;
 	int64_t snap_v[3];
 	uint64_t period_ns;
 	int64_t nostack;        /* stack id of STB_PPROF_NOTE_NO_STACK */
@@ -116,34 +106,6 @@ static void prof_on_signal(int sig)
 	stb_prof_stop = 1;
 }
 
-
-int stb_profile_parse_duration(const char *s, uint64_t *ns)
-{
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	uint64_t unit;
-	if (strcmp(end, "ms") == 0)
-		unit = 1000000ull;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		unit = 1000000000ull;
-	else if (strcmp(end, "m") == 0)
-		unit = 60ull * 1000000000ull;
-	else if (strcmp(end, "h") == 0)
-		unit = 3600ull * 1000000000ull;
-	else
-		return -EINVAL;
-	if (v == 0)
-		return -EINVAL;
-	if (v > STB_PROFILE_DURATION_MAX_NS / unit)
-		return -ERANGE;
-	*ns = v * unit;
-	return 0;
-}
 
 /* ---- labels and samples ---- */
 
@@ -217,11 +179,11 @@ static int64_t prof_stack(struct stb_prof *P, const uint64_t *ips, unsigned n, b
 
 /* ---- on-CPU samples ---- */
 
-/* The ips of the frames an unwind delivered into P->frames. */
-static unsigned prof_ips(struct stb_prof *P, unsigned n)
+/* The ips of n frames into P->ips. */
+static unsigned prof_ips(struct stb_prof *P, unsigned n, const struct stb_frame *frames)
 {
 	for (unsigned i = 0; i < n; i++)
-		P->ips[i] = P->frames[i].ip;
+		P->ips[i] = frames[i].ip;
 	return n;
 }
 
@@ -241,7 +203,7 @@ static int prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
 				      .deadline = P->unwind_end};
 	stb_record_unwind(P->unw, rec, size, stb_frame_sink_depth(&sink), stb_frame_sink_add, &sink);
-	unsigned n = prof_ips(P, sink.n);
+	unsigned n = prof_ips(P, sink.n, P->frames);
 	int64_t st = prof_stack(P, P->ips, n, true, kernel ? STB_PPROF_NOTE_KERNEL
 							       : n ? NULL : STB_PPROF_NOTE_NO_STACK);
 	if (st < 0)
@@ -254,154 +216,73 @@ static int prof_on_record(void *arg, const struct stb_record *rec, size_t size)
 
 /* ---- the off-CPU pass ---- */
 
+/* What a reusable stack keeps for the profile (stb_collect_task.user): its
+ * stack in the builder, and the sample of (stack, labels with state). */
+#define STB_PROF_USER(sample, state) (((sample) + 1) * 16 + (int64_t)(state))
+#define STB_PROF_USER_SAMPLE(u) ((u) / 16 - 1)
+#define STB_PROF_USER_STATE(u) ((unsigned)((u) % 16))
+
 /*
- * Copies and unwinds task id, off-CPU now, with the trace driver: no lease
- * (STB_DRIVER_F_NO_WAIT, no STB_DRIVER_F_LEASE). A lease would make the task
- * wait at its gate if a worker picked it meanwhile -- for as long as this
- * loader is descheduled, on a busy machine -- and the profiler must never
- * delay the target; a task that runs during the copy is simply on a CPU now
- * (the on-CPU samples see it). The copy is validated all the same
- * (include/stb/abi.h). Returns the stack id, -EAGAIN when it is running or
- * switching (not off-CPU now), -ESRCH when gone, or another -errno. *seq and
- * *state: the run sequence and state of the copy.
+ * One task of an off-CPU pass (the collector's each()). Tasks are copied
+ * and unwound by the trace driver without a lease (STB_DRIVER_F_NO_WAIT, no
+ * STB_DRIVER_F_LEASE): a lease would make the task wait at its gate if a
+ * worker picked it meanwhile -- for as long as this loader is descheduled,
+ * on a busy machine -- and the profiler must never delay the target; a task
+ * that runs during the copy is simply on a CPU now (the on-CPU samples see
+ * it). The copy is validated all the same (include/stb/abi.h).
  */
-static int64_t prof_unwind_task(struct stb_prof *P, struct stb_abi_task *p, uint64_t id,
-				    uint32_t *seq, unsigned *state)
-{
-	struct stb_capture capt;
-	char err[160];
-	int rc = stb_driver_trace(&P->drv, p, id, stb_now_ns(), &capt, err, sizeof(err));
-	if (rc != 0)
-		return rc == -ESRCH && capt.target_gone ? -ENXIO : rc;
-	if (capt.mode == STB_TRACE_NO_STACK)
-		return P->nostack;
-	struct stb_frame_sink sink = {.frames = P->frames, .nframes = P->nips, .max = P->nips,
-				      .deadline = P->unwind_end};
-	stb_capture_unwind(P->unw, P->memo, &capt, &sink);
-	P->unwinds++;
-	*seq = capt.seq;
-	*state = capt.state;
-	unsigned n = prof_ips(P, sink.n);
-	return prof_stack(P, P->ips, n, false, n ? NULL : STB_PPROF_NOTE_NO_STACK);
-}
-
-/* The cache entry of slot (created when missing); NULL without memory. */
-static struct stb_prof_slot *prof_slot_get(struct stb_prof *P, uint32_t slot)
-{
-	if (P->used * 2 >= P->nslots) {
-		size_t n = P->nslots ? P->nslots * 2 : 1024;
-		struct stb_prof_slot *t = calloc(n, sizeof(*t));
-		if (!t)
-			return NULL;
-		for (size_t i = 0; i < P->nslots; i++) {
-			if (!P->slots[i].key)
-				continue;
-			size_t k = (P->slots[i].key * 2654435761u) & (n - 1);
-			while (t[k].key)
-				k = (k + 1) & (n - 1);
-			t[k] = P->slots[i];
-		}
-		free(P->slots);
-		P->slots = t;
-		P->nslots = n;
-	}
-	uint32_t key = slot + 1;
-	size_t k = (key * 2654435761u) & (P->nslots - 1);
-	while (P->slots[k].key && P->slots[k].key != key)
-		k = (k + 1) & (P->nslots - 1);
-	if (!P->slots[k].key) {
-		P->slots[k] = (struct stb_prof_slot){.key = key, .stack = -1, .sample = -1};
-		P->used++;
-	}
-	return &P->slots[k];
-}
-
-/* One task of an off-CPU pass (the scan's callback). */
-static int prof_snap_task(void *arg, uint32_t slot, struct stb_abi_task *p,
-			      const struct stb_tview_task *t)
+static int prof_offcpu_task(void *arg, struct stb_collect_task *ct)
 {
 	struct stb_prof *P = arg;
+	const struct stb_report_task *t = &ct->t;
 	unsigned st = t->state;
 	uint64_t id = t->id, weight = P->snap_weight;
 	const int64_t *v = P->snap_v;
-	if (t->flags & STB_ABI_TASK_F_PTHREAD)
-		return 0; /* registered pthreads are always "running" */
-	if (P->target_gone)
-		return 1;
-	struct stb_prof_slot *c = prof_slot_get(P, slot);
-	if (!c) {
-		P->err = -ENOMEM;
-		return 1;
-	}
-	uint32_t seq = t->seq;
-	if (!P->snap_count && c->id == id && c->seq == seq)
-		return 0;
-	if (!P->snap_count && stb_now_ns() >= P->snap_budget_end)
-		return 1; /* priming took long enough: the ticks do the rest */
-	if (c->id == id && c->seq == seq && c->stack >= 0) {
-		/* Not run since the cached pass: same stack, count it again. */
-		if (c->state == st && c->sample >= 0) {
-			stb_pprof_sample_add(P->pp, (uint32_t)c->sample, v);
-		} else {
-			c->sample = prof_sample(P, c->stack, id, st, 0, v);
-			c->state = st;
-		}
+	if (ct->reused) {
+		/* Not run since a pass unwound it: same stack, count it again. */
+		if (!P->snap_count)
+			return 0; /* priming: cached already */
+		int64_t stack = ct->user[0], smp = STB_PROF_USER_SAMPLE(ct->user[1]);
+		if (STB_PROF_USER_STATE(ct->user[1]) == st && smp >= 0)
+			stb_pprof_sample_add(P->pp, (uint32_t)smp, v);
+		else
+			smp = prof_sample(P, stack, id, st, 0, v);
+		ct->user[1] = STB_PROF_USER(smp, st);
 		P->reused++;
 		P->offcpu += weight;
 		return 0;
 	}
-	int64_t stack;
-	unsigned cst = st;
-	if (st == STB_TASK_CREATED || st == STB_TASK_READY_NO_STACK) {
-		stack = P->nostack;
-	} else if (P->snap_count && (P->snap_over || stb_now_ns() >= P->snap_budget_end)) {
-		if (!P->snap_over)
-			P->rotor = slot; /* next tick starts here */
-		P->snap_over = true;
+	if (ct->late) {
+		/* Over the tick's budget: counted, unwound on a later tick. */
 		P->over_budget++;
 		P->offcpu += weight;
-		c->id = 0;
 		prof_sample(P, P->overbudget, id, st, 0, v);
+		ct->forget = true;
 		return 0;
+	}
+	int64_t stack;
+	if (t->err == -EAGAIN) {
+		ct->forget = true; /* it moved: not off-CPU now */
+		return 0;
+	} else if (t->err < 0) {
+		P->copy_failed++;
+		stack = P->failed;
+	} else if (t->mode == STB_TRACE_NO_STACK) {
+		stack = P->nostack;
 	} else {
-		stack = prof_unwind_task(P, p, id, &seq, &cst);
-		if (stack == -EAGAIN || stack == -ESRCH || stack == -ENXIO) {
-			c->id = 0;
-			if (stack == -ENXIO || (stack == -ESRCH && !stb_target_alive(P->tg)))
-				P->target_gone = true;
-			return 0; /* it ran or finished: not off-CPU now */
-		}
-		if (stack < 0) {
-			P->copy_failed++;
-			stack = P->failed;
-		}
+		P->unwinds++;
+		unsigned n = prof_ips(P, t->nframes, t->frames);
+		stack = prof_stack(P, P->ips, n, false, n ? NULL : STB_PPROF_NOTE_NO_STACK);
 	}
 	int64_t smp = -1;
 	if (P->snap_count) {
 		P->offcpu += weight;
-		smp = prof_sample(P, stack, id, cst, 0, v);
+		smp = prof_sample(P, stack, id, st, 0, v);
 	}
-	*c = (struct stb_prof_slot){.key = c->key, .id = id, .seq = seq, .state = cst,
-				    .stack = stack, .sample = smp};
-	if (stack == P->failed)
-		c->id = 0; /* try again next time */
+	ct->user[0] = stack;
+	ct->user[1] = STB_PROF_USER(smp, st);
+	ct->forget = stack < 0 || stack == P->failed; /* try again next time */
 	return 0;
-}
-
-/* A scan source that skips the slots below first. */
-struct stb_prof_from {
-	struct stb_tview_src src;
-	uint32_t first;
-};
-
-static struct stb_abi_task *prof_from_entry(void *ctx, uint32_t slot, uint32_t *next)
-{
-	struct stb_prof_from *f = ctx;
-	if (slot < f->first) {
-		*next = f->first;
-		return NULL;
-	}
-	return f->src.entry(f->src.ctx, slot, next);
 }
 
 /* One wall-clock pass over every bthread that is off-CPU: suspended and
@@ -413,29 +294,36 @@ static void prof_offcpu_pass(struct stb_prof *P, uint64_t budget_end, uint64_t w
 {
 	const unsigned mask = 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_READY |
 			      1u << STB_TASK_CREATED | 1u << STB_TASK_READY_NO_STACK;
-	struct stb_tview_src src = stb_target_src(P->tg, NULL);
-	if (src.nslots == 0)
-		return;
-	P->snap_budget_end = budget_end;
 	P->snap_weight = weight;
 	P->snap_count = count;
-	P->snap_over = false;
 	P->snap_v[STB_PV_SAMPLES] = (int64_t)weight;
 	P->snap_v[STB_PV_CPU] = 0;
 	P->snap_v[STB_PV_WALL] = (int64_t)(weight * P->period_ns);
-	uint32_t start = P->rotor < src.nslots ? P->rotor : 0;
-	struct stb_prof_from from = {.src = src, .first = start};
-	struct stb_tview_src tail = {.entry = prof_from_entry, .ctx = &from,
-				     .nslots = src.nslots};
-	struct stb_tview_scan_result r;
-	stb_tview_scan(&tail, mask, 0, prof_snap_task, P, &r);
-	if (start && !r.stopped) {
-		struct stb_tview_src head = src;
-		head.nslots = start;
-		stb_tview_scan(&head, mask, 0, prof_snap_task, P, &r);
-	}
-	if (!P->snap_over)
-		P->rotor = 0;
+	const struct stb_collect_opts co = {
+	    .first_slot = P->rotor,
+	    .state_mask = mask,
+	    .no_pthreads = true, /* registered pthreads are always "running" */
+	    .stacks = true,
+	    .no_why = true,
+	    .walk_max = P->nips,
+	    .keep = P->nips,
+	    .timeout_ns = 1, /* one attempt: the task is off-CPU now, or not */
+	    .trace_end = budget_end,
+	    .walk_end = P->unwind_end,
+	    /* Priming stops at its budget (the ticks do the rest); a tick counts
+	     * what it reaches late, to be unwound from there next time. */
+	    .late = count ? STB_COLLECT_LATE_PASS : STB_COLLECT_LATE_STOP,
+	    .reuse = STB_COLLECT_REUSE_ANY,
+	    .each = prof_offcpu_task,
+	    .arg = P,
+	};
+	struct stb_collect_result r;
+	stb_collect(P->coll, &co, &r);
+	if (r.target_gone)
+		P->target_gone = true;
+	if (r.err && !P->err)
+		P->err = r.err;
+	P->rotor = count && r.late ? r.at_slot : 0; /* next tick starts there */
 }
 
 /* ---- setup, loop, output ---- */
@@ -537,26 +425,18 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 	}
 	if (rc != 0)
 		return rc;
-	if (P->o->format == STB_FORMAT_PPROF)
-		return stb_pprof_write(P->pp, out);
-	if (P->o->format == STB_FORMAT_FOLDED)
-		return stb_pprof_write_folded(P->pp, out, "state", STB_PV_SAMPLES);
-	if (P->o->format == STB_FORMAT_FLAMEGRAPH) {
-		struct stb_report_meta fm = {.producer = "stb-bpf-loader --profile",
-					     .pid = (int)P->o->pid, .comm = P->tg->comm};
-		const struct stb_flamegraph_opts fo = {
-			.title = "on-CPU and off-CPU samples", .unit = "samples",
-			.root_key = "state", .value = STB_PV_SAMPLES, .meta = &fm,
-		};
-		return stb_flamegraph_write(P->pp, out, &fo);
-	}
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
 		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone,
 		.partial = P->target_gone ? "the target exited during the profile" : NULL,
 		.stats = stats, .nstats = nstats,
 	};
-	return stb_pprof_write_json(P->pp, out, &meta);
+	const struct stb_profile_out po = {
+		.root_key = "state", .value = STB_PV_SAMPLES, .title = "on-CPU and off-CPU samples",
+		.unit = "samples", .meta = &meta,
+	};
+	const struct stb_format_info *f = stb_format_get(P->o->format);
+	return f && f->write_profile ? f->write_profile(P->pp, out, &po) : -EINVAL;
 }
 
 /* What stays from one profile to the next: the target, its modules and
@@ -580,15 +460,19 @@ static int prof_setup(struct stb_prof *P)
 	P->frames = calloc(P->nips, sizeof(*P->frames));
 	P->buf = malloc(STB_PROF_COPY_MAX);
 	stb_target_mem(P->tg, &P->mem);
-	P->drv = (struct stb_driver){.mem = &P->mem, .flags = STB_DRIVER_F_NO_WAIT, .buf = P->buf,
-				     .cap = STB_PROF_COPY_MAX, .workers = stb_target_workers(P->tg)};
 	if (!P->unw || !P->sym || !P->ips || !P->frames || !P->buf) {
 		fprintf(stderr, "stb-bpf-loader: cannot read the modules of process %d: %s\n",
 			(int)o->pid, strerror(errno));
 		return -1;
 	}
-	P->memo = stb_walkmemo_new(0);
-	if (!P->memo) {
+	struct stb_collect_src src;
+	stb_target_collect_src(P->tg, NULL, &src);
+	src.drv = (struct stb_driver){.mem = &P->mem, .flags = STB_DRIVER_F_NO_WAIT,
+				      .buf = P->buf, .cap = STB_PROF_COPY_MAX,
+				      .workers = stb_target_workers(P->tg)};
+	src.unw = P->unw;
+	P->coll = stb_collector_new(&src, 0);
+	if (!P->coll) {
 		fprintf(stderr, "stb-bpf-loader: out of memory\n");
 		return -1;
 	}
@@ -599,11 +483,10 @@ static void prof_teardown(struct stb_prof *P)
 {
 	stb_bpf_prog_close(P->cap);
 	stb_pprof_free(P->pp);
-	free(P->slots);
+	stb_collector_free(P->coll);
 	free(P->buf);
 	free(P->frames);
 	free(P->ips);
-	stb_walkmemo_free(P->memo);
 	stb_sym_free(P->sym);
 	stb_unw_proc_free(P->unw);
 	stb_target_close(P->tg);
@@ -615,16 +498,13 @@ static void prof_reset(struct stb_prof *P)
 {
 	stb_pprof_free(P->pp);
 	P->pp = NULL;
-	if (P->slots)
-		memset(P->slots, 0, P->nslots * sizeof(*P->slots));
-	P->used = 0;
+	stb_collector_forget(P->coll);
 	P->rotor = 0;
 	P->err = 0;
 	P->unlabelled = P->dropped_stacks = 0;
 	P->oncpu = P->oncpu_tagged = P->oncpu_sched = P->oncpu_kernel = 0;
 	P->offcpu = P->ticks = P->missed_ticks = P->unwinds = P->reused = 0;
 	P->over_budget = P->copy_failed = 0;
-	stb_walkmemo_reset(P->memo);
 }
 
 /* One profile from now, written to out. *written: the profile was written

@@ -254,7 +254,7 @@ struct stb_target *stb_target_open(pid_t pid, char *err, size_t errlen)
 	t->pid = pid;
 	t->pidfd = t->table_fd = -1;
 	t->hdr = MAP_FAILED;
-	t->win = MAP_FAILED;
+	t->win = t->win_prev = MAP_FAILED;
 	if (kill(pid, 0) != 0 && errno == ESRCH) {
 		snprintf(err, errlen, "no such process: %d", (int)pid);
 		rc = ESRCH;
@@ -349,6 +349,8 @@ void stb_target_close(struct stb_target *t)
 		return;
 	if (t->win != MAP_FAILED)
 		munmap(t->win, t->win_size);
+	if (t->win_prev != MAP_FAILED)
+		munmap(t->win_prev, t->win_prev_size);
 	if (t->hdr != MAP_FAILED)
 		munmap((void *)t->hdr, t->hdr_size);
 	if (t->table_fd >= 0)
@@ -371,8 +373,12 @@ static int map_window(struct stb_target *t, uint32_t slot)
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t off = STB_ABI_TASK_OFFSET(lo); /* page-aligned: abi.h asserts it */
 	uint64_t len = (STB_ABI_TASK_OFFSET(hi) - off + (uint64_t)page - 1) & ~((uint64_t)page - 1);
-	if (t->win != MAP_FAILED)
-		munmap(t->win, t->win_size);
+	/* The window before stays mapped until the next move: a reader may
+	 * still hold its entries (a batch of traces). */
+	if (t->win_prev != MAP_FAILED)
+		munmap(t->win_prev, t->win_prev_size);
+	t->win_prev = t->win;
+	t->win_prev_size = t->win_size;
 	t->win_lo = t->win_hi = 0;
 	t->win = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, t->table_fd, (off_t)off);
 	if (t->win == MAP_FAILED)
@@ -449,7 +455,10 @@ struct stb_tview_src stb_target_src(struct stb_target *t, bool *clamped)
 	uint64_t extent = (uint64_t)hwm + STB_TARGET_SLOT_SLACK;
 	t->extent = extent < t->info.capacity ? (uint32_t)extent : t->info.capacity;
 	t->data_lo = t->data_hi = 0; /* the target may have written new ranges */
-	return (struct stb_tview_src){.entry = src_entry, .ctx = t, .nslots = hwm,
+	return (struct stb_tview_src){.entry = src_entry,
+				      .ctx = t,
+				      .nslots = hwm,
+				      .window = STB_TARGET_WINDOW_SLOTS,
 				      .workers = stb_target_workers(t)};
 }
 
@@ -519,12 +528,45 @@ void stb_target_mem(struct stb_target *t, struct stb_mem *mem)
 	    .read = stb_target_read, .read_many = target_read_many, .alive = mem_alive, .ctx = t};
 }
 
+const struct stb_abi_worker *stb_target_worker(const struct stb_target *t, uint32_t w)
+{
+	if (w >= STB_ABI_MAX_WORKERS ||
+	    STB_ABI_WORKER_OFFSET(w) + sizeof(struct stb_abi_worker) > t->hdr_size)
+		return NULL;
+	return (const struct stb_abi_worker *)((const char *)t->hdr + STB_ABI_WORKER_OFFSET(w));
+}
+
+static struct stb_tview_src collect_tasks(void *ctx, bool *clamped, bool again)
+{
+	(void)again;
+	return stb_target_src(ctx, clamped);
+}
+
+static struct stb_abi_task *collect_task(void *ctx, uint32_t slot)
+{
+	return stb_target_task(ctx, slot);
+}
+
+static const struct stb_abi_worker *collect_worker(void *ctx, uint32_t w)
+{
+	return stb_target_worker(ctx, w);
+}
+
+void stb_target_collect_src(struct stb_target *t, const struct stb_mem *mem,
+			    struct stb_collect_src *src)
+{
+	*src = (struct stb_collect_src){.tasks = collect_tasks, .task = collect_task,
+					.worker = collect_worker, .ctx = t,
+					.capacity = t->info.capacity, .owners = mem};
+}
+
 void stb_target_bpf_prog_opts(const struct stb_target *t, unsigned mode,
 			      struct stb_bpf_prog_opts *co)
 {
 	memset(co, 0, sizeof(*co));
 	co->mode = mode;
 	co->backing = t->info.backing;
+	co->task_capacity = t->info.capacity;
 	co->table_fd = t->table_fd;
 	co->table_addr = t->info.table_addr;
 }

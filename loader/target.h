@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "bpf_prog.h"
+#include "collect/collect.h"
 #include "stb/abi.h"
 #include "table/driver.h"
 #include "table/tview.h"
@@ -35,9 +36,10 @@ struct stb_target {
 	struct stb_tview_info info;   /* the checked header (never re-read) */
 	const struct stb_abi_header *hdr; /* the live header: counters only */
 	size_t hdr_size;              /* bytes mapped at hdr (header and workers) */
-	/* The window of task entries mapped read-write (leases are written). */
-	void *win;
-	size_t win_size;
+	/* The window of task entries mapped read-write (leases are written),
+	 * and the one before it, kept until the next move (tview.h). */
+	void *win, *win_prev;
+	size_t win_size, win_prev_size;
 	uint32_t win_lo, win_hi;      /* slots [win_lo, win_hi) */
 	uint32_t extent;              /* slots wanted (hwm + slack), for new windows */
 	uint32_t data_lo, data_hi;    /* memfd: slots known to hold data */
@@ -62,7 +64,8 @@ void stb_target_close(struct stb_target *t);
 /*
  * Task entry of slot s (< info.capacity), mapped read-write, or NULL when
  * the slot cannot be mapped. Valid until the next stb_target_task or
- * stb_target_src entry call on t (the window may move). Not thread-safe.
+ * stb_target_src entry call on t that moves the window twice (a window holds
+ * STB_TARGET_WINDOW_SLOTS slots; tview.h). Not thread-safe.
  */
 struct stb_abi_task *stb_target_task(struct stb_target *t, uint32_t slot);
 
@@ -92,6 +95,15 @@ int stb_target_alive(const struct stb_target *t);
 
 /* The memory backend of the trace driver for t (process_vm_readv). */
 void stb_target_mem(struct stb_target *t, struct stb_mem *mem);
+
+/* The entry of worker w in the mapped header region, NULL when there is none. */
+const struct stb_abi_worker *stb_target_worker(const struct stb_target *t, uint32_t w);
+
+/* t as a source of the collector (collect/collect.h): its table, its
+ * workers, owner words read with mem (stb_target_mem's); src->drv and
+ * src->unw are the caller's to set. Valid while t and mem are. */
+void stb_target_collect_src(struct stb_target *t, const struct stb_mem *mem,
+			    struct stb_collect_src *src);
 
 /* BPF program options for target t's table (backing, fd, address) in `mode`
  * (enum stb_record_mode); everything else zero (defaults). */

@@ -3,7 +3,7 @@
  * The opt-in debug HTTP endpoint (stb_debug_http_start): bRPC-style
  * /bthreads, /bthreads/<id>[?st=1] and /bthreads/all pages on 127.0.0.1,
  * served by bthreads with bthread_fd_wait. Owns only the HTTP side; the tasks
- * come from stb_collect_tasks (dump.c), every format from the report writers
+ * come from stb_self_collect (dump.c), every format from the report writers
  * (runtime/stacks/report/), the HTML for browsers from debug_html.c.
  */
 #include <arpa/inet.h>
@@ -91,7 +91,7 @@ static void dh_error(struct stb_dh_response *res, int status, const char *fmt, .
 	res->body = NULL;
 	res->len = 0;
 	res->status = status;
-	res->type = "text/plain; charset=utf-8";
+	res->type = stb_format_get(STB_FORMAT_TEXT)->mime;
 	int n = asprintf(&res->body, "%d %s: %s\n", status, dh_reason(status), msg);
 	if (n < 0)
 		res->body = NULL;
@@ -117,13 +117,10 @@ static bool dh_parse_id(const char *s, size_t len, uint64_t *out)
 	return true;
 }
 
-/* ?format=html: the text page as HTML (also for Accept: text/html). */
-#define STB_DH_FORMAT_HTML (-2)
-
 struct stb_dh_query {
 	bool st;
 	bool json;
-	int format;          /* enum stb_format, STB_DH_FORMAT_HTML; -1: not given */
+	int format;          /* enum stb_format, STB_FORMAT_HTML_PAGE; -1: not given */
 	bool runtime_frames; /* runtime_frames=1 */
 	bool lines;          /* lines=1 */
 	bool all_ids;        /* v=1 */
@@ -174,20 +171,20 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 			}
 		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
 			char name[16];
-			int f = -1;
+			const struct stb_format_info *f = NULL;
 			if (vlen < sizeof(name)) {
 				memcpy(name, v, vlen);
 				name[vlen] = '\0';
-				f = strcmp(name, "html") == 0 ? STB_DH_FORMAT_HTML
-							      : stb_format_from_name(name);
+				f = stb_format_named(name, true);
 			}
-			if (f == -1 || f == -EINVAL) {
-				snprintf(why, whylen, "format must be text, json, pprof, folded, "
-						      "flamegraph or html");
+			if (!f) {
+				char list[64];
+				stb_format_list(list, sizeof(list), STB_FORMATS_PAGES);
+				snprintf(why, whylen, "format must be %s", list);
 				return false;
 			}
-			out->format = f;
-			out->json = f == STB_FORMAT_JSON;
+			out->format = f->format;
+			out->json = f->format == STB_FORMAT_JSON;
 		} else if (klen == 14 && memcmp(kv, "runtime_frames", 14) == 0) {
 			if (!dh_flag(v, vlen, &out->runtime_frames)) {
 				snprintf(why, whylen, "runtime_frames must be 0 or 1");
@@ -234,7 +231,7 @@ static bool dh_html_wrap(struct stb_dh_response *res, const char *path, size_t p
 	free(res->body);
 	res->body = body;
 	res->len = len;
-	res->type = "text/html; charset=utf-8";
+	res->type = stb_format_get(STB_FORMAT_HTML_PAGE)->mime;
 	return true;
 }
 
@@ -250,14 +247,15 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	STB_CALLER_FRAME(self_ip, self_sp, self_bp);
 	static const char prefix[] = "/bthreads";
 	const size_t pre = sizeof(prefix) - 1;
-	struct stb_task_set set;
+	struct stb_self_set set;
 	memset(&set, 0, sizeof(set));
 	FILE *out = NULL;
 	bool all = false, list = false, one = false;
 	uint64_t id = 0;
 
-	bool html = q->format == STB_DH_FORMAT_HTML;
+	bool html = q->format == STB_FORMAT_HTML_PAGE;
 	int format = q->format >= 0 ? q->format : STB_FORMAT_TEXT;
+	const struct stb_format_info *fi = stb_format_get(format);
 	if (plen == 1 && path[0] == '/' && html) {
 		out = open_memstream(&res->body, &res->len);
 		if (!out || stb_dh_html_index(out) != 0 || fclose(out) != 0) {
@@ -267,12 +265,12 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		}
 		out = NULL;
 		res->status = 200;
-		res->type = "text/html; charset=utf-8";
+		res->type = stb_format_get(STB_FORMAT_HTML_PAGE)->mime;
 		goto cleanup;
 	}
 	if (plen == 1 && path[0] == '/') {
 		res->status = 200;
-		res->type = "text/plain; charset=utf-8";
+		res->type = stb_format_get(STB_FORMAT_TEXT)->mime;
 		res->body = strdup(stb_dh_index);
 		if (!res->body)
 			dh_error(res, 500, "out of memory");
@@ -304,17 +302,16 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
-	if (!stacks && (format == STB_FORMAT_PPROF || format == STB_FORMAT_FOLDED ||
-			format == STB_FORMAT_FLAMEGRAPH)) {
+	if (!stacks && !fi->lists) {
 		dh_error(res, 400, "format=%s needs stacks: /bthreads/all or /bthreads/<id>?st=1",
-			 stb_format_name(format));
+			 fi->name);
 		goto cleanup;
 	}
-	const struct stb_collect_opts co = {
+	const struct stb_self_opts so = {
 		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
-	int rc = stb_collect_tasks(&co, &set);
+	int rc = stb_self_collect(&so, &set);
 	if (rc == -ESRCH) {
 		dh_error(res, 404, "no live bthread %" PRIu64, id);
 		goto cleanup;
@@ -331,16 +328,17 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
 			       .meta = &meta, .all_ids = q->all_ids,
-			       .deadlocks = set.searched ? &set.deadlocks : NULL, .max_depth = 64,
+			       .stacks = stb_collector_stacks(set.c),
+			       .deadlocks = set.res.deadlocks, .max_depth = 64,
 			       .runtime_frames = q->runtime_frames, .lines = q->lines,
 			       .runtime_hint = "?runtime_frames=1"};
 	stb_trace_self_tools(&r.unw, &r.sym);
 	if (stacks)
-		rc = stb_report_write(&r, set.tasks, set.n, format);
+		rc = stb_report_write(&r, set.res.tasks, set.res.n, format);
 	else
-		rc = stb_report_list(&r, set.tasks, set.n, q->json);
+		rc = stb_report_list(&r, set.res.tasks, set.res.n, q->json);
 	if (list && !q->json)
-		fprintf(out, "%zu tasks\n", set.n);
+		fprintf(out, "%zu tasks\n", set.res.n);
 	if (fclose(out) != 0 || rc != 0) {
 		out = NULL;
 		dh_error(res, 500, "cannot format the report");
@@ -348,16 +346,13 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	out = NULL;
 	res->status = 200;
-	res->type = format == STB_FORMAT_JSON		? "application/json"
-		    : format == STB_FORMAT_PPROF	? "application/octet-stream"
-		    : format == STB_FORMAT_FLAMEGRAPH ? "text/html; charset=utf-8"
-						      : "text/plain; charset=utf-8";
+	res->type = fi->mime;
 	if (html && !dh_html_wrap(res, path, plen))
 		dh_error(res, 500, "out of memory");
 cleanup:
 	if (out)
 		fclose(out);
-	stb_task_set_free(&set);
+	stb_self_set_free(&set);
 }
 
 /* Does a header line "Accept: ..." of headers name text/html (a browser)? */
@@ -417,7 +412,7 @@ static void dh_handle(char *head, struct stb_dh_response *res)
 		return;
 	}
 	if (q.format == -1 && headers && dh_accepts_html(headers))
-		q.format = STB_DH_FORMAT_HTML;
+		q.format = STB_FORMAT_HTML_PAGE;
 	stb_dh_render(target, plen, &q, res);
 }
 

@@ -2,8 +2,9 @@
 /*
  * stb_dump: stacks of every live bthread and registered pthread, one section
  * per task or grouped by identical stack (count and ids), and the opt-in
- * signal ($STB_DUMP_SIGNAL) that dumps everything to stderr. The task
- * collection (stb_collect_tasks) is shared with the debug HTTP endpoint.
+ * signal ($STB_DUMP_SIGNAL) that dumps everything to stderr; and this
+ * process as a source of the collector (collect/collect.h), for the dump,
+ * the debug HTTP endpoint and the watchdog.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -13,31 +14,47 @@
 #include <string.h>
 #include <strings.h>
 
-#include "collect/taskwhy.h"
 #include "internal.h"
 #include "report/formats.h"
-#include "symbols/walkmemo.h"
-#include "table/deadlock.h"
-#include "table/tview.h"
 #include "trace.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
 #define STB_DUMP_DEADLOCK_MS 2000u /* the deadlock search's budget */
 /* Memory a dump may keep walks in (the process being traced is ours). */
 #define STB_DUMP_MEMO_BYTES (4u << 20)
+/* How long a collection waits for a capture buffer (stb_trace's hold them). */
+#define STB_DUMP_SLOT_WAIT_MS 5000u
 
 /* The in-process table as the scan sees it: every slot, published or
  * private (beyond the table's capacity). */
 static struct stb_abi_task *self_entry(void *ctx, uint32_t slot, uint32_t *next)
 {
-	uint32_t first = *(const uint32_t *)ctx; /* slots below: skipped */
-	if (slot < first) {
-		*next = first;
-		return NULL;
-	}
+	(void)ctx;
 	struct stb_task *t = stb_task_at(slot);
 	*next = slot + 1;
 	return t ? t->pub : NULL;
+}
+
+static struct stb_tview_src self_tasks(void *ctx, bool *clamped, bool again)
+{
+	(void)again;
+	if (clamped)
+		*clamped = false;
+	return (struct stb_tview_src){.entry = self_entry, .ctx = ctx, .nslots = stb_task_slots(),
+				      .workers = stb_self_wsrc()};
+}
+
+static struct stb_abi_task *self_task(void *ctx, uint32_t slot)
+{
+	(void)ctx;
+	struct stb_task *t = stb_task_at(slot);
+	return t ? t->pub : NULL;
+}
+
+static const struct stb_abi_worker *self_worker(void *ctx, uint32_t w)
+{
+	(void)ctx;
+	return stb_table_worker(w);
 }
 
 /* Reads memory of this process that may be gone (an owner word of a
@@ -51,204 +68,89 @@ static int read_self_checked(void *ctx, uint64_t addr, void *dst, size_t len)
 	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EFAULT;
 }
 
-const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
+static const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
 
-struct stb_tview_wsrc stb_self_wsrc(void)
+void stb_self_source(struct stb_collect_src *src)
 {
-	return (struct stb_tview_wsrc){.w = stb_table_worker(0), .hdr = stb_table_workers_header()};
-}
-
-struct stb_tview_src stb_self_src(uint32_t *first)
-{
-	return (struct stb_tview_src){.entry = self_entry, .ctx = first, .nslots = stb_task_slots(),
-				      .workers = stb_self_wsrc()};
-}
-
-bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *d,
-		       uint64_t now)
-{
-	if (!o->stuck_ns)
-		return true;
-	if (o->stuck_no_io && (d->wait.kind == STB_WAIT_FD || d->wait.kind == STB_WAIT_SLEEP))
-		return false;
-	if (o->stuck_no_io && d->is_pthread && d->wait.kind == STB_WAIT_NONE)
-		return false; /* a registered pthread running on its own: unknown */
-	return stb_report_stuck_ns(d, now) >= o->stuck_ns;
-}
-
-struct collect {
-	const struct stb_collect_opts *o;
-	struct stb_task_set *set;
-	size_t cap;                  /* tasks allocated */
-	unsigned depth;              /* frames kept per task (stb_report_keep) */
-	uint64_t now;                /* CLOCK_MONOTONIC when the collection started */
-	struct stb_frame *scratch;   /* one trace's frames (STB_REPORT_WALK_MAX) */
-	struct stb_walkmemo *memo;   /* walks of stacks alike (NULL: each walked) */
-	size_t used, room;           /* frames arena */
-	int err;
-};
-
-/* Fills d from the entry copy v without tracing it. */
-static void entry_task(const struct stb_tview_task *v, struct stb_report_task *d)
-{
-	d->mode = STB_TRACE_NO_STACK;
-	if (v->state == STB_TASK_RUNNING || d->is_pthread)
-		d->tid = v->tid;
-	memcpy(d->name, v->name, sizeof(d->name));
-}
-
-/* Traces task id into d (frames without symbols into c->scratch). Returns
- * -ESRCH if it finished. */
-static int trace_task(struct collect *c, bthread_t id, struct stb_report_task *d)
-{
-	/* Symbols are looked up when printing. The whole stack is walked so
-	 * that the report can count the frames it leaves out; depth are kept. */
-	struct stb_trace_opts to = {.max_depth = STB_REPORT_WALK_MAX, .no_symbols = 1};
-	struct stb_trace_info info;
-	int r = stb_trace_impl(id, &to, c->scratch, STB_REPORT_WALK_MAX, &info, c->o->self_ip,
-			       c->o->self_sp, c->o->self_bp, c->memo);
-	if (r == -ESRCH)
-		return r;
-	d->id = id;
-	d->state = info.state;
-	d->mode = info.mode;
-	d->is_pthread = info.is_pthread;
-	d->tid = info.tid;
-	memcpy(d->name, info.name, sizeof(d->name));
-	d->err = r < 0 ? r : 0;
-	d->error = r < 0 && info.error[0] ? strdup(info.error) : NULL; /* NULL: strerror */
-	unsigned n = r < 0 ? 0 : info.nframes;
-	d->nframes = n < c->depth ? n : c->depth;
-	d->beyond = n - d->nframes;
-	d->beyond_more = info.truncated != 0;
-	d->truncated = info.truncated;
-	return 0;
-}
-
-/* Appends n frames of c->scratch to the arena. */
-static int keep_frames(struct collect *c, unsigned n)
-{
-	if (c->used + n > c->room) {
-		size_t room = c->room ? c->room * 2 : 4096;
-		while (room < c->used + n)
-			room *= 2;
-		struct stb_frame *grown = realloc(c->set->frames, room * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		c->set->frames = grown;
-		c->room = room;
-	}
-	memcpy(c->set->frames + c->used, c->scratch, n * sizeof(*c->scratch));
-	c->used += n;
-	return 0;
-}
-
-static int collect_one(void *arg, uint32_t slot, struct stb_abi_task *p,
-		       const struct stb_tview_task *v)
-{
-	struct collect *c = arg;
-	const struct stb_collect_opts *o = c->o;
-	(void)slot;
-	if (o->only && v->id != o->only)
-		return 0;
-	struct stb_task_set *set = c->set;
-	if (set->n == c->cap) {
-		/* Memory grows with the live tasks, not with the slots. */
-		size_t cap = c->cap ? c->cap * 2 : 256;
-		struct stb_report_task *grown = realloc(set->tasks, cap * sizeof(*grown));
-		if (!grown) {
-			c->err = -ENOMEM;
-			return 1;
-		}
-		set->tasks = grown;
-		c->cap = cap;
-	}
-	struct stb_report_task *d = &set->tasks[set->n];
-	memset(d, 0, sizeof(*d));
-	d->id = v->id;
-	d->state = v->state;
-	d->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
-	/* Why it is there, before the trace (which must not see it move). */
-	stb_report_task_why(d, p, stb_table_worker(v->worker), &stb_self_checked_mem);
-	if (!stb_collect_stuck(o, d, c->now))
-		return 0;
-	if (!o->stacks) {
-		entry_task(v, d);
-	} else if (trace_task(c, v->id, d) != 0) {
-		return 0; /* finished meanwhile */
-	} else {
-		stb_report_task_why_recheck(d, p);
-		if (!stb_collect_stuck(o, d, c->now)) {
-			free((char *)d->error);
-			return 0; /* it moved on meanwhile: not stuck */
-		}
-		if (d->nframes && keep_frames(c, d->nframes) != 0) {
-			free((char *)d->error);
-			c->err = -ENOMEM;
-			return 1;
-		}
-	}
-	set->n++;
-	return o->only != 0; /* one task: done */
-}
-
-void stb_task_set_free(struct stb_task_set *set)
-{
-	for (size_t i = 0; set->tasks && i < set->n; i++)
-		free((char *)set->tasks[i].error);
-	free(set->tasks);
-	free(set->frames);
-	stb_deadlocks_free(&set->deadlocks);
-	memset(set, 0, sizeof(*set));
-}
-
-int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set)
-{
-	memset(set, 0, sizeof(*set));
-	struct collect c = {
-		.o = o, .set = set,
-		.depth = stb_report_keep(o->depth ? o->depth : STB_DUMP_DEFAULT_DEPTH),
-		.now = stb_now_ns(),
+	*src = (struct stb_collect_src){
+	    .tasks = self_tasks, .task = self_task, .worker = self_worker,
+	    .capacity = UINT32_MAX, /* every slot, published or private */
+	    .owners = &stb_self_checked_mem,
 	};
-	uint32_t first = 0;
-	struct stb_tview_src src = stb_self_src(&first);
-	if (o->only) {
-		if (!stb_task_lookup(o->only))
-			return -ESRCH;
-		first = STB_ABI_SLOT(o->only);
-		src.nslots = first + 1;
-	}
-	if (o->stacks && !(c.scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*c.scratch)))) {
-		c.err = -ENOMEM;
-		goto cleanup;
+}
+
+/* Each trace of a collection counts as one of stb_trace's (stb_get_stats). */
+static void self_traced(void *arg, uint64_t id, int rc, const struct stb_capture *capt)
+{
+	(void)arg;
+	(void)id;
+	stb_trace_count(rc, capt);
+}
+
+void stb_self_set_free(struct stb_self_set *set)
+{
+	stb_collector_free(set->c);
+	stb_self_tracer_close(&set->st);
+	memset(set, 0, sizeof(*set));
+}
+
+int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set)
+{
+	memset(set, 0, sizeof(*set));
+	unsigned depth = o->depth ? o->depth : STB_DUMP_DEFAULT_DEPTH;
+	struct stb_collect_src src;
+	stb_self_source(&src);
+	char err[128];
+	int rc = 0;
+	if (o->only && !stb_task_lookup(o->only))
+		return -ESRCH;
+	if (o->stacks) {
+		/* Symbols are looked up when printing. */
+		uint64_t wait = stb_now_ns() + STB_DUMP_SLOT_WAIT_MS * 1000000ull;
+		rc = stb_self_tracer_open(&set->st, o->self_ip, o->self_sp, o->self_bp, wait, err,
+					  sizeof(err));
+		if (rc != 0)
+			goto cleanup;
+		src.drv = set->st.drv;
+		src.unw = set->st.unw;
+	} else {
+		src.drv.mem = &stb_self_checked_mem; /* not traced: its liveness only */
+		src.drv.workers = stb_self_wsrc();     /* which tasks run */
 	}
 	/* Without memory for it, every stack is walked. */
-	if (o->stacks)
-		c.memo = stb_walkmemo_new(STB_DUMP_MEMO_BYTES);
-	struct stb_tview_scan_result res;
-	stb_tview_scan(&src, o->state_mask, 0, collect_one, &c, &res);
-	if (c.err)
+	set->c = stb_collector_new(&src, STB_DUMP_MEMO_BYTES);
+	if (!set->c) {
+		rc = -ENOMEM;
 		goto cleanup;
-	/* The arena moved while growing: point each task at its frames now. */
-	for (size_t i = 0, off = 0; o->stacks && i < set->n; i++) {
-		set->tasks[i].frames = set->tasks[i].nframes ? set->frames + off : NULL;
-		off += set->tasks[i].nframes;
 	}
-	if (o->only && set->n == 0)
-		c.err = -ESRCH;
-	if (!c.err && o->deadlocks) {
-		first = 0;
-		struct stb_tview_src all = stb_self_src(&first);
-		uint64_t deadline = stb_now_ns() + STB_DUMP_DEADLOCK_MS * 1000000ull;
-		c.err = stb_deadlock_find(&all, &stb_self_checked_mem, deadline, &set->deadlocks);
-		set->searched = c.err == 0;
-	}
+	int ms = stb_trace_timeout_ms();
+	const struct stb_collect_opts co = {
+	    .ids = o->only ? &o->only : NULL,
+	    .nids = o->only ? 1 : 0,
+	    .state_mask = o->state_mask,
+	    .stacks = o->stacks,
+	    .stuck_ns = o->stuck_ns,
+	    .stuck_no_io = o->stuck_no_io,
+	    /* The whole stack is walked so that the report can count the
+	     * frames it leaves out; stb_report_keep(depth) are kept. */
+	    .walk_max = STB_REPORT_WALK_MAX,
+	    .keep = stb_report_keep(depth),
+	    .timeout_ns = (uint64_t)ms * 1000000u,
+	    .intern = true,
+	    .deadlocks = o->deadlocks,
+	    .deadlock_end = stb_now_ns() + STB_DUMP_DEADLOCK_MS * 1000000ull,
+	    .traced = self_traced,
+	};
+	rc = stb_collect(set->c, &co, &set->res);
+	if (rc == 0 && set->res.err)
+		rc = set->res.err;
+	if (rc == 0 && o->only && set->res.n == 0)
+		rc = -ESRCH;
 cleanup:
-	free(c.scratch);
-	stb_walkmemo_free(c.memo);
-	if (c.err)
-		stb_task_set_free(set);
-	return c.err;
+	stb_self_tracer_close(&set->st);
+	if (rc != 0)
+		stb_self_set_free(set);
+	return rc;
 }
 
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)
@@ -259,30 +161,30 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	const struct stb_dump_opts *o = opts ? opts : &dflt;
 	if (!out || !stb_format_name(o->format))
 		return -EINVAL;
-	struct stb_task_set set;
-	const struct stb_collect_opts co = {
+	struct stb_self_set set;
+	const struct stb_self_opts so = {
 		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = true,
 		.stuck_ns = o->stuck_ns, .deadlocks = true,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
-	int rc = stb_collect_tasks(&co, &set);
+	int rc = stb_self_collect(&so, &set);
 	if (rc < 0)
-		goto cleanup;
+		return rc;
 	struct stb_report_meta meta = {.producer = "stb_dump", .pid = (int)getpid()};
 	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = o->group != 0,
 			       .meta = &meta, .all_ids = o->all_ids != 0,
-			       .deadlocks = set.searched ? &set.deadlocks : NULL,
+			       .stacks = stb_collector_stacks(set.c),
+			       .deadlocks = set.res.deadlocks,
 			       .max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH,
 			       .runtime_frames = o->runtime_frames != 0, .lines = o->lines != 0,
 			       .runtime_hint = "stb_dump_opts.runtime_frames = 1"};
 	/* Every format: runtime/stacks/report/, shared with stb-bpf-loader. */
 	stb_trace_self_tools(&r.unw, &r.sym);
-	rc = stb_report_write(&r, set.tasks, set.n, o->format);
+	rc = stb_report_write(&r, set.res.tasks, set.res.n, o->format);
 	fflush(out);
 	if (rc == 0)
-		rc = (int)set.n;
-cleanup:
-	stb_task_set_free(&set);
+		rc = (int)set.res.n;
+	stb_self_set_free(&set);
 	return rc;
 }
 

@@ -123,6 +123,11 @@ int stb_set_trace_signal(int signo)
 	return 0;
 }
 
+int stb_trace_timeout_ms(void)
+{
+	return __atomic_load_n(&stb_timeout_ms, __ATOMIC_RELAXED);
+}
+
 static int trace_signo(void)
 {
 	int s = __atomic_load_n(&stb_trace_signo, __ATOMIC_ACQUIRE);
@@ -335,16 +340,42 @@ static int signal_request(bthread_t tid, pid_t ktid, struct stb_slot *s, uint64_
 	return 0;
 }
 
-/* The capture backend of the in-process tracer (driver.h): signal mode. */
-static int signal_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+/* The calling task, traced from the frame of the public function's caller:
+ * its own stack is stable while it reads it. */
+static int self_capture(struct stb_self_tracer *st, struct stb_abi_task *p,
+			struct stb_capture *capt)
+{
+	struct stb_slot *s = st->slot;
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	size_t len = hi > st->sp ? (size_t)(hi - st->sp) : 0;
+	if (len > STB_COPY_MAX)
+		len = STB_COPY_MAX;
+	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)st->sp, len);
+	capt->copy.addr = st->sp;
+	capt->copy.bytes = s->buf;
+	capt->copy.len = len;
+	capt->regs.ip = st->ip;
+	capt->regs.sp = st->sp;
+	capt->regs.bp = st->bp;
+	capt->regs.flags = STB_UNW_IP_IS_RETURN;
+	capt->mode = STB_TRACE_SELF;
+	capt->tid = (uint32_t)stb_gettid();
+	return 0;
+}
+
+/* The capture backend of the in-process tracer (driver.h): the calling task
+ * from its own frame, any other running one in signal mode. */
+static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 			  const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
 			  struct stb_capture *capt, char *err, size_t errlen)
 {
-	struct stb_slot *s = ctx;
-	(void)p;
+	struct stb_self_tracer *st = ctx;
+	struct stb_slot *s = st->slot;
 	(void)w1;
 	(void)buf;
 	(void)cap;
+	if (id && id == st->self_id)
+		return self_capture(st, p, capt);
 	int rc = signal_request(id, (pid_t)at->tid, s, deadline, capt, err, errlen);
 	if (rc != 0)
 		return rc;
@@ -365,7 +396,17 @@ static int read_self(void *ctx, uint64_t addr, void *dst, size_t len)
 	return 0;
 }
 
-static const struct stb_mem stb_self_mem = {.read = read_self, .flags = STB_MEM_F_FAULTS};
+/* A batch of copies, each under its task's lease. */
+static unsigned read_self_many(void *ctx, const struct stb_mem_seg *segs, unsigned n)
+{
+	(void)ctx;
+	for (unsigned i = 0; i < n; i++)
+		stb_unw_copy_raw(segs[i].dst, (const void *)(uintptr_t)segs[i].addr, segs[i].len);
+	return n;
+}
+
+static const struct stb_mem stb_self_mem = {
+    .read = read_self, .read_many = read_self_many, .flags = STB_MEM_F_FAULTS};
 
 /* ---- unwinding and symbols ---- */
 
@@ -396,13 +437,66 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
 	*sym = stb_self_sym;
 }
 
+struct stb_tview_wsrc stb_self_wsrc(void)
+{
+	return (struct stb_tview_wsrc){.w = stb_table_worker(0), .hdr = stb_table_workers_header()};
+}
+
+int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t self_sp,
+			 uint64_t self_bp, uint64_t deadline, char *err, size_t errlen)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_once(&stb_self_once, self_init);
+	if (stb_self_err) {
+		stb_say(err, errlen, "cannot set up unwinding: %s", strerror(stb_self_err));
+		return -stb_self_err;
+	}
+	st->slot = slot_get(deadline);
+	if (!st->slot) {
+		stb_say(err, errlen, "no capture buffer available");
+		return -ENOMEM;
+	}
+	struct stb_task *me = thread_task();
+	st->self_id = me ? stb_task_id(me) : 0;
+	st->ip = self_ip;
+	st->sp = self_sp;
+	st->bp = self_bp;
+	st->ops = (struct stb_capture_ops){.capture = tracer_capture, .ctx = st};
+	st->drv = (struct stb_driver){
+	    .mem = &stb_self_mem, .capture = &st->ops, .flags = STB_DRIVER_F_LEASE,
+	    .buf = st->slot->buf, .cap = STB_COPY_MAX, .workers = stb_self_wsrc(),
+	};
+	st->unw = stb_self_proc;
+	st->sym = stb_self_sym;
+	/* Stacks are not unmapped while a tracer copies one (abi.h). */
+	__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void stb_self_tracer_close(struct stb_self_tracer *st)
+{
+	if (!st->slot)
+		return;
+	__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
+	slot_put(st->slot);
+	st->slot = NULL;
+}
+
+void stb_trace_count(int rc, const struct stb_capture *capt)
+{
+	if (capt->retries)
+		__atomic_fetch_add(&stb_tstats.retries, capt->retries, __ATOMIC_RELAXED);
+	if (rc == 0 && capt->mode != STB_TRACE_NO_STACK)
+		count(&stb_tstats.traces);
+}
+
 /*
- * The trace itself. self_ip/sp/bp: the frame of the public function's caller,
- * used when a task traces itself.
+ * One task, traced and unwound into frames as opts says. self_ip/sp/bp: the
+ * frame of the public function's caller, used when a task traces itself.
  */
-int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
-		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
-		   uint64_t self_bp, struct stb_walkmemo *memo)
+static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
+		     size_t nframes, struct stb_trace_info *info, uint64_t self_ip,
+		     uint64_t self_sp, uint64_t self_bp)
 {
 	static const struct stb_trace_opts dflt;
 	struct stb_trace_info scratch;
@@ -420,57 +514,20 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 			(unsigned long long)tid);
 		return -ESRCH;
 	}
-	pthread_once(&stb_self_once, self_init);
-	if (stb_self_err) {
-		stb_say(info->error, sizeof(info->error), "cannot set up unwinding: %s",
-			strerror(stb_self_err));
-		return -stb_self_err;
-	}
+	struct stb_self_tracer st;
+	int rc = stb_self_tracer_open(&st, self_ip, self_sp, self_bp, deadline, info->error,
+				      sizeof(info->error));
+	if (rc != 0)
+		return rc;
 	memcpy(info->name, t->pub->name, sizeof(info->name));
 	info->name[sizeof(info->name) - 1] = '\0';
 	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
 	info->since_ns = t->pub->since_ns;
 
-	struct stb_slot *s = slot_get(deadline);
-	if (!s) {
-		stb_say(info->error, sizeof(info->error), "no capture buffer available");
-		return -ENOMEM;
-	}
 	struct stb_capture capt;
-	int rc;
-	if (t == thread_task()) {
-		/* Tracing ourselves: our own stack is stable while we read it. */
-		uint64_t hi = t->pub->stack_hi;
-		size_t len = hi > self_sp ? (size_t)(hi - self_sp) : 0;
-		if (len > STB_COPY_MAX)
-			len = STB_COPY_MAX;
-		stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)self_sp, len);
-		memset(&capt, 0, sizeof(capt));
-		capt.copy.addr = self_sp;
-		capt.copy.bytes = s->buf;
-		capt.copy.len = len;
-		capt.regs.ip = self_ip;
-		capt.regs.sp = self_sp;
-		capt.regs.bp = self_bp;
-		capt.regs.flags = STB_UNW_IP_IS_RETURN;
-		capt.mode = STB_TRACE_SELF;
-		capt.state = STB_TASK_RUNNING;
-		capt.tid = (uint32_t)stb_gettid();
-		rc = 0;
-	} else {
-		const struct stb_capture_ops cops = {.capture = signal_capture, .ctx = s};
-		const struct stb_driver d = {
-			.mem = &stb_self_mem, .capture = &cops, .flags = STB_DRIVER_F_LEASE,
-			.buf = s->buf, .cap = STB_COPY_MAX, .workers = stb_self_wsrc(),
-		};
-		/* Stacks are not unmapped while a tracer copies one (abi.h). */
-		__atomic_fetch_add(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-		rc = stb_driver_trace(&d, t->pub, tid, deadline, &capt, info->error,
-				      sizeof(info->error));
-		__atomic_fetch_sub(&stb_stack_readers, 1, __ATOMIC_SEQ_CST);
-		if (capt.retries)
-			__atomic_fetch_add(&stb_tstats.retries, capt.retries, __ATOMIC_RELAXED);
-	}
+	rc = stb_driver_trace(&st.drv, t->pub, tid, deadline, &capt, info->error, sizeof(info->error));
+	if (capt.retries)
+		__atomic_fetch_add(&stb_tstats.retries, capt.retries, __ATOMIC_RELAXED);
 	info->state = capt.state;
 	info->mode = capt.mode;
 	info->held_ns = capt.held_ns;
@@ -480,10 +537,10 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 		struct stb_frame_sink sink = {
 			.frames = frames, .nframes = nframes, .max = o->max_depth, .skip = o->skip,
 			.on_frame = o->on_frame, .arg = o->arg,
-			.sym = o->no_symbols ? NULL : stb_self_sym, .no_source = o->no_source != 0,
+			.sym = o->no_symbols ? NULL : st.sym, .no_source = o->no_source != 0,
 			.inline_frames = o->inline_frames != 0,
 		};
-		rc = stb_capture_unwind(stb_self_proc, memo, &capt, &sink);
+		rc = stb_capture_unwind(st.unw, NULL, &capt, &sink);
 		if (rc < 0) {
 			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
 				strerror(-rc));
@@ -493,7 +550,7 @@ int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_
 			count(&stb_tstats.traces);
 		}
 	}
-	slot_put(s);
+	stb_self_tracer_close(&st);
 	return rc;
 }
 
@@ -503,7 +560,7 @@ __attribute__((noinline)) int stb_trace(bthread_t tid, const struct stb_trace_op
 {
 	uint64_t ip, sp, bp;
 	STB_CALLER_FRAME(ip, sp, bp);
-	return stb_trace_impl(tid, opts, frames, nframes, info, ip, sp, bp, NULL);
+	return trace_one(tid, opts, frames, nframes, info, ip, sp, bp);
 }
 
 __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size_t size)
@@ -518,7 +575,7 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 	struct stb_frame_text tx = {.buf = buf, .size = size};
 	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx};
 	struct stb_trace_info info;
-	int rc = stb_trace_impl(tid, &o, NULL, 0, &info, ip, sp, bp, NULL);
+	int rc = trace_one(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)
 		return rc;
 	if (info.mode == STB_TRACE_NO_STACK)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the files of the in-process tracer share: one trace with the
- * caller's frame and the tracer's unwinder and symbolizer of this process
- * (trace.c); the task collection of stb_dump, the debug endpoint and the
- * watchdog (dump.c); the start-up of the dump signal and of the watchdog,
- * called by stb_tracer_attach (core/internal.h).
+ * What the files of the in-process tracer share: tracing this process --
+ * its driver, unwinder and symbolizer (trace.c) -- and this process as a
+ * source of the collector, for stb_dump, the debug endpoint and the watchdog
+ * (dump.c); the start-up of the dump signal and of the watchdog, called by
+ * stb_tracer_attach (core/internal.h).
  */
 #ifndef STB_RUNTIME_TRACER_TRACE_H
 #define STB_RUNTIME_TRACER_TRACE_H
@@ -13,12 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collect/collect.h"
 #include "stb/stb.h"
-#include "table/deadlock.h"
-#include "table/tview.h"
+
+struct stb_slot;
+struct stb_sym;
 
 /* Installs the dump-on-signal handler when $STB_DUMP_SIGNAL is set (attach). */
 void stb_dump_signal_init(void);
+
+/* Starts the watchdog when $STB_WATCHDOG is set (attach). */
+void stb_watchdog_env_init(void);
 
 /* The caller's frame, as if the calling function had returned (frame pointers). */
 #define STB_CALLER_FRAME(ip, sp, bp)                                                     \
@@ -29,36 +34,55 @@ void stb_dump_signal_init(void);
 		(bp) = fp_[0];                                                           \
 	} while (0)
 
-/* stb_trace with the frame of the public caller for self-traces; memo
- * (NULL: none; the caller's alone, walkmemo.h) serves walks of stacks alike. */
-struct stb_walkmemo;
-int stb_trace_impl(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
-		   size_t nframes, struct stb_trace_info *info, uint64_t self_ip, uint64_t self_sp,
-		   uint64_t self_bp, struct stb_walkmemo *memo);
+/* ---- tracing this process (trace.c) ---- */
+
+/*
+ * The in-process tracer's side of a trace or of a whole collection: a
+ * capture buffer held meanwhile, the driver of this process -- direct reads
+ * under leases (batched), signal captures of running tasks, and the calling
+ * task traced from its caller's frame (ip, sp, bp: STB_CALLER_FRAME of the
+ * public function) -- and the unwinder and symbolizer of this process.
+ * open: 0, or -errno with err[errlen] set (no capture buffer free by
+ * deadline, no unwinder); close accepts a closed or failed one. The struct
+ * must not move while open (drv points into it). One thread.
+ */
+struct stb_self_tracer {
+	struct stb_slot *slot;
+	uint64_t self_id, ip, sp, bp;
+	struct stb_capture_ops ops;
+	struct stb_driver drv;
+	struct stb_unw_proc *unw;
+	struct stb_sym *sym;
+};
+int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t self_sp,
+			 uint64_t self_bp, uint64_t deadline, char *err, size_t errlen);
+void stb_self_tracer_close(struct stb_self_tracer *st);
+
+/* Counts a trace made outside stb_trace (a collection's) in stb_get_stats. */
+void stb_trace_count(int rc, const struct stb_capture *capt);
+
+/* The signal capture's timeout (STB_SIGNAL_TRACE_TIMEOUT_MS). */
+int stb_trace_timeout_ms(void);
 
 /* Symbolizes ip of this process into f (symbol, offset, module, file, line). */
 void stb_trace_symbolize(uint64_t ip, int flags, struct stb_frame *f); /* STB_SYM_* flags */
 
 /* The tracer's unwinder and symbolizer of this process (set up on first use;
- * NULL when that failed), for the pprof and folded dumps (runtime/stacks/report/pprof.h). */
-struct stb_unw_proc;
-struct stb_sym;
+ * NULL when that failed), for the reports' symbols and mappings. */
 void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym);
 
-/* ---- task collection shared by stb_dump and the debug HTTP endpoint (dump.c) ---- */
+/* ---- collections of this process (dump.c) ---- */
 
-struct stb_report_task;
+/* This process as a source of the collector, without its driver (set by
+ * stb_self_collect; the watchdog's checks trace nothing): every slot,
+ * published or private, owner words read with checks. */
+void stb_self_source(struct stb_collect_src *src);
 
-/* Tasks collected by stb_collect_tasks; frames is NULL without stacks. */
-struct stb_task_set {
-	struct stb_report_task *tasks;
-	struct stb_frame *frames;     /* all tasks' frames, one after the other */
-	size_t n;
-	struct stb_deadlocks deadlocks; /* with opts.deadlocks */
-	bool searched;                /* deadlocks was filled */
-};
+/* This process's worker entries (the table's, or private ones without it):
+ * which bthreads run where (abi.h). */
+struct stb_tview_wsrc stb_self_wsrc(void);
 
-struct stb_collect_opts {
+struct stb_self_opts {
 	bthread_t only;       /* just that task; 0: every live one */
 	unsigned depth;       /* frames per stack at most; 0 = 64 */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
@@ -69,31 +93,24 @@ struct stb_collect_opts {
 	uint64_t self_ip, self_sp, self_bp; /* the caller's frame, for the calling task */
 };
 
+/* A collection of this process: its tasks and deadlocks are res's, its
+ * interned stacks the collector's (a report's stackset). */
+struct stb_self_set {
+	struct stb_collector *c;
+	struct stb_self_tracer st;
+	struct stb_collect_result res;
+};
+
 /*
- * Collects every live bthread and registered pthread as o says, with why
- * each is where it is (report.h: wait, times, creator). Stacks are traced
- * without symbols (the report symbolizes with stb_trace_self_tools'
- * symbolizer), keeping stb_report_keep(depth) frames (depth 0 = 64) and
- * counting the rest up to STB_REPORT_WALK_MAX into beyond. Returns 0 (set
- * filled; free it with stb_task_set_free), -ENOMEM, or -ESRCH when o->only is
- * not a live task.
+ * Collects every live bthread and registered pthread as o says, through the
+ * collector: with why each is where it is (report/model.h: wait, times,
+ * creator), stacks traced without symbols (the report symbolizes with
+ * stb_trace_self_tools' symbolizer), stb_report_keep(depth) frames kept and
+ * the rest up to STB_REPORT_WALK_MAX counted into beyond. Returns 0 (set
+ * filled; free it with stb_self_set_free), -ENOMEM, or -ESRCH when o->only
+ * is not a live task (or not one of the selection).
  */
-int stb_collect_tasks(const struct stb_collect_opts *o, struct stb_task_set *set);
-void stb_task_set_free(struct stb_task_set *set);
-
-/* Is d stuck as o says (stuck_ns, stuck_no_io) at now (CLOCK_MONOTONIC)? */
-bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *d,
-		       uint64_t now);
-
-/* The in-process table as a scan source (every slot, published or private). */
-struct stb_tview_src stb_self_src(uint32_t *first);
-/* This process's worker entries (the table's, or private ones without it). */
-struct stb_tview_wsrc stb_self_wsrc(void);
-
-/* Memory of this process read with checks (a mutex that was destroyed...). */
-extern const struct stb_mem stb_self_checked_mem;
-
-/* Starts the watchdog when $STB_WATCHDOG is set (attach). */
-void stb_watchdog_env_init(void);
+int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set);
+void stb_self_set_free(struct stb_self_set *set);
 
 #endif /* STB_RUNTIME_TRACER_TRACE_H */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collect/taskwhy.h"
+#include "hashset.h"
 #include "internal.h"
 #include "report/formats.h"
 #include "trace.h"
@@ -50,6 +50,7 @@ struct keys {
 
 struct check {
 	struct stb_collect_opts opts;
+	struct stb_collect_src src; /* this process, owners as they blocked */
 	uint64_t now;
 	struct keys *cur;
 };
@@ -68,23 +69,13 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 	struct check *c = arg;
 	(void)slot;
 	struct stb_report_task d;
-	memset(&d, 0, sizeof(d));
-	d.id = v->id;
-	d.state = v->state;
-	d.is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
-	stb_report_task_why(&d, p, stb_table_worker(v->worker), NULL);
+	stb_collect_entry(&c->src, p, v, &d, true);
 	if (!stb_collect_stuck(&c->opts, &d, c->now))
 		return 0;
 	struct keys *ks = c->cur;
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 64;
-		struct key *g = realloc(ks->k, cap * sizeof(*g));
-		if (!g) {
-			ks->oom = true;
-			return 1;
-		}
-		ks->k = g;
-		ks->cap = cap;
+	if (stb_grow(&ks->k, &ks->cap, ks->n + 1, sizeof(*ks->k)) != 0) {
+		ks->oom = true;
+		return 1;
 	}
 	ks->k[ks->n++] = (struct key){d.id, d.since_ns ? d.since_ns : d.run_since_ns};
 	return 0;
@@ -93,16 +84,16 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 /* Writes the report of the tasks stuck now; returns how many there were. */
 static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 {
-	const struct stb_collect_opts co = {
+	const struct stb_self_opts so = {
 		.stacks = true, .stuck_ns = threshold, .stuck_no_io = true, .deadlocks = true,
 	};
-	struct stb_task_set set;
-	if (stb_collect_tasks(&co, &set) != 0)
+	struct stb_self_set set;
+	if (stb_self_collect(&so, &set) != 0)
 		return 0;
 	struct stb_watchdog_report rep = {.threshold_ns = threshold};
 	uint64_t now = stb_now_ns();
-	for (size_t i = 0; i < set.n; i++) {
-		const struct stb_report_task *t = &set.tasks[i];
+	for (size_t i = 0; i < set.res.n; i++) {
+		const struct stb_report_task *t = &set.res.tasks[i];
 		uint64_t ns = stb_report_stuck_ns(t, now);
 		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE)
 			rep.running++; /* not a bthread blocked on its worker's stack */
@@ -111,7 +102,7 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 		if (ns > rep.longest_ns)
 			rep.longest_ns = ns;
 	}
-	size_t n = set.n;
+	size_t n = set.res.n;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = n ? open_memstream(&text, &len) : NULL;
@@ -122,9 +113,10 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 			(int)getpid(), rep.running, rep.blocked, (double)threshold / 1e9);
 		struct stb_report_meta meta = {.producer = "stb watchdog", .pid = (int)getpid()};
 		struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = true,
-				       .meta = &meta, .deadlocks = set.searched ? &set.deadlocks : NULL};
+				       .meta = &meta, .stacks = stb_collector_stacks(set.c),
+				       .deadlocks = set.res.deadlocks};
 		stb_trace_self_tools(&r.unw, &r.sym);
-		stb_report_write(&r, set.tasks, set.n, STB_FORMAT_TEXT);
+		stb_report_write(&r, set.res.tasks, set.res.n, STB_FORMAT_TEXT);
 		fputs("==== stb watchdog: end of report ====\n", out);
 		if (fclose(out) == 0 && text) {
 			rep.text = text;
@@ -138,7 +130,7 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 		}
 	}
 	free(text);
-	stb_task_set_free(&set);
+	stb_self_set_free(&set);
 	return n;
 }
 
@@ -161,16 +153,8 @@ static void keep_common(struct keys *reported, const struct keys *cur)
 /* Appends the keys of from to to (false: no memory). */
 static bool keys_add(struct keys *to, const struct keys *from)
 {
-	if (to->n + from->n > to->cap) {
-		size_t cap = to->cap ? to->cap : 64;
-		while (cap < to->n + from->n)
-			cap *= 2;
-		struct key *g = realloc(to->k, cap * sizeof(*g));
-		if (!g)
-			return false;
-		to->k = g;
-		to->cap = cap;
-	}
+	if (stb_grow(&to->k, &to->cap, to->n + from->n, sizeof(*to->k)) != 0)
+		return false;
 	if (from->n)
 		memcpy(to->k + to->n, from->k, from->n * sizeof(*from->k));
 	to->n += from->n;
@@ -295,8 +279,9 @@ static void *watchdog_main(void *arg)
 			.opts = {.stuck_ns = threshold, .stuck_no_io = true},
 			.now = stb_now_ns(),
 		};
-		uint32_t first = 0;
-		struct stb_tview_src src = stb_self_src(&first);
+		stb_self_source(&c.src);
+		c.src.owners = NULL; /* the owner seen when each blocked: no reads */
+		struct stb_tview_src src = c.src.tasks(c.src.ctx, NULL, false);
 		running.n = 0;
 		running.oom = false;
 		c.cur = &running;

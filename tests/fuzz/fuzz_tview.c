@@ -7,12 +7,16 @@
  * with a state mask from the input, and traced by the driver on a frozen
  * target (no waiting) with the stack bytes as the target's memory; the
  * deadlock search runs over the same table (owner words in the stack bytes)
- * and every cycle it reports must close.
+ * and every cycle it reports must close. Then the collector makes two
+ * passes over it with options from the input (the whole table from a slot,
+ * or ids; stuck tests, reuse, late tasks, each()), and what it keeps must
+ * stay within the table and its limits.
  */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/collect.h"
 #include "fuzz.h"
 #include "symbols/frames.h"
 #include "symbols/symbolize.h"
@@ -39,7 +43,8 @@ static int mem_read(void *ctx, uint64_t addr, void *dst, size_t len)
 }
 
 /* What the code under test calls outside it: the symbolizer (never: no
- * symbols here), state names, the unwinder's part of a copy (registers only). */
+ * symbols here), the walk memo (a walk of one frame from the registers),
+ * the unwinder's part of a copy (registers only). */
 bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struct stb_sym_info *si)
 {
 	(void)s;
@@ -49,21 +54,34 @@ bool stb_sym_fill_frame(struct stb_sym *s, int flags, struct stb_frame *f, struc
 	return false;
 }
 
+struct stb_walkmemo *stb_walkmemo_new(size_t max_bytes)
+{
+	(void)max_bytes;
+	static int memo;
+	return (struct stb_walkmemo *)&memo;
+}
+
+void stb_walkmemo_free(struct stb_walkmemo *m)
+{
+	(void)m;
+}
+
+void stb_walkmemo_reset(struct stb_walkmemo *m)
+{
+	(void)m;
+}
+
 int stb_walkmemo_walk(struct stb_walkmemo *m, struct stb_unw_proc *unw,
 		      const struct stb_regs *regs, const struct stb_stack_copy *copy,
 		      struct stb_frame_sink *sink)
 {
 	(void)m;
 	(void)unw;
-	(void)regs;
 	(void)copy;
-	(void)sink;
-	return 0;
-}
-
-const char *stb_state_name(unsigned state)
-{
-	return state < STB_TASK_NSTATES ? "state" : "invalid";
+	/* One frame per walk, from the registers: something to intern. */
+	struct stb_unw_frame f = {.ip = regs->ip, .sp = regs->sp};
+	stb_frame_sink_add(&f, sink);
+	return (int)sink->n;
 }
 
 void stb_unw_regs_from_switch(struct stb_regs *regs, uint64_t ip, uint64_t sp, uint64_t bp,
@@ -103,6 +121,86 @@ static int visit(void *arg, uint32_t slot, struct stb_abi_task *p, const struct 
 	    capt.mode == STB_TRACE_CONTEXT && capt.copy.len > sizeof(buf))
 		__builtin_trap(); /* never more than the buffer */
 	return 0;
+}
+
+static struct stb_tview_src coll_tasks(void *ctx, bool *clamped, bool again)
+{
+	(void)again;
+	if (clamped)
+		*clamped = false;
+	return *(const struct stb_tview_src *)ctx;
+}
+
+static struct table *coll_table;
+
+static struct stb_abi_task *coll_task(void *ctx, uint32_t slot)
+{
+	(void)ctx;
+	return slot < coll_table->n ? &coll_table->t[slot] : NULL;
+}
+
+/* each(): every task handed over is one of the table's, its frames within
+ * the limit; some stacks are kept for the next pass, some not. */
+static int coll_each(void *arg, struct stb_collect_task *ct)
+{
+	const struct table *tb = arg;
+	if (ct->slot >= tb->n + 16 || ct->t.nframes > 4)
+		__builtin_trap();
+	ct->user[0] = ct->slot;
+	ct->forget = (ct->slot & 3) == 0;
+	return 0;
+}
+
+/* Two passes of the collector over the table, as bits of the input say. */
+static void collect(struct table *tb, struct stb_tview_src *src, const struct stb_mem *mem,
+		    unsigned bits, const struct stb_abi_task *tasks, uint32_t n)
+{
+	static uint8_t buf[4096];
+	coll_table = tb;
+	struct stb_collect_src cs = {
+	    .tasks = coll_tasks, .task = coll_task, .ctx = src, .capacity = tb->n + 8,
+	    .owners = mem,
+	    .drv = {.mem = mem, .flags = STB_DRIVER_F_LEASE, .buf = buf, .cap = sizeof(buf)},
+	};
+	struct stb_collector *c = stb_collector_new(&cs, 0);
+	if (!c)
+		return;
+	uint64_t ids[3] = {n ? tasks[0].id : 1, n > 1 ? tasks[1].id : 2, 4294967296ull};
+	struct stb_collect_opts o = {
+	    .ids = bits & 1 ? ids : NULL,
+	    .nids = bits & 1 ? 3 : 0,
+	    .first_slot = (bits >> 1) & 15,
+	    .state_mask = bits & 32 ? 1u << STB_TASK_SUSPENDED | 1u << STB_TASK_READY : 0,
+	    .stacks = !(bits & 64),
+	    .stuck_ns = bits & 128 ? 1000 : 0,
+	    .stuck_no_io = (bits & 256) != 0,
+	    .now = 1ull << 40,
+	    .walk_max = 5,
+	    .keep = 4,
+	    .late = (bits >> 9) % 3,
+	    .reuse = (bits >> 11) % 3,
+	    .intern = (bits & 8192) != 0,
+	    .deadlocks = (bits & 16384) != 0,
+	    .each = bits & 32768 ? coll_each : NULL,
+	    .arg = tb,
+	};
+	for (int pass = 0; pass < 2; pass++) {
+		struct stb_collect_result r;
+		stb_collect(c, &o, &r);
+		if (r.n > tb->n + 16 || (o.each && r.n))
+			__builtin_trap();
+		for (size_t i = 0; i < r.n; i++)
+			if (r.tasks[i].nframes > 4 || (r.tasks[i].nframes && !r.tasks[i].frames))
+				__builtin_trap();
+		for (size_t k = 0; r.deadlocks && k < r.deadlocks->ncycles; k++) {
+			size_t len;
+			const struct stb_deadlock_member *m = stb_deadlock_cycle(r.deadlocks, k, &len);
+			for (size_t i = 0; i < len; i++)
+				if (m[i].held_by != m[(i + 1) % len].id)
+					__builtin_trap();
+		}
+	}
+	stb_collector_free(c);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -178,6 +276,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		stb_deadlocks_free(&dl);
 	}
+
+	collect(&tb, &src, &mem, h.flags >> 16, tasks, n);
 
 	/* The frame sink fed with the entries' words as frames. */
 	struct stb_frame frames[8];

@@ -16,7 +16,9 @@
 #include "encode/escape.h"
 #include "encode/json.h"
 #include "fuzz.h"
+#include "report/flamegraph.h"
 #include "report/formats.h"
+#include "report/pprof.h"
 #include "report/stackset.h"
 #include "report/writers.h"
 #include "symbols/symbolize.h"
@@ -24,12 +26,44 @@
 /* The profile writers and the symbolizer are not under test here: reports
  * are written without symbols (r.sym NULL), in text and JSON only. */
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
-		     int format)
+		     const struct stb_format_info *f)
 {
 	(void)r;
 	(void)tasks;
 	(void)n;
-	(void)format;
+	(void)f;
+	return -EINVAL;
+}
+
+int stb_pprof_write(struct stb_pprof *p, FILE *out)
+{
+	(void)p;
+	(void)out;
+	return -EINVAL;
+}
+
+int stb_pprof_write_folded(struct stb_pprof *p, FILE *out, const char *root_key, unsigned value)
+{
+	(void)p;
+	(void)out;
+	(void)root_key;
+	(void)value;
+	return -EINVAL;
+}
+
+int stb_pprof_write_json(struct stb_pprof *p, FILE *out, const struct stb_report_meta *meta)
+{
+	(void)p;
+	(void)out;
+	(void)meta;
+	return -EINVAL;
+}
+
+int stb_flamegraph_write(struct stb_pprof *p, FILE *out, const struct stb_flamegraph_opts *o)
+{
+	(void)p;
+	(void)out;
+	(void)o;
 	return -EINVAL;
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # Writes the seed corpora of fuzz_tview (task tables: a valid header and
-# entries with good and bad states, kinds, stacks; then stack bytes; the
-# first header.nworkers entries are also read as worker entries, whose
-# current lies where a task's id does) and
+# entries with good and bad states, kinds, stacks, options of the collector;
+# then stack bytes; the first header.nworkers entries are also read as
+# worker entries, whose current lies where a task's id does) and
 # fuzz_writers (strings with control bytes, quotes, UTF-8 valid and not,
 # separated by 0xfe) into corpus/tview and corpus/writers.
 import os
@@ -63,6 +63,12 @@ write("tview", "running", header(nworkers=0) + real + task(1 << 32, 5, worker=99
 # (running); entry 2, suspended, names itself too (not running: its word).
 write("tview", "named", header(nworkers=3, hwm=4) + real + task(1 << 32 | 5 | SW, 3) +
       task(2 << 32 | 1, 3) + task(3 << 32 | 2, 7) + task(1 << 32 | 5, 2) + stack())
+# The collector's options are the header flags' upper half (fuzz_tview.c).
+mixed = b"".join(task(1 << 32 | i, s) for i, s in enumerate([7, 3, 1, 2, 7, 3]))
+for name, bits in [("collect-intern", 8192 | 16384 | 1 << 11), ("collect-ids", 1 | 8192 | 2 << 11),
+                   ("collect-each", 32768 | 2 << 11 | 2 << 9 | 3 << 1),
+                   ("collect-stuck", 128 | 256 | 64 | 16384)]:
+    write("tview", name, header(hwm=6, flags=0x3e | bits << 16) + real + mixed + stack())
 
 strings = [b"plain", b"\x1b[2J\x1b]0;title\x07", b"line\nbreak\r\n\t", b"q\"u\\o",
            b"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", b"\xff\xc0\x80\xed\xa0\x80\xe2\x82",

@@ -116,8 +116,10 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 
 /* Grouped, a task carries no frames but the index of its group, and the
  * group its members' ids and the stack, once. */
-int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
+int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		    const struct stb_format_info *f)
 {
+	(void)f;
 	struct stb_json j;
 	struct stb_why w;
 	size_t ng = 0;

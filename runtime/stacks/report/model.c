@@ -12,6 +12,7 @@
 
 #include "encode/escape.h"
 #include "encode/json.h"
+#include "hashset.h"
 #include "report/model.h"
 #include "report/rtframes.h"
 #include "stb/abi.h"
@@ -132,22 +133,53 @@ uint32_t stb_report_stack_key(const struct stb_report_task *t)
 }
 
 
-static uint64_t task_hash(const struct stb_report_task *t)
+/* Are t's frames the view of its interned stack (the same for all its tasks)? */
+static bool view_shared(const struct stb_report_task *t)
 {
-	uint64_t h = 1469598103934665603ull ^ t->state ^ ((uint64_t)(t->err < 0) << 8) ^
-		     ((uint64_t)t->wait.kind << 16);
-	for (unsigned i = 0; i < t->nframes; i++) {
-		h ^= t->frames[i].ip;
-		h *= 1099511628211ull;
+	const struct stb_stackset_entry *k = t->stack;
+	return k && k->viewed && t->frames == k->frames + k->first && t->nframes == k->shown;
+}
+
+/* The hash of the frames t shows: computed once per interned stack (at the
+ * first of its tasks grouped), else of t's own frames. */
+static uint64_t frames_hash(struct stb_report_task *t)
+{
+	struct stb_stackset_entry *k = view_shared(t) ? t->stack : NULL;
+	if (k && k->view_hashed)
+		return k->view_hash;
+	uint64_t h = t->nframes;
+	for (unsigned i = 0; i < t->nframes; i++)
+		h = stb_hash_mix(h, t->frames[i].ip);
+	if (k) {
+		k->view_hash = h;
+		k->view_hashed = true;
 	}
 	return h;
 }
 
-static bool task_same(const struct stb_report_task *a, const struct stb_report_task *b)
+/* Groups: the same state, failed or not, wait kind, and frame ips. */
+static uint64_t group_hash(struct stb_report_task *t)
 {
+	uint64_t h = frames_hash(t);
+	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16);
+	return h;
+}
+
+static uint64_t group_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_report_task *tasks = ctx;
+	return tasks[idx].hash;
+}
+
+static bool group_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_report_task *a = &((const struct stb_report_task *)ctx)[idx];
+	const struct stb_report_task *b = key;
 	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
 	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind)
 		return false;
+	if (a->stack && a->stack == b->stack && view_shared(a) && view_shared(b))
+		return true; /* one interned stack, one view */
 	for (unsigned i = 0; i < a->nframes; i++)
 		if (a->frames[i].ip != b->frames[i].ip)
 			return false;
@@ -166,42 +198,41 @@ static int group_cmp(const void *x, const void *y)
 struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
 					  size_t *ngroups)
 {
-	size_t cap = 16;
-	while (cap < n * 2)
-		cap <<= 1;
-	struct stb_report_task **tab = calloc(cap, sizeof(*tab));
-	struct stb_report_task **leaders = calloc(n ? n : 1, sizeof(*leaders));
+	struct stb_hashset set = {0};
+	struct stb_report_task **leaders = NULL;
 	size_t ng = 0;
-	if (!tab || !leaders) {
-		free(leaders);
-		leaders = NULL;
-		errno = ENOMEM;
-		goto cleanup;
-	}
+	if (n >= UINT32_MAX || !(leaders = calloc(n ? n : 1, sizeof(*leaders))))
+		goto fail;
 	for (size_t i = 0; i < n; i++) {
 		struct stb_report_task *t = &tasks[i];
-		t->hash = task_hash(t);
+		t->hash = group_hash(t);
 		t->group_next = NULL;
 		t->group_tail = t;
 		t->group_count = 1;
-		size_t k = t->hash & (cap - 1);
-		while (tab[k] && !task_same(tab[k], t))
-			k = (k + 1) & (cap - 1);
-		if (tab[k]) {
-			struct stb_report_task *lead = tab[k];
+		if (stb_hashset_reserve(&set, tasks, group_rehash) != 0)
+			goto fail;
+		uint32_t *slot = stb_hashset_find(&set, t->hash, tasks, group_eq, t);
+		if (*slot) {
+			struct stb_report_task *lead = &tasks[*slot - 1];
 			lead->group_tail->group_next = t;
 			lead->group_tail = t;
 			lead->group_count++;
 		} else {
-			tab[k] = t;
+			*slot = (uint32_t)i + 1;
+			set.n++;
 			leaders[ng++] = t;
 		}
 	}
+	/* The order is the groups' (count, then first id), never the hash's. */
 	qsort(leaders, ng, sizeof(*leaders), group_cmp);
+	stb_hashset_free(&set);
 	*ngroups = ng;
-cleanup:
-	free(tab);
 	return leaders;
+fail:
+	stb_hashset_free(&set);
+	free(leaders);
+	errno = ENOMEM;
+	return NULL;
 }
 
 void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)

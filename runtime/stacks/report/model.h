@@ -150,10 +150,12 @@ bool stb_report_task_exact(const struct stb_report_task *t);
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source);
 
 /*
- * Groups tasks with the same state and the same frame ips. Returns the group
- * leaders, most populous first (caller frees the array; members are chained
- * through group_next, group_count set on leaders), and their number in
- * *ngroups. NULL with errno ENOMEM.
+ * Groups viewed tasks (stb_report_view) with the same state, failed or not,
+ * wait kind and frame ips; the frames of a task whose stack is interned are
+ * hashed once per stack (stackset.h), not per task. Returns the group
+ * leaders, most populous first, then by first id (caller frees the array;
+ * members are chained in their order through group_next, group_count set on
+ * leaders), and their number in *ngroups. NULL with errno ENOMEM.
  */
 struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
 					  size_t *ngroups);

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "report/flamegraph.h"
 #include "report/pprof.h"
 #include "report/why.h"
 #include "report/writers.h"
@@ -109,11 +108,9 @@ static int pp_comment(void *arg, const char *line)
 }
 
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
-		     int format)
+		     const struct stb_format_info *f)
 {
-	if (!r || !r->out || (n && !tasks) ||
-	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED &&
-	     format != STB_FORMAT_FLAMEGRAPH))
+	if (!r || !r->out || (n && !tasks) || !f || !f->write_profile)
 		return -EINVAL;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -129,7 +126,7 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 		goto cleanup;
 	if ((rc = stb_report_meta_lines(r->meta, pp_comment, p)) != 0)
 		goto cleanup;
-	if (r->group && format == STB_FORMAT_PPROF) {
+	if (r->group && f->format == STB_FORMAT_PPROF) {
 		size_t ng;
 		leaders = stb_report_group(tasks, n, &ng);
 		if (!leaders) {
@@ -144,16 +141,11 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 			if ((rc = pp_add_task(p, r, &tasks[i])) != 0)
 				goto cleanup;
 	}
-	if (format == STB_FORMAT_FLAMEGRAPH) {
-		const struct stb_flamegraph_opts fo = {
-			.title = "bthreads by stack", .unit = "bthreads", .root_key = "state",
-			.meta = r->meta,
-		};
-		rc = stb_flamegraph_write(p, r->out, &fo);
-	} else {
-		rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
-						: stb_pprof_write_folded(p, r->out, "state", 0);
-	}
+	/* The comments of pprof hold the metadata already (meta_lines). */
+	const struct stb_profile_out po = {
+	    .root_key = "state", .title = "bthreads by stack", .unit = "bthreads", .meta = r->meta,
+	};
+	rc = f->write_profile(p, r->out, &po);
 cleanup:
 	free(leaders);
 	stb_pprof_free(p);

@@ -360,8 +360,10 @@ static void text_footer(const struct stb_report *r, const struct stb_report_task
 }
 
 
-int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
+int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		    const struct stb_format_info *f)
 {
+	(void)f;
 	struct stb_why w;
 	stb_why_init(&w, r, tasks, n);
 	text_notes(r);

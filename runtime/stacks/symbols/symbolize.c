@@ -11,6 +11,7 @@
  * the concrete inlined scopes (dwarf_getscopes_die), innermost first.
  */
 #include "encode/escape.h"
+#include "hashset.h"
 #include "stb/stb.h"
 #include "symbols/symbolize.h"
 #include "symbols/symindex.h"
@@ -86,10 +87,12 @@ struct stb_sym {
 	Dwfl *dwfl;
 	Dwfl_Callbacks cb;
 	struct stb_sym_chunk *chunks;
-	struct stb_sym_entry **cache; /* open addressing, NULL = empty */
+	struct stb_sym_entry **cache; /* looked up: cache_set indexes them by ip */
 	size_t cache_cap, cache_n;
-	const char **strs;  /* interned strings, open addressing */
+	struct stb_hashset cache_set;
+	const char **strs;  /* interned strings: str_set indexes them */
 	size_t strs_cap, strs_n;
+	struct stb_hashset str_set;
 	stb_sym_demangle_fn demangle;
 	int demangle_tried;
 	uint64_t last_refresh_ns;
@@ -97,22 +100,45 @@ struct stb_sym {
 };
 
 
-static uint64_t stb_sym_hash64(uint64_t x)
+static uint64_t str_hash(const char *str)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
+	return stb_fnv1a64_add(STB_FNV1A64_BASIS, str, strlen(str));
 }
 
-static uint64_t stb_sym_hash_str(const char *s)
+static uint64_t str_rehash(const void *ctx, uint32_t idx)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
+	const struct stb_sym *s = ctx;
+	return str_hash(s->strs[idx]);
+}
+
+static bool str_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_sym *s = ctx;
+	return strcmp(s->strs[idx], key) == 0;
+}
+
+/* An entry's key: its ip, and whether that is a return address. */
+struct cache_key {
+	uint64_t ip;
+	int is_ret;
+};
+
+static uint64_t cache_hash(uint64_t ip, int is_ret)
+{
+	return stb_hash_u64(ip ^ (uint64_t)is_ret);
+}
+
+static uint64_t cache_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_sym_entry *e = ((const struct stb_sym *)ctx)->cache[idx];
+	return cache_hash(e->ip, e->is_ret);
+}
+
+static bool cache_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_sym_entry *e = ((const struct stb_sym *)ctx)->cache[idx];
+	const struct cache_key *k = key;
+	return e->ip == k->ip && e->is_ret == k->is_ret;
 }
 
 /* ------------------------------------------------------------------ arena */
@@ -140,31 +166,14 @@ static void *stb_sym_alloc(struct stb_sym *s, size_t size)
 /* Returns the arena copy of str, one per distinct string; NULL on OOM. */
 static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 {
-	uint64_t h;
-	size_t i;
-
 	if (!str)
 		return NULL;
-	if (s->strs_n * 2 >= s->strs_cap) {
-		size_t cap = s->strs_cap ? s->strs_cap * 2 : 1024;
-		const char **n = calloc(cap, sizeof(*n));
-		if (!n)
-			return NULL;
-		for (size_t k = 0; k < s->strs_cap; k++) {
-			if (!s->strs[k])
-				continue;
-			for (i = stb_sym_hash_str(s->strs[k]) & (cap - 1); n[i]; i = (i + 1) & (cap - 1))
-				;
-			n[i] = s->strs[k];
-		}
-		free(s->strs);
-		s->strs = n;
-		s->strs_cap = cap;
-	}
-	h = stb_sym_hash_str(str);
-	for (i = h & (s->strs_cap - 1); s->strs[i]; i = (i + 1) & (s->strs_cap - 1))
-		if (strcmp(s->strs[i], str) == 0)
-			return s->strs[i];
+	if (s->strs_n >= UINT32_MAX - 1 || stb_hashset_reserve(&s->str_set, s, str_rehash) != 0 ||
+	    stb_grow(&s->strs, &s->strs_cap, s->strs_n + 1, sizeof(*s->strs)) != 0)
+		return NULL;
+	uint32_t *slot = stb_hashset_find(&s->str_set, str_hash(str), s, str_eq, str);
+	if (*slot)
+		return s->strs[*slot - 1];
 	size_t len = strlen(str);
 	/* With its length and plain flag (symbolize.h) in front. */
 	struct stb_sym_str *copy = stb_sym_alloc(s, sizeof(*copy) + len + 1);
@@ -173,8 +182,9 @@ static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 	copy->len = len;
 	copy->plain = stb_text_plain(str, len);
 	memcpy(copy->bytes, str, len + 1);
-	s->strs[i] = copy->bytes;
-	s->strs_n++;
+	s->strs[s->strs_n] = copy->bytes;
+	*slot = (uint32_t)++s->strs_n;
+	s->str_set.n++;
 	return copy->bytes;
 }
 
@@ -182,42 +192,24 @@ static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 
 static struct stb_sym_entry *stb_sym_cache_find(struct stb_sym *s, uint64_t ip, int is_ret)
 {
-	if (!s->cache_cap)
-		return NULL;
-	for (size_t i = stb_sym_hash64(ip ^ (uint64_t)is_ret) & (s->cache_cap - 1); s->cache[i];
-	     i = (i + 1) & (s->cache_cap - 1))
-		if (s->cache[i]->ip == ip && s->cache[i]->is_ret == is_ret)
-			return s->cache[i];
-	return NULL;
+	const struct cache_key k = {.ip = ip, .is_ret = is_ret};
+	int64_t i = stb_hashset_get(&s->cache_set, cache_hash(ip, is_ret), s, cache_eq, &k);
+	return i < 0 ? NULL : s->cache[i];
 }
 
 /* Inserts e (not present); on OOM the result is just not cached. */
 static void stb_sym_cache_put(struct stb_sym *s, struct stb_sym_entry *e)
 {
-	size_t i;
-
-	if ((s->cache_n + 1) * 2 > s->cache_cap) {
-		size_t cap = s->cache_cap ? s->cache_cap * 2 : 1024;
-		struct stb_sym_entry **n = calloc(cap, sizeof(*n));
-		if (!n)
-			return;
-		for (size_t k = 0; k < s->cache_cap; k++) {
-			struct stb_sym_entry *x = s->cache[k];
-			if (!x)
-				continue;
-			for (i = stb_sym_hash64(x->ip ^ (uint64_t)x->is_ret) & (cap - 1); n[i]; i = (i + 1) & (cap - 1))
-				;
-			n[i] = x;
-		}
-		free(s->cache);
-		s->cache = n;
-		s->cache_cap = cap;
-	}
-	for (i = stb_sym_hash64(e->ip ^ (uint64_t)e->is_ret) & (s->cache_cap - 1); s->cache[i];
-	     i = (i + 1) & (s->cache_cap - 1))
-		;
-	s->cache[i] = e;
-	s->cache_n++;
+	if (s->cache_n >= UINT32_MAX - 1 ||
+	    stb_hashset_reserve(&s->cache_set, s, cache_rehash) != 0 ||
+	    stb_grow(&s->cache, &s->cache_cap, s->cache_n + 1, sizeof(*s->cache)) != 0)
+		return;
+	const struct cache_key k = {.ip = e->ip, .is_ret = e->is_ret};
+	uint32_t *slot = stb_hashset_find(&s->cache_set, cache_hash(e->ip, e->is_ret), s, cache_eq,
+					  &k);
+	s->cache[s->cache_n] = e;
+	*slot = (uint32_t)++s->cache_n;
+	s->cache_set.n++;
 }
 
 /* ------------------------------------------------------------ demangling */
@@ -558,6 +550,7 @@ cleanup:
 				free(c);
 			}
 			free(s->strs);
+			stb_hashset_free(&s->str_set);
 			free(s);
 		}
 		errno = -ret;
@@ -593,15 +586,16 @@ void stb_sym_free(struct stb_sym *s)
 		free(c);
 	}
 	free(s->cache);
+	stb_hashset_free(&s->cache_set);
 	free(s->strs);
+	stb_hashset_free(&s->str_set);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
 static void stb_sym_cache_clear(struct stb_sym *s)
 {
-	if (s->cache)
-		memset(s->cache, 0, s->cache_cap * sizeof(*s->cache));
+	stb_hashset_clear(&s->cache_set);
 	s->cache_n = 0;
 }
 

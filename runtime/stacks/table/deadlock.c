@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashset.h"
 #include "table/deadlock.h"
 #include "util.h"
 
@@ -71,15 +72,9 @@ int stb_deadlock_scan_add(struct stb_deadlock_scan *f, uint32_t slot, struct stb
 		f->partial = true;
 		return 1;
 	}
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 64;
-		struct node *g = realloc(f->nodes, cap * sizeof(*g));
-		if (!g) {
-			f->err = -ENOMEM;
-			return 1;
-		}
-		f->nodes = g;
-		f->cap = cap;
+	if (stb_grow(&f->nodes, &f->cap, f->n + 1, sizeof(*f->nodes)) != 0) {
+		f->err = -ENOMEM;
+		return 1;
 	}
 	f->nodes[f->n++] = (struct node){
 		.id = v->id, .word = w.word, .wait_word = w.wait_word, .object = w.object,

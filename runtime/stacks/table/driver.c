@@ -14,6 +14,18 @@
 #include "table/hold.h"
 #include "util.h"
 
+#if defined(STB_TEST_HOOKS)
+void (*stb_driver_test_hold)(void *arg);
+void *stb_driver_test_hold_arg;
+#define HELD()                                                             \
+	do {                                                               \
+		if (stb_driver_test_hold)                                  \
+			stb_driver_test_hold(stb_driver_test_hold_arg);    \
+	} while (0)
+#else
+#define HELD() ((void)0)
+#endif
+
 static void relax(unsigned spins)
 {
 	if (spins < 100)
@@ -143,8 +155,7 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			return rc;
 		}
 		held_from = stb_now_ns();
-		if (d->on_hold)
-			d->on_hold(d->on_hold_arg);
+		HELD();
 	}
 	for (unsigned spins = 0;; spins++) {
 		if (lease_mode && spins) {
@@ -293,8 +304,7 @@ static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uin
 	if (stb_hold_try(j->p, now, job_deadline(j, now), &j->lease) != 0)
 		return false;
 	j->held_from = now;
-	if (d->on_hold)
-		d->on_hold(d->on_hold_arg);
+	HELD();
 	bool ok = false;
 	if (__atomic_load_n(&j->p->id, __ATOMIC_ACQUIRE) == j->id) {
 		j->w1 = __atomic_load_n(&j->p->word, __ATOMIC_ACQUIRE);
@@ -343,8 +353,10 @@ void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jo
 {
 	for (; n > STB_DRIVER_MANY_MAX; jobs += STB_DRIVER_MANY_MAX, n -= STB_DRIVER_MANY_MAX)
 		stb_driver_trace_many(d, jobs, STB_DRIVER_MANY_MAX, done, arg);
+	/* Every batched copy is made under its task's lease: memory that can
+	 * fault is as safe to read here as alone. */
 	bool batch = (d->flags & STB_DRIVER_F_LEASE) && d->mem->read_many && n > 1 &&
-		     !(d->mem->flags & (STB_MEM_F_FROZEN | STB_MEM_F_FAULTS));
+		     !(d->mem->flags & STB_MEM_F_FROZEN);
 	struct stb_mem_seg segs[STB_DRIVER_MANY_MAX];
 	unsigned of[STB_DRIVER_MANY_MAX], ns = 0;
 	size_t used = 0;

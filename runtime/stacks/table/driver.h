@@ -139,11 +139,14 @@ struct stb_driver {
 	 * them (w NULL) every bthread looks off-CPU: only for frozen memory
 	 * that has none, and for tests. */
 	struct stb_tview_wsrc workers;
-	/* Called right after the lease was taken (fault injection in test
-	 * builds); NULL: none. */
-	void (*on_hold)(void *arg);
-	void *on_hold_arg;
 };
+
+#if defined(STB_TEST_HOOKS)
+/* Test builds only (the driver compiled with STB_TEST_HOOKS): called right
+ * after every lease is taken, as a stuck tracer would hold it; NULL: none. */
+extern void (*stb_driver_test_hold)(void *arg);
+extern void *stb_driver_test_hold_arg;
+#endif
 
 /*
  * Traces task id, whose entry is p, until deadline (CLOCK_MONOTONIC ns):

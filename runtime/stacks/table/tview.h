@@ -134,15 +134,19 @@ bool stb_tview_live(const struct stb_tview_task *v);
 
 /*
  * Where the entries come from. entry(ctx, slot, &next) returns the entry of
- * slot (valid until the next call), or NULL when the slots [slot, next) hold
- * nothing (never written: a hole of a memfd, private memory not mapped); next
- * must be > slot.
+ * slot, or NULL when the slots [slot, next) hold nothing (never written: a
+ * hole of a memfd, private memory not mapped); next must be > slot. An entry
+ * stays valid while the slots asked for stay in its window (aligned, of
+ * window slots) or the next one asked for: a reader that keeps entries (a
+ * batch of traces) is done with them before it moves on to a third window.
+ * window 0: entries stay valid as long as the source.
  */
 struct stb_tview_src {
 	struct stb_abi_task *(*entry)(void *ctx, uint32_t slot, uint32_t *next);
 	void *ctx;
 	uint32_t nslots; /* scan [0, nslots): min(slot_hwm, capacity) */
 	struct stb_tview_wsrc workers; /* the table's worker entries */
+	uint32_t window; /* slots of a window of entries; 0: one for everything */
 };
 
 /* The entry of slot in src, NULL when its window cannot be mapped. */

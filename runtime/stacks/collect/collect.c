@@ -1,0 +1,672 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one collector (collect.h): a pass over a table, its tasks traced in
+ * batches through the trace driver, their stacks interned, reused or handed
+ * to the producer, the deadlocks searched.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "collect/collect.h"
+#include "collect/taskwhy.h"
+#include "hashset.h"
+#include "symbols/frames.h"
+#include "symbols/walkmemo.h"
+#include "util.h"
+
+/* The task records live in a mapping of their own, grown with mremap (no
+ * copy) and in transparent huge pages where the system allows them (the
+ * "madvise" mode) once they are many: 100,000 records fault ~20 times
+ * instead of 7,000 (a fault costs ~6 us here). */
+#define STB_COLLECT_TASKS_FIRST ((size_t)64 << 10)
+#define STB_COLLECT_TASKS_HUGE ((size_t)4 << 20) /* small runs: no 2 MiB page to clear */
+
+/* A task between the scan and its place in the report: traced in batches of
+ * up to STB_DRIVER_MANY_MAX (one read copies their stacks). */
+struct pending {
+	struct stb_collect_task ct;
+	char error[128];
+	struct stb_abi_task *p;
+	struct stb_tview_task v;
+	bool keep;     /* traced (or failed, or late) and selected */
+	bool reusable; /* copied while ready or suspended, stack kept */
+};
+
+/* A stack that may serve a later pass: task id ran no more since run seq. */
+struct reuse {
+	uint32_t slot; /* the key */
+	uint64_t id;
+	uint32_t seq;
+	uint64_t pass; /* the last pass that stored or reused it */
+	struct stb_stackset_entry *stack;
+	unsigned nframes, beyond;
+	bool truncated, beyond_more;
+	int64_t user[2];
+};
+
+struct stb_collector {
+	struct stb_collect_src src;
+	struct stb_stackset *stacks;
+	struct stb_walkmemo *memo;
+	struct stb_frame *scratch; /* one walk: STB_REPORT_WALK_MAX frames */
+	struct pending *pend;
+	struct stb_driver_job jobs[STB_DRIVER_MANY_MAX];
+	unsigned npend, njobs;
+	uint32_t window; /* the source window of the pending entries */
+	struct stb_report_task *tasks;
+	size_t n, cap, tasks_bytes;
+	struct reuse *reuse;
+	size_t nreuse, capreuse;
+	struct stb_hashset reuse_set;
+	uint64_t pass, forgot; /* this pass; the first pass REUSE_ANY may use */
+	/* The pass. */
+	const struct stb_collect_opts *o;
+	struct stb_collect_result *res;
+	struct stb_deadlocks dl;
+	struct stb_deadlock_scan *dls;
+	struct stb_tview_src scan; /* the table as this pass scans it */
+	uint64_t now;
+	unsigned walk_max, keep;
+	bool intern; /* stacks into c->stacks (always without each()) */
+	unsigned batch; /* tasks queued at most: one when each() gets scratch */
+	bool stop, late;
+};
+
+/* ---- reusable stacks, by slot ---- */
+
+static uint64_t reuse_hash(const void *ctx, uint32_t idx)
+{
+	const struct stb_collector *c = ctx;
+	return stb_hash_u64(c->reuse[idx].slot);
+}
+
+static bool reuse_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_collector *c = ctx;
+	return c->reuse[idx].slot == *(const uint32_t *)key;
+}
+
+static struct reuse *reuse_find(const struct stb_collector *c, uint32_t slot)
+{
+	int64_t i = stb_hashset_get(&c->reuse_set, stb_hash_u64(slot), c, reuse_eq, &slot);
+	return i < 0 ? NULL : &c->reuse[i];
+}
+
+/* Keeps q's stack for a later pass; without memory it is traced again then. */
+static void reuse_store(struct stb_collector *c, const struct pending *q)
+{
+	const struct stb_report_task *t = &q->ct.t;
+	uint32_t slot = q->ct.slot;
+	if (stb_hashset_reserve(&c->reuse_set, c, reuse_hash) != 0)
+		return;
+	uint32_t *s = stb_hashset_find(&c->reuse_set, stb_hash_u64(slot), c, reuse_eq, &slot);
+	if (!*s) {
+		if (c->nreuse >= UINT32_MAX - 1 ||
+		    stb_grow(&c->reuse, &c->capreuse, c->nreuse + 1, sizeof(*c->reuse)) != 0)
+			return;
+		*s = (uint32_t)++c->nreuse;
+		c->reuse_set.n++;
+	}
+	c->reuse[*s - 1] = (struct reuse){
+	    .slot = slot, .id = t->id, .seq = q->ct.seq, .pass = c->pass, .stack = t->stack,
+	    .nframes = t->nframes, .beyond = t->beyond, .truncated = t->truncated != 0,
+	    .beyond_more = t->beyond_more, .user = {q->ct.user[0], q->ct.user[1]}};
+}
+
+/* Drops the stacks the next pass may not reuse (REUSE_LAST: those this
+ * pass did not store or reuse): memory stays with the live tasks. */
+static void reuse_prune(struct stb_collector *c)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < c->nreuse; i++)
+		if (c->reuse[i].pass == c->pass)
+			c->reuse[kept++] = c->reuse[i];
+	if (kept == c->nreuse)
+		return;
+	c->nreuse = kept;
+	stb_hashset_clear(&c->reuse_set);
+	for (size_t i = 0; i < kept; i++) {
+		uint32_t *s = stb_hashset_find(&c->reuse_set, stb_hash_u64(c->reuse[i].slot), c,
+					       reuse_eq, &c->reuse[i].slot);
+		*s = (uint32_t)i + 1;
+		c->reuse_set.n++;
+	}
+}
+
+void stb_collector_forget(struct stb_collector *c)
+{
+	c->forgot = c->pass + 1;
+	stb_walkmemo_reset(c->memo);
+}
+
+/* ---- one task ---- */
+
+bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *t,
+		       uint64_t now)
+{
+	if (!o->stuck_ns)
+		return true;
+	if (o->stuck_no_io && (t->wait.kind == STB_WAIT_FD || t->wait.kind == STB_WAIT_SLEEP))
+		return false;
+	if (o->stuck_no_io && t->is_pthread && t->wait.kind == STB_WAIT_NONE)
+		return false; /* a registered pthread running on its own: unknown */
+	return stb_report_stuck_ns(t, now) >= o->stuck_ns;
+}
+
+void stb_collect_entry(const struct stb_collect_src *src, struct stb_abi_task *p,
+		       const struct stb_tview_task *v, struct stb_report_task *t, bool why)
+{
+	memset(t, 0, sizeof(*t));
+	t->id = v->id;
+	memcpy(t->name, v->name, sizeof(t->name));
+	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
+	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
+	/* Why it is there, read before the trace (which then must not see it move). */
+	if (why)
+		stb_report_task_why(t, p, src->worker ? src->worker(src->ctx, v->worker) : NULL,
+				    src->owners);
+}
+
+static bool gone(const struct stb_collector *c)
+{
+	const struct stb_mem *m = c->src.drv.mem;
+	return m->alive && !m->alive(m->ctx);
+}
+
+/* What task q's record needs from its trace (capt, rc): state, capture,
+ * whether it is still selected (q->keep). true: it has a stack to unwind. */
+static bool settle(struct stb_collector *c, struct pending *q, const struct stb_capture *capt,
+		   int rc, bool traced)
+{
+	struct stb_report_task *t = &q->ct.t;
+	const struct stb_tview_task *v = &q->v;
+	const struct stb_collect_opts *o = c->o;
+	if (c->stop)
+		return false;
+	if (traced) {
+		struct stb_collect_result *r = c->res;
+		r->held++;
+		r->held_sum_ns += capt->lease_ns;
+		r->held_max_ns = capt->lease_ns > r->held_max_ns ? capt->lease_ns : r->held_max_ns;
+		if (o->traced)
+			o->traced(o->arg, v->id, rc, capt);
+	}
+	if (capt->target_gone || (rc == -ESRCH && gone(c))) {
+		c->res->target_gone = true;
+		c->stop = true;
+		return false;
+	}
+	if (rc == -ESRCH) {
+		c->res->finished++; /* finished meanwhile (its slot may be reused) */
+		return false;
+	}
+	unsigned st = capt->state ? capt->state : v->state; /* 0: failed before reading it */
+	t->state = st < STB_TASK_NSTATES ? st : STB_TASK_UNUSED;
+	if (o->state_mask && !(o->state_mask & (1u << t->state)))
+		return false; /* moved out of the selected states meanwhile */
+	t->mode = capt->mode;
+	t->tid = capt->tid ? capt->tid
+			   : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
+	if (!o->no_why)
+		stb_report_task_why_recheck(t, q->p);
+	if (!stb_collect_stuck(o, t, c->now))
+		return false; /* it moved on meanwhile: not stuck */
+	q->keep = true;
+	q->ct.seq = capt->seq;
+	if (rc != 0) {
+		t->err = rc;
+		c->res->failed++;
+		return false;
+	}
+	return capt->mode != STB_TRACE_NO_STACK;
+}
+
+/* A ready or suspended task whose run sequence has not changed since a
+ * pass traced it has the same stack, taken again (its word read once more
+ * after the wait block, as a copy would be validated). true: q is done. */
+static bool reuse_try(struct stb_collector *c, struct pending *q)
+{
+	const struct stb_tview_task *v = &q->v;
+	unsigned mode = c->o->reuse;
+	if (mode == STB_COLLECT_REUSE_NONE ||
+	    (v->state != STB_TASK_READY && v->state != STB_TASK_SUSPENDED))
+		return false;
+	const struct reuse *k = reuse_find(c, q->ct.slot);
+	if (!k || k->id != v->id || k->seq != v->seq ||
+	    (mode == STB_COLLECT_REUSE_LAST ? k->pass + 1 != c->pass : k->pass < c->forgot))
+		return false;
+	uint64_t w2 = __atomic_load_n(&q->p->word, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&q->p->id, __ATOMIC_ACQUIRE) != v->id || w2 != v->word)
+		return false; /* it ran, or is about to: trace it */
+	struct stb_capture capt = {.mode = STB_TRACE_CONTEXT, .state = v->state, .seq = v->seq};
+	struct stb_report_task *t = &q->ct.t;
+	if (settle(c, q, &capt, 0, false)) {
+		if (k->stack)
+			stb_stackset_hold(c->stacks, k->stack);
+		t->stack = k->stack;
+		t->frames = k->stack ? k->stack->frames : NULL;
+		t->nframes = k->stack ? k->nframes : 0;
+		t->beyond = k->beyond;
+		t->truncated = k->truncated;
+		t->beyond_more = k->beyond_more;
+		q->reusable = true;
+	}
+	q->ct.reused = true;
+	q->ct.user[0] = k->user[0];
+	q->ct.user[1] = k->user[1];
+	c->res->reused++;
+	return true;
+}
+
+/* A job is traced: what its record needs from the capture, its frames. */
+static void job_done(void *arg, struct stb_driver_job *j)
+{
+	struct stb_collector *c = arg;
+	struct pending *q = j->arg;
+	struct stb_report_task *t = &q->ct.t;
+	const struct stb_capture *capt = &j->capt;
+	const struct stb_collect_opts *o = c->o;
+	if (!settle(c, q, capt, j->rc, true))
+		return;
+	/* The whole stack is walked (up to walk_max frames) so that the report
+	 * can say how many frames it does not show; keep are kept. */
+	struct stb_frame_sink sink = {
+	    .frames = c->scratch,
+	    .nframes = c->walk_max,
+	    .max = c->walk_max,
+	    .deadline = o->walk_end ? o->walk_end : o->trace_end,
+	};
+	if (o->phase)
+		o->phase("unwinding a stack");
+	stb_capture_unwind(c->src.unw, c->memo, capt, &sink);
+	unsigned keep = sink.n < c->keep ? sink.n : c->keep;
+	t->truncated = sink.truncated || sink.timed_out;
+	t->beyond = sink.n - keep;
+	t->beyond_more = sink.truncated;
+	if (!keep)
+		return;
+	bool context = capt->mode == STB_TRACE_CONTEXT;
+	if (!c->intern) {
+		t->frames = c->scratch; /* handed to each() before the next walk */
+		q->reusable = context;
+	} else if ((t->stack = stb_stackset_add(c->stacks, c->scratch, keep,
+						stb_report_stack_key(t))) != NULL) {
+		/* Tasks with the same stack share one copy of it. */
+		t->frames = t->stack->frames;
+		q->reusable = context;
+	} else if ((t->frames = malloc(keep * sizeof(*t->frames))) != NULL) {
+		memcpy(t->frames, c->scratch, keep * sizeof(*t->frames));
+	} else {
+		c->res->err = -ENOMEM;
+		c->stop = true;
+		q->keep = false;
+		return;
+	}
+	t->nframes = keep;
+}
+
+/* The next record of the result, NULL without memory. */
+static struct stb_report_task *new_task(struct stb_collector *c)
+{
+	if (c->n == c->cap) {
+		size_t bytes = c->tasks_bytes ? c->tasks_bytes * 2 : STB_COLLECT_TASKS_FIRST;
+		void *m = c->tasks ? mremap(c->tasks, c->tasks_bytes, bytes, MREMAP_MAYMOVE)
+				   : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		if (bytes >= STB_COLLECT_TASKS_HUGE) /* a hint: its failure changes nothing */
+			madvise(m, bytes, MADV_HUGEPAGE);
+		c->tasks = m;
+		c->tasks_bytes = bytes;
+		c->cap = bytes / sizeof(*c->tasks);
+	}
+	return &c->tasks[c->n];
+}
+
+/* Hands a selected task q over: to each(), or into the result. */
+static void deliver(struct stb_collector *c, struct pending *q)
+{
+	const struct stb_collect_opts *o = c->o;
+	struct stb_report_task *t = &q->ct.t;
+	bool own = !t->stack && t->frames && t->frames != c->scratch; /* a malloc'd copy */
+	if (o->each) {
+		if (t->err < 0 && q->error[0])
+			t->error = q->error;
+		if (o->each(o->arg, &q->ct) != 0)
+			c->stop = true;
+		t->error = NULL;
+		if (own)
+			free(t->frames);
+		if (q->reusable && !q->ct.forget && o->reuse)
+			reuse_store(c, q);
+		return;
+	}
+	struct stb_report_task *d = c->stop ? NULL : new_task(c);
+	if (!d) {
+		if (own)
+			free(t->frames);
+		if (!c->stop)
+			c->res->err = -ENOMEM;
+		c->stop = true;
+		return;
+	}
+	*d = *t;
+	if (d->err < 0 && q->error[0])
+		d->error = strdup(q->error); /* NULL: strerror(-err) */
+	if (q->reusable && o->reuse)
+		reuse_store(c, q);
+	c->n++;
+}
+
+/* Traces the queued tasks and hands the selected ones over, in the order of
+ * the scan. */
+static void flush(struct stb_collector *c)
+{
+	const struct stb_collect_opts *o = c->o;
+	if (c->njobs) {
+		if (o->phase)
+			o->phase("tracing tasks");
+		stb_driver_trace_many(&c->src.drv, c->jobs, c->njobs, job_done, c);
+	}
+	for (unsigned k = 0; k < c->npend; k++) {
+		struct pending *q = &c->pend[k];
+		if (q->keep && !c->stop)
+			deliver(c, q);
+		else if (!q->ct.t.stack && q->ct.t.frames != c->scratch)
+			free(q->ct.t.frames);
+	}
+	c->npend = c->njobs = 0;
+}
+
+/* Is a task of this state reached after trace_end late (LATE_PASS)? One
+ * without a stack costs no copy: it is traced all the same. */
+static bool late_now(struct stb_collector *c, unsigned state)
+{
+	const struct stb_collect_opts *o = c->o;
+	if (state == STB_TASK_CREATED || state == STB_TASK_READY_NO_STACK)
+		return false;
+	if (!c->late && o->trace_end && stb_now_ns() >= o->trace_end)
+		c->late = true;
+	return c->late;
+}
+
+/* The window of the scan source slot lies in (tview.h: entries of the
+ * pending batch stay valid until the scan leaves their window). */
+static uint32_t window_of(const struct stb_collector *c, uint32_t slot)
+{
+	return c->scan.window ? slot / c->scan.window : 0;
+}
+
+/* Takes task v->id of entry p (slot) into the pass, unless it is not
+ * selected. Returns non-zero when the pass must stop. */
+static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
+		const struct stb_tview_task *v)
+{
+	const struct stb_collect_opts *o = c->o;
+	if (c->npend && c->window != window_of(c, slot))
+		flush(c);
+	if (c->stop)
+		return 1;
+	struct pending *q = &c->pend[c->npend];
+	memset(&q->ct, 0, sizeof(q->ct));
+	stb_collect_entry(&c->src, p, v, &q->ct.t, !o->no_why);
+	if (!stb_collect_stuck(o, &q->ct.t, c->now))
+		return 0; /* not stuck: not selected */
+	q->ct.slot = slot;
+	q->ct.seq = v->seq;
+	q->p = p;
+	q->v = *v;
+	q->keep = false;
+	q->reusable = false;
+	q->error[0] = '\0';
+	c->window = window_of(c, slot);
+	struct stb_report_task *t = &q->ct.t;
+	if (!o->stacks) {
+		/* The entry's fields only. */
+		t->mode = STB_TRACE_NO_STACK;
+		if (v->state == STB_TASK_RUNNING || t->is_pthread)
+			t->tid = v->tid;
+		q->keep = true;
+	} else if (reuse_try(c, q)) {
+		/* Its stack from an earlier pass. */
+	} else if (o->late == STB_COLLECT_LATE_STOP && o->trace_end &&
+		   stb_now_ns() >= o->trace_end) {
+		c->res->at_slot = slot; /* the scan stops; what is queued is traced */
+		return 1;
+	} else if (o->late == STB_COLLECT_LATE_PASS && late_now(c, v->state)) {
+		if (!c->res->late++)
+			c->res->at_slot = slot;
+		q->ct.late = true;
+		q->keep = true;
+	} else {
+		c->jobs[c->njobs++] = (struct stb_driver_job){
+		    .p = p,
+		    .id = v->id,
+		    .deadline = o->trace_end ? o->trace_end : UINT64_MAX,
+		    .timeout_ns = o->timeout_ns,
+		    .err = q->error,
+		    .errlen = sizeof(q->error),
+		    .arg = q,
+		};
+	}
+	if (++c->npend == c->batch)
+		flush(c);
+	return c->stop;
+}
+
+static int scan_fn(void *arg, uint32_t slot, struct stb_abi_task *p, const struct stb_tview_task *v)
+{
+	struct stb_collector *c = arg;
+	if (c->dls)
+		stb_deadlock_scan_add(c->dls, slot, p, v);
+	if (c->o->no_pthreads && (v->flags & STB_ABI_TASK_F_PTHREAD))
+		return 0;
+	return take(c, slot, p, v);
+}
+
+/* The source from slot first on (the scan of a pass that starts there). */
+struct from {
+	struct stb_tview_src src;
+	uint32_t first;
+};
+
+static struct stb_abi_task *from_entry(void *ctx, uint32_t slot, uint32_t *next)
+{
+	struct from *f = ctx;
+	if (slot < f->first) {
+		*next = f->first;
+		return NULL;
+	}
+	return f->src.entry(f->src.ctx, slot, next);
+}
+
+/* The whole table, from opts.first_slot around to it. */
+static void scan_table(struct stb_collector *c, struct stb_tview_scan_result *all)
+{
+	const struct stb_collect_opts *o = c->o;
+	c->scan = c->src.tasks(c->src.ctx, &c->res->clamped, false);
+	/* The table is read once for both the tasks and the wait-for graph when
+	 * the scan passes every task with an edge. */
+	if (o->deadlocks && !o->nids &&
+	    (!o->state_mask || (o->state_mask & STB_DEADLOCK_STATES) == STB_DEADLOCK_STATES))
+		c->dls = stb_deadlock_scan_new(&c->scan, c->src.owners ? c->src.owners
+									 : c->src.drv.mem);
+	uint64_t deadline = o->late == STB_COLLECT_LATE_COUNT ? o->trace_end : 0;
+	uint32_t first = o->first_slot < c->scan.nslots ? o->first_slot : 0;
+	struct from tail = {.src = c->scan, .first = first};
+	struct stb_tview_src from = c->scan;
+	from.entry = from_entry;
+	from.ctx = &tail;
+	struct stb_tview_scan_result r;
+	stb_tview_scan(&from, o->state_mask, deadline, scan_fn, c, all);
+	if (first && !all->stopped && !c->stop) {
+		struct stb_tview_src head = c->scan;
+		head.nslots = first;
+		stb_tview_scan(&head, o->state_mask, deadline, scan_fn, c, &r);
+		all->visited += r.visited;
+		all->left += r.left;
+		all->invalid += r.invalid;
+		all->stopped = r.stopped;
+	}
+	flush(c);
+}
+
+/* The ids asked for, each looked up in its slot when it is its turn. */
+static void scan_ids(struct stb_collector *c)
+{
+	const struct stb_collect_opts *o = c->o;
+	struct stb_collect_result *res = c->res;
+	c->scan = (struct stb_tview_src){0};
+	for (unsigned i = 0; i < o->nids && !c->stop; i++) {
+		uint64_t id = o->ids[i];
+		uint32_t slot = STB_ABI_SLOT(id);
+		if (slot >= c->src.capacity) {
+			res->missing++;
+			if (o->missing)
+				o->missing(o->arg, id, true);
+			continue;
+		}
+		if (o->trace_end && stb_now_ns() >= o->trace_end) {
+			res->not_traced += o->nids - i;
+			break;
+		}
+		struct stb_abi_task *p = c->src.task(c->src.ctx, slot);
+		struct stb_tview_task v;
+		if (p)
+			stb_tview_read_task_now(&c->src.drv.workers, p, &v);
+		if (!p || v.id != id || !stb_tview_live(&v)) {
+			res->missing++;
+			if (o->missing)
+				o->missing(o->arg, id, false);
+			continue;
+		}
+		if (o->state_mask &&
+		    ((v.bad & STB_TVIEW_BAD_STATE) || !(o->state_mask & (1u << v.state))))
+			continue; /* not in the selected states */
+		res->visited++;
+		take(c, slot, p, &v);
+		flush(c); /* one at a time: the next is looked up in its turn */
+	}
+}
+
+/* Forgets the previous pass's tasks and deadlocks. */
+static void pass_reset(struct stb_collector *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		if (!c->tasks[i].stack)
+			free(c->tasks[i].frames);
+		free((char *)c->tasks[i].error);
+	}
+	c->n = 0;
+	c->npend = c->njobs = 0;
+	c->stop = c->late = false;
+	stb_deadlock_scan_free(c->dls);
+	c->dls = NULL;
+	stb_deadlocks_free(&c->dl);
+}
+
+int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
+		struct stb_collect_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	pass_reset(c);
+	c->pass++;
+	c->o = o;
+	c->res = res;
+	c->now = o->now ? o->now : stb_now_ns();
+	c->walk_max = o->walk_max ? o->walk_max : STB_REPORT_WALK_MAX;
+	if (c->walk_max > STB_REPORT_WALK_MAX)
+		c->walk_max = STB_REPORT_WALK_MAX;
+	c->keep = o->keep && o->keep < c->walk_max ? o->keep : c->walk_max;
+	c->intern = o->intern || !o->each;
+	/* Without a stackset each walk is handed over before the next one. */
+	c->batch = c->intern ? STB_DRIVER_MANY_MAX : 1;
+	stb_stackset_next(c->stacks);
+
+	struct stb_tview_scan_result scan = {0};
+	if (o->nids)
+		scan_ids(c);
+	else
+		scan_table(c, &scan);
+	res->visited += scan.visited;
+	res->not_traced += scan.left;
+	res->invalid = scan.invalid;
+	res->stopped = c->stop || scan.stopped;
+	if (!res->target_gone && gone(c))
+		res->target_gone = true;
+
+	/* The deadlocks of the whole table, each edge validated again. */
+	if (o->deadlocks && !res->target_gone && !res->err) {
+		if (o->phase)
+			o->phase("searching deadlocks");
+		int rc;
+		if (c->dls && !scan.left && !res->stopped && !res->err) {
+			rc = stb_deadlock_scan_end(c->dls, false, o->deadlock_end, &c->dl);
+		} else {
+			struct stb_tview_src all = c->src.tasks(c->src.ctx, NULL, true);
+			rc = stb_deadlock_find(&all, c->src.owners ? c->src.owners : c->src.drv.mem,
+					       o->deadlock_end, &c->dl);
+		}
+		res->deadlocks = rc == 0 ? &c->dl : NULL;
+	}
+	stb_deadlock_scan_free(c->dls);
+	c->dls = NULL;
+	/* The stacks no task holds now (nor a reusable one of this pass). */
+	stb_stackset_sweep(c->stacks);
+	if (o->reuse == STB_COLLECT_REUSE_LAST)
+		reuse_prune(c);
+	res->tasks = c->tasks;
+	res->n = c->n;
+	c->o = NULL;
+	c->res = NULL;
+	return 0;
+}
+
+/* ---- the collector ---- */
+
+struct stb_collector *stb_collector_new(const struct stb_collect_src *src, size_t memo_bytes)
+{
+	struct stb_collector *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->src = *src;
+	c->stacks = stb_stackset_new();
+	c->memo = stb_walkmemo_new(memo_bytes);
+	c->scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*c->scratch));
+	c->pend = calloc(STB_DRIVER_MANY_MAX, sizeof(*c->pend));
+	if (!c->stacks || !c->memo || !c->scratch || !c->pend) {
+		stb_collector_free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return c;
+}
+
+void stb_collector_free(struct stb_collector *c)
+{
+	if (!c)
+		return;
+	pass_reset(c);
+	if (c->tasks)
+		munmap(c->tasks, c->tasks_bytes);
+	free(c->reuse);
+	stb_hashset_free(&c->reuse_set);
+	stb_stackset_free(c->stacks);
+	stb_walkmemo_free(c->memo);
+	free(c->pend);
+	free(c->scratch);
+	free(c);
+}
+
+struct stb_stackset *stb_collector_stacks(struct stb_collector *c)
+{
+	return c->stacks;
+}
+
+struct stb_walkmemo *stb_collector_memo(struct stb_collector *c)
+{
+	return c->memo;
+}
