@@ -116,7 +116,7 @@ static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t s
 	struct stb_tview_task v;
 	if (!p)
 		return;
-	stb_tview_read_task(p, &v);
+	stb_tview_read_task(NULL, p, &v);
 	if (v.id == id)
 		snprintf(name, size, "%s", v.name);
 }
@@ -475,7 +475,8 @@ static int prof_setup(struct stb_prof *P)
 	struct stb_collect_src src;
 	stb_target_collect_src(P->tg, NULL, &src);
 	src.drv = (struct stb_driver){.mem = &P->mem, .flags = STB_DRIVER_F_NO_WAIT,
-				      .buf = P->buf, .cap = STB_PROF_COPY_MAX};
+				      .buf = P->buf, .cap = STB_PROF_COPY_MAX,
+				      .workers = stb_target_workers(P->tg)};
 	src.unw = P->unw;
 	P->coll = stb_collector_new(&src, 0);
 	if (!P->coll) {

@@ -108,28 +108,28 @@ static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, vo
 	return rc;
 }
 
-static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t deadline,
-		   void *buf, size_t cap, struct stb_capture *capt, char *err, size_t errlen)
+static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+		   const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+		   struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_running *r = ctx;
 	bool pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
-	uint32_t worker = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
-	uint32_t tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
+	/* Where it runs: the worker entry that names it, or a pthread's own
+	 * entry (the driver read them: abi.h, "Running"). */
+	uint32_t worker = at->worker;
+	uint32_t tid = at->tid;
 	uint64_t stack_hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
 	capt->tid = tid;
 	if (!pthread && worker >= STB_ABI_MAX_WORKERS) {
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
-		stb_say(err, errlen,
-			"its table entry is inconsistent: running on worker %u (at most "
-			"%u workers)",
-			worker, STB_ABI_MAX_WORKERS);
+		stb_say(err, errlen, "running, but no worker of the table names it");
 		return -EPROTO;
 	}
 	if (tid == 0 || tid > INT32_MAX) {
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
-		stb_say(err, errlen, "its table entry is inconsistent: running on thread %u", tid);
+		stb_say(err, errlen, "the table is inconsistent: running on thread %u", tid);
 		return -EPROTO;
 	}
 	/* Blocked in a system call on its thread: nothing to sample. */
@@ -143,10 +143,10 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
 		stb_say(err, errlen,
-			"its table entry names thread %u, which is not a thread of the "
+			"the table names thread %u, which is not a thread of the "
 			"target",
 			tid);
 		return -EPROTO;
@@ -193,7 +193,7 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		return 0;
 	}
 	if (rc == -ETIMEDOUT) {
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN; /* it moved: read it again */
 		/* Never on a CPU: blocked in a system call on its thread? */
 		if (in_syscall(r, tid, stack_hi, buf, cap, capt) == 0)
@@ -212,9 +212,9 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
-		stb_say(err, errlen, "its thread %u is gone although its entry says it runs there",
+		stb_say(err, errlen, "its thread %u is gone although the table says it runs there",
 			tid);
 		return -EPROTO;
 	}

@@ -194,6 +194,7 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	    .flags = S->tg ? STB_DRIVER_F_LEASE : 0,
 	    .buf = S->buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
+	    .workers = S->tg ? stb_target_workers(S->tg) : stb_postmortem_workers(S->pm),
 	};
 	src.unw = S->unw;
 	S->coll = stb_collector_new(&src, 0);

@@ -18,6 +18,7 @@
 #include <stb/stb.h>
 
 #include "internal.h" /* stb_task_*, stb_table_task, stb_test_switch_hook */
+#include "test_internal.h" /* stb_test_state */
 
 #define STB_NFRAMES 128
 #define STB_SENTINEL_IP 0xdeadbeefull
@@ -187,10 +188,34 @@ static void stb_blk_finish(struct stb_blk *b, int wfd)
 	}
 }
 
+/* The state of id as a tracer reads it from the table (abi.h, "Running"). */
 static unsigned stb_state_of(bthread_t id)
 {
 	struct stb_task *t = stb_task_lookup(id);
-	return t ? stb_task_state(t) : STB_TASK_UNUSED;
+	return t ? stb_test_state(t->pub) : STB_TASK_UNUSED;
+}
+
+/* How the table says it (abi.h, "Running"): SUSPENDING in the task's word;
+ * ABOUT_TO_RUN as a worker's current with the switching bit, the word still
+ * READY or READY_NO_STACK. */
+static void stb_check_published(bthread_t id, const struct stb_abi_task *pub, unsigned want)
+{
+	unsigned st = STB_ABI_STATE(__atomic_load_n(&pub->word, __ATOMIC_ACQUIRE));
+	int named = 0, named_switching = 0;
+	uint32_t n = __atomic_load_n(&stb_table_workers_header()->nworkers, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t c = __atomic_load_n(&stb_table_worker(i)->current, __ATOMIC_ACQUIRE);
+		named += c == id;
+		named_switching += c == (id | STB_ABI_CURRENT_SWITCHING);
+	}
+	if (want == STB_TASK_ABOUT_TO_RUN) {
+		assert_true(STB_ABI_RUNNABLE(st));
+		assert_int_equal(named_switching, 1);
+		assert_int_equal(named, 0);
+	} else {
+		assert_int_equal(st, want);
+		assert_int_equal(named_switching, 0);
+	}
 }
 
 static void stb_frames_poison(struct stb_frame *f, size_t n)
@@ -536,7 +561,7 @@ static void stb_check_window(unsigned want)
 	assert_int_equal(stb_state_of(b.id), want);
 	struct stb_abi_task *pub = stb_table_task((uint32_t)b.id);
 	assert_non_null(pub);
-	assert_int_equal(STB_ABI_STATE(__atomic_load_n(&pub->word, __ATOMIC_ACQUIRE)), want);
+	stb_check_published(b.id, pub, want);
 	assert_true(__atomic_load_n(&pub->id, __ATOMIC_ACQUIRE) == b.id);
 
 	/* (b) A trace shorter than the window times out, with nothing delivered. */
@@ -631,6 +656,7 @@ static void test_gate_holds_task(void **state)
 	uint64_t w = __atomic_load_n(&pub->word, __ATOMIC_ACQUIRE);
 	assert_int_equal(STB_ABI_STATE(w), STB_TASK_READY);
 	assert_int_equal(STB_ABI_SEQ(w), seq0);
+	assert_int_equal(stb_state_of(b.id), STB_TASK_READY); /* no worker names it */
 	__u64 mine = lease;
 	assert_true(__atomic_compare_exchange_n(&pub->trace, &mine, 0, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED));

@@ -11,17 +11,6 @@
 #define STB_MUTEX_LOCKED 1u
 #define STB_MUTEX_CONTENDED 0x101u
 
-uint64_t stb_owner_self(void)
-{
-	static __thread uint64_t tid_owner;
-	struct stb_task *t = stb_task_current(); /* a registered pthread has an id too */
-	if (t)
-		return t->id;
-	if (STB_UNLIKELY(!tid_owner))
-		tid_owner = STB_ABI_OWNER_TID(stb_gettid());
-	return tid_owner;
-}
-
 int bthread_mutexattr_init(bthread_mutexattr_t *attr)
 {
 	if (!attr)

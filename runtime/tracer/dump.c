@@ -41,7 +41,8 @@ static struct stb_tview_src self_tasks(void *ctx, bool *clamped, bool again)
 	(void)again;
 	if (clamped)
 		*clamped = false;
-	return (struct stb_tview_src){.entry = self_entry, .ctx = ctx, .nslots = stb_task_slots()};
+	return (struct stb_tview_src){.entry = self_entry, .ctx = ctx, .nslots = stb_task_slots(),
+				      .workers = stb_self_wsrc()};
 }
 
 static struct stb_abi_task *self_task(void *ctx, uint32_t slot)
@@ -115,6 +116,7 @@ int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set)
 		src.unw = set->st.unw;
 	} else {
 		src.drv.mem = &stb_self_checked_mem; /* not traced: its liveness only */
+		src.drv.workers = stb_self_wsrc();     /* which tasks run */
 	}
 	/* Without memory for it, every stack is walked. */
 	set->c = stb_collector_new(&src, STB_DUMP_MEMO_BYTES);

@@ -173,8 +173,7 @@ static void signal_handler(int sig, siginfo_t *si, void *uctx)
 	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
 	uint64_t sp = (uint64_t)g[REG_RSP];
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
-	if (!t || stb_task_id(t) != s->want || stb_task_state(t) != STB_TASK_RUNNING || sp < lo ||
-	    sp >= hi) {
+	if (!t || stb_task_id(t) != s->want || !stb_task_running_here(t) || sp < lo || sp >= hi) {
 		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
 		goto out;
 	}
@@ -300,9 +299,8 @@ static bool unanswered(void)
  * seen once may be a handler running at that instant. 0 = captured, -EAGAIN
  * = the task was not running there any more (retry), other -errno = failure.
  */
-static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
-			  uint64_t deadline, int timeout_ms, struct stb_capture *capt, char *err,
-			  size_t errlen)
+static int signal_request(bthread_t tid, pid_t ktid, struct stb_slot *s, uint64_t deadline,
+			  int timeout_ms, struct stb_capture *capt, char *err, size_t errlen)
 {
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
@@ -320,7 +318,8 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 			signo);
 		return -EPERM;
 	}
-	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+	if (ktid <= 0)
+		return -EAGAIN; /* where it runs is not known (yet): re-read the task */
 	uint64_t st = 0, tag = 0;
 	for (unsigned attempt = 0;; attempt++) {
 		tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
@@ -416,8 +415,8 @@ static int self_capture(struct stb_self_tracer *st, struct stb_abi_task *p,
 /* The capture backend of the in-process tracer (driver.h): the calling task
  * from its own frame, any other running one in signal mode. */
 static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			  uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
-			  char *err, size_t errlen)
+			  const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+			  struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_self_tracer *st = ctx;
 	struct stb_slot *s = st->slot;
@@ -426,7 +425,7 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 	(void)cap;
 	if (id && id == st->self_id)
 		return self_capture(st, p, capt);
-	int rc = signal_request(p, id, s, deadline, st->timeout_ms, capt, err, errlen);
+	int rc = signal_request(id, (pid_t)at->tid, s, deadline, st->timeout_ms, capt, err, errlen);
 	if (rc != 0)
 		return rc;
 	capt->regs = s->regs;
@@ -487,6 +486,11 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
 	*sym = stb_self_sym;
 }
 
+struct stb_tview_wsrc stb_self_wsrc(void)
+{
+	return (struct stb_tview_wsrc){.w = stb_table_worker(0), .hdr = stb_table_workers_header()};
+}
+
 int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t self_sp,
 			 uint64_t self_bp, uint64_t deadline, char *err, size_t errlen)
 {
@@ -510,7 +514,7 @@ int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t 
 	st->ops = (struct stb_capture_ops){.capture = tracer_capture, .ctx = st};
 	st->drv = (struct stb_driver){
 	    .mem = &stb_self_mem, .capture = &st->ops, .flags = STB_DRIVER_F_LEASE,
-	    .buf = st->slot->buf, .cap = STB_COPY_MAX,
+	    .buf = st->slot->buf, .cap = STB_COPY_MAX, .workers = stb_self_wsrc(),
 	};
 	st->unw = stb_self_proc;
 	st->sym = stb_self_sym;
@@ -753,7 +757,6 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	if (!t)
 		return 0;
 	t->flags |= STB_TASK_F_PTHREAD;
-	t->last_worker = NULL; /* its entry holds no worker's index */
 	struct stb_abi_task *p = t->pub;
 	p->flags |= STB_ABI_TASK_F_PTHREAD;
 	p->tag = (uint32_t)t->tag;

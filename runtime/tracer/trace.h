@@ -82,6 +82,10 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym);
  * published or private, owner words read with checks. */
 void stb_self_source(struct stb_collect_src *src);
 
+/* This process's worker entries (the table's, or private ones without it):
+ * which bthreads run where (abi.h). */
+struct stb_tview_wsrc stb_self_wsrc(void);
+
 struct stb_self_opts {
 	bthread_t only;       /* just that task; 0: every live one */
 	unsigned depth;       /* frames per stack at most; 0 = 64 */

@@ -186,7 +186,7 @@ static void check_slot(struct check *c, const struct stb_tview_src *src, uint32_
 	if (!p)
 		return;
 	struct stb_tview_task v;
-	stb_tview_read_task(p, &v);
+	stb_tview_read_task_now(&src->workers, p, &v);
 	if (!stb_tview_live(&v) || (v.bad & STB_TVIEW_BAD_STATE) || (want_id && v.id != want_id))
 		return;
 	if (v.state == STB_TASK_SUSPENDED || v.state == STB_TASK_RUNNING)
@@ -213,7 +213,8 @@ static void check_running(struct check *c, const struct stb_tview_src *src)
 		uint64_t seen = __atomic_load_n(&h->monitor_ns, __ATOMIC_ACQUIRE);
 		uint64_t cur = __atomic_load_n(&w->current, __ATOMIC_ACQUIRE);
 		uint64_t since = __atomic_load_n(&w->run_since_ns, __ATOMIC_ACQUIRE);
-		if (cur && since && seen > since && seen - since >= c->opts.stuck_ns)
+		if (cur && !STB_ABI_CURRENT_IS_SWITCHING(cur) && since && seen > since &&
+		    seen - since >= c->opts.stuck_ns)
 			check_slot(c, src, STB_ABI_SLOT(cur), cur);
 	}
 }
@@ -231,8 +232,11 @@ static uint64_t check_blocked(struct check *c, const struct stb_tview_src *src)
 		uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
 		unsigned st = STB_ABI_STATE(word);
 		if (st != STB_TASK_SUSPENDED) {
+			/* A thread that blocks in a bthread call: a registered
+			 * pthread (RUNNING) or a bthread on its worker's stack
+			 * (its word says READY_NO_STACK while it runs: abi.h). */
 			uint32_t flags = __atomic_load_n(&p->flags, __ATOMIC_RELAXED);
-			if (st != STB_TASK_RUNNING ||
+			if (!(st == STB_TASK_RUNNING || STB_ABI_RUNNABLE(st)) ||
 			    !(flags & (STB_ABI_TASK_F_PTHREAD | STB_ABI_TASK_F_WORKER_STACK)) ||
 			    STB_ABI_WAIT_KIND(__atomic_load_n(&p->wait_word, __ATOMIC_RELAXED)) ==
 				    STB_WAIT_NONE)

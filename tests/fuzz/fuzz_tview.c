@@ -15,6 +15,7 @@
  * is read as the collector reads it.
  */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collect/collect.h"
@@ -235,6 +236,7 @@ static void collect(struct table *tb, struct stb_tview_src *src, const struct st
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct stb_abi_task tasks[FT_MAX_TASKS];
+	static struct stb_abi_worker workers[FT_MAX_TASKS];
 	struct stb_abi_header h;
 	if (size < sizeof(h) + 8)
 		return 0;
@@ -255,9 +257,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(tasks, data, n * sizeof(struct stb_abi_task));
 	struct input in = {.stack = data + n * sizeof(struct stb_abi_task),
 			   .len = size - n * sizeof(struct stb_abi_task)};
+	/* The worker entries: the first nworkers entries read as workers (a
+	 * worker's current lies where a task's id is), so that the same bytes
+	 * name tasks as running or switching, or name nothing. */
+	_Static_assert(sizeof(workers[0]) == sizeof(tasks[0]), "entries");
+	memcpy(workers, tasks, n * sizeof(tasks[0]));
+	struct stb_tview_wsrc ws = {.w = workers, .n = h.nworkers < n ? h.nworkers : n};
+	struct stb_tview_workers *snap = malloc(sizeof(*snap));
+	if (!snap)
+		return 0;
+	stb_tview_workers_read(&ws, snap);
 	for (uint32_t i = 0; i < n; i++) {
-		struct stb_tview_task v;
-		stb_tview_read_task(&tasks[i], &v);
+		struct stb_tview_task v, v2;
+		stb_tview_read_task(snap, &tasks[i], &v);
+		stb_tview_read_task_now(&ws, &tasks[i], &v2);
+		if (v.state != v2.state || v.worker != v2.worker || v.tid != v2.tid)
+			__builtin_trap(); /* the snapshot and the live entries agree here */
+		if (!(v.flags & STB_ABI_TASK_F_PTHREAD) && v.worker < STB_ABI_MAX_WORKERS &&
+		    v.state != STB_TASK_RUNNING && v.state != STB_TASK_ABOUT_TO_RUN)
+			__builtin_trap(); /* a worker only ever makes a bthread run */
 		if (v.name[sizeof(v.name) - 1] != '\0' || v.wait_kind >= STB_WAIT_NKINDS ||
 		    (!(v.bad & STB_TVIEW_BAD_STATE) && v.state >= STB_TASK_NSTATES))
 			__builtin_trap();
@@ -272,9 +290,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (rt.wait_queued_known && rt.wait.kind != STB_WAIT_EXECQ))
 			__builtin_trap();
 	}
-	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE | STB_DRIVER_F_NO_WAIT};
+	free(snap);
+	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE | STB_DRIVER_F_NO_WAIT,
+			       .workers = ws};
 	struct table tb = {.t = tasks, .n = n};
-	struct stb_tview_src src = {.entry = entry, .ctx = &tb, .nslots = (uint32_t)h.slot_hwm};
+	struct stb_tview_src src = {.entry = entry, .ctx = &tb, .nslots = (uint32_t)h.slot_hwm,
+				    .workers = ws};
 	if (src.nslots > n + 16)
 		src.nslots = n + 16;
 	struct stb_tview_scan_result r;

@@ -550,7 +550,7 @@ static struct stb_abi_task *lookup(const struct stb_collector *c, uint64_t id,
 	struct stb_abi_task *p = c->src.task(c->src.ctx, slot);
 	if (!p)
 		return NULL;
-	stb_tview_read_task(p, v);
+	stb_tview_read_task_now(&c->src.drv.workers, p, v);
 	return v->id == id && stb_tview_live(v) ? p : NULL;
 }
 

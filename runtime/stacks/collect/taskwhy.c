@@ -38,7 +38,9 @@ void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p
 			t->wait.owner = o; /* who holds it now */
 	} else {
 		t->wait.word = word;
-		if (STB_ABI_STATE(word) == STB_TASK_RUNNING && !t->is_pthread && w)
+		/* t->state as the worker entries say (a running bthread's word
+		 * says READY: abi.h); w is the worker that names it. */
+		if (t->state == STB_TASK_RUNNING && !t->is_pthread && w)
 			t->run_since_ns = stb_wait_running_since(w, t->id, STB_ABI_SEQ(word));
 	}
 	stb_wait_creator(p, t->id, &t->creator);

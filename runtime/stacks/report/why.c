@@ -708,7 +708,11 @@ void stb_why_text_deadlocks(const struct stb_why *w,
 				memset(&shown_task, 0, sizeof(shown_task));
 				shown_task.id = m[i].id;
 				shown_task.is_pthread = m[i].is_pthread;
-				shown_task.state = STB_ABI_STATE(m[i].wait.word);
+				/* Blocked: suspended, or a thread in a wait (a
+				 * worker-stack bthread's word says READY_NO_STACK
+				 * while it runs: abi.h). */
+				unsigned st = STB_ABI_STATE(m[i].wait.word);
+				shown_task.state = STB_ABI_RUNNABLE(st) ? STB_TASK_RUNNING : st;
 				shown_task.since_ns = m[i].wait.since_ns;
 				const struct stb_report_ref *ref = find_ref(w->r, m[i].id);
 				if (ref)

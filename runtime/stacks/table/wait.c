@@ -51,10 +51,12 @@ bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
 	uint64_t w1 = ACQUIRE(p->word);
 	uint32_t flags = LOAD(p->flags);
 	unsigned st = STB_ABI_STATE(w1);
-	/* A thread that blocks while its entry says RUNNING: a registered
-	 * pthread, or a bthread on its worker's stack (abi.h). */
+	/* A thread that blocks while it runs: a registered pthread (its word
+	 * says RUNNING), or a bthread on its worker's stack (its word says
+	 * READY_NO_STACK while a worker names it: abi.h). */
 	bool thread = (flags & (STB_ABI_TASK_F_PTHREAD | STB_ABI_TASK_F_WORKER_STACK)) != 0;
-	if (st != STB_TASK_SUSPENDED && !(thread && st == STB_TASK_RUNNING))
+	if (st != STB_TASK_SUSPENDED &&
+	    !(thread && (st == STB_TASK_RUNNING || STB_ABI_RUNNABLE(st))))
 		return false;
 	uint64_t k1 = ACQUIRE(p->wait_word);
 	read_block(p, w);
