@@ -824,19 +824,8 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 			stb_json_kv_u64(j, "bthread", c->id);
 		if (c->tid)
 			stb_json_kv_u64(j, "tid", c->tid);
-		if (c->ip) {
-			stb_json_kv_hex(j, "ip", c->ip);
-			struct stb_frame f;
-			site_frame(w, c->ip, true, &f);
-			if (f.symbol) {
-				stb_json_kv_string(j, "function", f.symbol);
-				stb_json_kv_u64(j, "offset", f.offset);
-			}
-			if (f.file) {
-				stb_json_kv_string(j, "file", f.file);
-				stb_json_kv_i64(j, "line", f.line);
-			}
-		}
+		if (c->ip)
+			stb_why_json_site(w, j, c->ip);
 		stb_json_end(j);
 	}
 	size_t n;
