@@ -30,9 +30,10 @@
 #define THREAD_COPY_MAX (256u << 10)
 /* What to do about stacks that are not in a core. */
 #define STACK_FIX                                                                        \
-	"a gcore of a live process leaves out the stacks behind guard pages on Linux "   \
-	"6.13+: start the process with STB_STACK_GUARDS=mprotect, or read it live "      \
-	"(docs/postmortem.md)"
+	"gdb's gcore of a live process leaves out the stacks behind the runtime's guard " \
+	"pages (MADV_GUARD_INSTALL, Linux 6.13+): start the process with "               \
+	"STB_STACK_GUARDS=mprotect before taking gcore, or trace it live with --pid "    \
+	"(stb-bpf-loader(8), POST-MORTEM)"
 
 static void note(struct stb_postmortem *pm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -343,8 +344,8 @@ static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_t
 		zero = b[i] == 0;
 	if (!len || zero) {
 		stb_say(err, errlen,
-			"its stack is not in the core (%s at sp 0x%" PRIx64 "): %s",
-			len ? "zeros" : "nothing", sp, STACK_FIX);
+			"its stack is not in the core (%s at sp 0x%" PRIx64 "): see the note",
+			len ? "zeros" : "nothing", sp);
 		return -ENODATA;
 	}
 	capt->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
@@ -625,6 +626,12 @@ int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *task
 	const struct stb_corefile *c = pm->core;
 	*out = tasks;
 	*nout = n;
+	/* Stacks that are not in the core (a gcore and the stacks' guard pages):
+	 * the notes name the fix. */
+	pm->nostack = 0;
+	for (size_t i = 0; i < n; i++)
+		pm->nostack += tasks[i].err == -ENODATA;
+	pm->ntraced = n;
 	if (!stb_corefile_fatal(c))
 		return 0;
 	pm->signal = (struct stb_report_signal){
@@ -718,6 +725,10 @@ void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *met
 	if (!stb_postmortem_now(pm))
 		note(pm, "how long tasks were blocked is not shown: every worker was parked when the "
 			 "core was written, and the core does not say since when");
+	if (pm->nostack)
+		note(pm,
+		     "%" PRIu64 " of %" PRIu64 " stacks are not in the core: %s", pm->nostack,
+		     (uint64_t)pm->ntraced, STACK_FIX);
 	module_notes(pm);
 	if (c->truncated || pm->missing)
 		note(pm,

@@ -55,6 +55,7 @@ struct stb_postmortem {
 	struct stb_report_signal signal;
 	bool has_signal;
 	bool signal_pthread; /* signal.task is a registered pthread */
+	uint64_t nostack, ntraced; /* tasks whose stack is not in the core, of those traced */
 	struct stb_report_task *order; /* the report's tasks, what took it first */
 	struct stb_frame *thread_frames; /* a thread that is no task: its frames */
 	char thread_err[256];
@@ -111,8 +112,9 @@ void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *met
  * keep frames at most, a record with is_thread -- when thread is true (the
  * run selects running tasks and names no ids). *out and *nout: the report's
  * tasks (tasks and n when the core was not written on a fatal signal, or
- * nothing is added), valid while pm and tasks are. Call before
- * stb_postmortem_notes. 0, or -ENOMEM (*out = tasks).
+ * nothing is added), valid while pm and tasks are. Also counts the tasks
+ * whose stack is not in the core (-ENODATA), for a note naming the fix.
+ * Call before stb_postmortem_notes. 0, or -ENOMEM (*out = tasks).
  */
 int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *tasks, size_t n,
 			 bool thread, unsigned keep, struct stb_report_task **out, size_t *nout);

@@ -334,6 +334,43 @@ static void test_core_gcore(void **state)
 	/* teardown() kills the target */
 }
 
+/* gcore of a target with the default stack guards: on Linux 6.13+ the
+ * stacks behind MADV_GUARD_INSTALL guards are not in it; the loader must
+ * say so once, naming the fix. (An older kernel's gcore holds them: the
+ * trace is complete.) */
+static void test_core_gcore_default(void **state)
+{
+	(void)state;
+#if defined(__SANITIZE_ADDRESS__)
+	print_message("gcore of an ASan target: not run in a sanitizer build\n");
+	skip();
+#endif
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, NULL);
+	char prefix[PATH_MAX + 32], core[PATH_MAX + 64], pid[16];
+	snprintf(prefix, sizeof(prefix), "%s/gcore-default", core_dir);
+	snprintf(pid, sizeof(pid), "%d", (int)tg.pid);
+	char *argv[] = {"gcore", "-o", prefix, pid, NULL};
+	int rc = run_quiet(argv, 120);
+	if (rc != 0)
+		fail_msg("gcore -o %s %s: exit %d", prefix, pid, rc);
+	core_path(core, sizeof(core), "gcore-default", tg.pid);
+	struct run r;
+	run_loader(&r, "--core", core, NULL);
+	if (r.code == 0) {
+		print_message("this kernel's gcore holds the guarded stacks\n");
+	} else {
+		expect_exit(&r, 1, NULL);
+		const char *note = strstr(r.out, "# note: ");
+		const char *fix = strstr(r.out, "stacks are not in the core: gdb's gcore");
+		if (!note || !fix || !strstr(fix, "STB_STACK_GUARDS=mprotect") ||
+		    !strstr(r.out, "its stack is not in the core"))
+			fail_msg("a gcore without the stacks: no note naming the fix:\n%s", r.out);
+	}
+	run_free(&r);
+	unlink(core);
+}
+
 /* Yielders switch all the time: a core catches some mid-switch (about to
  * run, suspending). Such a task is unwound from its worker's registers when
  * they are on its stack, else named as caught in a switch; every other
@@ -937,6 +974,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_core_abort, teardown),
 	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
+	    cmocka_unit_test_teardown(test_core_gcore_default, teardown),
 	    cmocka_unit_test_teardown(test_core_midswitch, teardown),
 	    cmocka_unit_test_teardown(test_core_sysroot, teardown),
 	    cmocka_unit_test_teardown(test_core_why_mutex, why_teardown),
