@@ -113,6 +113,10 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 						 ? mode_names[t->mode] : "none");
 	if (t->tid)
 		stb_json_kv_u64(j, "tid", t->tid);
+	if (t->signal) {
+		stb_json_key(j, "signal");
+		stb_report_signal_json(j, t->signal, false);
+	}
 	stb_why_json_task(w, j, t);
 	if (t->err < 0)
 		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
@@ -130,6 +134,26 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 	stb_json_key(j, "frames");
 	if (!json_frames_shared(r, j, t))
 		json_frames(r, j, t);
+}
+
+/* A thread of the process that is no task (model.h: is_thread), with its
+ * stack: an object of "threads". */
+static void json_thread(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
+{
+	stb_json_object(j);
+	stb_json_kv_u64(j, "tid", t->tid);
+	stb_json_kv_string(j, "name", t->name);
+	stb_json_kv_string(j, "state", stb_state_name(t->state));
+	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
+						 ? mode_names[t->mode] : "none");
+	if (t->signal) {
+		stb_json_key(j, "signal");
+		stb_report_signal_json(j, t->signal, false);
+	}
+	if (t->err < 0)
+		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
+	json_stack(r, j, t);
+	stb_json_end(j);
 }
 
 /* A document of schema: its metadata, then the array "tasks" opened. */
@@ -162,13 +186,24 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 			free(group_of);
 			return -ENOMEM;
 		}
+		/* A thread that is no task is not grouped: "threads" has its stack. */
+		size_t k = 0;
+		for (size_t g = 0; g < ng; g++)
+			if (!leaders[g]->is_thread)
+				leaders[k++] = leaders[g];
+		ng = k;
 		for (size_t g = 0; g < ng; g++)
 			for (struct stb_report_task *m = leaders[g]; m; m = m->group_next)
 				group_of[m - tasks] = (uint32_t)g;
 	}
 	stb_why_init(&w, r, tasks, n);
 	doc_begin(&j, r, "stb-stacks/1");
+	size_t nthreads = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (tasks[i].is_thread) {
+			nthreads++;
+			continue;
+		}
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
 		if (r->group)
@@ -188,6 +223,10 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 				stb_json_kv_bool(&j, "selected", false);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
+			if (t->signal) {
+				stb_json_key(&j, "signal");
+				stb_report_signal_json(&j, t->signal, false);
+			}
 			stb_why_json_group(&w, &j, t);
 			stb_json_key(&j, "ids");
 			stb_json_array(&j);
@@ -197,6 +236,14 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 			json_stack(r, &j, t);
 			stb_json_end(&j);
 		}
+		stb_json_end(&j);
+	}
+	if (nthreads) {
+		stb_json_key(&j, "threads");
+		stb_json_array(&j);
+		for (size_t i = 0; i < n; i++)
+			if (tasks[i].is_thread)
+				json_thread(r, &j, &tasks[i]);
 		stb_json_end(&j);
 	}
 	stb_why_json_deadlocks(&w, &j);
@@ -215,6 +262,8 @@ int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tas
 	struct stb_json j;
 	doc_begin(&j, r, "stb-tasks/1");
 	for (size_t i = 0; i < n; i++) {
+		if (tasks[i].is_thread)
+			continue;
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
 		stb_json_end(&j);

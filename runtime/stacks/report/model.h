@@ -25,6 +25,36 @@ struct stb_unw_proc;
 struct stb_deadlocks;
 struct stb_mem;
 
+/* The fatal signal a core was written on (stb-bpf-loader --core): the
+ * kernel's siginfo and the thread it was delivered to. */
+struct stb_report_signal {
+	int signo;               /* SIGSEGV, ... (1..64) */
+	int code;                /* si_code: > 0 the kernel's (a fault), <= 0 sent */
+	bool has_addr;           /* addr is the fault address (si_addr) */
+	uint64_t addr;
+	bool has_sender;         /* sent by a process: sender_pid, sender_uid */
+	uint32_t sender_pid, sender_uid;
+	uint32_t tid;            /* the thread that took it */
+	uint64_t task;           /* the task running on that thread (0: none, a thread
+				    that is no task) */
+};
+
+/* "SIGSEGV" (NULL: not a known signal) and "SEGV_MAPERR" (NULL: no name for
+ * this code of this signal); constant strings. */
+const char *stb_report_signal_name(int signo);
+const char *stb_report_signal_code_name(int signo, int code);
+
+/* "signal 11 (SIGSEGV, SEGV_MAPERR) at address 0x10", or "... sent by pid
+ * 12 (uid 0)", into buf[size] (snprintf's contract; returns the full
+ * length). */
+size_t stb_report_signal_text(const struct stb_report_signal *s, char *buf, size_t size);
+
+struct stb_json;
+
+/* s as a JSON object (docs/json.md "signal"): thread: with tid and task (the
+ * document's member). */
+void stb_report_signal_json(struct stb_json *j, const struct stb_report_signal *s, bool thread);
+
 /* One traced task. frames hold at least ip/sp/flags; symbols may be filled
  * late from the report's symbolizer. */
 struct stb_report_task {
@@ -32,6 +62,12 @@ struct stb_report_task {
 	unsigned state;          /* enum stb_task_state (< STB_TASK_NSTATES) */
 	unsigned mode;           /* enum stb_trace_mode */
 	int is_pthread;
+	/* A thread of the process, not a task: id is STB_ABI_OWNER_TID(tid)
+	 * (how owners name a plain pthread), state RUNNING; the thread that took
+	 * a core's fatal signal with no task running on it. */
+	bool is_thread;
+	const struct stb_report_signal *signal; /* the fatal signal this task's
+				    thread took (a core: shown first, flagged); NULL: none */
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
 	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
 				    pthread in a wait), 0 = unknown */
@@ -126,6 +162,7 @@ struct stb_report_meta {
 	uint32_t table_capacity;
 	uint64_t untraceable;
 	const char *capture;     /* how running tasks were captured ("bpf+context", ...) */
+	const struct stb_report_signal *signal; /* a core's fatal signal; NULL: none */
 	bool run;                /* complete, not_traced, failed and finished are set */
 	bool complete;           /* every selected task was traced (or had no stack) */
 	const char *partial;     /* !complete: why ("the target exited during the trace") */

@@ -244,13 +244,22 @@ int stb_frame_text_add(const struct stb_frame *f, void *arg)
 static void text_header(const struct stb_why *w, const struct stb_report_task *t)
 {
 	FILE *out = w->r->out;
-	fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
+	if (t->is_thread)
+		fprintf(out, "thread %" PRIu32, t->tid);
+	else
+		fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
 	if (t->name[0]) {
 		fputs(" \"", out);
 		stb_text_put(out, t->name);
 		fputc('"', out);
 	}
 	stb_why_text_bracket(w, t);
+	if (t->signal) {
+		/* A core's fatal signal, taken on this task's thread. */
+		char sig[160];
+		stb_report_signal_text(t->signal, sig, sizeof(sig));
+		fprintf(out, " -- killed by %s", sig);
+	}
 	stb_why_text_wait(w, t);
 	stb_why_text_execq(w, t);
 	fputc('\n', out);
@@ -414,6 +423,15 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			/* Groups of selected tasks come first (stb_report_group). */
 			if (leaders[g]->added && (g == 0 || !leaders[g - 1]->added))
 				text_added_heading(r);
+			if (leaders[g]->signal || leaders[g]->is_thread) {
+				/* Alone, first: what took a core's fatal signal. */
+				text_header(&w, leaders[g]);
+				stb_why_text_holds(&w, leaders[g]);
+				text_frames(r, leaders[g]);
+				stb_why_text_created(&w, leaders[g]);
+				fputc('\n', r->out);
+				continue;
+			}
 			stb_why_text_group(&w, leaders[g]);
 			stb_why_text_group_holds(&w, leaders[g]);
 			text_frames(r, leaders[g]);

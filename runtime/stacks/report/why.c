@@ -118,7 +118,7 @@ static void fmt_dur(char *buf, size_t size, uint64_t ns, uint64_t tick)
 
 static const char *kind_word(const struct stb_report_task *t)
 {
-	return t->is_pthread ? "pthread" : "bthread";
+	return t->is_thread ? "thread" : t->is_pthread ? "pthread" : "bthread";
 }
 
 static void put_name(FILE *out, const char *name)
