@@ -429,6 +429,8 @@ struct stb_corefile *stb_corefile_open_fd(int fd, const char *name, char *err, s
 		uint64_t end;
 		if (p->p_type == PT_NOTE) {
 			uint64_t n = p->p_filesz;
+			if (n && p->p_offset >= c->size)
+				c->truncated = true; /* the notes are past its end */
 			if (p->p_offset >= c->size || n == 0 || notes_left == 0)
 				continue;
 			if (n > c->size - p->p_offset) {

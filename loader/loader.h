@@ -43,6 +43,10 @@ struct stb_loader_opts {
 	const char *core;
 	const char *exe;     /* --exe: the main program's file */
 	const char *sysroot; /* --sysroot: where the core's files are */
+	/* --save: a core file of the --pid process, written by the loader */
+	const char *save;
+	bool overwrite;        /* --overwrite: replace an existing --save file */
+	unsigned save_max_mib; /* --save-max: its size budget */
 	/* --profile */
 	bool profile;
 	uint64_t duration_ns;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stb-bpf-loader's main: the command line (options.c), the run's deadline
- * (deadline.c), then the snapshot (snapshot.c), the profile (profile.c) or
- * continuous mode (every.c). The target gets no signal and is never
+ * (deadline.c), then the snapshot (snapshot.c), the profile (profile.c),
+ * continuous mode (every.c) or a saved core (coresave.c). The target gets no signal and is never
  * ptrace-stopped.
  */
 #include <signal.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coresave.h"
 #include "loader.h"
 #include "options.h"
 #include "table/driver.h"
@@ -57,5 +58,7 @@ int main(int argc, char **argv)
 	}
 	if (o.every_ns)
 		return stb_every_run(&o);
+	if (o.save)
+		return stb_coresave_run(&o);
 	return o.profile ? stb_profile_run(&o) : stb_snapshot_run(&o);
 }

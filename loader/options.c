@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coresave.h"
 #include "loader.h"
 #include "options.h"
 #include "profile.h"
@@ -88,6 +89,29 @@ static const struct opt opts[] = {
      "the core's gives no symbols, and the output says so",
      .kind = OPT_STRING,
      .field = F(sysroot)},
+    {.name = "save",
+     .arg = "FILE",
+     .help = "with --pid: write a core file of the process to FILE\n"
+     "instead of a report -- the task table, every task's stack\n"
+     "as traced, the running ones' registers, its modules'\n"
+     "build ids -- for --core later, here or elsewhere (mode\n"
+     "0600, written whole or not at all; works where gcore\n"
+     "loses the stacks: docs/postmortem.md)",
+     .kind = OPT_STRING,
+     .field = F(save)},
+    {.name = "overwrite",
+     .help = "with --save: replace FILE if it exists (refused otherwise)",
+     .kind = OPT_FLAG,
+     .field = F(overwrite)},
+    {.name = "save-max",
+     .arg = "MIB",
+     .help = "with --save: the file's size budget in MiB (default 1024);\n"
+     "stacks beyond it are left out, and the run says so (exit 1)",
+     .kind = OPT_UINT,
+     .field = F(save_max_mib),
+     .lo = 1,
+     .hi = STB_CORESAVE_MAX_MIB,
+     .what = " MiB"},
     {.name = "bthread",
      .key = 'b',
      .arg = "ID",
@@ -284,6 +308,7 @@ static const struct opt opts[] = {
 
 static const char usage_head[] =
     "Usage: stb-bpf-loader --pid PID [options]\n"
+    "       stb-bpf-loader --pid PID --save FILE [--overwrite] [--save-max MIB]\n"
     "       stb-bpf-loader --core FILE [--exe PROGRAM] [--sysroot DIR] [options]\n"
     "Print the stacks of the bthreads of a running stb process, without stopping it:\n"
     "suspended and ready bthreads are unwound from their saved context, running ones are\n"
@@ -309,6 +334,7 @@ static const char usage_tail[] =
     "  sudo stb-bpf-loader --pid 1234 --leaks --every 1m --out-dir /var/lib/stb-leaks\n"
     "  sudo stb-bpf-loader --pid 1234 --every 10s --out-dir /var/lib/stb --keep 360\n"
     "  sudo stb-bpf-loader --pid 1234 --every 1m --profile --duration 10s --out-dir /tmp/p\n"
+    "  sudo stb-bpf-loader --pid 1234 --save stb-1234.core\n"
     "  stb-bpf-loader --core core.1234 --group\n"
     "  stb-bpf-loader --core core.1234 --exe ./server --sysroot /srv/prod-root -f json\n"
     "\n"
@@ -551,6 +577,36 @@ static int check_every_args(struct stb_loader_opts *o, const bool *given)
 	return 0;
 }
 
+/* --save: a core file of every task, nothing else written. */
+static int check_save_args(struct stb_loader_opts *o, const bool *given)
+{
+	bool max_set = given[opt_index("save-max")];
+	if (!o->save && (o->overwrite || max_set)) {
+		fprintf(stderr, "stb-bpf-loader: --overwrite and --save-max need --save\n");
+		return STB_EXIT_USAGE;
+	}
+	if (!o->save)
+		return 0;
+	if (!*o->save) {
+		fprintf(stderr, "stb-bpf-loader: --save: an empty path\n");
+		return STB_EXIT_USAGE;
+	}
+	if (!o->pid) {
+		fprintf(stderr, "stb-bpf-loader: --save needs --pid (the process to save)\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile || o->every_ns || o->leaks || o->nids || given[opt_index("all")] ||
+	    o->state_mask || o->stuck_ns || o->group || o->format_set || o->output || o->lines ||
+	    o->no_lines || o->runtime_frames || given[opt_index("max-depth")]) {
+		fprintf(stderr, "stb-bpf-loader: --save writes a core file of every task and nothing "
+				"else: read it with --core FILE and give the report's options there\n");
+		return STB_EXIT_USAGE;
+	}
+	if (!max_set)
+		o->save_max_mib = STB_CORESAVE_DEFAULT_MAX_MIB;
+	return 0;
+}
+
 /* An OPT_OWN option. 0, -1 (done: --help, --version) or STB_EXIT_USAGE. */
 static int set_own(const struct opt *p, const char *arg, struct stb_loader_opts *o)
 {
@@ -703,11 +759,14 @@ int stb_loader_parse_args(int argc, char **argv, struct stb_loader_opts *o)
 				"of a core\n");
 		return STB_EXIT_USAGE;
 	}
+	int rc = check_save_args(o, given);
+	if (rc)
+		return rc;
 	if (given[opt_index("all")] && o->nids) {
 		fprintf(stderr, "stb-bpf-loader: --all and --bthread exclude each other\n");
 		return STB_EXIT_USAGE;
 	}
-	int rc = check_every_args(o, given);
+	rc = check_every_args(o, given);
 	if (!rc)
 		rc = check_leaks_args(o);
 	return rc ? rc : check_profile_args(o, given);

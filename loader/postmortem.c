@@ -31,8 +31,9 @@
 /* What to do about stacks that are not in a core. */
 #define STACK_FIX                                                                        \
 	"gdb's gcore of a live process leaves out the stacks behind the runtime's guard " \
-	"pages (MADV_GUARD_INSTALL, Linux 6.13+): start the process with "               \
-	"STB_STACK_GUARDS=mprotect before taking gcore, or trace it live with --pid "    \
+	"pages (MADV_GUARD_INSTALL, Linux 6.13+): save the process with "                \
+	"stb-bpf-loader --pid PID --save FILE instead (or start it with "                \
+	"STB_STACK_GUARDS=mprotect before taking gcore), or trace it live with --pid "    \
 	"(stb-bpf-loader(8), POST-MORTEM)"
 
 static void note(struct stb_postmortem *pm, const char *fmt, ...)

@@ -3,6 +3,7 @@
  * Unwinding a BPF record (bpf/record.h): the registers and stack copy of the
  * record for the DWARF walk, then the recorded frame-pointer chain beyond it.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -70,4 +71,21 @@ unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *re
 		}
 	}
 	return w.n;
+}
+
+int stb_record_copy(const struct stb_record *rec, size_t size, struct stb_regs *regs,
+		    struct stb_stack_copy *copy)
+{
+	if ((rec->flags & STB_RECORD_F_NO_STACK) || !rec->stack_size ||
+	    rec->stack_size > STB_RECORD_STACK_MAX || STB_RECORD_HDR_SIZE + rec->stack_size > size)
+		return -ENODATA;
+	unsigned below = rec->red_zone_len <= STB_RECORD_RED_ZONE ? rec->red_zone_len : 0;
+	if (rec->regs.sp < below)
+		return -ENODATA;
+	*regs = (struct stb_regs){
+	    .ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp, .bx = rec->regs.bx,
+	    .r12 = rec->regs.r12, .r13 = rec->regs.r13, .r14 = rec->regs.r14, .r15 = rec->regs.r15};
+	*copy = (struct stb_stack_copy){.addr = rec->regs.sp - below, .bytes = rec->stack - below,
+					.len = rec->stack_size + below};
+	return 0;
 }

@@ -26,4 +26,13 @@
 unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *rec,
 			   size_t size, unsigned max, stb_unw_frame_fn fn, void *arg);
 
+/*
+ * The registers and stack copy of record rec (size bytes as received), red
+ * zone included, as stb_record_unwind walks them: 0 with *regs and *copy set
+ * (copy->bytes points into rec), -ENODATA when the record holds no stack.
+ * Reads only the record.
+ */
+int stb_record_copy(const struct stb_record *rec, size_t size, struct stb_regs *regs,
+		    struct stb_stack_copy *copy);
+
 #endif /* STB_LOADER_RECORD_UNWIND_H */

@@ -8,7 +8,8 @@
  * Truncated, foreign and non-core files give their messages. crash_target
  * faults in a bthread and in a plain pthread: the task or thread that took
  * the signal comes first, flagged with it and its fault address, in every
- * format.
+ * format. stb-bpf-loader --pid P --save FILE of a default target: --core
+ * FILE gives what a live snapshot gives.
  * Sets kernel.core_pattern for the run and restores it (77 when it cannot).
  */
 #include <fcntl.h>
@@ -371,6 +372,169 @@ static void test_core_gcore_default(void **state)
 	unlink(core);
 }
 
+/* Copies of core cut at several sizes: each gives a clean error or a
+ * partial trace that names the truncation, never a crash. */
+static void cut_and_check(const char *core, off_t size)
+{
+	char cut[PATH_MAX + 32];
+	const off_t sizes[] = {0, 40, 4096, 65536, size / 2, size - 4096};
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(cut, sizeof(cut), "%s/cut", core_dir);
+		int in = open(core, O_RDONLY | O_CLOEXEC);
+		int out = open(cut, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		assert_true(in >= 0 && out >= 0);
+		char buf[65536];
+		off_t left = sizes[i];
+		while (left > 0) {
+			ssize_t n = read(in, buf, left < (off_t)sizeof(buf) ? (size_t)left : sizeof(buf));
+			assert_true(n > 0);
+			assert_int_equal(write(out, buf, (size_t)n), n);
+			left -= n;
+		}
+		close(in);
+		close(out);
+		struct run r;
+		run_loader(&r, "--core", cut, NULL);
+		if (sanitizer_report(r.err))
+			fail_msg("sanitizer report on a core cut at %lld bytes:\n%s",
+				 (long long)sizes[i], r.err);
+		/* Cut where no task's memory lies, every task is traced (exit 0);
+		 * cut in the tasks' stacks, some fail (exit 1); cut before the
+		 * table, nothing is traced (exit 1). Always: the output or the
+		 * error names the truncation. */
+		bool noted = strstr(r.out, "# note: the core file is truncated") != NULL;
+		if (r.code != 0 && r.code != 1)
+			fail_msg("a core cut at %lld bytes: exit %d:\n%s", (long long)sizes[i],
+				 r.code, r.err);
+		if (!noted && (r.code == 0 || (!strstr(r.err, "truncated") &&
+					       !strstr(r.err, "not a core"))))
+			fail_msg("a core cut at %lld bytes: no message naming it (exit %d):\n%s",
+				 (long long)sizes[i], r.code, r.err);
+		run_free(&r);
+	}
+	unlink(cut);
+}
+
+/* The wait of task t as "kind object" (object: the address, or none). */
+static void wait_of(const struct ts_json *t, char *buf, size_t len)
+{
+	const struct ts_json *w = ts_json_get(t, "wait");
+	const char *kind = w ? ts_json_str(w, "kind") : NULL, *obj = w ? ts_json_str(w, "object") : NULL;
+	snprintf(buf, len, "%s %s", kind ? kind : "-", obj ? obj : "-");
+}
+
+/* --pid P --save FILE of a target with the default settings (its stacks
+ * behind MADV_GUARD_INSTALL guards where the kernel has them, which gcore
+ * cannot copy): --core FILE gives every chain, and the same tasks, states,
+ * waits and frames as a live snapshot of the same target. The file is 0600,
+ * not overwritten without --overwrite, and cut or corrupted it gives clean
+ * errors. */
+static void test_core_save(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, NULL);
+	char core[PATH_MAX + 32];
+	snprintf(core, sizeof(core), "%s/saved.%d", core_dir, (int)tg.pid);
+	struct run live, r;
+	run_loader(&live, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "-f", "json", NULL);
+	expect_exit(&live, 0, NULL);
+	/* --save takes no report options (--runtime-frames goes with --core). */
+	bool all_frames = run_loader_all_frames;
+	run_loader_all_frames = false;
+	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "--save", core, NULL);
+	run_loader_all_frames = all_frames;
+	expect_exit(&r, 0, NULL);
+	if (!strstr(r.err, "read it with --core"))
+		fail_msg("--save: no summary:\n%s", r.err);
+	run_free(&r);
+	struct stat sb;
+	assert_int_equal(stat(core, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0600);
+	check_core(core, &tg, false);
+
+	/* The same tasks, states, waits and frames as the live snapshot (the
+	 * heartbeat moves between the two: its state and wait may differ). */
+	run_loader(&r, "--core", core, "-f", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *ldoc = parse_json(live.out), *cdoc = parse_json(r.out);
+	assert_int_equal(ts_json_get(ldoc, "tasks")->n, ts_json_get(cdoc, "tasks")->n);
+	for (const struct ts_json *t = ts_json_get(ldoc, "tasks")->child; t; t = t->next) {
+		uint64_t id = ts_json_u64(t, "id", 0);
+		const struct ts_json *c = json_task(cdoc, id);
+		const char *name = ts_json_str(t, "name");
+		if (!c)
+			fail_msg("task %" PRIu64 " (%s) of the live snapshot is not in the saved core",
+				 id, name ? name : "?");
+		if (name && strcmp(name, "ltgt-heartbeat") == 0)
+			continue;
+		assert_string_equal(ts_json_str(t, "state"), ts_json_str(c, "state"));
+		char lw[128], cw[128];
+		wait_of(t, lw, sizeof(lw));
+		wait_of(c, cw, sizeof(cw));
+		if (strcmp(lw, cw) != 0)
+			fail_msg("task %" PRIu64 " (%s) waits on %s live, on %s in the saved core", id,
+				 name ? name : "?", lw, cw);
+		char lf[MAX_FRAMES][96], cf[MAX_FRAMES][96], ls[MAX_FRAMES][8], cs[MAX_FRAMES][8];
+		unsigned ln = json_frames(t, lf, ls), cn = json_frames(c, cf, cs);
+		/* A running task's frames move (check_core checked its chain). */
+		bool running = strcmp(ts_json_str(t, "state"), "running") == 0;
+		if (ln != cn && !running) {
+			dump_frames("live", id, lf, ln);
+			dump_frames("saved", id, cf, cn);
+			fail_msg("task %" PRIu64 ": %u frames live, %u in the saved core", id, ln, cn);
+		}
+		for (unsigned k = 0; k < ln && k < cn && !running; k++)
+			if (strcmp(lf[k], cf[k]) != 0)
+				fail_msg("task %" PRIu64 " frame %u: %s live, %s in the saved core", id,
+					 k, lf[k], cf[k]);
+	}
+	ts_json_free(ldoc);
+	ts_json_free(cdoc);
+	run_free(&r);
+	run_free(&live);
+
+	/* Not overwritten without --overwrite; replaced with it. */
+	run_loader_all_frames = false;
+	run_loader(&r, "--pid", pid_arg(&tg), "--save", core, NULL);
+	expect_exit(&r, 1, NULL);
+	assert_non_null(strstr(r.err, "exists: give --overwrite to replace it"));
+	run_free(&r);
+	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "--save", core,
+		   "--overwrite", NULL);
+	expect_exit(&r, 0, NULL);
+	run_free(&r);
+	/* Options that do not go with it. */
+	run_loader(&r, "--pid", pid_arg(&tg), "--save", core, "--group", NULL);
+	expect_exit(&r, 64, "--save writes a core file");
+	run_free(&r);
+	run_loader(&r, "--core", core, "--overwrite", NULL);
+	expect_exit(&r, 64, "need --save");
+	run_free(&r);
+	run_loader_all_frames = all_frames;
+
+	/* Cut short, and with its program headers pointing out of the file. */
+	assert_int_equal(stat(core, &sb), 0);
+	cut_and_check(core, sb.st_size);
+	char bad[PATH_MAX + 32];
+	snprintf(bad, sizeof(bad), "%s/saved-bad", core_dir);
+	int in = open(core, O_RDONLY | O_CLOEXEC), out = open(bad, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(in >= 0 && out >= 0);
+	static char buf[1 << 16];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	uint64_t phoff = UINT64_MAX - 8; /* e_phoff */
+	assert_int_equal(pwrite(out, &phoff, sizeof(phoff), 32), (ssize_t)sizeof(phoff));
+	close(in);
+	close(out);
+	run_loader(&r, "--core", bad, NULL);
+	expect_exit(&r, 1, "truncated or malformed");
+	run_free(&r);
+	unlink(bad);
+	unlink(core);
+}
+
 /* Yielders switch all the time: a core catches some mid-switch (about to
  * run, suspending). Such a task is unwound from its worker's registers when
  * they are on its stack, else named as caught in a switch; every other
@@ -609,46 +773,11 @@ static void test_core_bad(void **state)
 	(void)state;
 	struct ts_ltarget tg;
 	target_start(&tg, target_path, NULL, NULL);
-	char core[PATH_MAX + 32], cut[PATH_MAX + 32];
+	char core[PATH_MAX + 32];
 	target_abort(&tg, core, sizeof(core));
 	struct stat sb;
 	assert_int_equal(stat(core, &sb), 0);
-	const off_t sizes[] = {0, 40, 4096, 65536, sb.st_size / 2, sb.st_size - 4096};
-	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		snprintf(cut, sizeof(cut), "%s/cut", core_dir);
-		int in = open(core, O_RDONLY | O_CLOEXEC);
-		int out = open(cut, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		assert_true(in >= 0 && out >= 0);
-		char buf[65536];
-		off_t left = sizes[i];
-		while (left > 0) {
-			ssize_t n = read(in, buf, left < (off_t)sizeof(buf) ? (size_t)left : sizeof(buf));
-			assert_true(n > 0);
-			assert_int_equal(write(out, buf, (size_t)n), n);
-			left -= n;
-		}
-		close(in);
-		close(out);
-		struct run r;
-		run_loader(&r, "--core", cut, NULL);
-		if (sanitizer_report(r.err))
-			fail_msg("sanitizer report on a core cut at %lld bytes:\n%s",
-				 (long long)sizes[i], r.err);
-		/* Cut where no task's memory lies, every task is traced (exit 0);
-		 * cut in the tasks' stacks, some fail (exit 1); cut before the
-		 * table, nothing is traced (exit 1). Always: the output or the
-		 * error names the truncation. */
-		bool noted = strstr(r.out, "# note: the core file is truncated") != NULL;
-		if (r.code != 0 && r.code != 1)
-			fail_msg("a core cut at %lld bytes: exit %d:\n%s", (long long)sizes[i],
-				 r.code, r.err);
-		if (!noted && (r.code == 0 || (!strstr(r.err, "truncated") &&
-					       !strstr(r.err, "not a core"))))
-			fail_msg("a core cut at %lld bytes: no message naming it (exit %d):\n%s",
-				 (long long)sizes[i], r.code, r.err);
-		run_free(&r);
-	}
-	unlink(cut);
+	cut_and_check(core, sb.st_size);
 	unlink(core);
 
 	/* A foreign core: sleep(1), no stb runtime. */
@@ -975,6 +1104,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore_default, teardown),
+	    cmocka_unit_test_teardown(test_core_save, teardown),
 	    cmocka_unit_test_teardown(test_core_midswitch, teardown),
 	    cmocka_unit_test_teardown(test_core_sysroot, teardown),
 	    cmocka_unit_test_teardown(test_core_why_mutex, why_teardown),
