@@ -252,7 +252,7 @@ static __attribute__((noinline, cold)) void sw_note(struct stb_worker *w,
 }
 #define STB_SW_NOTE(w, from, p, what)                                                    \
 	do {                                                                             \
-		if (STB_UNLIKELY(stb_test_sw_check))                                     \
+		if (STB_UNLIKELY(__atomic_load_n(&stb_test_sw_check, __ATOMIC_RELAXED))) \
 			sw_note(w, from, p, sizeof(*(p)), what);                         \
 	} while (0)
 #else
@@ -722,9 +722,9 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		STB_SW_NOTE(w, from, &w->pub->current, "the worker's current");
 		__atomic_store_n(&w->pub->current, switching_word(to), __ATOMIC_RELEASE);
 #if defined(STB_TEST_HOOKS)
-		if (STB_UNLIKELY(stb_test_sw_check)) {
+		if (STB_UNLIKELY(__atomic_load_n(&stb_test_sw_check, __ATOMIC_RELAXED))) {
 			__atomic_fetch_add(&stb_test_sw_fast, 1, __ATOMIC_RELAXED);
-			if (to && stb_test_sw_plant) {
+			if (to && __atomic_load_n(&stb_test_sw_plant, __ATOMIC_RELAXED)) {
 				/* A write to the entry switched to: the check must catch it. */
 				struct stb_abi_task *tp = to->pub;
 				STB_SW_NOTE(w, from, &tp->word, "planted: the entry switched to");
