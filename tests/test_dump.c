@@ -726,6 +726,112 @@ static void test_dump_public_stb_frame(void **state)
 	STB_TEST_END();
 }
 
+static bthread_sem_t stb_api_sem;
+static bthread_mutex_t stb_api_mutex;
+static bthread_cond_t stb_api_cond;
+static bthread_id_t stb_api_id;
+static int stb_api_cond_go;
+
+STB_NOIPA static void *stb_api_sem_f(void *arg)
+{
+	(void)arg;
+	int rc = bthread_sem_wait(&stb_api_sem);
+	STB_NO_TAIL();
+	return (void *)(intptr_t)rc;
+}
+
+STB_NOIPA static void *stb_api_cond_f(void *arg)
+{
+	(void)arg;
+	bthread_mutex_lock(&stb_api_mutex);
+	while (!stb_api_cond_go)
+		bthread_cond_wait(&stb_api_cond, &stb_api_mutex);
+	bthread_mutex_unlock(&stb_api_mutex);
+	STB_NO_TAIL();
+	return NULL;
+}
+
+STB_NOIPA static void *stb_api_id_f(void *arg)
+{
+	(void)arg;
+	void *data = NULL;
+	int rc = bthread_id_lock(stb_api_id, &data);
+	STB_NO_TAIL();
+	if (rc == 0)
+		bthread_id_unlock(stb_api_id);
+	return (void *)(intptr_t)rc;
+}
+
+static int stb_api_on_error(bthread_id_t id, void *data, int error)
+{
+	(void)data;
+	(void)error;
+	return bthread_id_unlock_and_destroy(id);
+}
+
+/* A task parked in a public call that calls another public function
+ * (bthread_sem_wait -> bthread_sem_timedwait, bthread_cond_wait ->
+ * bthread_cond_timedwait, bthread_id_lock -> bthread_id_lock_and_reset_range):
+ * the call the user made is #0 and the user's function #1. */
+static void test_dump_api_call_first(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	assert_int_equal(bthread_sem_init(&stb_api_sem, 0), 0);
+	assert_int_equal(bthread_mutex_init(&stb_api_mutex, NULL), 0);
+	assert_int_equal(bthread_cond_init(&stb_api_cond, NULL), 0);
+	assert_int_equal(bthread_id_create(&stb_api_id, NULL, stb_api_on_error), 0);
+	void *data;
+	assert_int_equal(bthread_id_lock(stb_api_id, &data), 0);
+	static const struct {
+		void *(*fn)(void *);
+		const char *api, *user;
+	} want[] = {
+		{stb_api_sem_f, "bthread_sem_wait", "stb_api_sem_f"},
+		{stb_api_cond_f, "bthread_cond_wait", "stb_api_cond_f"},
+		{stb_api_id_f, "bthread_id_lock_verbose", "stb_api_id_f"},
+	};
+	bthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bthread_start_background(&t[i], NULL, want[i].fn, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(STB_WAIT_UNTIL(stb_state_of(t[i]) == STB_TASK_SUSPENDED, 10000));
+	struct stb_dump_opts o = {.state_mask = 1u << STB_TASK_SUSPENDED};
+	struct stb_parsed p;
+	int count;
+	stb_dump_to_parsed(&o, &p);
+	for (int i = 0; i < 3; i++) {
+		const struct stb_section *s = stb_find_task(&p, t[i], &count);
+		assert_non_null(s);
+		assert_true(s->nlines >= 2);
+		if (!stb_sym_is(s->frames[0].symbol, want[i].api) ||
+		    !stb_sym_is(s->frames[1].symbol, want[i].user))
+			fail_msg("%s: #0 %s, #1 %s", want[i].api, s->lines[0], s->lines[1]);
+	}
+	stb_parsed_free(&p);
+	/* With the runtime's frames, the public call it made shows too. */
+	o.runtime_frames = 1;
+	stb_dump_to_parsed(&o, &p);
+	const struct stb_section *s = stb_find_task(&p, t[0], &count);
+	assert_non_null(s);
+	bool timed = false;
+	for (int k = 0; k < s->nlines; k++)
+		timed |= stb_sym_is(s->frames[k].symbol, "bthread_sem_timedwait");
+	assert_true(timed);
+	stb_parsed_free(&p);
+	assert_int_equal(bthread_sem_post(&stb_api_sem), 0);
+	bthread_mutex_lock(&stb_api_mutex);
+	stb_api_cond_go = 1;
+	bthread_cond_signal(&stb_api_cond);
+	bthread_mutex_unlock(&stb_api_mutex);
+	assert_int_equal(bthread_id_unlock(stb_api_id), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bthread_join(t[i], NULL), 0);
+	bthread_id_error(stb_api_id, 0);
+	bthread_sem_destroy(&stb_api_sem);
+	STB_TEST_END();
+}
+
 /* Reads the whole file at fd (from offset 0). */
 static char *stb_read_fd(int fd)
 {
@@ -931,6 +1037,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dump_max_depth_and_errors),
 		cmocka_unit_test(test_dump_runtime_frames_hidden),
 		cmocka_unit_test(test_dump_public_stb_frame),
+		cmocka_unit_test(test_dump_api_call_first),
 		cmocka_unit_test(test_dump_on_sigquit),
 		cmocka_unit_test(test_dump_at_exit),
 	};
