@@ -57,6 +57,10 @@ static void usage(FILE *out)
 		"                       bthread waits in; stb_task_entry, stb_ctx_trampoline below\n"
 		"                       its function), hidden by default in every format\n"
 		"      --lines          text: add file:line to frames, and inlined calls\n"
+		"      --no-threads     leave out the section of every thread of the process (the\n"
+		"                       main thread, workers, the runtime's and other pthreads:\n"
+		"                       name, tid, state, stack), shown after the tasks of a\n"
+		"                       snapshot without --bthread, --state or --stuck\n"
 		"  -f, --format FMT     text (default), json (schema in docs/json.md), pprof\n"
 		"                       (gzipped profile.proto for go tool pprof; the default\n"
 		"                       for -o *.pb.gz), folded (flame graph input: one line\n"
@@ -123,7 +127,8 @@ static void usage(FILE *out)
 		"ones blocked in a system call), and says so. --core needs only read access.\n"
 		"Exit status: 0 when every selected task was traced (or had no stack); 1 otherwise\n"
 		"(a task that could not be traced, a target that exited mid-trace, a requested\n"
-		"bthread that does not exist, the deadline, any other failure); 64 usage error.\n");
+		"bthread that does not exist, bthreads beyond the table's capacity, the deadline,\n"
+		"any other failure); 64 usage error.\n");
 }
 
 static void version(void)
@@ -155,6 +160,7 @@ enum {
 	STB_OPT_CORE,
 	STB_OPT_EXE,
 	STB_OPT_SYSROOT,
+	STB_OPT_NO_THREADS,
 };
 
 #define STB_EVERY_MIN_NS 100000000ull
@@ -184,6 +190,11 @@ static int check_profile_args(struct stb_loader_opts *o, bool all, bool duration
 	if (o->profile && (o->runtime_frames || o->lines)) {
 		fprintf(stderr, "stb-bpf-loader: --runtime-frames and --lines do not apply to "
 				"--profile (a profile keeps every frame; pprof has the lines)\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile && o->no_threads) {
+		fprintf(stderr, "stb-bpf-loader: --no-threads does not apply to --profile (it "
+				"samples the workers and the bthreads only)\n");
 		return STB_EXIT_USAGE;
 	}
 	if (o->profile && o->format_set && o->format == STB_FORMAT_TEXT) {
@@ -278,6 +289,7 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 		{"core", required_argument, NULL, STB_OPT_CORE},
 		{"exe", required_argument, NULL, STB_OPT_EXE},
 		{"sysroot", required_argument, NULL, STB_OPT_SYSROOT},
+		{"no-threads", no_argument, NULL, STB_OPT_NO_THREADS},
 		{NULL, 0, NULL, 0},
 	};
 	memset(o, 0, sizeof(*o));
@@ -401,6 +413,9 @@ static int parse_args(int argc, char **argv, struct stb_loader_opts *o)
 			break;
 		case STB_OPT_LINES:
 			o->lines = true;
+			break;
+		case STB_OPT_NO_THREADS:
+			o->no_threads = true;
 			break;
 		case STB_OPT_STUCK:
 			if (stb_profile_parse_duration(optarg, &o->stuck_ns) != 0) {

@@ -63,6 +63,7 @@ struct tout {
 	bool note; /* a "# note:" line */
 	bool partial;
 	bool runtime_hint; /* "# the runtime's own frames ... are not shown" */
+	bool threads;      /* the section of the process's threads (not parsed) */
 	unsigned n;
 	struct ttask t[MAX_TASKS];
 };

@@ -19,9 +19,12 @@ STB_BEGIN_DECLS
 /* ---- configuration ---- */
 
 /*
- * Sets how many task slots the shared table publishes (default 65536, or
- * $STB_TABLE_CAPACITY). Bthreads beyond it still run but cannot be traced
- * from outside the process. Call before the first bthread call.
+ * Sets how many task slots the shared table publishes (default 1048576,
+ * 65536 for a BPF-map table ($STB_TABLE=bpf), or $STB_TABLE_CAPACITY; a
+ * memfd table costs memory only for the slots used). Bthreads beyond it
+ * still run but cannot be traced from outside the process: the runtime says
+ * so once on stderr, stb-bpf-loader how many. Call before the first bthread
+ * call.
  * Returns 0, -EINVAL (0 or above 4194304) or -EBUSY (runtime already started).
  */
 STB_EXPORT int stb_table_set_capacity(uint32_t capacity);
@@ -184,15 +187,22 @@ struct stb_dump_opts {
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
 	                         below its function), hidden by default in every format */
 	int lines;            /* text: file:line of each frame, and inlined calls */
+	int no_threads;       /* non-zero: leave out the section of every thread of the
+	                         process (main, workers, the runtime's and other
+	                         pthreads: name, tid, state, stack), which follows the
+	                         tasks when neither state_mask nor stuck_ns selects */
 };
 
 /*
  * Writes the stacks of every live bthread and registered pthread to out,
  * with what each waits on (owners named), how long, who created it, and the
  * deadlocks of the whole table ("Found 1 deadlock:" in text, "deadlocks" in
- * JSON; docs/json.md).
+ * JSON; docs/json.md); then every thread of the process with its stack
+ * (unless no_threads: a blocked thread read from /proc, a running one by a
+ * signal; "threads" in JSON).
  * Each task is held only while its own stack is read; the program runs on.
- * opts NULL = defaults. Returns the number of tasks written, or -errno.
+ * opts NULL = defaults. Returns the number of tasks written (threads not
+ * counted), or -errno.
  * Thread-safe; blocks for the duration of the dump.
  */
 STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
@@ -242,6 +252,8 @@ struct stb_watchdog_report {
 	const char *text;      /* the grouped report with stacks, NUL-terminated; valid
 	                          during the call only */
 	size_t len;            /* strlen(text) */
+	uint64_t in_syscall;   /* of running: those blocked in a system call on their
+	                          worker (a blocking read(), sleep(), a pthread mutex) */
 };
 
 /* Receives a watchdog report, on the watchdog's own thread. */

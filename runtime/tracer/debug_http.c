@@ -127,6 +127,7 @@ struct stb_dh_query {
 	bool runtime_frames; /* runtime_frames=1 */
 	bool lines;          /* lines=1 */
 	bool all_ids;        /* v=1 */
+	bool no_threads;     /* threads=0 */
 	uint64_t stuck_ns;   /* stuck=SECONDS */
 };
 
@@ -139,8 +140,9 @@ static bool dh_flag(const char *v, size_t vlen, bool *out)
 	return true;
 }
 
-/* Parses "k=v&k=v": st, runtime_frames, lines and v (0|1), format (text, json,
- * pprof, folded, flamegraph, html), stuck=SECONDS; other keys are ignored. */
+/* Parses "k=v&k=v": st, runtime_frames, lines, threads and v (0|1), format
+ * (text, json, pprof, folded, flamegraph, html), stuck=SECONDS; other keys
+ * are ignored. */
 static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
 			       size_t whylen)
 {
@@ -198,6 +200,13 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 				snprintf(why, whylen, "lines must be 0 or 1");
 				return false;
 			}
+		} else if (klen == 7 && memcmp(kv, "threads", 7) == 0) {
+			bool threads;
+			if (!dh_flag(v, vlen, &threads)) {
+				snprintf(why, whylen, "threads must be 0 or 1");
+				return false;
+			}
+			out->no_threads = !threads;
 		}
 		i = j + 1;
 	}
@@ -209,7 +218,8 @@ static const char stb_dh_index[] =
 	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
 	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
-	"                          count, times, ids (?v=1: all of them) and the deadlocks\n"
+	"                          count, times, ids (?v=1: all of them) and the deadlocks,\n"
+	"                          then every thread of the process (?threads=0: not them)\n"
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
 	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
@@ -312,6 +322,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	const struct stb_self_opts so = {
 		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
+		.threads = all && !q->no_threads,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
@@ -334,7 +345,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 			       .stacks = stb_collector_stacks(set.c),
 			       .deadlocks = set.res.deadlocks, .max_depth = 64,
 			       .runtime_frames = q->runtime_frames, .lines = q->lines,
-			       .runtime_hint = "?runtime_frames=1"};
+			       .runtime_hint = "?runtime_frames=1", .threads_hint = "?threads=0"};
 	stb_trace_self_tools(&r.unw, &r.sym);
 	if (stacks)
 		rc = stb_report_write(&r, set.res.tasks, set.res.n, format);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 
 #include "internal.h"
@@ -17,6 +18,7 @@
 #include "stb/stb.h"
 #include "symbols/symbolize.h"
 #include "table/driver.h"
+#include "table/insyscall.h"
 #include "trace.h"
 #include "unwind/unwind.h"
 #include "util.h"
@@ -39,6 +41,7 @@ struct stb_slot {
 	uint32_t busy;
 	uint64_t state;          /* tag << 8 | phase */
 	bthread_t want;
+	uint32_t want_tid;       /* non-zero: a thread that is no task (want 0) */
 	struct stb_regs regs;
 	uint64_t addr;           /* address of buf[0] in the task's stack */
 	size_t len;
@@ -142,6 +145,49 @@ static struct stb_task *thread_task(void)
 	return t ? t : stb_tls_pthread_task;
 }
 
+/* The registers of the interrupted code, from the signal's context. */
+static void regs_of(struct stb_slot *s, const greg_t *g)
+{
+	s->regs.ip = (uint64_t)g[REG_RIP];
+	s->regs.sp = (uint64_t)g[REG_RSP];
+	s->regs.bp = (uint64_t)g[REG_RBP];
+	s->regs.bx = (uint64_t)g[REG_RBX];
+	s->regs.r12 = (uint64_t)g[REG_R12];
+	s->regs.r13 = (uint64_t)g[REG_R13];
+	s->regs.r14 = (uint64_t)g[REG_R14];
+	s->regs.r15 = (uint64_t)g[REG_R15];
+	s->regs.flags = 0;
+}
+
+/* A thread that is no task: its stack's bounds are not known here, so it
+ * is copied from the red zone up with process_vm_readv, a page at a time,
+ * up to the first page that cannot be read (a system call: async-signal-
+ * safe, and it fails where a load would fault). */
+static void thread_capture(struct stb_slot *s, const greg_t *g, uint64_t tag, uint64_t start)
+{
+	if ((uint32_t)syscall(SYS_gettid) != s->want_tid) {
+		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
+		return;
+	}
+	regs_of(s, g);
+	uint64_t from = s->regs.sp > STB_RED_ZONE ? s->regs.sp - STB_RED_ZONE : 0;
+	size_t got = 0, step = 4096 - (size_t)(from & 4095);
+	pid_t self = getpid();
+	while (got < STB_COPY_MAX) {
+		size_t n = step < STB_COPY_MAX - got ? step : STB_COPY_MAX - got;
+		struct iovec l = {.iov_base = s->buf + got, .iov_len = n};
+		struct iovec r = {.iov_base = (void *)(uintptr_t)(from + got), .iov_len = n};
+		if (process_vm_readv(self, &l, 1, &r, 1, 0) != (ssize_t)n)
+			break;
+		got += n;
+		step = 4096;
+	}
+	s->addr = from;
+	s->len = got;
+	s->handler_ns = stb_now_ns() - start;
+	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DONE, __ATOMIC_RELEASE);
+}
+
 static void signal_handler(int sig, siginfo_t *si, void *uctx)
 {
 	(void)sig;
@@ -158,24 +204,20 @@ static void signal_handler(int sig, siginfo_t *si, void *uctx)
 	if (!__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_WRITING, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		goto out; /* stale request: its buffer may belong to someone else now */
-	struct stb_task *t = thread_task();
 	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
 	uint64_t sp = (uint64_t)g[REG_RSP];
+	if (s->want_tid) {
+		thread_capture(s, g, tag, start);
+		goto out;
+	}
+	struct stb_task *t = thread_task();
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
 	if (!t || stb_task_id(t) != s->want || stb_task_state(t) != STB_TASK_RUNNING || sp < lo ||
 	    sp >= hi) {
 		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
 		goto out;
 	}
-	s->regs.ip = (uint64_t)g[REG_RIP];
-	s->regs.sp = sp;
-	s->regs.bp = (uint64_t)g[REG_RBP];
-	s->regs.bx = (uint64_t)g[REG_RBX];
-	s->regs.r12 = (uint64_t)g[REG_R12];
-	s->regs.r13 = (uint64_t)g[REG_R13];
-	s->regs.r14 = (uint64_t)g[REG_R14];
-	s->regs.r15 = (uint64_t)g[REG_R15];
-	s->regs.flags = 0;
+	regs_of(s, g);
 	/* Copy the 128-byte red zone below sp too: interrupted in an epilogue,
 	 * frame 0's CFI still finds the caller's rbp (and rbx...) in the slots
 	 * just popped (e.g. rbp at CFA-16 on `ret`). The kernel left them intact
@@ -263,11 +305,12 @@ static bool signal_blocked(pid_t tid, int signo)
 }
 
 /*
- * Signal mode: asks the handler on the task's thread to copy its registers
- * and stack into slot s. 0 = captured, -EAGAIN = the task was not running
- * there any more (retry), other -errno = failure.
+ * Signal mode: asks the handler on thread ktid to copy its registers and
+ * stack into slot s: of task want running there, or (want_tid) of the thread
+ * itself. 0 = captured, -EAGAIN = the task was not running there any more
+ * (retry), other -errno = failure.
  */
-static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot *s,
+static int signal_request(pid_t ktid, bthread_t want, uint32_t want_tid, struct stb_slot *s,
 			  uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
 {
 	int signo = trace_signo();
@@ -286,9 +329,9 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 			signo);
 		return -EPERM;
 	}
-	pid_t ktid = (pid_t)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
 	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
-	s->want = tid;
+	s->want = want;
+	s->want_tid = want_tid;
 	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
@@ -300,8 +343,8 @@ static int signal_request(struct stb_abi_task *p, bthread_t tid, struct stb_slot
 	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
 		int e = errno;
 		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
-		if (e == ESRCH)
-			return -EAGAIN; /* the thread is gone: re-read the task */
+		if (e == ESRCH) /* the thread is gone: re-read the task */
+			return want_tid ? -ESRCH : -EAGAIN;
 		stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
 		return -e;
 	}
@@ -354,6 +397,7 @@ static int self_capture(struct stb_self_tracer *st, struct stb_abi_task *p,
 	capt->copy.addr = st->sp;
 	capt->copy.bytes = s->buf;
 	capt->copy.len = len;
+	capt->cut = st->sp + len < hi ? STB_CUT_COPY : STB_CUT_NONE;
 	capt->regs.ip = st->ip;
 	capt->regs.sp = st->sp;
 	capt->regs.bp = st->bp;
@@ -376,7 +420,19 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 	(void)cap;
 	if (id && id == st->self_id)
 		return self_capture(st, p, capt);
-	int rc = signal_request(p, id, s, deadline, capt, err, errlen);
+	/* Blocked in a system call on its thread: read from /proc and its
+	 * stack, without a signal (which would cut the call short: sleep()
+	 * and epoll_wait() return early). */
+	int tid = (int)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	int rc = hi ? stb_insyscall_capture(&stb_self_checked_mem, 0, tid, hi, s->buf, STB_COPY_MAX,
+					    capt)
+		    : -EAGAIN;
+	if (rc == 0)
+		return 0;
+	if (rc == -EBUSY)
+		return -EAGAIN; /* it left the call meanwhile: read it again */
+	rc = signal_request((pid_t)tid, id, 0, s, deadline, capt, err, errlen);
 	if (rc != 0)
 		return rc;
 	capt->regs = s->regs;
@@ -384,6 +440,66 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 	capt->copy.bytes = s->buf;
 	capt->copy.len = s->len;
 	capt->mode = STB_TRACE_SIGNAL;
+	/* The handler copied STB_COPY_MAX bytes at most. */
+	hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	capt->cut = s->addr + s->len < hi ? STB_CUT_COPY : STB_CUT_NONE;
+	return 0;
+}
+
+/* The calling thread, which is no task (a pthread calling stb_dump): from
+ * its caller's frame, its stack up to its top. */
+static int self_thread_capture(struct stb_self_tracer *st, struct stb_capture *capt)
+{
+	struct stb_slot *s = st->slot;
+	uint64_t hi = 0;
+	pthread_attr_t a;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		void *lo;
+		size_t size;
+		if (pthread_attr_getstack(&a, &lo, &size) == 0)
+			hi = (uint64_t)(uintptr_t)lo + size;
+		pthread_attr_destroy(&a);
+	}
+	if (hi <= st->sp)
+		return -EPROTO;
+	size_t len = hi - st->sp < STB_COPY_MAX ? (size_t)(hi - st->sp) : STB_COPY_MAX;
+	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)st->sp, len);
+	capt->copy = (struct stb_stack_copy){.addr = st->sp, .bytes = s->buf, .len = len};
+	capt->cut = st->sp + len < hi ? STB_CUT_COPY : STB_CUT_NONE;
+	capt->regs = (struct stb_regs){.ip = st->ip, .sp = st->sp, .bp = st->bp,
+				       .flags = STB_UNW_IP_IS_RETURN};
+	capt->mode = STB_TRACE_SELF;
+	capt->tid = (uint32_t)stb_gettid();
+	capt->state = STB_TASK_RUNNING;
+	return 0;
+}
+
+/* A thread of this process that is no task (driver.h capture_thread):
+ * blocked in a system call, from /proc and its stack; else by a signal. */
+static int tracer_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf,
+				 size_t cap, struct stb_capture *capt, char *err, size_t errlen)
+{
+	struct stb_self_tracer *st = ctx;
+	struct stb_slot *s = st->slot;
+	(void)buf;
+	(void)cap;
+	if (tid == 0 || tid > INT32_MAX)
+		return -EINVAL;
+	if (tid == (uint32_t)stb_gettid())
+		return self_thread_capture(st, capt);
+	int rc = stb_insyscall_capture(&stb_self_checked_mem, 0, (int)tid, 0, s->buf, STB_COPY_MAX,
+				       capt);
+	if (rc == -EBUSY)
+		return -EAGAIN; /* it left the call meanwhile: again */
+	if (rc != -EAGAIN)
+		return rc;
+	rc = signal_request((pid_t)tid, 0, tid, s, deadline, capt, err, errlen);
+	if (rc != 0)
+		return rc;
+	capt->regs = s->regs;
+	capt->copy = (struct stb_stack_copy){.addr = s->addr, .bytes = s->buf, .len = s->len};
+	capt->mode = STB_TRACE_SIGNAL;
+	capt->state = STB_TASK_RUNNING;
 	return 0;
 }
 
@@ -407,6 +523,19 @@ static unsigned read_self_many(void *ctx, const struct stb_mem_seg *segs, unsign
 
 static const struct stb_mem stb_self_mem = {
     .read = read_self, .read_many = read_self_many, .flags = STB_MEM_F_FAULTS};
+
+/* Reads memory of this process that may be gone or never was: process_vm_readv
+ * fails where a load would fault. */
+static int read_self_checked(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	(void)ctx;
+	struct iovec l = {.iov_base = dst, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EFAULT;
+}
+
+const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
 
 /* ---- unwinding and symbols ---- */
 
@@ -456,7 +585,8 @@ int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t 
 	st->ip = self_ip;
 	st->sp = self_sp;
 	st->bp = self_bp;
-	st->ops = (struct stb_capture_ops){.capture = tracer_capture, .ctx = st};
+	st->ops = (struct stb_capture_ops){
+	    .capture = tracer_capture, .capture_thread = tracer_capture_thread, .ctx = st};
 	st->drv = (struct stb_driver){
 	    .mem = &stb_self_mem, .capture = &st->ops, .flags = STB_DRIVER_F_LEASE,
 	    .buf = st->slot->buf, .cap = STB_COPY_MAX,

@@ -100,6 +100,21 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
 }
 
+/* The members of a thread object up to (not including) "truncated". */
+static void json_thread(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t)
+{
+	stb_json_kv_u64(j, "tid", t->tid);
+	stb_json_kv_string(j, "name", t->name);
+	stb_json_kv_string(j, "state", stb_state_name(t->state));
+	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
+						 ? mode_names[t->mode] : "none");
+	if (t->task)
+		stb_json_kv_u64(j, t->on_worker ? "bthread" : "pthread", t->task);
+	stb_why_json_task(w, j, t); /* worker, syscall */
+	if (t->err < 0)
+		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
+}
+
 /* The members describing the stack shown: of a task, or once for a group
  * (its first member's, as the text shows). */
 static void json_stack(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
@@ -109,6 +124,9 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 	if (t->not_shown)
 		stb_json_kv_u64(j, "frames_not_shown", t->not_shown);
 	stb_json_kv_bool(j, "truncated", t->truncated != 0);
+	const char *why = t->truncated ? stb_report_trunc_name(t->truncated_why) : NULL;
+	if (why)
+		stb_json_kv_string(j, "truncated_why", why);
 	stb_json_key(j, "frames");
 	if (!json_frames_shared(r, j, t))
 		json_frames(r, j, t);
@@ -131,6 +149,12 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 			free(group_of);
 			return -ENOMEM;
 		}
+		/* The threads are not grouped here: each has its own stack. */
+		size_t k = 0;
+		for (size_t g = 0; g < ng; g++)
+			if (!leaders[g]->is_thread)
+				leaders[k++] = leaders[g];
+		ng = k;
 		for (size_t g = 0; g < ng; g++)
 			for (struct stb_report_task *m = leaders[g]; m; m = m->group_next)
 				group_of[m - tasks] = (uint32_t)g;
@@ -142,7 +166,12 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 	stb_report_meta_json(&j, r->meta);
 	stb_json_key(&j, "tasks");
 	stb_json_array(&j);
+	size_t nthreads = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (tasks[i].is_thread) {
+			nthreads++;
+			continue;
+		}
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
 		if (r->group)
@@ -152,6 +181,19 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);
+	if (nthreads) {
+		stb_json_key(&j, "threads");
+		stb_json_array(&j);
+		for (size_t i = 0; i < n; i++) {
+			if (!tasks[i].is_thread)
+				continue;
+			stb_json_object(&j);
+			json_thread(&w, &j, &tasks[i]);
+			json_stack(r, &j, &tasks[i]);
+			stb_json_end(&j);
+		}
+		stb_json_end(&j);
+	}
 	if (r->group) {
 		stb_json_key(&j, "groups");
 		stb_json_array(&j);

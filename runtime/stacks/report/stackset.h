@@ -30,6 +30,7 @@ struct stb_stackset_entry {
 	bool viewed;
 	unsigned first, shown, hidden, not_shown;
 	bool inexact, truncated;
+	unsigned char truncated_why; /* enum stb_report_trunc of the view */
 	char *json;        /* its frames as JSON, written once (jsondoc.c); freed with it */
 	size_t json_len;
 	unsigned json_depth;

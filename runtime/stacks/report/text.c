@@ -250,6 +250,7 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 		fputc('"', out);
 	}
 	stb_why_text_bracket(w, t);
+	stb_why_text_pins(w, t);
 	stb_why_text_wait(w, t);
 	fputc('\n', out);
 }
@@ -309,6 +310,14 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 		fputs(")\n", out);
 		return;
 	}
+	if (t->nframes == 0 && t->is_thread) {
+		if (t->task)
+			fprintf(out, "(its stack is %s %" PRIu64 "'s, above)\n",
+				t->on_worker ? "bthread" : "pthread", t->task);
+		else
+			fputs("(no stack: the thread exited, or its capture was not asked for)\n", out);
+		return;
+	}
 	if (t->nframes == 0) {
 		fprintf(out, "(no stack: %s)\n", stb_state_name(t->state));
 		return;
@@ -323,11 +332,14 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 			fputs(line, out);
 		}
 	}
+	const char *why = stb_report_trunc_text(t->truncated_why);
+	bool cut = t->truncated_why && t->truncated_why <= STB_REPORT_TRUNC_DEADLINE;
 	if (t->not_shown)
-		fprintf(out, "(%s%u more %s not shown)\n", t->beyond_more ? "over " : "",
-			t->not_shown, t->not_shown == 1 ? "frame" : "frames");
+		fprintf(out, "(%s%u more %s not shown%s%s)\n", t->beyond_more ? "over " : "",
+			t->not_shown, t->not_shown == 1 ? "frame" : "frames",
+			cut ? "; and the walk ended early: " : "", cut ? why : "");
 	else if (t->truncated)
-		fprintf(out, "(more frames not shown: the walk ended early)\n");
+		fprintf(out, "(more frames not shown: %s)\n", why ? why : "the walk ended early");
 }
 
 static void text_notes(const struct stb_report *r)
@@ -360,16 +372,45 @@ static void text_footer(const struct stb_report *r, const struct stb_report_task
 }
 
 
+/* The heading of the thread section: "# 12 threads (--no-threads hides
+ * them)". */
+static void text_threads_heading(const struct stb_report *r, size_t nthreads)
+{
+	fprintf(r->out, "# %zu thread%s of the process", nthreads, nthreads == 1 ? "" : "s");
+	if (r->threads_hint) {
+		fputs(" (", r->out);
+		stb_text_put(r->out, r->threads_hint);
+		fputs(" hides them)", r->out);
+	}
+	fputs(":\n\n", r->out);
+}
+
 int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
 {
 	struct stb_why w;
+	size_t nthreads = 0;
+	for (size_t i = 0; i < n; i++)
+		nthreads += tasks[i].is_thread;
 	stb_why_init(&w, r, tasks, n);
 	text_notes(r);
 	if (!r->group) {
 		for (size_t i = 0; i < n; i++) {
+			if (tasks[i].is_thread)
+				continue;
 			text_header(&w, &tasks[i]);
 			text_frames(r, &tasks[i]);
 			stb_why_text_created(&w, &tasks[i]);
+			fputc('\n', r->out);
+		}
+		stb_why_text_deadlocks(&w, text_frames);
+		if (nthreads)
+			text_threads_heading(r, nthreads);
+		for (size_t i = 0; i < n; i++) {
+			if (!tasks[i].is_thread)
+				continue;
+			stb_why_text_thread(&w, &tasks[i]);
+			fputc('\n', r->out);
+			text_frames(r, &tasks[i]);
 			fputc('\n', r->out);
 		}
 	} else {
@@ -379,15 +420,24 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			stb_why_fini(&w);
 			return -ENOMEM;
 		}
-		for (size_t g = 0; g < ng; g++) {
-			stb_why_text_group(&w, leaders[g]);
-			text_frames(r, leaders[g]);
-			stb_why_text_group_created(&w, leaders[g]);
-			fputc('\n', r->out);
+		/* The tasks' groups, the deadlocks, then the threads' groups. */
+		for (int threads = 0; threads < 2; threads++) {
+			if (threads) {
+				stb_why_text_deadlocks(&w, text_frames);
+				if (nthreads)
+					text_threads_heading(r, nthreads);
+			}
+			for (size_t g = 0; g < ng; g++) {
+				if (leaders[g]->is_thread != (threads != 0))
+					continue;
+				stb_why_text_group(&w, leaders[g]);
+				text_frames(r, leaders[g]);
+				stb_why_text_group_created(&w, leaders[g]);
+				fputc('\n', r->out);
+			}
 		}
 		free(leaders);
 	}
-	stb_why_text_deadlocks(&w, text_frames);
 	stb_why_fini(&w);
 	text_footer(r, tasks, n);
 	return ferror(r->out) ? -EIO : 0;

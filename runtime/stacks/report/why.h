@@ -38,9 +38,17 @@ struct stb_report_task *stb_why_find(const struct stb_why *w, uint64_t id);
  * pthread in a wait) or running without a switch. false: not known. */
 bool stb_why_in_state_ns(const struct stb_why *w, const struct stb_report_task *t, uint64_t *ns);
 
-/* Text: t's " [state, time, tid N]" bracket; its " waiting on ..." clause
- * (owners named with their bracket); its "created by ..." line. */
+/* Text: t's " [state, time, tid N]" bracket (" [in system call read(5),
+ * 1.5 s]" for a task blocked in one); " \u2014 blocks worker 3 (tid N)" of a
+ * bthread pinning its worker in a system call (nothing otherwise); its
+ * " waiting on ..." clause (owners named with their bracket); its "created
+ * by ..." line. */
 void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task *t);
+void stb_why_text_pins(const struct stb_why *w, const struct stb_report_task *t);
+
+/* Text: the header of thread t (is_thread), without its newline: "thread
+ * 1234 "comm" [in system call futex] \u2014 worker 3, runs bthread N". */
+void stb_why_text_thread(const struct stb_why *w, const struct stb_report_task *t);
 void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t);
 void stb_why_text_created(const struct stb_why *w, struct stb_report_task *t);
 
@@ -58,10 +66,12 @@ void stb_why_text_group_created(const struct stb_why *w, const struct stb_report
 void stb_why_text_deadlocks(const struct stb_why *w,
 			    void (*frames)(const struct stb_report *r, struct stb_report_task *t));
 
-/* JSON members of task t: blocked_s / running_s, "wait", "created_by". */
+/* JSON members of task t: "worker", "syscall", blocked_s / running_s,
+ * "wait", "created_by". */
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t);
 
-/* JSON members of group lead: "wait", "shortest_s", "longest_s", "names". */
+/* JSON members of group lead: "syscall", "wait", "shortest_s", "longest_s",
+ * "names". */
 void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 			const struct stb_report_task *lead);
 
