@@ -4,9 +4,13 @@
  * context switch, yield throughput, create+join, mutex+cond and butex
  * ping-pong, timer add+del; rounds alternate bthread/pthread, medians reported. Built against
  * bthread_static (tracer in) and bthread_notrace (out); each benchmark runs in
- * a forked child with a fresh runtime and its own worker count.
+ * a forked child with a fresh runtime and its own worker count. --scaling runs
+ * yield and start+join at 1, 2, 4, ... workers up to the CPUs present, this
+ * binary and the built-out one (or --against EXE) alternately, each
+ * measurement in a fresh process, and prints the ratio per row.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -552,6 +556,217 @@ static void stb_bench_timer(void)
 			 "timer_create+settime+delete", p);
 }
 
+/* ---- scaling: built in against built out, 1 .. CPUs workers ---- */
+
+/*
+ * Child modes of --scaling, one measurement per process (a fresh runtime):
+ *   --child yield W SECS    100 bthreads (4 per worker beyond 25 workers)
+ *                           yielding on W workers for SECS: "rate=" M yields/s
+ *   --child create W L SECS L bthreads each looping bthread_start_urgent +
+ *                           bthread_join of a no-op bthread for SECS on W
+ *                           workers: "rate=" thousand start+joins/s, all loops
+ */
+static int *stb_sc_go; /* a butex (butex_create) */
+static int stb_sc_stop;
+static long stb_sc_total;
+
+static void stb_sc_wait_go(void)
+{
+	while (!__atomic_load_n(stb_sc_go, __ATOMIC_ACQUIRE))
+		butex_wait(stb_sc_go, 0, NULL);
+}
+
+static void *stb_sc_yielder(void *arg)
+{
+	(void)arg;
+	stb_sc_wait_go();
+	long n = 0;
+	while (!__atomic_load_n(&stb_sc_stop, __ATOMIC_RELAXED)) {
+		bthread_yield();
+		n++;
+	}
+	__atomic_fetch_add(&stb_sc_total, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *stb_sc_creator(void *arg)
+{
+	(void)arg;
+	stb_sc_wait_go();
+	long n = 0;
+	while (!__atomic_load_n(&stb_sc_stop, __ATOMIC_RELAXED)) {
+		bthread_t t;
+		STB_CHECK(bthread_start_urgent(&t, NULL, stb_noop, NULL));
+		int rc = bthread_join(t, NULL);
+		if (rc != 0 && rc != ESRCH)
+			stb_bench_die("bthread_join", rc);
+		n++;
+	}
+	__atomic_fetch_add(&stb_sc_total, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static double stb_sc_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Starts n bthreads running fn, lets them go together for secs, stops and
+ * joins them; returns the operations counted per second, and per second of
+ * the process's CPU time meanwhile in *per_cpu (robust against a virtual
+ * machine's stolen time). */
+static double stb_sc_run(void *(*fn)(void *), int n, double secs, double *per_cpu)
+{
+	bthread_t *t = calloc((size_t)n, sizeof(*t));
+	if (!t)
+		stb_bench_die("calloc", ENOMEM);
+	stb_sc_go = butex_create();
+	if (!stb_sc_go)
+		stb_bench_die("butex_create", ENOMEM);
+	for (int i = 0; i < n; i++)
+		STB_CHECK(bthread_start_background(&t[i], &BTHREAD_ATTR_SMALL, fn, NULL));
+	stb_sleep_s(0.02); /* every worker up */
+	__atomic_store_n(stb_sc_go, 1, __ATOMIC_RELEASE);
+	butex_wake_all(stb_sc_go);
+	double t0 = stb_bench_now(), c0 = stb_sc_cpu();
+	stb_sleep_s(secs);
+	__atomic_store_n(&stb_sc_stop, 1, __ATOMIC_RELEASE);
+	double el = stb_bench_now() - t0;
+	for (int i = 0; i < n; i++)
+		bthread_join(t[i], NULL);
+	double cpu = stb_sc_cpu() - c0; /* includes the stop and joins: a little more */
+	free(t);
+	double total = (double)__atomic_load_n(&stb_sc_total, __ATOMIC_ACQUIRE);
+	*per_cpu = cpu > 0 ? total / cpu : 0;
+	return total / el;
+}
+
+static int stb_sc_child(int argc, char **argv)
+{
+	if (argc >= 5 && !strcmp(argv[2], "yield")) {
+		int w = atoi(argv[3]);
+		stb_bench_workers(w);
+		int n = w > 25 ? 4 * w : STB_YIELDERS;
+		double pc, r = stb_sc_run(stb_sc_yielder, n, atof(argv[4]), &pc);
+		printf("rate=%.6f per_cpu=%.6f yielders=%d\n", r / 1e6, pc / 1e6, n);
+		return 0;
+	}
+	if (argc >= 6 && !strcmp(argv[2], "create")) {
+		stb_bench_workers(atoi(argv[3]));
+		double pc, r = stb_sc_run(stb_sc_creator, atoi(argv[4]), atof(argv[5]), &pc);
+		printf("rate=%.6f per_cpu=%.6f\n", r / 1e3, pc / 1e3);
+		return 0;
+	}
+	fprintf(stderr, "bench_core: --child yield W SECS | create W LOOPS SECS\n");
+	return 64;
+}
+
+/* Runs exe's child mode with args and returns its rate= value (-1: failed). */
+static double stb_sc_measure(const char *exe, const char *mode, const char *a, const char *b,
+			     const char *c)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		return -1;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(p[1], STDOUT_FILENO);
+		close(p[0]);
+		close(p[1]);
+		char *argv[] = {(char *)exe, "--child", (char *)mode, (char *)a, (char *)b,
+				(char *)c, NULL};
+		execv(exe, argv);
+		_exit(127);
+	}
+	close(p[1]);
+	char out[256];
+	size_t len = 0;
+	ssize_t k;
+	while (len < sizeof(out) - 1 && (k = read(p[0], out + len, sizeof(out) - 1 - len)) > 0)
+		len += (size_t)k;
+	out[len] = '\0';
+	close(p[0]);
+	int st = 0;
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "bench_core: %s --child %s %s failed (status 0x%x)\n", exe, mode, a,
+			st);
+		return -1;
+	}
+	const char *r = strstr(out, "rate=");
+	return r ? strtod(r + 5, NULL) : -1;
+}
+
+struct stb_sc_cfg {
+	int rounds;
+	double secs;
+	int max_workers;
+	const char *exe[2]; /* built in (this binary), built out (or --against) */
+};
+
+/* Prints one table row: medians of both sides and the median of the rounds' ratios. */
+static void stb_sc_cell(const double *in, const double *out, int n)
+{
+	double r[STB_BENCH_MAX_ROUNDS];
+	for (int i = 0; i < n; i++)
+		r[i] = in[i] / out[i];
+	printf(" %.4g | %.4g | %.3f |", stb_bench_median(in, n), stb_bench_median(out, n),
+	       stb_bench_median(r, n));
+}
+
+static int stb_bench_scaling(const struct stb_sc_cfg *c)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int max = c->max_workers > 0 ? c->max_workers : (int)(ncpu > 0 ? ncpu : 1);
+	int ws[32], nw = 0;
+	for (int w = 1; w < max && nw < 31; w *= 2)
+		ws[nw++] = w;
+	ws[nw++] = max;
+	char secs[32];
+	snprintf(secs, sizeof(secs), "%g", c->secs);
+	printf("bench_core --scaling: %ld CPUs online; %d rounds of %s s, the two builds "
+	       "alternately, each measurement a fresh process; medians, and the median of the "
+	       "rounds' ratios\n",
+	       ncpu, c->rounds, secs);
+	printf("A = %s\nB = %s\n\n", c->exe[0], c->exe[1]);
+	printf("| workers | yield A (M/s) | yield B | A ÷ B | start+join A (k/s), 1 loop | B | "
+	       "A ÷ B | start+join A (k/s), a loop per worker | B | A ÷ B |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
+	fflush(stdout);
+	int failed = 0;
+	for (int i = 0; i < nw; i++) {
+		char w[16];
+		snprintf(w, sizeof(w), "%d", ws[i]);
+		double y[2][STB_BENCH_MAX_ROUNDS], c1[2][STB_BENCH_MAX_ROUNDS],
+		    cw[2][STB_BENCH_MAX_ROUNDS];
+		for (int r = 0; r < c->rounds; r++) {
+			for (int k = 0; k < 2; k++) {
+				int v = (r + k) % 2; /* which build goes first alternates */
+				y[v][r] = stb_sc_measure(c->exe[v], "yield", w, secs, NULL);
+				c1[v][r] = stb_sc_measure(c->exe[v], "create", w, "1", secs);
+				cw[v][r] = stb_sc_measure(c->exe[v], "create", w, w, secs);
+				if (y[v][r] < 0 || c1[v][r] < 0 || cw[v][r] < 0)
+					failed = 1;
+			}
+			fprintf(stderr,
+				"  %s workers, round %d: yield %.4g / %.4g, start+join %.4g / %.4g, "
+				"%s loops %.4g / %.4g\n",
+				w, r, y[0][r], y[1][r], c1[0][r], c1[1][r], w, cw[0][r], cw[1][r]);
+		}
+		printf("| %s |", w);
+		stb_sc_cell(y[0], y[1], c->rounds);
+		stb_sc_cell(c1[0], c1[1], c->rounds);
+		stb_sc_cell(cw[0], cw[1], c->rounds);
+		printf("\n");
+		fflush(stdout);
+	}
+	return failed;
+}
+
 /* ---- driver ---- */
 
 static const struct {
@@ -565,12 +780,21 @@ static const struct {
 	{"timer", stb_bench_timer},
 };
 
-static void stb_bench_usage(void)
+static void stb_bench_usage(int code)
 {
-	fprintf(stderr,
+	fprintf(code ? stderr : stdout,
 		"usage: bench_core [--rounds N] [--workers N] [--cpu N] [--secs S] [name...]\n"
-		"names: ctxswitch yield create pingpong timer (default: all)\n");
-	exit(2);
+		"       bench_core --scaling [--rounds N] [--secs S] [--max-workers N] "
+		"[--against EXE]\n"
+		"names: ctxswitch yield create pingpong timer (default: all)\n"
+		"--scaling: yield and start+join at 1, 2, 4, ... workers up to the CPUs online\n"
+		"  (or --max-workers), this binary (A) against the tracer-less build of the\n"
+		"  same source (B; --against EXE: any bench_core binary), alternately\n"
+		"examples:\n"
+		"  bench_core --rounds 9 yield create\n"
+		"  bench_core --scaling --rounds 5\n"
+		"  bench_core --scaling --against /path/to/other/build/bench/bench_core\n");
+	exit(code);
 }
 
 /* Runs one benchmark in a forked child: a fresh runtime each time. */
@@ -593,25 +817,59 @@ static int stb_bench_run_child(void (*run)(void))
 
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "--child"))
+		return stb_sc_child(argc, argv);
 	const char *only[8];
 	int nonly = 0;
+	bool scaling = false;
+	struct stb_sc_cfg sc = {.rounds = 5, .secs = 0.3};
+#if defined(STB_BENCH_NOTRACE)
+	sc.exe[1] = STB_BENCH_NOTRACE;
+#endif
+	bool rounds_set = false, secs_set = false;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			stb_bench_usage(0);
+		else if (!strcmp(argv[i], "--scaling"))
+			scaling = true;
+		else if (!strcmp(argv[i], "--max-workers") && i + 1 < argc)
+			sc.max_workers = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--against") && i + 1 < argc)
+			sc.exe[1] = argv[++i];
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc && (rounds_set = true))
 			stb_cfg.rounds = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
 			stb_cfg.workers = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cpu") && i + 1 < argc)
 			stb_cfg.cpu = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--secs") && i + 1 < argc)
+		else if (!strcmp(argv[i], "--secs") && i + 1 < argc && (secs_set = true))
 			stb_cfg.secs = atof(argv[++i]);
 		else if (argv[i][0] == '-' || nonly == 8)
-			stb_bench_usage();
+			stb_bench_usage(64);
 		else
 			only[nonly++] = argv[i];
 	}
 	if (stb_cfg.rounds < 1 || stb_cfg.rounds > STB_BENCH_MAX_ROUNDS || stb_cfg.workers < 1 ||
 	    stb_cfg.secs <= 0)
-		stb_bench_usage();
+		stb_bench_usage(64);
+	if (scaling) {
+		static char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n <= 0 || nonly > 0 || sc.max_workers < 0) {
+			stb_bench_usage(64);
+		}
+		self[n] = '\0';
+		sc.exe[0] = self;
+		if (!sc.exe[1]) {
+			fprintf(stderr, "bench_core: --scaling needs --against EXE in this build\n");
+			return 64;
+		}
+		if (rounds_set)
+			sc.rounds = stb_cfg.rounds;
+		if (secs_set)
+			sc.secs = stb_cfg.secs;
+		return stb_bench_scaling(&sc);
+	}
 	char load[64] = "?";
 	FILE *lf = fopen("/proc/loadavg", "r");
 	if (lf) {
@@ -636,7 +894,7 @@ int main(int argc, char **argv)
 		for (size_t k = 0; k < sizeof(stb_benches) / sizeof(stb_benches[0]); k++)
 			known |= !strcmp(only[i], stb_benches[k].name);
 		if (!known)
-			stb_bench_usage();
+			stb_bench_usage(64);
 	}
 	return failed;
 }

@@ -2,7 +2,8 @@
 /*
  * Synchronization-module benchmarks against the pthread equivalents in the
  * same run (rounds alternate, medians reported): uncontended mutex
- * lock+unlock, rwlock read and write throughput with 2 threads, key get/set,
+ * lock+unlock, rwlock read and write throughput with 2 threads, key set+get,
+ * get alone and set alone,
  * semaphore ping-pong hand-off. Not a test (docs/benchmarks.md).
  */
 #include <pthread.h>
@@ -204,27 +205,51 @@ static void bench_rwlock(bool write)
 static bthread_key_t bkey;
 static pthread_key_t pkey;
 
+/* The three loops: set+get (checked), get alone, set alone; ns per iteration
+ * into out[0..2]. */
 static void *bkey_loop(void *arg)
 {
-	double t0 = now();
+	double *out = arg, t0 = now();
 	for (long i = 0; i < KEY_ITERS; i++) {
 		bthread_setspecific(bkey, (void *)i);
 		if (bthread_getspecific(bkey) != (void *)i)
 			die("bthread_getspecific", 0);
 	}
-	*(double *)arg = (now() - t0) * 1e9 / KEY_ITERS;
+	out[0] = (now() - t0) * 1e9 / KEY_ITERS;
+	uintptr_t sum = 0;
+	t0 = now();
+	for (long i = 0; i < KEY_ITERS; i++) {
+		sum += (uintptr_t)bthread_getspecific(bkey);
+		__asm__ volatile("" : "+r"(sum));
+	}
+	out[1] = (now() - t0) * 1e9 / KEY_ITERS;
+	t0 = now();
+	for (long i = 0; i < KEY_ITERS; i++)
+		bthread_setspecific(bkey, (void *)(i + (long)(sum & 1)));
+	out[2] = (now() - t0) * 1e9 / KEY_ITERS;
 	return NULL;
 }
 
 static void *pkey_loop(void *arg)
 {
-	double t0 = now();
+	double *out = arg, t0 = now();
 	for (long i = 0; i < KEY_ITERS; i++) {
 		pthread_setspecific(pkey, (void *)i);
 		if (pthread_getspecific(pkey) != (void *)i)
 			die("pthread_getspecific", 0);
 	}
-	*(double *)arg = (now() - t0) * 1e9 / KEY_ITERS;
+	out[0] = (now() - t0) * 1e9 / KEY_ITERS;
+	uintptr_t sum = 0;
+	t0 = now();
+	for (long i = 0; i < KEY_ITERS; i++) {
+		sum += (uintptr_t)pthread_getspecific(pkey);
+		__asm__ volatile("" : "+r"(sum));
+	}
+	out[1] = (now() - t0) * 1e9 / KEY_ITERS;
+	t0 = now();
+	for (long i = 0; i < KEY_ITERS; i++)
+		pthread_setspecific(pkey, (void *)(i + (long)(sum & 1)));
+	out[2] = (now() - t0) * 1e9 / KEY_ITERS;
 	return NULL;
 }
 
@@ -232,12 +257,18 @@ static void bench_key(void)
 {
 	CHECK(bthread_key_create(&bkey, NULL));
 	CHECK(pthread_key_create(&pkey, NULL));
-	double b[MAX_ROUNDS], p[MAX_ROUNDS];
+	double b[3][MAX_ROUNDS], p[3][MAX_ROUNDS], bo[3], po[3];
 	for (int r = 0; r < rounds; r++) {
-		in_bthread(bkey_loop, &b[r]);
-		pkey_loop(&p[r]);
+		in_bthread(bkey_loop, bo);
+		pkey_loop(po);
+		for (int k = 0; k < 3; k++) {
+			b[k][r] = bo[k];
+			p[k][r] = po[k];
+		}
 	}
-	report("key set+get", "ns", false, b, p, "pthread_{set,get}specific");
+	report("key set+get", "ns", false, b[0], p[0], "pthread_{set,get}specific");
+	report("key get", "ns", false, b[1], p[1], "pthread_getspecific");
+	report("key set", "ns", false, b[2], p[2], "pthread_setspecific");
 	bthread_key_delete(bkey);
 	pthread_key_delete(pkey);
 }

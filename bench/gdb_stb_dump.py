@@ -3,8 +3,9 @@
 # gdb_bthread_stack.py), on a live process or on a core file:
 #   gdb -p PID -batch -nx -x gdb_stb_dump.py
 #   gdb -batch -nx -x gdb_stb_dump.py PROGRAM CORE
-# Walks the exported stb_task_table; for every ready/suspended task runs "bt"
-# from its saved context. Live, it points rip/rsp/rbp at that context and
+# Walks the exported stb_task_table; for every ready/suspended task that no
+# worker's current names (abi.h, "Running": those run) runs "bt" from its
+# saved context. Live, it points rip/rsp/rbp at that context and
 # restores them afterwards (the process stays stopped from attach to detach).
 # A core's registers cannot be written, so there a frame unwinder makes the
 # task's context the caller of the current thread's innermost frame; frames
@@ -15,8 +16,10 @@ import time
 import gdb
 import gdb.unwinder
 
-ENTRY_SIZE = 256           # STB_ABI_ENTRY_SIZE (ABI version 2)
-TASK_BASE = 32 + 256          # STB_ABI_TASK_BASE
+ENTRY_SIZE = 256           # STB_ABI_ENTRY_SIZE (ABI version 3)
+WORKER_BASE = 32              # STB_ABI_WORKER_BASE
+MAX_WORKERS = 1024            # STB_ABI_MAX_WORKERS
+TASK_BASE = WORKER_BASE + MAX_WORKERS  # STB_ABI_TASK_BASE
 MAGIC = 0x314B534154425453    # "STBTASK1"
 READY, SUSPENDED = 3, 7
 
@@ -58,8 +61,13 @@ header = bytes(inf.read_memory(table, ENTRY_SIZE))
 magic, version = struct.unpack_from("<QI", header, 0)
 if magic != MAGIC:
     raise gdb.GdbError("stb_task_table has no stb magic")
-capacity = struct.unpack_from("<I", header, 24)[0]
+capacity, nworkers = struct.unpack_from("<II", header, 24)
 slot_hwm = struct.unpack_from("<Q", header, 64)[0]
+running = set()  # what the workers' currents name: running or switching to
+for w in range(min(nworkers, MAX_WORKERS)):
+    cur = struct.unpack_from("<Q", bytes(inf.read_memory(
+        table + (WORKER_BASE + w) * ENTRY_SIZE, 8)), 0)[0]
+    running.add(cur & ~0x80000000)  # without STB_ABI_CURRENT_SWITCHING
 
 saved = {r: int(gdb.parse_and_eval("$" + r)) for r in ("rip", "rsp", "rbp")}
 unwinder = None
@@ -87,7 +95,7 @@ try:
     for slot in range(min(slot_hwm, capacity)):
         entry = bytes(inf.read_memory(table + (TASK_BASE + slot) * ENTRY_SIZE, ENTRY_SIZE))
         tid, word = struct.unpack_from("<QQ", entry, 0)
-        if word & 0xFF not in (READY, SUSPENDED):
+        if word & 0xFF not in (READY, SUSPENDED) or tid in running:
             continue
         sp, ip, bp = struct.unpack_from("<QQQ", entry, 24)
         name = entry[128:192].split(b"\0", 1)[0].decode(errors="replace")

@@ -3,8 +3,8 @@
 # What each part of the tracer support costs a bthread_yield: builds the
 # runtime in a scratch worktree with bench/idle_parts.patch applied, once per
 # part compiled out (STB_EXP_DROP bits: 1 the two lease loads and their test,
-# 2 the four task-word stores and the seq bump, 4 the worker's current/state
-# stores, 8 the last-worker and published-YIELD bookkeeping; 15 all of them),
+# 2 the leaving task's two word stores and the seq bump, 4 the worker's two
+# current stores, 8 the published-YIELD bookkeeping; 15 all of them),
 # and prints instructions per yield (callgrind, deterministic) beside the
 # built-out runtime, optionally with the wall-clock ratios of
 # `bench_trace --only idle`. An experiment: the patch is never merged.

@@ -52,7 +52,9 @@ enum stb_record_mode {
 /* stb_bpf_prog_record.flags */
 #define STB_RECORD_F_KERNEL       0x01u /* sample hit kernel mode; regs are the
                                             user registers saved at kernel entry */
-#define STB_RECORD_F_RUNNING      0x02u /* task entry had id and state RUNNING */
+#define STB_RECORD_F_RUNNING      0x02u /* the task ran there: its worker's current
+                                            named it (a pthread: its entry said
+                                            RUNNING), and the entry had its id */
 #define STB_RECORD_F_STACK_FAULT  0x04u /* copy stopped early: a page could not
                                             be read (stack_err) */
 #define STB_RECORD_F_STACK_LIMIT  0x08u /* copy stopped at STB_RECORD_STACK_MAX
@@ -85,7 +87,9 @@ struct stb_record {
 	__u32 nframes;     /* valid entries in frames[] */
 	__u64 tag;         /* request tag (request mode); 0 (sample) */
 	__u64 id;          /* bthread_t: requested (request mode) or current (sample) */
-	__u64 word;        /* task word seen by the program; 0 if none */
+	__u64 word;        /* task word seen by the program, its state as the
+			      worker's current says (RUNNING, ABOUT_TO_RUN:
+			      abi.h); 0 if none */
 	__u64 stack_lo;    /* from the task entry; 0 if none */
 	__u64 stack_hi;
 	__u64 time_ns;     /* bpf_ktime_get_ns() at program entry (CLOCK_MONOTONIC) */

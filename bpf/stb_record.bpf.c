@@ -4,6 +4,9 @@
  * each worker thread of the target. Request mode: one record per armed request
  * while the requested bthread is RUNNING there; sample mode: one per sample.
  * Reads the abi.h task table as the target's BPF map or from target memory.
+ * A bthread runs where a worker's current names it (abi.h, "Running"); the
+ * program runs on that worker's thread, so it sees that worker's stores in
+ * their order: current == id means the switch to the task is complete.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -99,7 +102,7 @@ static __always_inline void stb_count(__u64 *counter)
 	__sync_fetch_and_add(counter, 1);
 }
 
-/* Worker w's current bthread. 0 or a negative error. */
+/* Worker w's current (STB_ABI_CURRENT_*). 0 or a negative error. */
 static __always_inline long stb_read_current(__u32 w, __u64 *cur)
 {
 	if (stb_backing == STB_ABI_BACKING_BPF_MAP) {
@@ -352,12 +355,20 @@ static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32
 		stb_count(&stb_cnt_read_err);
 		return 0;
 	}
-	if (w >= STB_ABI_MAX_WORKERS && t.tid != (__u32)bpf_get_current_pid_tgid())
-		cur = 0;
-	if (cur != id || t.id != id || STB_ABI_STATE(t.word) != STB_TASK_RUNNING) {
+	if (w >= STB_ABI_MAX_WORKERS) {
+		/* A registered pthread: its own entry says RUNNING. */
+		if (t.tid != (__u32)bpf_get_current_pid_tgid() ||
+		    STB_ABI_STATE(t.word) != STB_TASK_RUNNING)
+			cur = 0;
+	} else if (!STB_ABI_RUNNABLE(STB_ABI_STATE(t.word))) {
+		cur = 0; /* leaving the worker (SUSPENDING), or not a bthread's word */
+	}
+	if (cur != id || t.id != id) {
 		stb_count(&stb_cnt_mismatch);
 		return 0;
 	}
+	/* The record says what the task is: running (its word says READY). */
+	t.word = (t.word & ~(__u64)0xff) | STB_TASK_RUNNING;
 record:
 	rec = bpf_ringbuf_reserve(&stb_records, sizeof(*rec), 0);
 	if (!rec) {
@@ -388,18 +399,26 @@ static __always_inline int stb_on_sample(struct bpf_perf_event_data *ctx, __u32 
 	struct stb_task_view t = {};
 	__u32 flags = 0;
 	__u64 cur = 0;
+	int switching;
 
 	if (stb_read_current(w, &cur)) {
 		stb_count(&stb_cnt_read_err);
 		cur = 0;
 	}
+	switching = STB_ABI_CURRENT_IS_SWITCHING(cur);
+	cur = STB_ABI_CURRENT_ID(cur);
 	if (!cur) {
 		flags |= STB_RECORD_F_NO_TASK;
 	} else if (stb_read_task(cur, &t) || t.id != cur) {
 		flags |= STB_RECORD_F_NO_TASK;
 		t.id = t.word = t.stack_lo = t.stack_hi = 0;
-	} else if (STB_ABI_STATE(t.word) == STB_TASK_RUNNING) {
-		flags |= STB_RECORD_F_RUNNING;
+	} else if (STB_ABI_RUNNABLE(STB_ABI_STATE(t.word))) {
+		/* Named by this worker: running, or switching to it. The record
+		 * says which (its word says READY: abi.h). */
+		if (!switching)
+			flags |= STB_RECORD_F_RUNNING;
+		t.word = (t.word & ~(__u64)0xff) |
+			 (switching ? STB_TASK_ABOUT_TO_RUN : STB_TASK_RUNNING);
 	}
 
 	if (stb_sample_stack) {

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -715,6 +716,21 @@ int stb_bpf_prog_dup_target_fd(pid_t pid, int target_fd)
 	return err;
 }
 
+static bool stb_bpf_prog_verbose;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!stb_bpf_prog_verbose || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+void stb_bpf_prog_log(bool verbose)
+{
+	stb_bpf_prog_verbose = verbose;
+	libbpf_set_print(libbpf_print);
+}
+
 const char *stb_bpf_prog_strerror(int err)
 {
 	switch (err) {
@@ -722,11 +738,11 @@ const char *stb_bpf_prog_strerror(int err)
 		return "success";
 	case -EPERM:
 		return "operation not permitted: loading BPF and opening perf events on "
-		       "another process needs root, or CAP_BPF + CAP_PERFMON (and ptrace "
-		       "access to the target)";
+		       "another process needs root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN, "
+		       "which includes both) and ptrace access to the target";
 	case -EACCES:
-		return "permission denied: missing CAP_BPF + CAP_PERFMON, or the verifier "
-		       "rejected the program (see libbpf's log)";
+		return "permission denied: missing CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN), "
+		       "or the verifier rejected the program (-v shows libbpf's log)";
 	case -ESRCH:
 	case -ENOENT:
 		return "the target process or worker thread is gone";

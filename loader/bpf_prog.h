@@ -187,4 +187,10 @@ int stb_bpf_prog_dup_target_fd(pid_t pid, int target_fd);
  * messages. Thread-safe. */
 const char *stb_bpf_prog_strerror(int err);
 
+/* Whether libbpf's own messages (warnings, the verifier's log) go to standard
+ * error: only when verbose, since the loader explains a missing privilege or
+ * a failed load once, in its own words; never its debug messages. Call
+ * before stb_bpf_prog_open. Not thread-safe. */
+void stb_bpf_prog_log(bool verbose);
+
 #endif /* STB_LOADER_BPF_PROG_H */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "corefile.h"
+#include "hashset.h"
 #include "util.h"
 
 #define PRSTATUS_PID 32u
@@ -102,13 +103,8 @@ static void note_prstatus(struct stb_corefile *c, const uint8_t *d, uint64_t len
 	uint32_t tid = get32(d + PRSTATUS_PID);
 	if (tid == 0 || stb_corefile_thread_of(c, tid))
 		return; /* one entry per thread: the first */
-	if (c->nthreads == 0 || (c->nthreads >= 8 && (c->nthreads & (c->nthreads - 1)) == 0)) {
-		size_t cap = c->nthreads ? c->nthreads * 2 : 8; /* 8, 16, 32... */
-		struct stb_corefile_thread *n = realloc(c->threads, cap * sizeof(*n));
-		if (!n)
-			return;
-		c->threads = n;
-	}
+	if (stb_grow(&c->threads, &c->capthreads, c->nthreads + 1, sizeof(*c->threads)) != 0)
+		return;
 	const uint8_t *r = d + PRSTATUS_REGS;
 	struct stb_corefile_thread *t = &c->threads[c->nthreads++];
 	memset(t, 0, sizeof(*t));

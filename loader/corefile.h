@@ -48,7 +48,7 @@ struct stb_corefile {
 	struct stb_corefile_seg *segs; /* sorted by vaddr, not overlapping */
 	size_t nsegs;
 	struct stb_corefile_thread *threads; /* in note order: the first one dumped the core */
-	size_t nthreads;
+	size_t nthreads, capthreads;
 	struct stb_corefile_map *files; /* sorted by start */
 	size_t nfiles;
 	char *file_names;            /* storage of the paths */

@@ -20,8 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hashset.h"
 #include "loader.h"
 #include "profile.h"
+#include "report/formats.h"
 #include "stb/stb.h"
 #include "util.h"
 
@@ -41,17 +43,6 @@ static void every_on_signal(int sig)
 	ssize_t rc = write(every_pipe[1], &c, 1);
 	(void)rc;
 	errno = saved;
-}
-
-static const char *format_ext(int format)
-{
-	switch (format) {
-	case STB_FORMAT_PPROF: return "pb.gz";
-	case STB_FORMAT_JSON: return "json";
-	case STB_FORMAT_FOLDED: return "folded";
-	case STB_FORMAT_FLAMEGRAPH: return "html";
-	default: return "txt";
-	}
 }
 
 /* name: the file of a snapshot started at wall-clock time ts. */
@@ -119,15 +110,9 @@ static int rotate(int dirfd, const char *ext, unsigned keep)
 		const char *stamp;
 		if (strlen(e->d_name) >= STB_EVERY_NAME_MAX || !is_ours(e->d_name, ext, &stamp))
 			continue;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 64;
-			struct every_file *g = realloc(v, c * sizeof(*v));
-			if (!g) {
-				rc = -ENOMEM;
-				goto cleanup;
-			}
-			v = g;
-			cap = c;
+		if (stb_grow(&v, &cap, n + 1, sizeof(*v)) != 0) {
+			rc = -ENOMEM;
+			goto cleanup;
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
 		v[n].stamp = v[n].name + (stamp - e->d_name);
@@ -244,7 +229,8 @@ static int open_dir(const char *dir)
 
 int stb_every_run(const struct stb_loader_opts *o)
 {
-	struct every E = {.o = o, .dirfd = -1, .ext = format_ext(o->format)};
+	const struct stb_format_info *f = stb_format_get(o->format);
+	struct every E = {.o = o, .dirfd = -1, .ext = f ? f->ext : "txt"};
 	int status = STB_EXIT_FAIL;
 	struct sigaction sa, old_int, old_term;
 	bool handlers = false;

@@ -28,12 +28,14 @@ struct stb_loader_opts {
 	bool group;
 	unsigned max_depth;
 	bool runtime_frames; /* show the runtime's own frames */
-	bool lines;          /* text: file:line and inline frames */
-	bool no_threads;     /* leave out the thread section */
+	bool lines;          /* --lines: file:line and inline frames in text (the default) */
+	bool no_lines;       /* --no-lines: text without them */
+	bool no_threads;     /* --no-threads: leave out the thread section */
 	int format; /* enum stb_format */
 	bool format_set;
-	uint64_t stuck_ns;    /* --stuck: only tasks blocked/running this long; 0 = all */
-	int timeout_ms;       /* per task */
+	uint64_t stuck_ns;    /* --stuck: only tasks stuck this long; 0 = all */
+	bool leaks;           /* --leaks: bthreads by creation site, no stacks */
+	unsigned timeout_ms;  /* per task */
 	uint64_t deadline_ns; /* the whole run, from its start */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC when the run started */
 	int verbose;
@@ -50,8 +52,6 @@ struct stb_loader_opts {
 	uint64_t every_ns;   /* 0: one run */
 	const char *out_dir;
 	unsigned keep;       /* files kept in out_dir */
-	/* Test builds only (STB_LOADER_TEST_HOOKS): hold every lease this long. */
-	unsigned fault_hold_ms;
 };
 
 /*

@@ -235,7 +235,8 @@ struct stb_tview_src stb_postmortem_src(struct stb_postmortem *pm, bool *clamped
 	pm->missing = 0;
 	pm->again = false;
 	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots,
-				      .window = STB_POSTMORTEM_WINDOW_SLOTS};
+				      .window = STB_POSTMORTEM_WINDOW_SLOTS,
+				      .workers = stb_postmortem_workers(pm)};
 }
 
 struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm)
@@ -243,7 +244,13 @@ struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm)
 	pm->again = true;
 	pm->nslots = stb_tview_hwm(&pm->hdr, &pm->info, NULL);
 	return (struct stb_tview_src){.entry = src_entry, .ctx = pm, .nslots = pm->nslots,
-				      .window = STB_POSTMORTEM_WINDOW_SLOTS};
+				      .window = STB_POSTMORTEM_WINDOW_SLOTS,
+				      .workers = stb_postmortem_workers(pm)};
+}
+
+struct stb_tview_wsrc stb_postmortem_workers(const struct stb_postmortem *pm)
+{
+	return (struct stb_tview_wsrc){.w = pm->workers, .n = stb_tview_nworkers(&pm->hdr, NULL)};
 }
 
 static struct stb_tview_src collect_tasks(void *ctx, bool *clamped, bool again)
@@ -279,38 +286,53 @@ static int pm_unwind(void *ctx, struct stb_unw_proc *unw, const struct stb_captu
 	return stb_unw_walk(unw, &s->regs, &s->copy, 0, max_depth, fn, arg);
 }
 
+/* The thread of a worker of the core whose stack pointer is in [lo, hi): the
+ * worker that a task a core froze mid-switch was leaving. NULL: none. */
+static const struct stb_corefile_thread *worker_on_stack(const struct stb_postmortem *pm,
+							 uint64_t lo, uint64_t hi)
+{
+	uint32_t n = stb_tview_nworkers(&pm->hdr, NULL);
+	for (uint32_t w = 0; w < n && lo < hi; w++) {
+		const struct stb_corefile_thread *th =
+		    pm->workers[w].tid ? stb_corefile_thread_of(pm->core, pm->workers[w].tid) : NULL;
+		if (th && th->regs.sp >= lo && th->regs.sp < hi)
+			return th;
+	}
+	return NULL;
+}
+
 static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-		      uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
-		      char *err, size_t errlen)
+		      const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+		      struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_postmortem *pm = ctx;
 	struct stb_tview_task v;
+	(void)id;
 	(void)w1;
 	(void)deadline;
-	stb_tview_read_task(p, &v);
-	unsigned st = STB_ABI_STATE(w1);
+	stb_tview_read_task(NULL, p, &v);
+	unsigned st = at->state;
 	bool switching = st == STB_TASK_ABOUT_TO_RUN || st == STB_TASK_SUSPENDING;
-	uint32_t tid = v.tid;
-	if (!(v.flags & STB_ABI_TASK_F_PTHREAD)) {
-		if (v.worker >= STB_ABI_MAX_WORKERS) {
+	/* Where it ran: the worker whose current names it, or a registered
+	 * pthread's own entry (the driver found it: abi.h, "Running"). */
+	uint32_t tid = at->tid;
+	const struct stb_corefile_thread *th = NULL;
+	if (!(v.flags & STB_ABI_TASK_F_PTHREAD) && at->worker >= STB_ABI_MAX_WORKERS) {
+		/* Leaving its worker (SUSPENDING): no worker names it any more;
+		 * the one whose thread is still on its stack was leaving it. */
+		th = switching ? worker_on_stack(pm, v.stack_lo, v.stack_hi) : NULL;
+		if (!th) {
 			stb_say(err, errlen,
-				"its table entry is inconsistent: worker %u is out of range",
-				v.worker);
+				"the task was %s when the core was written (a switch in "
+				"progress) and no worker's thread was on its stack: no "
+				"consistent context",
+				stb_state_name(st));
 			return -EPROTO;
 		}
-		const struct stb_abi_worker *w = &pm->workers[v.worker];
-		if (!switching && w->current != id) {
-			stb_say(err, errlen,
-				"its worker %u was running bthread %" PRIu64
-				" when the core was written "
-				"(a switch in progress): no consistent registers",
-				v.worker, (uint64_t)w->current);
-			return -EPROTO;
-		}
-		if (!tid || switching)
-			tid = w->tid; /* a switch runs on the worker's thread */
+		tid = th->tid;
 	}
-	const struct stb_corefile_thread *th = stb_corefile_thread_of(pm->core, tid);
+	if (!th)
+		th = stb_corefile_thread_of(pm->core, tid);
 	if (!th) {
 		stb_say(err, errlen, "its thread %u is not in the core (no registers)", tid);
 		return -ENOENT;
@@ -346,9 +368,9 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 	}
 	/* A running stack holds return addresses near sp: zeros mean that the
 	 * dumper could not read it (gdb's gcore and guard pages). */
-	size_t at = (size_t)(sp - from), n = len > at ? len - at : 0;
+	size_t off = (size_t)(sp - from), n = len > off ? len - off : 0;
 	n = n < 512 ? n : 512;
-	const uint8_t *b = (const uint8_t *)buf + at;
+	const uint8_t *b = (const uint8_t *)buf + off;
 	bool zero = n >= 64;
 	for (size_t i = 0; zero && i < n; i++)
 		zero = b[i] == 0;

@@ -79,6 +79,9 @@ struct stb_abi_task *stb_postmortem_task(struct stb_postmortem *pm, uint32_t slo
  * source; entries come a window at a time. Valid while pm is. */
 struct stb_tview_src stb_postmortem_src(struct stb_postmortem *pm, bool *clamped);
 
+/* The core's worker entries (as dumped): which bthreads ran where. */
+struct stb_tview_wsrc stb_postmortem_workers(const struct stb_postmortem *pm);
+
 /* The same slots as the last stb_postmortem_src, for a second scan (the
  * deadlock search): entries missing from the core are not counted again. */
 struct stb_tview_src stb_postmortem_src_again(struct stb_postmortem *pm);

@@ -26,7 +26,7 @@
 
 #include "bpf_prog.h"
 #include "encode/escape.h"
-#include "report/flamegraph.h"
+#include "report/formats.h"
 #include "report/pprof.h"
 #include "symbols/symbolize.h"
 #include "table/tview.h"
@@ -108,34 +108,6 @@ static void prof_on_signal(int sig)
 }
 
 
-int stb_profile_parse_duration(const char *s, uint64_t *ns)
-{
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	uint64_t unit;
-	if (strcmp(end, "ms") == 0)
-		unit = 1000000ull;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		unit = 1000000000ull;
-	else if (strcmp(end, "m") == 0)
-		unit = 60ull * 1000000000ull;
-	else if (strcmp(end, "h") == 0)
-		unit = 3600ull * 1000000000ull;
-	else
-		return -EINVAL;
-	if (v == 0)
-		return -EINVAL;
-	if (v > STB_PROFILE_DURATION_MAX_NS / unit)
-		return -ERANGE;
-	*ns = v * unit;
-	return 0;
-}
-
 /* ---- labels and samples ---- */
 
 static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t size)
@@ -145,7 +117,7 @@ static void prof_task_name(struct stb_prof *P, uint64_t id, char *name, size_t s
 	struct stb_tview_task v;
 	if (!p)
 		return;
-	stb_tview_read_task(p, &v);
+	stb_tview_read_task(NULL, p, &v);
 	if (v.id == id)
 		snprintf(name, size, "%s", v.name);
 }
@@ -361,6 +333,7 @@ static int prof_open_capture(struct stb_prof *P)
 {
 	struct stb_bpf_prog_opts co;
 	stb_target_bpf_prog_opts(P->tg, STB_RECORD_MODE_SAMPLE, &co);
+	stb_bpf_prog_log(P->o->verbose > 0); /* the failure is explained below, once */
 	co.period_ns = P->period_ns;
 	co.ringbuf_bytes = STB_PROF_RINGBUF;
 	co.sample_stack = true;
@@ -376,7 +349,8 @@ static int prof_open_capture(struct stb_prof *P)
 	if (rc < 0) {
 		fprintf(stderr, "stb-bpf-loader: cannot open perf events on the workers of process "
 				"%d: %s%s\n", (int)P->o->pid, stb_bpf_prog_strerror(rc),
-			rc == -EPERM || rc == -EACCES ? " (run as root or with CAP_PERFMON)" : "");
+			rc == -EPERM || rc == -EACCES
+				? " (run as root or with CAP_PERFMON, or CAP_SYS_ADMIN)" : "");
 		return rc;
 	}
 	return 0;
@@ -411,9 +385,14 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 		"stands for 1/freq s per tick (a late snapshot also covers the ticks it missed)",
 		"labels: bthread_id, state (running, suspended, ready, ..., scheduler = no "
 		"current bthread, lost), worker_tid (on-CPU), name",
+		"on-CPU time only: go tool pprof -sample_index=cpu",
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(legend) / sizeof(legend[0]); i++)
 		rc = stb_pprof_comment(P->pp, legend[i]);
+	if (rc == 0 && !P->o->runtime_frames)
+		rc = stb_pprof_comment(P->pp, "the runtime's own frames (stb_jump_stack, "
+					      "stb_sched_suspend, ..., stb_task_entry) are hidden: "
+					      "--runtime-frames keeps them");
 	/* The counters: one "stats:" comment line, and JSON's stats object. */
 	const struct stb_report_stat stats[] = {
 		{"oncpu_samples", P->oncpu}, {"oncpu_tagged", P->oncpu_tagged},
@@ -464,19 +443,6 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 	}
 	if (rc != 0)
 		return rc;
-	if (P->o->format == STB_FORMAT_PPROF)
-		return stb_pprof_write(P->pp, out);
-	if (P->o->format == STB_FORMAT_FOLDED)
-		return stb_pprof_write_folded(P->pp, out, "state", STB_PV_SAMPLES);
-	if (P->o->format == STB_FORMAT_FLAMEGRAPH) {
-		struct stb_report_meta fm = {.producer = "stb-bpf-loader --profile",
-					     .pid = (int)P->o->pid, .comm = P->tg->comm};
-		const struct stb_flamegraph_opts fo = {
-			.title = "on-CPU and off-CPU samples", .unit = "samples",
-			.root_key = "state", .value = STB_PV_SAMPLES, .meta = &fm,
-		};
-		return stb_flamegraph_write(P->pp, out, &fo);
-	}
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
 		.table = true, .abi_version = P->tg->info.abi_version,
@@ -489,7 +455,12 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 	};
 	if (beyond)
 		stb_report_meta_note(&meta, untraceable);
-	return stb_pprof_write_json(P->pp, out, &meta);
+	const struct stb_profile_out po = {
+		.root_key = "state", .value = STB_PV_SAMPLES, .title = "on-CPU and off-CPU samples",
+		.unit = "samples", .meta = &meta,
+	};
+	const struct stb_format_info *f = stb_format_get(P->o->format);
+	return f && f->write_profile ? f->write_profile(P->pp, out, &po) : -EINVAL;
 }
 
 /* What stays from one profile to the next: the target, its modules and
@@ -521,7 +492,8 @@ static int prof_setup(struct stb_prof *P)
 	struct stb_collect_src src;
 	stb_target_collect_src(P->tg, NULL, &src);
 	src.drv = (struct stb_driver){.mem = &P->mem, .flags = STB_DRIVER_F_NO_WAIT,
-				      .buf = P->buf, .cap = STB_PROF_COPY_MAX};
+				      .buf = P->buf, .cap = STB_PROF_COPY_MAX,
+				      .workers = stb_target_workers(P->tg)};
 	src.unw = P->unw;
 	P->coll = stb_collector_new(&src, 0);
 	if (!P->coll) {
@@ -579,7 +551,7 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 		.period = (int64_t)P->period_ns,
 		.time_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec,
 		.sym = P->sym, .unw = P->unw, .max_stacks = STB_PROF_MAX_STACKS,
-		.sym_deadline = stb_loader_sym_deadline(o),
+		.sym_deadline = stb_loader_sym_deadline(o), .hide_runtime = !o->runtime_frames,
 	};
 	P->pp = stb_pprof_new(&po);
 	struct stb_pprof_stack nostack = {.leaf = STB_PPROF_NOTE_NO_STACK};

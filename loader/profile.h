@@ -15,15 +15,7 @@
 #include <stdio.h>
 
 #define STB_PROFILE_FREQ_MAX 1000u
-#define STB_PROFILE_DURATION_MAX_NS (24ull * 3600u * 1000000000u)
 
-/*
- * Parses a duration: a whole number followed by "ms", "s", "m", "h" or
- * nothing (seconds), e.g. "500ms", "10s", "2m", "1h", "30". Returns 0 and sets *ns, or
- * -EINVAL (empty, sign, fraction, unknown unit, 0) / -ERANGE (above
- * STB_PROFILE_DURATION_MAX_NS).
- */
-int stb_profile_parse_duration(const char *s, uint64_t *ns);
 
 /*
  * stb_profile_run (loader.h) profiles process o->pid for o->duration_ns (or

@@ -6,13 +6,10 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-
-#include <bpf/libbpf.h>
 
 #include "table/insyscall.h"
 #include "record_unwind.h"
@@ -28,15 +25,6 @@
  * page of colors), the copy's last STB_RUNNING_OVERLAP bytes read again. */
 #define STB_RUNNING_DEEP_MAX ((8u << 20) + (8u << 10))
 #define STB_RUNNING_OVERLAP 512u
-
-/* libbpf's own messages: only with -v (a missing privilege is explained once). */
-static int libbpf_quiet;
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	if (libbpf_quiet || level == LIBBPF_DEBUG)
-		return 0;
-	return vfprintf(stderr, fmt, ap);
-}
 
 int stb_running_init(struct stb_running *r, struct stb_target *tg, int verbose)
 {
@@ -58,8 +46,7 @@ void stb_running_fini(struct stb_running *r)
 
 static void open_prog(struct stb_running *r)
 {
-	libbpf_quiet = !r->verbose;
-	libbpf_set_print(libbpf_print);
+	stb_bpf_prog_log(r->verbose > 0);
 	struct stb_bpf_prog_opts co;
 	stb_target_bpf_prog_opts(r->tg, STB_RECORD_MODE_REQUEST, &co);
 	r->prog = stb_bpf_prog_open(r->tg->pid, &co);
@@ -68,7 +55,7 @@ static void open_prog(struct stb_running *r)
 		if (err == EPERM || err == EACCES)
 			snprintf(r->note, sizeof(r->note),
 				 "BPF unavailable: permission denied, needs root or "
-				 "CAP_BPF+CAP_PERFMON");
+				 "CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN)");
 		else
 			snprintf(r->note, sizeof(r->note), "BPF unavailable: %s",
 				 stb_bpf_prog_strerror(-err));
@@ -128,7 +115,8 @@ static ssize_t read_upto(const struct stb_running *r, uint64_t addr, void *dst, 
  * NULL: a thread that is no task, whose stack's top is not known) past the
  * BPF copy of record rec: read from the target after the capture, and taken
  * only when it can be trusted -- the task still runs the same run (its word
- * and its worker's current unchanged; a thread: not checked), and the bytes
+ * unchanged, the worker of `at` still naming it: stb_run_at_moved; a thread:
+ * not checked), and the bytes
  * read again at the end of the copy are the copy's (frames below them have
  * not returned past them: what the copy ends with still holds). What the
  * check cannot see: a run that returned past that point and called its way
@@ -136,7 +124,7 @@ static ssize_t read_upto(const struct stb_running *r, uint64_t addr, void *dst, 
  * record, the rest), or sets capt->cut and keeps the record's walk.
  */
 static void deepen(struct stb_running *r, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-		   uint32_t worker, bool pthread, uint64_t deadline, struct stb_capture *capt)
+		   const struct stb_run_at *at, uint64_t deadline, struct stb_capture *capt)
 {
 	const struct stb_record *rec = r->rec;
 	if (!(rec->flags & (STB_RECORD_F_STACK_LIMIT | STB_RECORD_F_STACK_FAULT)) ||
@@ -172,10 +160,9 @@ static void deepen(struct stb_running *r, struct stb_abi_task *p, uint64_t id, u
 	uint64_t from = sp + rec->stack_size - overlap;
 	size_t len = (size_t)(sp + want - from);
 	ssize_t got = read_upto(r, from, d + below + rec->stack_size - overlap, len);
-	const struct stb_abi_worker *we = pthread || !p ? NULL : stb_target_worker(r->tg, worker);
-	bool same = !p || (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) == w1 &&
-			   __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) == id &&
-			   (pthread || (we && __atomic_load_n(&we->current, __ATOMIC_ACQUIRE) == id)));
+	/* Read after the copy: the same run, still named where it was. */
+	bool same = !p || (!stb_run_at_moved(at, p, id, w1) &&
+			   __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) == id);
 	/* A task's stack is readable to its top; a thread's, to its end. */
 	if (got < (ssize_t)overlap || (p && (size_t)got != len)) {
 		capt->cut = STB_CUT_UNREADABLE;
@@ -201,39 +188,46 @@ static void deepen(struct stb_running *r, struct stb_abi_task *p, uint64_t id, u
 	capt->cut = capped ? STB_CUT_COPY : STB_CUT_NONE;
 }
 
-/* Blocked in a system call on its thread: 0 with capt set, or -errno. */
-static int in_syscall(struct stb_running *r, uint32_t tid, uint64_t stack_hi, void *buf, size_t cap,
+/* Task id (entry p, word w1, found at `at`) blocked in a system call on its
+ * thread tid: 0 with capt set, -EAGAIN when it moved meanwhile (the call
+ * may be its thread's after it left), or -errno. */
+static int in_syscall(struct stb_running *r, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+		      const struct stb_run_at *at, uint32_t tid, void *buf, size_t cap,
 		      struct stb_capture *capt)
 {
-	return stb_insyscall_capture(&r->mem, r->tg->pid, (int)tid, stack_hi, buf, cap, capt);
+	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	int rc = stb_insyscall_capture(&r->mem, r->tg->pid, (int)tid, lo, hi, buf, cap, capt);
+	if (rc == 0 && stb_run_at_moved(at, p, id, w1))
+		return -EBUSY;
+	return rc;
 }
 
-static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t deadline,
-		   void *buf, size_t cap, struct stb_capture *capt, char *err, size_t errlen)
+static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+		   const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+		   struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_running *r = ctx;
 	bool pthread = (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) != 0;
-	uint32_t worker = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
-	uint32_t tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
-	uint64_t stack_hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	/* Where it runs: the worker entry that names it, or a pthread's own
+	 * entry (the driver read them: abi.h, "Running"). */
+	uint32_t worker = at->worker;
+	uint32_t tid = at->tid;
 	capt->tid = tid;
 	if (!pthread && worker >= STB_ABI_MAX_WORKERS) {
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
-		stb_say(err, errlen,
-			"its table entry is inconsistent: running on worker %u (at most "
-			"%u workers)",
-			worker, STB_ABI_MAX_WORKERS);
+		stb_say(err, errlen, "running, but no worker of the table names it");
 		return -EPROTO;
 	}
 	if (tid == 0 || tid > INT32_MAX) {
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
-		stb_say(err, errlen, "its table entry is inconsistent: running on thread %u", tid);
+		stb_say(err, errlen, "the table is inconsistent: running on thread %u", tid);
 		return -EPROTO;
 	}
 	/* Blocked in a system call on its thread: nothing to sample. */
-	int rc = in_syscall(r, tid, stack_hi, buf, cap, capt);
+	int rc = in_syscall(r, p, id, w1, at, tid, buf, cap, capt);
 	if (rc == 0)
 		return 0;
 	if (rc == -EBUSY)
@@ -245,10 +239,10 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
 		stb_say(err, errlen,
-			"its table entry names thread %u, which is not a thread of the "
+			"the table names thread %u, which is not a thread of the "
 			"target",
 			tid);
 		return -EPROTO;
@@ -283,7 +277,7 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		capt->unwind_ctx = r->rec;
 		capt->held_ns = r->rec->prog_ns;
 		/* Deeper than the BPF copy: the rest from memory, checked. */
-		deepen(r, p, id, w1, worker, pthread, deadline, capt);
+		deepen(r, p, id, w1, at, deadline, capt);
 		if (tm.seen_ns > tm.arm_ns) {
 			uint64_t wait = tm.seen_ns - tm.arm_ns;
 			r->n++;
@@ -297,10 +291,10 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 		return 0;
 	}
 	if (rc == -ETIMEDOUT) {
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN; /* it moved: read it again */
 		/* Never on a CPU: blocked in a system call on its thread? */
-		rc = in_syscall(r, tid, stack_hi, buf, cap, capt);
+		rc = in_syscall(r, p, id, w1, at, tid, buf, cap, capt);
 		if (rc == 0)
 			return 0;
 		if (rc == -EBUSY)
@@ -319,9 +313,9 @@ static int capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1, 
 			stb_say(err, errlen, "the target exited");
 			return -ESRCH;
 		}
-		if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN;
-		stb_say(err, errlen, "its thread %u is gone although its entry says it runs there",
+		stb_say(err, errlen, "its thread %u is gone although the table says it runs there",
 			tid);
 		return -EPROTO;
 	}
@@ -339,7 +333,7 @@ static int capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf,
 		stb_say(err, errlen, "thread id %u out of range", tid);
 		return -EPROTO;
 	}
-	int rc = stb_insyscall_capture(&r->mem, r->tg->pid, (int)tid, 0, buf, cap, capt);
+	int rc = stb_insyscall_capture(&r->mem, r->tg->pid, (int)tid, 0, 0, buf, cap, capt);
 	if (rc == 0)
 		return 0;
 	if (rc == -EBUSY)
@@ -382,7 +376,7 @@ static int capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf,
 		capt->unwind_ctx = r->rec;
 		capt->held_ns = r->rec->prog_ns;
 		/* Its stack past the copy, as far as it can be read. */
-		deepen(r, NULL, 0, 0, 0, false, deadline, capt);
+		deepen(r, NULL, 0, 0, NULL, deadline, capt);
 		return 0;
 	}
 	if (rc == -ETIMEDOUT) {

@@ -3,7 +3,9 @@
  * stb-bpf-loader's snapshot (loader.h): every selected task of the target
  * collected once (collect/collect.h) -- suspended and ready ones from their
  * saved context read with process_vm_readv, running ones by the capture
- * backend (running.h) -- then symbolized and written in the chosen format.
+ * backend (running.h) -- then symbolized and written in the chosen format;
+ * or, with --leaks, the entries only, viewed by creation site
+ * (report/leaks.h) and compared with the previous snapshot.
  * With --core the target is a core file (postmortem.h): the same run on its
  * copy of the table, its memory and its threads' registers.
  * The run is bounded: per task by --timeout, as a whole by --deadline.
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include "loader.h"
 #include "postmortem.h"
 #include "report/formats.h"
+#include "report/leaks.h"
 #include "running.h"
 #include "symbols/symbolize.h"
 #include "symbols/walkmemo.h"
@@ -50,7 +54,10 @@ struct stb_snapshot_session {
 	struct stb_collector *coll;
 	struct stb_collect_result res;
 	uint64_t now; /* CLOCK_MONOTONIC when the tracing started, or of the core (--stuck) */
+	uint64_t wall_ns; /* CLOCK_REALTIME then; of the core file's last write (--core) */
 	uint64_t open_ns, write_ns; /* -v: the core's opening, the output's writing */
+	struct stb_leaks prev;      /* --leaks: the previous snapshot's view (has_prev) */
+	bool has_prev;
 };
 
 void stb_loader_untraceable_note(char *buf, size_t len, uint64_t n, uint32_t capacity)
@@ -88,6 +95,12 @@ static void traced(void *arg, uint64_t id, int rc, const struct stb_capture *cap
 	fputc('\n', stderr);
 }
 
+/* The traced process's id (of the core's process with --core). */
+static int target_pid(const struct stb_snapshot_session *S)
+{
+	return S->pm ? (int)S->pm->core->pid : (int)S->o->pid;
+}
+
 /* --bthread ids that are not there. */
 static void missing(void *arg, uint64_t id, bool beyond)
 {
@@ -98,18 +111,9 @@ static void missing(void *arg, uint64_t id, bool beyond)
 			"capacity (%u) and cannot be traced from outside\n",
 			id, S->info->capacity);
 	else
-		fprintf(stderr,
-			"stb-bpf-loader: bthread %" PRIu64 " does not exist or has "
-			"finished\n",
-			id);
-}
-
-/* Fault injection for tests: keep the lease as a stuck loader would. */
-static void hold_fault(void *arg)
-{
-	const struct stb_loader_opts *o = arg;
-	struct timespec ts = {o->fault_hold_ms / 1000, (long)(o->fault_hold_ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
+		fprintf(stderr, "stb-bpf-loader: no bthread %" PRIu64 " in process %d (%s)\n", id,
+			target_pid(S),
+			S->pm ? "when its core file was written" : "it finished, or never existed");
 }
 
 static void print_summary(const struct stb_snapshot_session *S, uint64_t t0, uint64_t t1)
@@ -210,11 +214,8 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 	    .flags = S->tg ? STB_DRIVER_F_LEASE : 0,
 	    .buf = S->buf,
 	    .cap = STB_SNAPSHOT_COPY_MAX,
+	    .workers = S->tg ? stb_target_workers(S->tg) : stb_postmortem_workers(S->pm),
 	};
-	if (o->fault_hold_ms) {
-		src.drv.on_hold = hold_fault;
-		src.drv.on_hold_arg = (void *)S->o;
-	}
 	src.unw = S->unw;
 	S->coll = stb_collector_new(&src, 0);
 	if (!S->coll) {
@@ -225,6 +226,23 @@ struct stb_snapshot_session *stb_snapshot_open(const struct stb_loader_opts *o)
 fail:
 	stb_snapshot_close(S);
 	return NULL;
+}
+
+/* --leaks: the view of this snapshot's bthreads, and each site's growth
+ * since the session's previous one (--every). 0 or -errno. */
+static int write_leaks(struct stb_snapshot_session *S, const struct stb_report *r)
+{
+	struct stb_leaks l;
+	int rc = stb_leaks_build(&l, S->res.tasks, S->res.n, r->now_ns);
+	if (rc != 0)
+		return rc;
+	if (S->has_prev)
+		stb_leaks_growth(&l, &S->prev);
+	rc = stb_report_leaks(r, &l, S->o->format);
+	stb_leaks_free(&S->prev);
+	S->prev = l;
+	S->has_prev = true;
+	return rc;
 }
 
 int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *out,
@@ -238,6 +256,15 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	/* The tasks. */
 	uint64_t t0 = stb_now_ns();
 	S->now = S->pm ? stb_postmortem_now(S->pm) : t0;
+	struct timespec wall = {0};
+	struct stat st;
+	if (!S->pm)
+		clock_gettime(CLOCK_REALTIME, &wall);
+	else if (stat(o->core, &st) == 0)
+		wall = st.st_mtim;
+	S->wall_ns = wall.tv_sec > 0 ? (uint64_t)wall.tv_sec * 1000000000ull +
+					       (uint64_t)wall.tv_nsec
+				     : 0;
 	if (o->stuck_ns && !S->now) {
 		fprintf(stderr, "stb-bpf-loader: --stuck cannot select from this core: every worker "
 				"was parked when it was written, and the core does not say when that "
@@ -249,7 +276,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .ids = o->ids,
 	    .nids = o->nids,
 	    .state_mask = o->state_mask,
-	    .stacks = true,
+	    .stacks = !o->leaks, /* the leak view needs the entries only */
 	    .stuck_ns = o->stuck_ns,
 	    .now = S->now,
 	    /* The whole stack is walked (up to STB_REPORT_WALK_MAX frames) so
@@ -265,7 +292,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	     * previous snapshot are not copied again. */
 	    .reuse = S->tg && o->every_ns ? STB_COLLECT_REUSE_LAST : STB_COLLECT_REUSE_NONE,
 	    .intern = true,
-	    .deadlocks = true,
+	    .holders = !o->leaks,
+	    .deadlocks = !o->leaks,
 	    .deadlock_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2,
 	    /* Every thread of the process, after the tasks of a whole snapshot. */
 	    .threads = !o->no_threads,
@@ -282,19 +310,28 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 		return STB_EXIT_FAIL;
 	}
 	res->target_gone = cr->target_gone;
+	if (o->nids && cr->missing == o->nids) {
+		/* Not one of the bthreads asked for is there: nothing to write. */
+		return STB_EXIT_FAIL;
+	}
 
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = S->info;
 	char note_bpf[320], note_untraceable[320], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
 	    .producer = S->pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
-	    .pid = S->pm ? (int)S->pm->core->pid : (int)o->pid,
+	    .pid = target_pid(S),
 	    .comm = S->pm ? S->pm->comm : S->tg->comm,
+	    .time_ns = S->wall_ns,
+	    .time_what = S->pm ? "core file written" : NULL,
+	    .census = cr->census,
+	    .tasks = cr->tasks_by_state,
+	    .slots_used = stb_tview_hwm(S->hdr, S->info, NULL),
 	    .table = true,
 	    .abi_version = ti->abi_version,
 	    .table_capacity = ti->capacity,
 	    .untraceable = __atomic_load_n(&S->hdr->untraceable, __ATOMIC_RELAXED),
-	    .capture = S->pm ? "core" : stb_running_mode(&S->run),
+	    .capture = o->leaks ? NULL : S->pm ? "core" : stb_running_mode(&S->run),
 	    .run = true,
 	    .not_traced = cr->not_traced,
 	    .failed = cr->failed,
@@ -368,15 +405,18 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .sym_deadline = stb_loader_sym_deadline(o),
 	    .max_depth = o->max_depth,
 	    .runtime_frames = o->runtime_frames,
-	    .lines = o->lines,
+	    .lines = !o->no_lines,
 	    .runtime_hint = "--runtime-frames",
 	    .threads_hint = "--no-threads",
 	    .deadlocks = cr->deadlocks,
+	    .deadlock_hint = "run without --bthread, --state and --stuck to see it",
+	    .refs = cr->refs,
+	    .nrefs = cr->nrefs,
 	    .all_ids = o->verbose > 0,
 	};
 	stb_deadline_phase("writing the output");
 	uint64_t write0 = stb_now_ns();
-	int rc = stb_report_write(&r, cr->tasks, cr->n, o->format);
+	int rc = o->leaks ? write_leaks(S, &r) : stb_report_write(&r, cr->tasks, cr->n, o->format);
 	res->written = true;
 	rc = fflush(out) != 0 && rc == 0 ? -errno : rc;
 	S->write_ns = stb_now_ns() - write0;
@@ -422,6 +462,7 @@ void stb_snapshot_close(struct stb_snapshot_session *S)
 	if (!S)
 		return;
 	stb_collector_free(S->coll);
+	stb_leaks_free(&S->prev);
 	free(S->buf);
 	stb_running_fini(&S->run);
 	if (S->pm) {

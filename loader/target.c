@@ -456,8 +456,19 @@ struct stb_tview_src stb_target_src(struct stb_target *t, bool *clamped)
 	uint64_t extent = (uint64_t)hwm + STB_TARGET_SLOT_SLACK;
 	t->extent = extent < t->info.capacity ? (uint32_t)extent : t->info.capacity;
 	t->data_lo = t->data_hi = 0; /* the target may have written new ranges */
-	return (struct stb_tview_src){
-	    .entry = src_entry, .ctx = t, .nslots = hwm, .window = STB_TARGET_WINDOW_SLOTS};
+	return (struct stb_tview_src){.entry = src_entry,
+				      .ctx = t,
+				      .nslots = hwm,
+				      .window = STB_TARGET_WINDOW_SLOTS,
+				      .workers = stb_target_workers(t)};
+}
+
+struct stb_tview_wsrc stb_target_workers(const struct stb_target *t)
+{
+	/* hdr maps the whole header region: every worker entry. */
+	return (struct stb_tview_wsrc){
+	    .w = (const struct stb_abi_worker *)((const char *)t->hdr + STB_ABI_WORKER_OFFSET(0)),
+	    .hdr = t->hdr};
 }
 
 uint32_t stb_target_nworkers(const struct stb_target *t, bool *clamped)

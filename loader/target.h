@@ -77,6 +77,10 @@ struct stb_abi_task *stb_target_task(struct stb_target *t, uint32_t slot);
  */
 struct stb_tview_src stb_target_src(struct stb_target *t, bool *clamped);
 
+/* The target's worker entries (which bthreads run where: abi.h), valid while
+ * t is. */
+struct stb_tview_wsrc stb_target_workers(const struct stb_target *t);
+
 /* Worker count now (clamped to STB_ABI_MAX_WORKERS). */
 uint32_t stb_target_nworkers(const struct stb_target *t, bool *clamped);
 

@@ -187,16 +187,14 @@ HELPER_FN(hole_a) static void hole_a(void)
 
 static void *helper_worker_main(void *arg)
 {
-	struct stb_abi_task *t = helper_task(STB_HELPER_SLOT_RUNNING);
 	struct stb_abi_worker *w = helper_worker(0);
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 
 	(void)arg;
 	w->tid = (__u32)tid;
-	t->tid = (__u32)tid;
-	w->current = STB_HELPER_ID_RUNNING;
 	w->state = STB_WORKER_RUNNING;
-	__atomic_store_n(&t->word, (1ull << 32) | STB_TASK_RUNNING, __ATOMIC_RELEASE);
+	/* On its stack now: the worker names it (abi.h, "Running"). */
+	__atomic_store_n(&w->current, STB_HELPER_ID_RUNNING, __ATOMIC_RELEASE);
 	for (;;) {
 		int want = atomic_load(&helper_want);
 
@@ -307,9 +305,10 @@ int main(int argc, char **argv)
 	t->id = STB_HELPER_ID_RUNNING;
 	t->stack_lo = (__u64)(uintptr_t)stack;
 	t->stack_hi = (__u64)(uintptr_t)stack + HELPER_STACK_SIZE;
-	t->worker = 0;
 	strcpy(t->name, "spinner");
-	t->word = (1ull << 32) | STB_TASK_ABOUT_TO_RUN;
+	/* Ready, and worker 0 switching to it until its thread runs. */
+	t->word = (1ull << 32) | STB_TASK_READY;
+	helper_worker(0)->current = STB_HELPER_ID_RUNNING | STB_ABI_CURRENT_SWITCHING;
 	t = helper_task(STB_HELPER_SLOT_SUSPENDED);
 	t->id = STB_HELPER_ID_SUSPENDED;
 	t->stack_lo = 0x1000;
@@ -389,12 +388,12 @@ int main(int argc, char **argv)
 			reply.hole_hi = reply.hole_lo ? reply.hole_lo + 4096u : 0;
 			break;
 		case STB_HELPER_CMD_READY:
-			__atomic_store_n(&helper_task(STB_HELPER_SLOT_RUNNING)->word,
-					 (1ull << 32) | STB_TASK_READY, __ATOMIC_RELEASE);
+			/* Queued: no worker names it (its word says READY anyway). */
+			__atomic_store_n(&helper_worker(0)->current, 0, __ATOMIC_RELEASE);
 			break;
 		case STB_HELPER_CMD_RUNNING:
-			__atomic_store_n(&helper_task(STB_HELPER_SLOT_RUNNING)->word,
-					 (1ull << 32) | STB_TASK_RUNNING, __ATOMIC_RELEASE);
+			__atomic_store_n(&helper_worker(0)->current, STB_HELPER_ID_RUNNING,
+					 __ATOMIC_RELEASE);
 			break;
 		case STB_HELPER_CMD_QUIT:
 			atomic_store(&helper_want, STB_HELPER_CMD_QUIT);

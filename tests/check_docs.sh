@@ -29,12 +29,14 @@ done
 render "$man8" >"$tmp/man8.txt"
 render "$man3" >"$tmp/man3.txt"
 for w in 'stb-bpf-loader --pid PID' 'stb-bpf-loader --core FILE' 'EXIT STATUS' 'CAP_SYS_PTRACE' \
-         'CAP_DAC_READ_SEARCH' 'CAP_BPF' 'CAP_PERFMON' 'stb-snapshots@.service'; do
+         'CAP_DAC_READ_SEARCH' 'CAP_BPF' 'CAP_PERFMON' 'CAP_SYS_ADMIN' 'stb-snapshots@.service' \
+         'sample_index=cpu'; do
   grep -F -- "$w" "$tmp/man8.txt" >/dev/null || fail "stb-bpf-loader.8 does not render '$w'"
 done
 for w in bthread_stack_trace stb_trace stb_dump stb_watchdog_start stb_debug_http_start \
          /bthreads/all STB_DUMP_SIGNAL STB_WATCHDOG STB_TRACE_SIGNAL STB_TABLE_CAPACITY \
-         STB_SIGNAL_TRACE_TIMEOUT_MS STB_CONCURRENCY; do
+         STB_SIGNAL_TRACE_TIMEOUT_MS STB_CONCURRENCY STB_TRACE_RUNTIME_FRAMES \
+         stb_set_trace_runtime_frames no_lines; do
   grep -F -- "$w" "$tmp/man3.txt" >/dev/null || fail "stb.3 does not render '$w'"
 done
 # Every variable of README.md's environment table is in stb(3), except the
@@ -111,8 +113,9 @@ printf '%s\n' "$tmp/adir" "$tmp/afile" | diff - "$tmp/files" >/dev/null || fail 
 
 # ---- the example unit.
 [ -f "$unit" ] || fail "$unit missing"
-for k in '^ExecStart=/usr/sbin/stb-bpf-loader --pid %i --every [0-9]+[a-z]* --out-dir /var/lib/stb/%i( |$)' \
-         '^StateDirectory=stb/%i$' '^Type=' '^WantedBy=' '^NoNewPrivileges=yes$'; do
+# Keyed by the program (check_unit.sh runs it across a restart), not by a pid.
+for k in '^ExecStart=.* /usr/sbin/stb-bpf-loader --pid "\$\$pid" --every [0-9]+[a-z]* --out-dir "/var/lib/stb/\$\$2"' \
+         '^StateDirectory=stb/%i$' '^Type=' '^WantedBy=' '^NoNewPrivileges=yes$' '^Restart=always$'; do
   grep -E -- "$k" "$unit" >/dev/null || fail "$unit: no line matching $k"
 done
 for key in CapabilityBoundingSet AmbientCapabilities; do
@@ -130,7 +133,7 @@ if command -v systemd-analyze >/dev/null; then
   # the man page of Documentation= found on MANPATH.
   mkdir -p "$tmp/man/man8" "$tmp/unit"
   cp "$man8" "$tmp/man/man8/"
-  sed "s#^ExecStart=/usr/sbin/stb-bpf-loader#ExecStart=$loader#" "$unit" >"$tmp/unit/stb-snapshots@1.service"
+  sed "s# /usr/sbin/stb-bpf-loader # $loader #" "$unit" >"$tmp/unit/stb-snapshots@1.service"
   # It only warns about a bad value ("ignoring"): any output is a failure.
   if MANPATH=$tmp/man systemd-analyze verify "$tmp/unit/stb-snapshots@1.service" >"$tmp/verify" 2>&1; then
     [ ! -s "$tmp/verify" ] || fail "systemd-analyze verify $unit:"$'\n'"$(cat "$tmp/verify")"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # Checks a JSON document of stb against the schemas of docs/json.md
-# ("stb-stacks/1", "stb-tasks/1", "stb-profile/1"): required members and
+# ("stb-stacks/1", "stb-tasks/1", "stb-profile/1", "stb-leaks/1"): required members and
 # their types, allowed values, members that only come in pairs, and no
 # unknown members. Used by test_formats and test_profile.
 # Usage: check_json_schema.py FILE [--loader] [--grouped]
@@ -16,7 +16,8 @@ STATES = {"unused", "created", "ready-without-stack", "ready", "about-to-run", "
           "suspending", "suspended", "destroyed"}
 CAPTURES = {"none", "context", "signal", "self", "bpf", "syscall", "core"}
 WAIT_KINDS = {"butex", "mutex", "cond", "rwlock-read", "rwlock-write", "sem", "barrier", "once",
-              "sleep", "fd", "join", "id", "timer", "yield", "countdown"}
+              "sleep", "fd", "join", "id", "timer", "yield", "countdown",
+              "execution-queue"}
 HEX = re.compile(r"^0x[0-9a-f]+$")
 BUILD_ID = re.compile(r"^[0-9a-f]+$")
 
@@ -68,21 +69,35 @@ def is_bid(v):
     return isinstance(v, str) and BUILD_ID.match(v) is not None
 
 
+def check_source(o, where):
+    """What is known of an address: "function" with "offset", "file" with "line"."""
+    opt(o, "function", is_str, "a string", where)
+    opt(o, "offset", is_int, "an integer", where)
+    pair(o, "function", "offset", where)
+    opt(o, "file", is_str, "a string", where)
+    opt(o, "line", is_int, "an integer", where)
+    pair(o, "file", "line", where)
+
+
 def check_stack_frame(f, where):
     if not isinstance(f, dict):
         raise Bad(f"{where}: not an object")
     need(f, "ip", is_hex, "a hex string", where)
-    opt(f, "function", is_str, "a string", where)
-    opt(f, "offset", is_int, "an integer", where)
-    pair(f, "function", "offset", where)
+    need(f, "inlined", lambda v: isinstance(v, bool), "a boolean", where)
+    if f["inlined"]:
+        # A call inlined at ip: the function, no offset of its own.
+        need(f, "function", is_str, "a string", where)
+        if "offset" in f:
+            raise Bad(f"{where}: an inlined frame has no \"offset\"")
+        opt(f, "file", is_str, "a string", where)
+        opt(f, "line", is_int, "an integer", where)
+        pair(f, "file", "line", where)
+    else:
+        check_source(f, where)
     opt(f, "module", is_str, "a string", where)
     opt(f, "module_offset", is_hex, "a hex string", where)
     pair(f, "module", "module_offset", where)
     opt(f, "build_id", is_bid, "a hex build id", where)
-    opt(f, "file", is_str, "a string", where)
-    opt(f, "line", is_int, "an integer", where)
-    pair(f, "file", "line", where)
-    need(f, "inlined", lambda v: isinstance(v, bool), "a boolean", where)
     need(f, "source", lambda v: v in ("fp", "dwarf"), "\"fp\" or \"dwarf\"", where)
     opt(f, "module_mismatch", lambda v: v is True, "true", where)
     if "module_mismatch" in f and "function" in f:
@@ -105,10 +120,22 @@ def check_wait(w, where, grouped_any=False):
     opt(w, "events", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
     pair(w, "fd", "events", where)
     opt(w, "deadline_in_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    opt(w, "queued", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    if "queued" in w and w["kind"] != "execution-queue":
+        raise Bad(f"{where}: \"queued\" in a wait that is not on an execution queue")
     if "owner" in w and "owner_tid" in w:
         raise Bad(f"{where}: \"owner\" and \"owner_tid\" exclude each other")
     only(w, ["kind", "object", "owner", "owner_tid", "target", "mutex", "fd", "events",
-             "deadline_in_s"], where)
+             "deadline_in_s", "queued"], where)
+
+
+def check_execq(q, where):
+    """What a consumer works on: {"queue": "0x...", "queued": N}."""
+    if not isinstance(q, dict):
+        raise Bad(f"{where}: not an object")
+    need(q, "queue", is_hex, "a hex string", where)
+    opt(q, "queued", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    only(q, ["queue", "queued"], where)
 
 
 def check_syscall(s, state, where):
@@ -133,11 +160,28 @@ def check_created_by(c, where):
     opt(c, "function", is_str, "a string", where)
     opt(c, "offset", is_int, "an integer", where)
     pair(c, "function", "offset", where)
-    if "function" in c and "ip" not in c:
-        raise Bad(f"{where}: \"function\" without \"ip\"")
+    opt(c, "file", is_str, "a string", where)
+    opt(c, "line", is_int, "an integer", where)
+    pair(c, "file", "line", where)
+    if ("function" in c or "file" in c) and "ip" not in c:
+        raise Bad(f"{where}: \"function\" or \"file\" without \"ip\"")
     if not c:
         raise Bad(f"{where}: empty")
-    only(c, ["bthread", "tid", "ip", "function", "offset"], where)
+    only(c, ["bthread", "tid", "ip", "function", "offset", "file", "line"], where)
+
+
+def check_holds(h, where):
+    if not isinstance(h, list) or not h:
+        raise Bad(f"{where}: not a non-empty array")
+    for i, x in enumerate(h):
+        w = f"{where}[{i}]"
+        if not isinstance(x, dict):
+            raise Bad(f"{w}: not an object")
+        need(x, "kind", lambda v: v in ("mutex", "rwlock-write", "id"),
+             "\"mutex\", \"rwlock-write\" or \"id\"", w)
+        need(x, "object", is_hex, "a hex string", w)
+        need(x, "waiting", lambda v: is_int(v) and v > 0, "a positive integer", w)
+        only(x, ["kind", "object", "waiting"], w)
 
 
 def check_task(t, where, stacks, grouped=False):
@@ -165,8 +209,13 @@ def check_task(t, where, stacks, grouped=False):
         check_wait(t["wait"], f"{where}.wait")
     if "created_by" in t:
         check_created_by(t["created_by"], f"{where}.created_by")
+    opt(t, "selected", lambda v: v is False, "false", where)
+    if "holds" in t:
+        check_holds(t["holds"], f"{where}.holds")
+    if "execution_queue" in t:
+        check_execq(t["execution_queue"], f"{where}.execution_queue")
     allowed = ["id", "kind", "name", "state", "capture", "tid", "worker", "syscall", "blocked_s",
-               "running_s", "wait", "created_by", "error"]
+               "running_s", "wait", "execution_queue", "created_by", "error", "selected", "holds"]
     if stacks and grouped:
         # The stack is the group's, written once: a grouped task has none.
         need(t, "group", lambda v: is_int(v) and v >= 0, "a group index", where)
@@ -185,8 +234,14 @@ def check_stack(t, where):
     """The stack members of a task, or of a group."""
     need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
     need(t, "frames", lambda v: isinstance(v, list), "an array", where)
-    for i, f in enumerate(t["frames"]):
+    frames = t["frames"]
+    for i, f in enumerate(frames):
         check_stack_frame(f, f"{where}.frames[{i}]")
+        # Every logical frame: the calls inlined at an address come right
+        # before the frame of the function they were inlined into.
+        if f["inlined"] and (i + 1 == len(frames) or frames[i + 1]["ip"] != f["ip"]):
+            raise Bad(f"{where}.frames[{i}]: an inlined frame not followed by a frame of "
+                      f"its address")
     opt(t, "runtime_frames_hidden", lambda v: is_int(v) and v > 0, "a positive integer", where)
     opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
     if "frames_not_shown" in t and t["truncated"] is not True:
@@ -220,7 +275,8 @@ def check_thread(t, where):
 
 
 META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "freq_hz",
-        "complete", "partial", "not_traced", "failed", "finished", "notes", "stats"]
+        "complete", "partial", "not_traced", "failed", "finished", "notes", "stats", "time_ns",
+        "tasks_by_state", "registered_pthreads", "slots_used"]
 
 
 def check_meta(doc, loader, profile):
@@ -246,6 +302,18 @@ def check_meta(doc, loader, profile):
         "an object of non-negative integers", where)
     if "partial" in doc and doc.get("complete") is not False:
         raise Bad(f"{where}: \"partial\" without \"complete\": false")
+    opt(doc, "time_ns", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    opt(doc, "tasks_by_state", lambda v: isinstance(v, dict) and
+        all(k in STATES and is_int(x) and x > 0 for k, x in v.items()),
+        "an object of task states with positive counts", where)
+    for k in ("registered_pthreads", "slots_used"):
+        opt(doc, k, count, "a non-negative integer", where)
+    census = ("tasks_by_state", "registered_pthreads", "slots_used")
+    if any(k in doc for k in census) and not all(k in doc for k in census):
+        raise Bad(f"{where}: {', '.join(census)} come together")
+    if "registered_pthreads" in doc and \
+            doc["registered_pthreads"] > sum(doc["tasks_by_state"].values()):
+        raise Bad(f"{where}: more registered pthreads than tasks")
     if not loader:
         return
     for k in ("pid", "comm", "complete", "not_traced", "failed", "finished"):
@@ -253,12 +321,18 @@ def check_meta(doc, loader, profile):
     if not doc["complete"]:
         need(doc, "partial", is_str, "a string", where)
     if not profile:
-        for k in ("abi_version", "capture", "table_capacity", "untraceable"):
+        for k in ("abi_version", "table_capacity", "untraceable", "time_ns",
+                  "tasks_by_state", "registered_pthreads", "slots_used"):
             need(doc, k, lambda v: True, "present", where)
+        if doc.get("schema") != "stb-leaks/1":
+            need(doc, "capture", lambda v: True, "present", where)
 
 
 def check_deadlocks(doc, ids):
     need(doc, "deadlocks", lambda v: isinstance(v, list), "an array", "document")
+    need(doc, "deadlocks_elsewhere", lambda v: is_int(v) and v >= 0, "a non-negative integer",
+         "document")
+    selected = {t["id"] for t in doc["tasks"] if t.get("selected", True)}
     for i, cyc in enumerate(doc["deadlocks"]):
         where = f"deadlocks[{i}]"
         if not isinstance(cyc, list) or len(cyc) < 2:
@@ -277,6 +351,9 @@ def check_deadlocks(doc, ids):
         for k, m in enumerate(members):
             if m["held_by"] != members[(k + 1) % len(members)]["bthread"]:
                 raise Bad(f"{where}[{k}]: held_by is not the next member: the cycle does not close")
+        if not any(m["bthread"] in selected for m in members):
+            raise Bad(f"{where}: no member is a selected task (such a cycle is counted in "
+                      "deadlocks_elsewhere)")
 
 
 def check_stacks(doc, loader, grouped):
@@ -286,7 +363,7 @@ def check_stacks(doc, loader, grouped):
         check_task(t, f"tasks[{i}]", True, grouped)
         if grouped and t["group"] >= len(doc.get("groups", [])):
             raise Bad(f"tasks[{i}]: group {t['group']} does not exist")
-    allowed = ["schema", "tasks", "groups", "deadlocks", "threads"] + META
+    allowed = ["schema", "tasks", "groups", "deadlocks", "deadlocks_elsewhere", "threads"] + META
     if "threads" in doc:
         need(doc, "threads", lambda v: isinstance(v, list) and len(v) > 0, "a non-empty array",
              "document")
@@ -315,6 +392,8 @@ def check_stacks(doc, loader, grouped):
             check_syscall(g["syscall"], g["state"], f"{where}.syscall")
         if "wait" in g:
             check_wait(g["wait"], f"{where}.wait")
+        if "execution_queue" in g:
+            check_execq(g["execution_queue"], f"{where}.execution_queue")
         opt(g, "shortest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
         opt(g, "longest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
         pair(g, "shortest_s", "longest_s", where)
@@ -322,12 +401,15 @@ def check_stacks(doc, loader, grouped):
             raise Bad(f"{where}: shortest_s > longest_s")
         opt(g, "names", lambda v: isinstance(v, list) and 1 <= len(v) <= 2 and
             all(is_str(x) for x in v), "an array of one or two strings", where)
+        opt(g, "selected", lambda v: v is False, "false", where)
         for tid in g["ids"]:
             t = by_id.get(tid)
             if t is None or t["group"] != i:
                 raise Bad(f"{where}: id {tid} is not a task of this group")
-        only(g, ["count", "state", "syscall", "wait", "shortest_s", "longest_s", "names", "ids"] +
-             STACK, where)
+            if t.get("selected", True) != g.get("selected", True):
+                raise Bad(f"{where}: task {tid} and its group differ in \"selected\"")
+        only(g, ["count", "state", "syscall", "wait", "execution_queue", "shortest_s", "longest_s", "names",
+                 "ids", "selected"] + STACK, where)
     # Every task in exactly one group: each group's ids point back at it
     # (above), and together they are every task once.
     listed = [tid for g in doc.get("groups", []) for tid in g["ids"]]
@@ -335,6 +417,50 @@ def check_stacks(doc, loader, grouped):
         raise Bad(f"groups: {len(listed)} ids ({len(set(listed))} distinct) for "
                   f"{len(doc['tasks'])} tasks")
     only(doc, allowed, "document")
+
+
+def check_leaks(doc, loader):
+    where = "document"
+    need(doc, "bthreads", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    opt(doc, "growth_s", lambda v: is_num(v) and v >= 0, "a non-negative number", where)
+    need(doc, "sites", lambda v: isinstance(v, list), "an array", where)
+    total = 0
+    last = None
+    for i, s in enumerate(doc["sites"]):
+        w = f"sites[{i}]"
+        if not isinstance(s, dict):
+            raise Bad(f"{w}: not an object")
+        opt(s, "ip", is_hex, "a hex string", w)
+        check_source(s, w)
+        if ("function" in s or "file" in s) and "ip" not in s:
+            raise Bad(f"{w}: a symbol without \"ip\"")
+        need(s, "count", lambda v: is_int(v) and v > 0, "a positive integer", w)
+        need(s, "states", lambda v: isinstance(v, dict) and v and
+             all(k in STATES and is_int(x) and x > 0 for k, x in v.items()),
+             "an object of task states with positive counts", w)
+        if sum(s["states"].values()) != s["count"]:
+            raise Bad(f"{w}: its states do not add up to its count")
+        opt(s, "aged", lambda v: is_int(v) and v > 0, "a positive integer", w)
+        opt(s, "oldest_s", lambda v: is_num(v) and v >= 0, "a non-negative number", w)
+        opt(s, "median_s", lambda v: is_num(v) and v >= 0, "a non-negative number", w)
+        if any(k in s for k in ("aged", "oldest_s", "median_s")) and \
+                not all(k in s for k in ("aged", "oldest_s", "median_s")):
+            raise Bad(f"{w}: aged, oldest_s and median_s come together")
+        if "aged" in s and (s["aged"] > s["count"] or s["median_s"] > s["oldest_s"]):
+            raise Bad(f"{w}: more aged than counted, or a median older than the oldest")
+        opt(s, "growth", is_int, "an integer", w)
+        if ("growth" in s) != ("growth_s" in doc):
+            raise Bad(f"{w}: \"growth\" comes with the document's \"growth_s\"")
+        if last is not None and s["count"] > last:
+            raise Bad(f"{w}: sites are not in decreasing count")
+        last = s["count"]
+        total += s["count"]
+        only(s, ["ip", "function", "offset", "file", "line", "count", "states", "aged",
+                 "oldest_s", "median_s", "growth"], w)
+    if total != doc["bthreads"]:
+        raise Bad(f"sites: {total} bthreads for \"bthreads\": {doc['bthreads']}")
+    check_meta(doc, loader, False)
+    only(doc, ["schema", "bthreads", "growth_s", "sites"] + META, "document")
 
 
 def check_tasks(doc):
@@ -434,6 +560,8 @@ def main():
             check_tasks(doc)
         elif schema == "stb-profile/1":
             check_profile(doc, loader)
+        elif schema == "stb-leaks/1":
+            check_leaks(doc, loader)
         else:
             raise Bad(f"unknown schema {schema!r}")
     except (OSError, ValueError, Bad) as e:

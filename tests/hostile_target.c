@@ -160,6 +160,8 @@ struct ht_deep {
 	pthread_t th;
 };
 
+static void ht_name(struct ht *t, uint32_t w, uint64_t current, uint32_t tid);
+
 static int ht_deep_rec(volatile int *stop, unsigned level)
 {
 	volatile char pad[1024];
@@ -184,14 +186,10 @@ static void *ht_deep_spin(void *arg)
 	struct stb_abi_task *p = ht_task(t, d->slot);
 	p->stack_lo = (uint64_t)(uintptr_t)lo;
 	p->stack_hi = (uint64_t)(uintptr_t)lo + size + d->lie;
-	p->tid = (uint32_t)syscall(SYS_gettid);
-	p->worker = d->slot;
-	__atomic_store_n(&p->word, (uint64_t)1 << 32 | STB_TASK_RUNNING, __ATOMIC_RELEASE);
-	struct stb_abi_worker *w =
-	    (struct stb_abi_worker *)((char *)t->h + STB_ABI_WORKER_OFFSET(d->slot));
-	w->tid = p->tid;
-	w->state = STB_WORKER_RUNNING;
-	__atomic_store_n(&w->current, p->id, __ATOMIC_RELEASE);
+	/* A bthread running on worker slot (abi.h, "Running"): its word says
+	 * READY, the worker's entry names it. */
+	__atomic_store_n(&p->word, (uint64_t)1 << 32 | STB_TASK_READY, __ATOMIC_RELEASE);
+	ht_name(t, d->slot, p->id, (uint32_t)syscall(SYS_gettid));
 	for (unsigned n = 0; !t->stop; n++)
 		ht_deep_rec(&t->stop, n % 97);
 	return NULL;
@@ -213,7 +211,7 @@ static int ht_deep(struct ht *t)
 	}
 	for (uint32_t s = 0; s < 2; s++)
 		while (STB_ABI_STATE(__atomic_load_n(&ht_task(t, s)->word, __ATOMIC_ACQUIRE)) !=
-		       STB_TASK_RUNNING)
+		       STB_TASK_READY)
 			usleep(100);
 	t->h->nworkers = 2;
 	return 0;
@@ -308,6 +306,17 @@ static void *ht_rewrite(void *arg)
 					uint64_t *hw = (uint64_t *)t->h;
 					hw[8 + ht_rand(&r) % 8] = ht_rand(&r);
 				}
+				if ((ht_rand(&r) & 255) == 0) {
+					/* A worker's current: a task's id (running), with
+					 * the switching bit, or noise. */
+					struct stb_abi_worker *e =
+					    (struct stb_abi_worker *)((char *)t->h +
+								      STB_ABI_WORKER_OFFSET(ht_rand(&r) % 4));
+					uint64_t v = ht_rand(&r);
+					e->current = v % 3 == 0   ? p->id
+						     : v % 3 == 1 ? p->id | STB_ABI_CURRENT_SWITCHING
+								  : v;
+				}
 			}
 		}
 	}
@@ -329,6 +338,19 @@ static int ht_threads(struct ht *t, bool spin)
 	w->current = 0xdeadbeefull << 32;
 	t->h->nworkers = 1;
 	return 0;
+}
+
+/* Worker w's entry names current (abi.h, "Running"), on thread tid; the
+ * header counts at least w + 1 workers. */
+static void ht_name(struct ht *t, uint32_t w, uint64_t current, uint32_t tid)
+{
+	struct stb_abi_worker *e =
+	    (struct stb_abi_worker *)((char *)t->h + STB_ABI_WORKER_OFFSET(w));
+	e->tid = tid;
+	e->state = STB_WORKER_RUNNING;
+	e->current = current;
+	if (t->h->nworkers < w + 1)
+		t->h->nworkers = w + 1;
 }
 
 static const char *ht_mode;
@@ -451,7 +473,7 @@ static int ht_build(struct ht *t, const char *lib)
 	} else if (strcmp(m, "small-memfd") == 0) {
 		ntasks = 8;
 	} else if (strcmp(m, "nworkers-beyond") == 0) {
-		state = STB_TASK_RUNNING;
+		state = STB_TASK_READY; /* and named by worker 0 (below) */
 	} else if (strcmp(m, "threads") == 0) {
 		if (ht_many_threads(t) != 0)
 			return -1;
@@ -503,15 +525,28 @@ static int ht_build(struct ht *t, const char *lib)
 		if (strcmp(m, "bad-wait-kinds") == 0)
 			p->wait_word =
 			    STB_ABI_WAIT_WORD(STB_WAIT_NKINDS + s % 240, 0xff, 0xffff, -1);
-		if (strcmp(m, "bad-workers") == 0) {
+		if (strcmp(m, "bad-workers") == 0 && s % 4 != 3) {
+			/* A bthread's word that says running (only a worker's current
+			 * may), or a pthread's with a wild worker and thread. */
 			p->word = STB_TASK_RUNNING;
 			p->worker = s % 2 ? 0xffffffffu : STB_ABI_MAX_WORKERS + s;
 			p->tid = s % 3 == 0 ? 1 : s % 3 == 1 ? 0 : 0x7fffffff;
 			p->flags = s % 5 == 0 ? STB_ABI_TASK_F_PTHREAD : 0;
+		} else if (strcmp(m, "bad-workers") == 0) {
+			/* Ready, and named by a worker entry whose thread is no
+			 * thread of this process or none: running nowhere. (About
+			 * to run forever is mode switching's.) */
+			p->word = STB_TASK_READY;
+			uint32_t tid = s % 3 == 0 ? 1 : s % 3 == 1 ? 0 : 0x7fffffff;
+			ht_name(t, 1 + s / 4 % (STB_ABI_MAX_WORKERS - 1), p->id, tid);
 		}
 		if (strcmp(m, "running") == 0) {
-			p->word = STB_TASK_RUNNING;
-			p->worker = 0;
+			/* Running where a worker names it (the first 16, each on a
+			 * worker of its own, all the spinner's thread); the others
+			 * ready: garbage stacks to copy. */
+			p->word = STB_TASK_READY;
+			if (s < 16)
+				ht_name(t, s, p->id, t->worker_tid);
 		}
 		if (strcmp(m, "wild-stacks") == 0) {
 			uint64_t lo = p->stack_lo;
@@ -564,14 +599,22 @@ static int ht_build(struct ht *t, const char *lib)
 			p->ip = (uint64_t)(uintptr_t)&hostile_cfi_loop + 3;
 		if (truncated)
 			p->ip = lib_fn + 8;
-		if (strcmp(m, "switching") == 0)
-			p->word = (uint64_t)1 << 32 |
-				  (s % 2 ? STB_TASK_ABOUT_TO_RUN : STB_TASK_SUSPENDING);
+		if (strcmp(m, "switching") == 0) {
+			/* Leaving its worker forever, or about to run forever: a
+			 * worker names it with the switching bit. */
+			p->word = (uint64_t)1 << 32 | (s % 2 ? STB_TASK_READY : STB_TASK_SUSPENDING);
+			if (s % 2 && s / 2 < STB_ABI_MAX_WORKERS)
+				ht_name(t, s / 2, p->id | STB_ABI_CURRENT_SWITCHING, t->worker_tid);
+		}
+		if (strcmp(m, "nworkers-beyond") == 0 && s == 0)
+			ht_name(t, 0, p->id, t->worker_tid);
 	}
 	if (strcmp(m, "hwm-beyond") == 0)
 		h->slot_hwm = UINT64_MAX;
 	if (strcmp(m, "nworkers-beyond") == 0)
 		h->nworkers = 100000;
+	if (strcmp(m, "rewrite") == 0)
+		h->nworkers = 4; /* whose currents the rewriter changes */
 	if (strcmp(m, "bad-magic") == 0)
 		h->magic = 0x5453424e4f4e4f4eull; /* "NONONBTS" */
 	else

@@ -166,12 +166,18 @@ void expect_exit(const struct run *r, int code, const char *msg)
 
 /* ---- the text output ---- */
 
-/* Function name of a frame line "#k 0xADDR name+0xoff" ("??" if none). */
+/* Function name of a frame line "#k 0xADDR name+0xoff", maybe followed by
+ * " at file:line" ("??" if none). */
 void frame_fn(const char *line, char *fn, size_t len)
 {
 	const char *p = strchr(line, ' ');
 	p = p ? strchr(p + 1, ' ') : NULL;
 	snprintf(fn, len, "%s", p ? p + 1 : "??");
+	for (char *at = strstr(fn, " at "), *next; at; at = next) {
+		next = strstr(at + 1, " at ");
+		if (!next)
+			*at = '\0';
+	}
 	char *plus = strrchr(fn, '+');
 	if (plus && strncmp(plus, "+0x", 3) == 0)
 		*plus = '\0';
@@ -218,6 +224,11 @@ void parse_text(const char *text, struct tout *o)
 		}
 		if (threads)
 			continue;
+		if (strncmp(line, "# ", 2) == 0) {
+			if (o->n == 0 && !o->header[0]) /* the header line */
+				snprintf(o->header, sizeof(o->header), "%s", line);
+			continue;
+		}
 		if (!cur) {
 			assert_true(o->n < MAX_TASKS);
 			cur = &o->t[o->n++];
@@ -250,15 +261,20 @@ void parse_text(const char *text, struct tout *o)
 			}
 			continue;
 		}
-		/* "  ids 1 2 ... and N more" ("  id 1"), continued on lines
-		 * indented by 6 spaces (every id). */
+		/* "  ids 1 2 ... and N more" ("  id 1"), or with -v a line per
+		 * member: "  ID "name" [its wait]". */
 		const char *ids = NULL;
 		if (cur->group && strncmp(line, "  ids ", 6) == 0)
 			ids = line + 5;
 		else if (cur->group && strncmp(line, "  id ", 5) == 0)
 			ids = line + 4;
-		else if (cur->group && strncmp(line, "      ", 6) == 0 && isdigit((unsigned char)line[6]))
-			ids = line + 5;
+		if (cur->group && line[0] == ' ' && line[1] == ' ' && isdigit((unsigned char)line[2])) {
+			if (cur->nids < MAX_TASKS)
+				cur->ids[cur->nids++] = strtoull(line + 2, NULL, 10);
+			continue;
+		}
+		if (line[0] == ' ' && strstr(line, " holds "))
+			continue; /* what it holds that others wait on */
 		if (ids) {
 			char *end;
 			for (;;) {
@@ -271,7 +287,11 @@ void parse_text(const char *text, struct tout *o)
 			continue;
 		}
 		if (line[0] == '#') {
-			if (cur->nframes < MAX_FRAMES)
+			/* A call inlined into the next frame: the frames are the
+			 * physical ones, as --max-depth counts them. */
+			if (strstr(line, " [inlined]"))
+				cur->inlined++;
+			else if (cur->nframes < MAX_FRAMES)
 				frame_fn(line, cur->frames[cur->nframes++], sizeof(cur->frames[0]));
 		} else if (strncmp(line, "(trace failed: ", 15) == 0) {
 			cur->failed = true;

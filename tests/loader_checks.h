@@ -55,8 +55,9 @@ struct ttask {
 	unsigned not_shown; /* "(N more frames not shown)" */
 	char created_by[160]; /* "created by" line, without the words */
 	char error[512];
-	unsigned nframes;
+	unsigned nframes;   /* physical frames */
 	char frames[MAX_FRAMES][96];
+	unsigned inlined;   /* "[inlined]" lines (not in frames) */
 };
 
 struct tout {
@@ -64,6 +65,7 @@ struct tout {
 	bool partial;
 	bool runtime_hint; /* "# the runtime's own frames ... are not shown" */
 	bool threads;      /* the section of the process's threads (not parsed) */
+	char header[512];  /* the first line, "# stb-bpf-loader snapshot of pid ..." */
 	unsigned n;
 	struct ttask t[MAX_TASKS];
 };

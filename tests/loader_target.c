@@ -782,12 +782,23 @@ static struct stb_abi_task *ltgt_entry(bthread_t id)
 	return (struct stb_abi_task *)((char *)h + STB_ABI_TASK_OFFSET(slot));
 }
 
+/* The state the loader will see (abi.h, "Running"): a bthread whose word
+ * says READY runs while a worker's current names it. */
 static unsigned ltgt_state(bthread_t id)
 {
 	struct stb_abi_task *p = ltgt_entry(id);
 	if (!p || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != id)
 		return STB_TASK_DESTROYED;
-	return STB_ABI_STATE(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE));
+	unsigned st = STB_ABI_STATE(__atomic_load_n(&p->word, __ATOMIC_ACQUIRE));
+	struct stb_abi_header *h = __atomic_load_n(&stb_task_table, __ATOMIC_ACQUIRE);
+	uint32_t n = __atomic_load_n(&h->nworkers, __ATOMIC_ACQUIRE);
+	for (uint32_t w = 0; STB_ABI_RUNNABLE(st) && w < n && w < STB_ABI_MAX_WORKERS; w++) {
+		const struct stb_abi_worker *e =
+		    (const struct stb_abi_worker *)((char *)h + STB_ABI_WORKER_OFFSET(w));
+		if (__atomic_load_n(&e->current, __ATOMIC_ACQUIRE) == id)
+			return STB_TASK_RUNNING;
+	}
+	return st;
 }
 
 static void ltgt_sleep_ms(unsigned ms)

@@ -102,7 +102,7 @@ STB_NOIPA static void *flip(void *arg)
 static void folded_reference(bthread_t id, char *buf, size_t size)
 {
 	struct stb_frame f[64];
-	struct stb_trace_opts o = {.max_depth = 64, .inline_frames = 1};
+	struct stb_trace_opts o = {.max_depth = 64, .inline_frames = 1, .runtime_frames = 1};
 	struct stb_trace_info info;
 	int n = stb_trace(id, &o, f, 64, &info);
 	size_t len = (size_t)snprintf(buf, size, "%s", stb_state_name(info.state));

@@ -4,7 +4,8 @@
  * task tables: every cycle of the wait-for graph found exactly once, no false
  * one (owners that point to a free slot, to a reused slot, to the task itself
  * only when it really holds it; owner words and entries that change between
- * the reads), and bounded time and memory on long chains and huge tables.
+ * the reads), and bounded time and memory on long chains and huge tables;
+ * and what each task holds that others wait on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +31,7 @@ struct slot {
 	unsigned kind;     /* STB_WAIT_* */
 	uint64_t target;   /* MUTEX etc.: the owner word's value; JOIN: the joined id */
 	uint32_t flags;    /* STB_ABI_TASK_F_* */
+	uint64_t object;   /* what it waits on; 0: an object of its own */
 };
 
 struct graph {
@@ -67,7 +69,7 @@ static void fill(struct stb_abi_task *p, uint32_t slot, const struct slot *s, ui
 	if (s->kind == STB_WAIT_NONE)
 		return;
 	p->wait_word = STB_ABI_WAIT_WORD(s->kind, 0, 0, 0);
-	p->wait_object = OBJ_BASE + 64ull * slot;
+	p->wait_object = s->object ? s->object : OBJ_BASE + 64ull * slot;
 	if (s->kind == STB_WAIT_JOIN)
 		p->wait_owner = s->target;
 	else
@@ -146,7 +148,7 @@ static void find(struct graph *g, uint64_t deadline, struct stb_deadlocks *d)
 {
 	struct stb_tview_src src = {.entry = entry, .ctx = g, .nslots = g->generated ? g->gen_n : g->n};
 	struct stb_mem mem = {.read = mem_read, .ctx = g};
-	assert_int_equal(stb_deadlock_find(&src, &mem, deadline, d), 0);
+	assert_int_equal(stb_deadlock_find(&src, &mem, deadline, d, NULL), 0);
 }
 
 /* As the loader does it: every live task of one scan of the whole table, in
@@ -486,6 +488,80 @@ static void test_random_graphs(void **state)
 	}
 }
 
+/* What each task holds that others wait on: the waiters of one object
+ * counted once per object, an rwlock's readers and writers together, sorted
+ * by kind and object; nothing for joins, pthreads by tid, or tasks nobody
+ * waits on; the same from a search fed by a scan; and the census of the
+ * scan. */
+static void test_holds(void **state)
+{
+	(void)state;
+	struct graph *g = graph_new(12);
+	const uint64_t A = OBJ_BASE + 0x10000, B = OBJ_BASE + 0x20000, R = OBJ_BASE + 0x30000,
+		       I = 0x123456789ull;
+	for (uint32_t i = 1; i <= 3; i++) { /* 1, 2, 3 wait on mutex A held by 0 */
+		edge(g, i, 0, STB_WAIT_MUTEX);
+		g->s[i].object = A;
+	}
+	edge(g, 5, 4, STB_WAIT_RWLOCK_RD); /* 5 reads, 6 writes rwlock R written by 4 */
+	g->s[5].object = R;
+	edge(g, 6, 4, STB_WAIT_RWLOCK_WR);
+	g->s[6].object = R;
+	edge(g, 7, 4, STB_WAIT_MUTEX); /* 4 holds mutex B too */
+	g->s[7].object = B;
+	edge(g, 8, 0, STB_WAIT_ID); /* and 0 a bthread_id */
+	g->s[8].object = I;
+	edge(g, 9, 4, STB_WAIT_JOIN);            /* a join holds nothing */
+	g->s[10].kind = STB_WAIT_MUTEX;          /* held by a pthread not registered */
+	g->s[10].target = STB_ABI_OWNER_TID(77);
+	g->s[11].state = STB_TASK_READY;
+	for (int fed = 0; fed < 2; fed++) {
+		struct stb_deadlocks d;
+		if (fed)
+			find_fed(g, &d);
+		else
+			find(g, 0, &d);
+		size_t n;
+		const struct stb_deadlock_hold *h = stb_deadlock_holds(&d, g->s[0].id, &n);
+		assert_int_equal(n, 2);
+		assert_int_equal(h[0].kind, STB_WAIT_MUTEX);
+		assert_int_equal(h[0].object, A);
+		assert_int_equal(h[0].waiting, 3);
+		assert_int_equal(h[0].owner, g->s[0].id);
+		assert_int_equal(h[1].kind, STB_WAIT_ID);
+		assert_int_equal(h[1].object, I);
+		assert_int_equal(h[1].waiting, 1);
+		h = stb_deadlock_holds(&d, g->s[4].id, &n);
+		assert_int_equal(n, 2);
+		assert_int_equal(h[0].kind, STB_WAIT_MUTEX);
+		assert_int_equal(h[0].object, B);
+		assert_int_equal(h[0].waiting, 1);
+		assert_int_equal(h[1].kind, STB_WAIT_RWLOCK_WR);
+		assert_int_equal(h[1].object, R);
+		assert_int_equal(h[1].waiting, 2);
+		for (uint32_t i = 1; i < 12; i++)
+			if (i != 4)
+				assert_null(stb_deadlock_holds(&d, g->s[i].id, &n));
+		assert_null(stb_deadlock_holds(&d, STB_ABI_OWNER_TID(77), &n));
+		assert_int_equal(n, 0);
+		assert_null(stb_deadlock_holds(NULL, g->s[0].id, &n));
+		assert_int_equal(d.ncycles, 0);
+		stb_deadlocks_free(&d);
+	}
+	struct stb_tview_src src = {.entry = entry, .ctx = g, .nslots = g->n};
+	struct stb_mem mem = {.read = mem_read, .ctx = g};
+	struct stb_deadlocks d;
+	struct stb_tview_census census;
+	memset(&census, 0xff, sizeof(census));
+	assert_int_equal(stb_deadlock_find(&src, &mem, 0, &d, &census), 0);
+	assert_int_equal(census.by_state[STB_TASK_SUSPENDED], 11);
+	assert_int_equal(census.by_state[STB_TASK_READY], 1);
+	assert_int_equal(census.by_state[STB_TASK_RUNNING], 0);
+	assert_int_equal(census.pthreads, 0);
+	stb_deadlocks_free(&d);
+	graph_free(g);
+}
+
 static void test_huge_table_bounded(void **state)
 {
 	(void)state;
@@ -527,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_long_chain_and_ring),
 		cmocka_unit_test(test_random_graphs),
 		cmocka_unit_test(test_huge_table_bounded),
+		cmocka_unit_test(test_holds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

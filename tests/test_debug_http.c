@@ -308,13 +308,19 @@ static void test_list(void **state)
 		 (unsigned long long)dh_other_id);
 	assert_non_null(strstr(r.body, line));
 	assert_null(strstr(r.body, "#0 ")); /* no stacks in the list */
-	/* The endpoint's own bthreads are listed too; the trailer counts the lines. */
+	/* The endpoint's own bthreads are listed too; the trailer counts the
+	 * lines, which follow the header line. */
 	assert_non_null(strstr(r.body, "\"stb debug http\""));
+	char head[64];
+	snprintf(head, sizeof(head), "# stb debug http of pid %d (", (int)getpid());
+	if (strncmp(r.body, head, strlen(head)) != 0 || !strstr(r.body, " UTC: ") ||
+	    !strstr(r.body, " table slots used\n\n"))
+		fail_msg("/bthreads does not start with the header line:\n%s", r.body);
 	int lines = 0;
 	for (const char *p = r.body; (p = strstr(p, "\nbthread ")) != NULL; p++)
 		lines++;
 	char trailer[32];
-	snprintf(trailer, sizeof(trailer), "\n%d tasks\n", lines + 1);
+	snprintf(trailer, sizeof(trailer), "\n%d tasks\n", lines);
 	if (!strstr(r.body, trailer))
 		fail_msg("trailer '%s' missing:\n%s", trailer + 1, r.body);
 	dh_free(&r);
@@ -327,13 +333,17 @@ static void test_one_task(void **state)
 	STB_TEST_BEGIN(60);
 	char path[128];
 	struct dh_resp r;
-	snprintf(path, sizeof(path), "/bthreads/%llu?st=1&runtime_frames=1",
+	snprintf(path, sizeof(path), "/bthreads/%llu?st=1&runtime_frames=1&lines=0",
 		 (unsigned long long)dh_chain_ids[1]);
 	dh_get(path, 200, "text/plain", &r);
 	char head[96];
 	snprintf(head, sizeof(head), "bthread %llu \"dh chain\" [suspended",
 		 (unsigned long long)dh_chain_ids[1]);
-	assert_ptr_equal(strstr(r.body, head), r.body);
+	/* After the header line, the task. */
+	assert_true(strncmp(r.body, "# stb debug http of pid ", 24) == 0);
+	assert_non_null(strstr(r.body, "\n\n"));
+	if (strstr(r.body, head) != strstr(r.body, "\n\n") + 2)
+		fail_msg("not the header line and then the task:\n%s", r.body);
 	if (!dh_in_order(r.body, " dh_chain_f3+0x", " dh_chain_f2+0x", " dh_chain_f1+0x"))
 		fail_msg("no f3 < f2 < f1 chain in:\n%s", r.body);
 	/* Every frame line is bRPC-style; the section ends with a blank line. */
@@ -359,9 +369,11 @@ static void test_one_task(void **state)
 	dh_get(path, 200, "text/plain", &r);
 	snprintf(head, sizeof(head), "bthread %llu \"dh other\" [suspended",
 		 (unsigned long long)dh_other_id);
-	assert_ptr_equal(strstr(r.body, head), r.body);
+	/* The header line, and the task's. */
+	assert_true(strncmp(r.body, "# stb debug http of pid ", 24) == 0);
+	assert_ptr_equal(strstr(r.body, head), strstr(r.body, "\n\n") + 2);
 	assert_null(strstr(r.body, "#0"));
-	assert_ptr_equal(strchr(r.body, '\n'), r.body + r.blen - 1); /* one line */
+	assert_ptr_equal(strchr(strstr(r.body, head), '\n'), r.body + r.blen - 1);
 	dh_free(&r);
 
 	/* st=0 is the same as no st. */
@@ -455,7 +467,7 @@ static char *dh_run(const char *cmd)
 }
 
 /* The runtime's own frames hidden by default (and said so), shown on
- * request; file:line on request. */
+ * request; file:line by default, left out on request. */
 static void test_runtime_frames_and_lines(void **state)
 {
 	(void)state;
@@ -471,8 +483,22 @@ static void test_runtime_frames_and_lines(void **state)
 	dh_get("/bthreads/all?runtime_frames=1", 200, "text/plain", &r);
 	assert_non_null(strstr(r.body, " stb_task_entry+"));
 	dh_free(&r);
+	dh_get("/bthreads/all", 200, "text/plain", &r);
+	assert_non_null(strstr(r.body, "test_debug_http.c:"));
+	/* Not the runtime's internals inlined into butex_wait either. */
+	const char *chain = strstr(r.body, "name \"dh chain\"");
+	assert_non_null(chain);
+	const char *end = strstr(chain, "\n\n");
+	assert_non_null(end);
+	if (strstr(chain, "[inlined]") && strstr(chain, "[inlined]") < end)
+		fail_msg("inline frames of the runtime shown:\n%.*s", (int)(end - chain), chain);
+	dh_free(&r);
 	dh_get("/bthreads/all?lines=1", 200, "text/plain", &r);
 	assert_non_null(strstr(r.body, "test_debug_http.c:"));
+	dh_free(&r);
+	dh_get("/bthreads/all?lines=0", 200, "text/plain", &r);
+	assert_null(strstr(r.body, "test_debug_http.c:"));
+	assert_non_null(strstr(r.body, " dh_chain_f3+0x"));
 	dh_free(&r);
 	dh_get("/bthreads/all?lines=2", 400, "text/plain", &r);
 	dh_free(&r);

@@ -29,7 +29,10 @@ static uint8_t stack_bytes[STACK_LEN];
 
 struct fake {
 	struct stb_abi_task *p; /* the entry */
+	struct stb_abi_worker *w; /* the worker entry that names it when it runs */
 	bool reuse_during_copy; /* the slot gets another task while it is copied */
+	bool run_during_copy;   /* it slipped past its gate: a worker names it meanwhile */
+	bool ran_during_copy;   /* ... and its run ended before the copy did (seq + 1) */
 	bool gone;              /* the target has exited */
 	unsigned reads;
 };
@@ -42,6 +45,14 @@ static int fake_read(void *ctx, uint64_t addr, void *dst, size_t len)
 		return -ESRCH;
 	if (f->reuse_during_copy)
 		__atomic_store_n(&f->p->id, ID + (1ull << 32), __ATOMIC_RELEASE);
+	if (f->run_during_copy) {
+		f->run_during_copy = false;
+		__atomic_store_n(&f->w->current, ID, __ATOMIC_RELEASE);
+	}
+	if (f->ran_during_copy) {
+		f->ran_during_copy = false;
+		__atomic_add_fetch(&f->p->word, 1ull << 32, __ATOMIC_RELEASE);
+	}
 	if (addr < STACK_ADDR || addr - STACK_ADDR > STACK_LEN ||
 	    STACK_LEN - (addr - STACK_ADDR) < len)
 		return -EFAULT;
@@ -69,6 +80,7 @@ static void entry(struct stb_abi_task *p, unsigned state)
 
 struct env {
 	struct stb_abi_task p;
+	struct stb_abi_worker w[2];
 	struct fake f;
 	struct stb_mem mem;
 	struct stb_driver d;
@@ -80,14 +92,24 @@ struct env {
 static void env_init(struct env *e, unsigned state, unsigned flags)
 {
 	memset(e, 0, sizeof(*e));
-	entry(&e->p, state);
+	/* A bthread runs where a worker's current names it; its word says
+	 * READY then (abi.h, "Running"). */
+	bool named = state == STB_TASK_RUNNING || state == STB_TASK_ABOUT_TO_RUN;
+	entry(&e->p, named ? STB_TASK_READY : state);
+	e->w[0].current = ID + 1; /* another task */
+	e->w[0].tid = 1111;
+	e->w[1].tid = 1234;
+	if (named)
+		e->w[1].current = state == STB_TASK_RUNNING ? ID : ID | STB_ABI_CURRENT_SWITCHING;
 	e->f.p = &e->p;
+	e->f.w = &e->w[1];
 	e->mem = (struct stb_mem){.read = fake_read, .alive = fake_alive, .ctx = &e->f};
 	e->d = (struct stb_driver){.mem = &e->mem,
 				   .flags = flags,
 				   .buf = e->buf,
 				   .cap = sizeof(e->buf),
-				   .no_capture = "no BPF here"};
+				   .no_capture = "no BPF here",
+				   .workers = {.w = e->w, .n = 2}};
 }
 
 static int trace(struct env *e, uint64_t timeout_ms)
@@ -224,14 +246,49 @@ static void test_slot_reused(void **state)
 	assert_non_null(strstr(e.err, "has finished"));
 }
 
+/* A copy that a run of the task changed is never used (abi.h): the run is
+ * seen by its worker's current, or, once it ended, by the word's seq. */
+static void test_ran_during_copy(void **state)
+{
+	(void)state;
+	static struct env e;
+	env_init(&e, STB_TASK_READY, STB_DRIVER_F_LEASE);
+	e.f.run_during_copy = true;
+	assert_int_equal(trace(&e, 100), -ENOTSUP); /* running now: not a context */
+	assert_non_null(strstr(e.err, "running: not captured"));
+	assert_true(e.capt.retries > 0);
+	assert_int_equal(e.p.trace, 0);
+
+	env_init(&e, STB_TASK_READY, STB_DRIVER_F_LEASE);
+	e.f.ran_during_copy = true;
+	assert_int_equal(trace(&e, 100), 0);
+	assert_int_equal(e.capt.mode, STB_TRACE_CONTEXT);
+	assert_int_equal(e.capt.seq, 10); /* the second copy's */
+	assert_true(e.capt.retries > 0);
+	assert_int_equal(e.f.reads, 2);
+
+	/* A bthread's word never says RUNNING: only a worker's current may. */
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	e.p.word = (uint64_t)9 << 32 | STB_TASK_RUNNING;
+	assert_int_equal(trace(&e, 100), -EPROTO);
+	assert_non_null(strstr(e.err, "a bthread's word says running"));
+	/* A registered pthread's does, and its entry says where. */
+	static struct env p;
+	env_init(&p, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	p.p.word = (uint64_t)9 << 32 | STB_TASK_RUNNING;
+	p.p.flags = STB_ABI_TASK_F_PTHREAD;
+	assert_int_equal(trace(&p, 100), -ENOTSUP);
+}
+
 struct cap {
 	unsigned calls, moved_first;
 	uint64_t lease_seen;
+	uint32_t worker, tid;
 };
 
 static int fake_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
-			char *err, size_t errlen)
+			const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+			struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct cap *c = ctx;
 	(void)id;
@@ -243,6 +300,8 @@ static int fake_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t
 	(void)errlen;
 	c->calls++;
 	c->lease_seen = p->trace;
+	c->worker = at->worker;
+	c->tid = at->tid;
 	if (c->calls <= c->moved_first)
 		return -EAGAIN;
 	capt->mode = STB_TRACE_BPF;
@@ -271,6 +330,8 @@ static void test_running(void **state)
 	assert_int_equal(e.capt.state, STB_TASK_RUNNING);
 	assert_int_equal(e.capt.tid, 99);
 	assert_int_equal(e.p.trace, 0);
+	assert_int_equal(c.worker, 1); /* where the worker entry says it runs */
+	assert_int_equal(c.tid, 1234);
 
 	/* The off-CPU pass skips what runs. */
 	env_init(&e, STB_TASK_RUNNING, STB_DRIVER_F_NO_WAIT);
@@ -300,6 +361,7 @@ static uint8_t many_bytes[MANY * MANY_STACK];
 
 struct many {
 	struct stb_abi_task p[MANY];
+	struct stb_abi_worker w[1];
 	unsigned reads, read_manys, segs;
 	unsigned fail_at;      /* read_many: segments from this one on are not read */
 	int bump;              /* read_many: the task whose word moves during the read */
@@ -354,7 +416,7 @@ static void many_run(struct many *m, struct stb_driver_job *jobs, unsigned flags
 {
 	struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = m};
 	struct stb_driver d = {.mem = &mem, .flags = flags, .buf = m->buf, .cap = sizeof(m->buf),
-			       .no_capture = "none here"};
+			       .no_capture = "none here", .workers = {.w = m->w, .n = 1}};
 	static char errs[MANY][128];
 	for (unsigned i = 0; i < MANY; i++)
 		jobs[i] = (struct stb_driver_job){.p = &m->p[i], .id = m->p[i].id,
@@ -408,7 +470,8 @@ static void test_many(void **state)
 	m.p[1].sp = m.p[1].stack_hi + 64;
 	uint64_t theirs = STB_ABI_LEASE_ENCODE(stb_now_ns() + 60000000000ull, 9);
 	m.p[2].trace = theirs;
-	m.p[3].word = (uint64_t)5 << 32 | STB_TASK_RUNNING;
+	m.p[3].word = (uint64_t)5 << 32 | STB_TASK_READY;
+	m.w[0].current = m.p[3].id; /* running there */
 	m.p[4].word = (uint64_t)5 << 32 | STB_TASK_DESTROYED;
 	many_run(&m, jobs, STB_DRIVER_F_LEASE);
 	assert_int_equal(jobs[1].rc, -EPROTO);
@@ -487,6 +550,7 @@ int main(void)
 	    cmocka_unit_test(test_context_copy),  cmocka_unit_test(test_lying_entries),
 	    cmocka_unit_test(test_never_settles), cmocka_unit_test(test_held_by_another),
 	    cmocka_unit_test(test_slot_reused),   cmocka_unit_test(test_running),
+	    cmocka_unit_test(test_ran_during_copy),
 	    cmocka_unit_test(test_sink),          cmocka_unit_test(test_many),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

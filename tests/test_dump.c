@@ -42,8 +42,12 @@ struct stb_section {
 	unsigned count;
 	bthread_t *ids;
 	unsigned nids;
-	/* frames (lines after the header) */
+	/* frames (lines after the header): physical frames as bthread_stack_trace
+	 * prints them (numbered again, without " at file:line"); the calls
+	 * inlined into them only counted */
 	int nlines;
+	int ninlined;
+	int nlogical;         /* every "#N" line, numbered 0, 1, ... in the text */
 	char *lines[STB_MAX_LINES];
 	struct stb_frame frames[STB_MAX_LINES]; /* symbol = parsed name or NULL */
 };
@@ -216,15 +220,22 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 			continue;
 		}
 		/* A group's "  ids 1 2 ... [and N more]" line ("  id 1" for one),
-		 * continued on lines indented by 6 spaces (all ids). */
+		 * or with all_ids a line per member: "  ID "name" [its wait]". */
 		const char *q = NULL;
 		if (cur && cur->is_group && strncmp(line, "  ids ", 6) == 0)
 			q = line + 5;
 		else if (cur && cur->is_group && strncmp(line, "  id ", 5) == 0)
 			q = line + 4;
-		else if (cur && cur->is_group && strncmp(line, "      ", 6) == 0 &&
-			 line[6] >= '0' && line[6] <= '9')
-			q = line + 5;
+		if (cur && cur->is_group && line[0] == ' ' && line[1] == ' ' && line[2] >= '0' &&
+		    line[2] <= '9') {
+			bthread_t id = strtoull(line + 2, NULL, 10);
+			if (cur->ids && cur->nids <= cur->count)
+				cur->ids[cur->nids] = id;
+			cur->nids++;
+			continue;
+		}
+		if (cur && strstr(line, " holds ") && line[0] == ' ')
+			continue; /* what it holds that others wait on */
 		if (q) {
 			while (*q == ' ' && q[1] >= '0' && q[1] <= '9' && cur->ids) {
 				char *end;
@@ -251,6 +262,28 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 		if (cur->is_group && (strncmp(line, "  name \"", 8) == 0 ||
 				      strncmp(line, "  names \"", 9) == 0))
 			continue;
+		if (line[0] == '#') {
+			if (atoi(line + 1) != cur->nlogical++) {
+				snprintf(why, size, "\"%.100s\": frame %d", line, cur->nlogical - 1);
+				ok = false;
+				break;
+			}
+			if (strstr(line, " [inlined]")) {
+				cur->ninlined++;
+				continue;
+			}
+			char *at = strstr(line, " at ");
+			if (at)
+				*at = '\0'; /* file:line */
+			/* "#N" becomes "#k", k <= N: it fits where it is. */
+			char *rest = strchr(line, ' ');
+			char num[16];
+			int k = snprintf(num, sizeof(num), "#%d", cur->nlines);
+			if (rest) {
+				memmove(line + k, rest, strlen(rest) + 1);
+				memcpy(line, num, (size_t)k);
+			}
+		}
 		if (cur->nlines < STB_MAX_LINES) {
 			cur->lines[cur->nlines] = strdup(line);
 			stb_parse_frame_line(line, &cur->frames[cur->nlines]);
@@ -517,9 +550,12 @@ static void test_dump_text(void **state)
 		if (!stb_frames_check_chain(s->frames, s->nlines, stb_dump_chain, 3, prims, 1, false,
 					    true, why, sizeof(why)))
 			fail_msg("%s", why);
-		/* The same lines as bthread_stack_trace gives for that task. */
+		/* The same lines as bthread_stack_trace gives for that task (the
+		 * runtime's frames shown in both). */
 		char text[8192];
+		assert_int_equal(stb_set_trace_runtime_frames(1), 0);
 		assert_true(bthread_stack_trace(stb_blocked[i], text, sizeof(text)) > 0);
+		assert_int_equal(stb_set_trace_runtime_frames(0), 0);
 		char *frames = stb_section_frames_text(s);
 		assert_string_equal(frames, text);
 		free(frames);
@@ -657,7 +693,8 @@ static void test_dump_max_depth_and_errors(void **state)
 	stb_parsed_free(&p);
 	/* With them, they count: 3 frames, and the count of all the others. */
 	struct stb_frame full[64];
-	int nfull = stb_trace(stb_blocked[0], NULL, full, 64, NULL);
+	const struct stb_trace_opts all = {.runtime_frames = 1};
+	int nfull = stb_trace(stb_blocked[0], &all, full, 64, NULL);
 	assert_true(nfull > 6);
 	o.runtime_frames = 1;
 	stb_dump_to_parsed(&o, &p);
@@ -704,7 +741,7 @@ static void test_dump_runtime_frames_hidden(void **state)
 	assert_true(stb_sym_is(s->frames[0].symbol, "butex_wait"));
 	assert_true(stb_sym_is(s->frames[s->nlines - 1].symbol, "stb_dump_f1"));
 	stb_parsed_free(&p); /* frees buf */
-	/* JSON says how many were hidden; --lines gives file:line. */
+	/* JSON says how many were hidden; text has file:line unless no_lines. */
 	buf = NULL;
 	f = open_memstream(&buf, &len);
 	o.format = STB_FORMAT_JSON;
@@ -716,10 +753,16 @@ static void test_dump_runtime_frames_hidden(void **state)
 	buf = NULL;
 	f = open_memstream(&buf, &len);
 	o.format = STB_FORMAT_TEXT;
-	o.lines = 1;
 	assert_true(stb_dump(f, &o) >= STB_NBLOCKED);
 	fclose(f);
 	assert_true(strstr(buf, " stb_dump_f3+0x") && strstr(buf, "test_dump.c:"));
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	o.no_lines = 1;
+	assert_true(stb_dump(f, &o) >= STB_NBLOCKED);
+	fclose(f);
+	assert_true(strstr(buf, " stb_dump_f3+0x") && !strstr(buf, " at /"));
 	free(buf);
 	STB_TEST_END();
 }
@@ -900,8 +943,9 @@ STB_NOIPA static void *stb_sys_sleep_f(void *arg)
 
 /* Bthreads blocked in system calls on their workers (a raw read(), a libc
  * sleep) have a state of their own in every format, with the worker they
- * block -- and a dump does not cut their calls short (no signal reaches a
- * thread blocked in a system call). */
+ * block -- and a dump does not cut their calls short (a call that a signal
+ * would end early, the sleep, is read from /proc; the read restarts after
+ * the handler). */
 static void test_dump_in_syscall(void **state)
 {
 	(void)state;

@@ -2,19 +2,25 @@
 /*
  * bthread_fd_wait / bthread_fd_timedwait: readability of a pipe and of a
  * socketpair, writability of a socket (also after it was full), hang-up,
- * ETIMEDOUT on an empty pipe, EINVAL for bad arguments, and many bthreads
- * each waiting on its own pipe.
+ * ETIMEDOUT on an empty pipe, EINVAL for bad arguments, EPERM for a regular
+ * file, many bthreads each waiting on its own pipe; bthread_close against a
+ * waiter in every order (also in a fresh process, before the runtime's epoll
+ * fd exists), and the runtime's own descriptors refused.
  */
 #include "test_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <bthread/bthread.h>
+#include <bthread/butex.h>
 
 struct stb_fdw_job {
 	int fd;
@@ -320,7 +326,8 @@ static void test_many_pipes(void **state)
 	STB_TEST_END();
 }
 
-/* A regular file is always ready. */
+/* A regular file: epoll cannot watch it, so a bthread's wait fails with
+ * EPERM (as bRPC's); a pthread's poll(2) says it is ready. */
 static void test_regular_file(void **state)
 {
 	(void)state;
@@ -333,13 +340,18 @@ static void test_regular_file(void **state)
 	bthread_t t;
 	assert_int_equal(bthread_start_background(&t, NULL, stb_fdw_run, &j), 0);
 	assert_int_equal(bthread_join(t, NULL), 0);
-	assert_int_equal(j.rc, 0);
+	assert_int_equal(j.rc, -1);
+	assert_int_equal(j.err, EPERM);
 	assert_true(j.took_ms < 1000.0);
+	struct stb_fdw_job pj = {.fd = fd, .events = EPOLLIN, .timeout_ms = 5000};
+	stb_fdw_run(&pj);
+	assert_int_equal(pj.rc, 0);
 	close(fd);
 	STB_TEST_END();
 }
 
-/* bthread_close wakes a waiting bthread (its wait returns 0); a stop ends a wait with EINTR. */
+/* bthread_close wakes a waiting bthread (its wait returns 0); so do a stop
+ * and an interrupt (0, as bRPC's: the caller checks its fd again). */
 static void test_close_and_stop(void **state)
 {
 	(void)state;
@@ -359,17 +371,277 @@ static void test_close_and_stop(void **state)
 	assert_int_equal(bthread_close(p[1]), 0);
 	assert_int_equal(bthread_close(p[1]), -1);
 	assert_int_equal(stb_test_errno(), EBADF);
-	/* A stop ends a wait at once. */
-	assert_int_equal(pipe(p), 0);
-	struct stb_fdw_job k = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
-	stb_wait_then(&k, &t, 30);
-	assert_int_equal(bthread_stop(t), 0);
+	assert_int_equal(bthread_close(-1), -1);
+	assert_int_equal(stb_test_errno(), EBADF);
+	/* A stop and an interrupt end a wait at once, with 0. */
+	for (int stop = 0; stop < 2; stop++) {
+		assert_int_equal(pipe(p), 0);
+		struct stb_fdw_job k = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+		stb_wait_then(&k, &t, 30);
+		assert_int_equal(stop ? bthread_stop(t) : bthread_interrupt(t), 0);
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_int_equal(k.rc, 0);
+		assert_true(k.took_ms < 1000.0);
+		assert_int_equal(k.ready_after, 0); /* nothing to read: woken all the same */
+		close(p[0]);
+		close(p[1]);
+	}
+	STB_TEST_END();
+}
+
+/*
+ * bthread_close and a waiting bthread in every order: the close first (the
+ * wait fails with EBADF), the wait first (it returns 0), and both racing from
+ * two threads with a random head start. A wait never outlives the close: it
+ * returns 0 or EBADF, never its timeout; a later wait on the closed number
+ * is EBADF, from a bthread and from a pthread.
+ */
+struct stb_closer {
+	int fd;
+	unsigned spin;
+	int rc, err;
+};
+
+static void *stb_close_after(void *arg)
+{
+	struct stb_closer *c = arg;
+	for (unsigned i = 0; i < c->spin; i++)
+		bthread_yield();
+	c->rc = bthread_close(c->fd);
+	c->err = c->rc ? stb_test_errno() : 0;
+	return NULL;
+}
+
+static void stb_expect_closed(int fd)
+{
+	struct stb_fdw_job later = {.fd = fd, .events = EPOLLIN, .timeout_ms = 2000};
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_fdw_run, &later), 0);
 	assert_int_equal(bthread_join(t, NULL), 0);
-	assert_int_equal(k.rc, -1);
-	assert_int_equal(k.err, EINTR);
-	assert_true(k.took_ms < 1000.0);
+	assert_int_equal(later.rc, -1);
+	assert_int_equal(later.err, EBADF);
+	struct stb_fdw_job pj = {.fd = fd, .events = EPOLLIN, .timeout_ms = 2000};
+	stb_fdw_run(&pj);
+	assert_int_equal(pj.rc, -1);
+	assert_int_equal(pj.err, EBADF);
+}
+
+static void test_close_orders(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	int p[2];
+	/* Closed before the wait starts. */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(bthread_close(p[0]), 0);
+	stb_expect_closed(p[0]);
+	close(p[1]);
+	/* Closed while it waits. */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	struct stb_fdw_job j = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+	bthread_t t;
+	stb_wait_then(&j, &t, 20);
+	assert_int_equal(bthread_close(p[0]), 0);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(j.rc, 0);
+	stb_expect_closed(p[0]);
+	close(p[1]);
+	/* Racing: the closer (a bthread or this pthread) and the waiter start
+	 * together, the closer after a few yields. */
+	srand(42);
+	const int rounds = STB_TEST_SCALE(400, 100);
+	int woken = 0, refused = 0;
+	for (int i = 0; i < rounds; i++) {
+		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+		struct stb_fdw_job w = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+		struct stb_closer c = {.fd = p[0], .spin = (unsigned)rand() % 4};
+		bthread_t tw, tc = 0;
+		assert_int_equal(bthread_start_background(&tw, NULL, stb_fdw_run, &w), 0);
+		if (i & 1)
+			assert_int_equal(bthread_start_background(&tc, NULL, stb_close_after, &c), 0);
+		else
+			stb_close_after(&c);
+		if (tc)
+			assert_int_equal(bthread_join(tc, NULL), 0);
+		assert_int_equal(bthread_join(tw, NULL), 0);
+		assert_int_equal(c.rc, 0);
+		if (w.rc != 0 && w.err != EBADF)
+			fail_msg("round %d: the wait ended with %d/%d (%.0f ms), not 0 or EBADF", i,
+				 w.rc, w.err, w.took_ms);
+		woken += w.rc == 0;
+		refused += w.rc != 0;
+		if (i % 50 == 0)
+			stb_expect_closed(p[0]);
+		close(p[1]);
+	}
+	print_message("    %d races: %d waits woken by the close, %d refused (EBADF)\n", rounds,
+		      woken, refused);
+	STB_TEST_END();
+}
+
+/* The fds of this process whose /proc/self/fd link starts with prefix. */
+static int stb_fds_named(const char *prefix, int *out, int max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return 0;
+	int n = 0, dfd = dirfd(d);
+	struct dirent *de;
+	while ((de = readdir(d)) && n < max) {
+		char path[64], link[256];
+		int fd = atoi(de->d_name);
+		if (de->d_name[0] == '.' || fd == dfd)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t k = readlink(path, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (strncmp(link, prefix, strlen(prefix)) == 0)
+			out[n++] = fd;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * The runtime's own descriptors (its epoll fd, the task table's memfd) are
+ * never a user's: a wait on such a number (a stale copy of a closed fd) fails
+ * with EBADF instead of waiting on them, and bthread_close leaves them open.
+ */
+static void test_runtime_fds_refused(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(20);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(bthread_close(p[0]), 0); /* the epoll fd exists after a close */
+	close(p[1]);
+	int own[8], n = 0;
+	int ep[4];
+	int nep = stb_fds_named("anon_inode:[eventpoll]", ep, 4);
+	assert_int_equal(nep, 1); /* this test opens none itself */
+	own[n++] = ep[0];
+	n += stb_fds_named("/memfd:stb_tasks", own + n, 1);
+	assert_int_equal(n, 2);
+	for (int i = 0; i < n; i++) {
+		struct stb_fdw_job j = {.fd = own[i], .events = EPOLLIN, .timeout_ms = 1000};
+		bthread_t t;
+		assert_int_equal(bthread_start_background(&t, NULL, stb_fdw_run, &j), 0);
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_int_equal(j.rc, -1);
+		assert_int_equal(j.err, EBADF);
+		struct stb_fdw_job pj = {.fd = own[i], .events = EPOLLIN | EPOLLOUT, .timeout_ms = 1000};
+		stb_fdw_run(&pj);
+		assert_int_equal(pj.rc, -1);
+		assert_int_equal(pj.err, EBADF);
+		assert_int_equal(bthread_close(own[i]), -1);
+		assert_int_equal(stb_test_errno(), EBADF);
+		assert_true(fcntl(own[i], F_GETFD) >= 0); /* still open */
+	}
+	/* Waits still work. */
+	assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+	struct stb_fdw_job j = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 5000};
+	bthread_t t;
+	stb_wait_then(&j, &t, 10);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(bthread_join(t, NULL), 0);
+	assert_int_equal(j.rc, 0);
 	close(p[0]);
 	close(p[1]);
+	STB_TEST_END();
+}
+
+/*
+ * bRPC's FDTest.close_should_wakeup_waiter in a fresh process (the runtime's
+ * epoll fd does not exist yet): a bthread starts a 50 ms wait on a pipe and
+ * the creator closes it at once -- or, with first_close, the wait starts only
+ * after the close returned. The wait ends with 0 or EBADF (never EINVAL: an
+ * epoll fd created after the close took the number), and a later wait on
+ * that number is EBADF (never a wait on the runtime's epoll fd, which would
+ * time out). Exit code 0, or the step that failed.
+ */
+struct stb_gated_job {
+	int *gate;
+	struct stb_fdw_job j;
+};
+
+static void *stb_gated_run(void *arg)
+{
+	struct stb_gated_job *g = arg;
+	while (g->gate && !__atomic_load_n(g->gate, __ATOMIC_ACQUIRE))
+		butex_wait(g->gate, 0, NULL);
+	return stb_fdw_run(&g->j);
+}
+
+static int stb_close_race_child(bool close_first)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		return 10;
+	int *gate = close_first ? butex_create() : NULL;
+	struct stb_gated_job g = {.gate = gate,
+				  .j = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 50}};
+	bthread_t t;
+	if (bthread_start_urgent(&t, NULL, stb_gated_run, &g) != 0)
+		return 11;
+	if (bthread_close(p[0]) != 0)
+		return 12;
+	if (gate) {
+		__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+		butex_wake(gate);
+	}
+	if (bthread_join(t, NULL) != 0)
+		return 13;
+	if (g.j.rc != 0 && g.j.err != EBADF) {
+		fprintf(stderr, "close race: the wait ended with %d/%d\n", g.j.rc, g.j.err);
+		return 14;
+	}
+	if (close_first && g.j.rc != -1)
+		return 15;
+	struct timespec abs = stb_realtime_after_ms(1000);
+	if (bthread_fd_timedwait(p[0], EPOLLIN, &abs) != -1 || stb_test_errno() != EBADF) {
+		fprintf(stderr, "close race: a later wait was not EBADF (errno %d)\n",
+			stb_test_errno());
+		return 16;
+	}
+	struct stb_fdw_job later = {.fd = p[0], .events = EPOLLIN, .timeout_ms = 1000};
+	if (bthread_start_background(&t, NULL, stb_fdw_run, &later) != 0 ||
+	    bthread_join(t, NULL) != 0)
+		return 17;
+	if (later.rc != -1 || later.err != EBADF) {
+		fprintf(stderr, "close race: a later bthread wait ended with %d/%d\n", later.rc,
+			later.err);
+		return 18;
+	}
+	return bthread_close(p[1]) == 0 ? 0 : 19;
+}
+
+static void test_close_race_fresh_process(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	/* Run 0: the close surely first; then the race as bRPC's test has it. */
+	for (int run = 0; run < 11; run++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			execl("/proc/self/exe", "test_fd", run ? "--close-race" : "--close-first",
+			      (char *)NULL);
+			_exit(127);
+		}
+		/* Bounded: a child that hangs is killed and counts as a failure. */
+		int status = 0;
+		bool exited = STB_WAIT_UNTIL(waitpid(pid, &status, WNOHANG) == pid, 10000);
+		if (!exited) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fail_msg("run %d: the child hung", run);
+		}
+		assert_true(WIFEXITED(status));
+		if (WEXITSTATUS(status) != 0)
+			fail_msg("run %d: the child failed at step %d", run, WEXITSTATUS(status));
+	}
 	STB_TEST_END();
 }
 
@@ -455,6 +727,10 @@ static void test_connect(void **state)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--close-race") == 0)
+		return stb_close_race_child(false);
+	if (argc > 1 && strcmp(argv[1], "--close-first") == 0)
+		return stb_close_race_child(true);
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
 	const struct CMUnitTest tests[] = {
@@ -466,6 +742,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_many_pipes),
 		cmocka_unit_test(test_regular_file),
 		cmocka_unit_test(test_close_and_stop),
+		cmocka_unit_test(test_close_orders),
+		cmocka_unit_test(test_runtime_fds_refused),
+		cmocka_unit_test(test_close_race_fresh_process),
 		cmocka_unit_test(test_connect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

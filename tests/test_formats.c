@@ -276,7 +276,7 @@ static int chains_stop(void **state)
 static void folded_reference(bthread_t id, char *buf, size_t size)
 {
 	struct stb_frame f[64];
-	struct stb_trace_opts o = {.max_depth = 64, .inline_frames = 1};
+	struct stb_trace_opts o = {.max_depth = 64, .inline_frames = 1, .runtime_frames = 1};
 	struct stb_trace_info info;
 	int n = stb_trace(id, &o, f, 64, &info);
 	assert_true(n > 5);
@@ -404,6 +404,192 @@ static void test_dump_json(void **state)
 	free(text);
 	dump_to_file(STB_FORMAT_JSON, 1, "dump-g.json", path2, sizeof(path2));
 	check_json(path2, "--grouped");
+	STB_TEST_END();
+}
+
+/* ---- where in the program: file:line, inline frames, no runtime frame ---- */
+
+static bthread_mutex_t fmt_mu;
+static int fmt_inl_line; /* the line of fmt_inl_lock's call of bthread_mutex_lock */
+
+/* Inlined into fmt_m1: a logical frame of the program at fmt_m1's address. */
+static inline __attribute__((always_inline)) void fmt_inl_lock(void)
+{
+	fmt_inl_line = __LINE__ + 1;
+	bthread_mutex_lock(&fmt_mu);
+	bthread_mutex_unlock(&fmt_mu);
+}
+
+STB_FMT_FN static void *fmt_m1(void *arg)
+{
+	fmt_inl_lock();
+	STB_FMT_NO_TAIL();
+	return arg;
+}
+
+/* stb_dump of the tasks in state mask, in format, into a string. */
+static char *dump_string(int format, bool runtime_frames, bool no_lines)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	struct stb_dump_opts o = {.format = format, .runtime_frames = runtime_frames,
+				  .no_lines = no_lines, .state_mask = 1u << STB_TASK_SUSPENDED};
+	assert_true(stb_dump(f, &o) >= NA + NB + 1);
+	assert_int_equal(fclose(f), 0);
+	return buf;
+}
+
+/* The line of text that starts with prefix, as a new string (NULL: none). */
+static char *line_starting(const char *text, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	for (const char *p = text; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len >= n && strncmp(p, prefix, n) == 0)
+			return strndup(p, len);
+		p = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* No folded line names the same function twice in a row. */
+static void assert_no_repeat(const char *folded)
+{
+	char *copy = strdup(folded);
+	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		if (sp)
+			*sp = '\0';
+		const char *prev = "";
+		size_t plen = 0;
+		for (char *f = line; f;) {
+			char *semi = strchr(f, ';');
+			size_t len = semi ? (size_t)(semi - f) : strlen(f);
+			if (len == plen && strncmp(f, prev, len) == 0)
+				fail_msg("frame %.*s repeated in: %s", (int)len, f, line);
+			prev = f;
+			plen = len;
+			f = semi ? semi + 1 : NULL;
+		}
+	}
+	free(copy);
+}
+
+/*
+ * A bthread in bthread_mutex_lock, called from fmt_inl_lock, inlined into
+ * fmt_m1: every format shows bthread_mutex_lock first, never the runtime's
+ * internals inlined into it (mutex_timedlock) nor a frame twice; text has
+ * file:line by default (created by too), the inlined call as a frame of its
+ * own, and none of it with no_lines; JSON has every logical frame.
+ */
+static void test_dump_frames(void **state)
+{
+	(void)state;
+	char want[512];
+	STB_TEST_BEGIN(120);
+	assert_int_equal(bthread_mutex_init(&fmt_mu, NULL), 0);
+	assert_int_equal(bthread_mutex_lock(&fmt_mu), 0); /* held by this pthread */
+	bthread_t id;
+	assert_int_equal(bthread_start_background(&id, NULL, fmt_m1, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(suspended(id), 10000));
+
+	/* Folded: exactly the program's frames and the call it waits in. */
+	char *folded = dump_string(STB_FORMAT_FOLDED, false, false);
+	assert_has_line(folded, "suspended;fmt_m1;fmt_inl_lock;bthread_mutex_lock 1");
+	assert_no_repeat(folded);
+	free(folded);
+	folded = dump_string(STB_FORMAT_FOLDED, true, false);
+	assert_no_repeat(folded);
+	char *m = line_starting(folded, "suspended;stb_ctx_trampoline;stb_task_entry;fmt_m1;"
+				"fmt_inl_lock;bthread_mutex_lock;");
+	if (!m || count_of(m, "mutex_timedlock") > 1)
+		fail_msg("the runtime's frames of the mutex wait: %s\n%s", m ? m : "none", folded);
+	free(m);
+	free(folded);
+
+	/* pprof: the same stack, leaf first. */
+	char path[256];
+	tmp_path(path, sizeof(path), "frames.pb.gz");
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	struct stb_dump_opts po = {.format = STB_FORMAT_PPROF};
+	assert_true(stb_dump(f, &po) > 0);
+	assert_int_equal(fclose(f), 0);
+	struct ts_prof p;
+	if (ts_pprof_raw(path, &p, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
+	const struct ts_sample *s = sample_of(&p, id);
+	assert_non_null(s);
+	char stack[4096];
+	ts_sample_stack(&p, s, stack, sizeof(stack));
+	assert_string_equal(stack, "bthread_mutex_lock;fmt_inl_lock;fmt_m1");
+	ts_prof_free(&p);
+
+	/* Text: file:line by default. */
+	char *text = dump_string(STB_FORMAT_TEXT, false, false);
+	char *sec = strstr(text, "waiting on mutex");
+	assert_non_null(sec);
+	char *l0 = line_starting(sec, "#0 0x"), *l1 = line_starting(sec, "#1 0x");
+	char *l2 = line_starting(sec, "#2 0x"), *cb = line_starting(sec, "created by ");
+	if (!l0 || !strstr(l0, " bthread_mutex_lock+0x") || !strstr(l0, " at ") ||
+	    !strstr(l0, "mutex.c:"))
+		fail_msg("frame 0: %s\n%s", l0 ? l0 : "none", sec);
+	snprintf(want, sizeof(want), " fmt_inl_lock [inlined] at ");
+	if (!l1 || !strstr(l1, want) || !strstr(l1, "test_formats.c:"))
+		fail_msg("frame 1: %s\n%s", l1 ? l1 : "none", sec);
+	snprintf(want, sizeof(want), "test_formats.c:%d", fmt_inl_line);
+	assert_non_null(strstr(l1, want));
+	if (!l2 || !strstr(l2, " fmt_m1+0x") || !strstr(l2, "test_formats.c:"))
+		fail_msg("frame 2: %s\n%s", l2 ? l2 : "none", sec);
+	if (!cb || !strstr(cb, " at ") || !strstr(cb, "test_formats.c:"))
+		fail_msg("created by: %s\n%s", cb ? cb : "none", sec);
+	assert_null(strstr(text, "mutex_timedlock"));
+	free(l0);
+	free(l1);
+	free(l2);
+	free(cb);
+	free(text);
+	text = dump_string(STB_FORMAT_TEXT, false, true);
+	assert_null(strstr(text, "[inlined]"));
+	assert_null(strstr(text, "test_formats.c:"));
+	assert_non_null(strstr(text, " fmt_m1+0x"));
+	free(text);
+
+	/* JSON: every logical frame, the inlined one flagged. */
+	tmp_path(path, sizeof(path), "frames.json");
+	f = fopen(path, "w");
+	assert_non_null(f);
+	struct stb_dump_opts jo = {.format = STB_FORMAT_JSON};
+	assert_true(stb_dump(f, &jo) > 0);
+	assert_int_equal(fclose(f), 0);
+	check_json(path, "");
+	char *json = read_file(path, NULL);
+	snprintf(want, sizeof(want), "{\"id\": %" PRIu64 ",", (uint64_t)id);
+	char *t = strstr(json, want);
+	assert_non_null(t);
+	char *fr = strstr(t, "\"frames\": [");
+	assert_non_null(fr);
+	char *e = strstr(fr, "]}");
+	assert_non_null(e);
+	*e = '\0';
+	const char *a = strstr(fr, "\"function\": \"bthread_mutex_lock\"");
+	const char *b = strstr(fr, "\"function\": \"fmt_inl_lock\"");
+	const char *c = strstr(fr, "\"function\": \"fmt_m1\"");
+	if (!a || !b || !c || !(a < b && b < c) || count_of(fr, "\"inlined\": true") != 1 ||
+	    count_of(fr, "\"ip\"") != 3 || strstr(fr, "mutex_timedlock"))
+		fail_msg("JSON frames: %s", fr);
+	*e = ']';
+	char *created = strstr(t, "\"created_by\"");
+	assert_non_null(created);
+	assert_true(strstr(created, "\"file\"") && strstr(created, "\"file\"") < fr);
+	free(json);
+
+	assert_int_equal(bthread_mutex_unlock(&fmt_mu), 0);
+	assert_int_equal(bthread_join(id, NULL), 0);
+	bthread_mutex_destroy(&fmt_mu);
 	STB_TEST_END();
 }
 
@@ -804,6 +990,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dump_pprof),
 		cmocka_unit_test(test_dump_pprof_grouped),
 		cmocka_unit_test(test_dump_json),
+		cmocka_unit_test(test_dump_frames),
 		cmocka_unit_test(test_dump_bad_format),
 	};
 	return cmocka_run_group_tests_name("stb_dump", tests, chains_start, chains_stop);

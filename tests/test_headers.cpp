@@ -3,8 +3,9 @@
  * The public bthread headers from C++17: bRPC's C++ butex API (namespace
  * bthread, butex_create_checked<T>, default arguments), bthread_attr_t's
  * operator= and operator|, the bthread_interrupt overload with a tag, errno
- * through bthread_errno_location. (tests/CMakeLists.txt also compiles every
- * public header alone as C11 and as C++17.)
+ * through bthread_errno_location, bthread::ExecutionQueue through the shared
+ * library. (tests/CMakeLists.txt also compiles every public header alone as
+ * C11 and as C++17.)
  */
 #include <atomic>
 #include <cstdio>
@@ -12,6 +13,8 @@
 
 #include <bthread/bthread.h>
 #include <bthread/butex.h>
+#include <bthread/execution_queue.h>
+#include <string>
 
 static int failures;
 #define CHECK(c)                                                                            \
@@ -28,6 +31,13 @@ static void *waiter(void *arg)
 	while (b->load() == 0)
 		bthread::butex_wait(b, 0, nullptr);
 	return nullptr;
+}
+
+static int concat(void *meta, bthread::TaskIterator<std::string> &it)
+{
+	for (; it; ++it)
+		*static_cast<std::string *>(meta) += *it;
+	return 0;
 }
 
 static void *sleeper(void *)
@@ -82,6 +92,19 @@ int main()
 	CHECK(reinterpret_cast<intptr_t>(r) == EINTR);
 	CHECK(bthread_interrupt(s) == EINVAL);
 	CHECK(bthread_errno_location() == &errno);
+
+	/* An execution queue of strings (copied and moved in), in order. */
+	std::string out;
+	bthread::ExecutionQueueId<std::string> q;
+	CHECK(bthread::execution_queue_start(&q, nullptr, concat, &out) == 0);
+	const std::string ab = "ab";
+	CHECK(bthread::execution_queue_execute(q, ab) == 0);
+	CHECK(bthread::execution_queue_execute(q, std::string("cd"), &bthread::TASK_OPTIONS_NORMAL) == 0);
+	CHECK(bthread::execution_queue_execute(q, "ef") == 0);
+	CHECK(bthread::execution_queue_stop(q) == 0);
+	CHECK(bthread::execution_queue_join(q) == 0);
+	CHECK(out == "abcdef");
+	CHECK(sizeof(bthread::TaskNode) == 128);
 	if (failures == 0)
 		std::printf("all C++ checks passed\n");
 	return failures ? 1 : 0;

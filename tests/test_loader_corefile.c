@@ -492,7 +492,7 @@ static char *core_out(const char *core, const char *fmt)
  * With a spinning bthread, the monitor dates the core: times are shown. */
 static void why_core(enum why_dl dl, bool spin)
 {
-	static const char *const spin_args[] = {"--spin", "600000", NULL};
+	static const char *const spin_args[] = {"--spin", "600000", "--execq", NULL};
 	why_start(&wt, dl, spin ? spin_args : NULL, NULL);
 	ts_sleep_ms(50); /* the monitor's first passes */
 	char core[PATH_MAX + 32];

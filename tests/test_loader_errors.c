@@ -38,8 +38,16 @@ static void test_usage_errors(void **state)
 		{{"--pid", "-5", NULL}, "--pid: '-5'"},
 		{{"--pid", "99999999999", NULL}, "--pid: '99999999999'"},
 		{{"--pid", "12x", NULL}, "--pid: '12x'"},
-		{{"--pid", "1", "--bthread", "7", NULL}, "--bthread: '7'"},
+		{{"--pid", "1", "--bthread", "-7", NULL}, "--bthread: '-7'"},
 		{{"--pid", "1", "--bthread", "x1", NULL}, "--bthread: 'x1'"},
+		{{"--pid", "1", "--bthread", "18446744073709551616", NULL},
+		 "--bthread: '18446744073709551616'"},
+		{{"--pid", "1", "--leaks", "--group", NULL}, "--group and --stuck do not apply"},
+		{{"--pid", "1", "--leaks", "--bthread", "4294967296", NULL}, "--leaks views every"},
+		{{"--pid", "1", "--leaks", "--stuck", "5", NULL}, "--leaks views every"},
+		{{"--pid", "1", "--leaks", "--profile", NULL}, "--leaks views every"},
+		{{"--pid", "1", "--leaks", "--format", "pprof", NULL}, "--leaks writes text or json"},
+		{{"--pid", "1", "--leaks", "-o", "x.pb.gz", NULL}, "--leaks writes text or json"},
 		{{"--pid", "1", "--max-depth", "0", NULL}, "--max-depth: '0'"},
 		{{"--pid", "1", "--max-depth", "5000", NULL}, "--max-depth: '5000'"},
 		{{"--pid", "1", "--timeout", "0", NULL}, "--timeout: '0'"},
@@ -309,9 +317,13 @@ static void test_no_bpf_caps(void **state)
 		struct run r;
 		run_loader_pre(&r, drop_bpf_caps, NULL, "--pid", pid_arg(&tg), NULL);
 		expect_exit(&r, 1, "warning: BPF unavailable");
+		expect_exit(&r, 1, "CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN)");
 		expect_exit(&r, 1, "context mode only");
 		expect_exit(&r, 1, "could not be traced");
-		assert_true(strncmp(r.out, "# note: ", 8) == 0);
+		/* The header line, then the notes. */
+		assert_true(strncmp(r.out, "# stb-bpf-loader snapshot of pid ", 33) == 0);
+		assert_non_null(strchr(r.out, '\n'));
+		assert_true(strncmp(strchr(r.out, '\n'), "\n\n# note: ", 10) == 0);
 		struct tout *o = malloc(sizeof(*o));
 		assert_non_null(o);
 		parse_text(r.out, o);
@@ -342,6 +354,33 @@ static void test_no_bpf_caps(void **state)
 		run_free(&r);
 		target_finish(&tg, DEFAULT_TASKS);
 	}
+}
+
+/* --profile without BPF: the loader's one explanation, naming every
+ * capability that would do, and none of libbpf's raw messages before it
+ * (as in snapshot mode). */
+static void test_profile_no_bpf_caps(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	run_loader_pre(&r, drop_bpf_caps, NULL, "--pid", pid_arg(&tg), "--profile", "--duration",
+		       "1s", "--format", "folded", NULL);
+	expect_exit(&r, 1, "--profile needs the BPF capture program");
+	if (strstr(r.err, "libbpf") || strncmp(r.err, "stb-bpf-loader: ", 16) != 0)
+		fail_msg("libbpf's messages before the loader's own:\n%s", r.err);
+	assert_non_null(strstr(r.err, "CAP_BPF + CAP_PERFMON"));
+	assert_non_null(strstr(r.err, "CAP_SYS_ADMIN"));
+	assert_string_equal(r.out, "");
+	run_free(&r);
+	/* -v: libbpf's own words too. */
+	run_loader_pre(&r, drop_bpf_caps, NULL, "--pid", pid_arg(&tg), "--profile", "--duration",
+		       "1s", "--format", "folded", "-v", NULL);
+	expect_exit(&r, 1, "--profile needs the BPF capture program");
+	assert_non_null(strstr(r.err, "libbpf"));
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
 }
 
 /* In the child: every call of system call *(long *)arg fails with EPERM (a
@@ -463,6 +502,40 @@ static int root_without_caps(void *arg)
 	return only_caps(0, 0);
 }
 
+/* CAP_SYS_ADMIN instead of CAP_BPF + CAP_PERFMON (the docs say it does). */
+static int root_with_sys_admin(void *arg)
+{
+	(void)arg;
+	return only_caps(1ull << CAP_SYS_PTRACE | 1ull << CAP_SYS_ADMIN, 0);
+}
+
+/* Root with CAP_SYS_PTRACE and CAP_SYS_ADMIN but neither CAP_BPF nor
+ * CAP_PERFMON: running bthreads are captured by BPF all the same, and a
+ * profile is taken. */
+static void test_sys_admin_suffices(void **state)
+{
+	(void)state;
+	assert_int_equal(child_caps(root_with_sys_admin),
+			 1ull << CAP_SYS_PTRACE | 1ull << CAP_SYS_ADMIN);
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, NULL, NULL);
+	struct run r;
+	run_loader_pre(&r, root_with_sys_admin, NULL, "--pid", pid_arg(&tg), "--state", "running",
+		       "--format", "json", "--timeout", CAPTURE_TIMEOUT, NULL);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *doc = parse_json(r.out);
+	const struct ts_json *t = json_task(doc, chain_id(&tg, "spin", 0));
+	assert_non_null(t);
+	assert_string_equal(ts_json_str(t, "capture"), "bpf");
+	ts_json_free(doc);
+	run_free(&r);
+	run_loader_pre(&r, root_with_sys_admin, NULL, "--pid", pid_arg(&tg), "--profile",
+		       "--duration", "500ms", "--format", "folded", NULL);
+	expect_exit(&r, 0, "profiled pid");
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
 /* Each case names the permission really missing: CAP_SYS_PTRACE alone cannot
  * list /proc/PID/fd of another user's process (CAP_DAC_READ_SEARCH), and
  * root without capabilities lacks CAP_SYS_PTRACE (never "not a stb
@@ -499,10 +572,12 @@ int main(void)
 		cmocka_unit_test_teardown(test_not_stb_runtime, teardown),
 		cmocka_unit_test_teardown(test_abi_mismatch, teardown),
 		cmocka_unit_test_teardown(test_no_bpf_caps, teardown),
+		cmocka_unit_test_teardown(test_profile_no_bpf_caps, teardown),
 		cmocka_unit_test_teardown(test_no_bpf_syscall, teardown),
 		cmocka_unit_test_teardown(test_no_perf_events, teardown),
 		cmocka_unit_test_teardown(test_no_ptrace, teardown),
 		cmocka_unit_test_teardown(test_permission_names, teardown),
+		cmocka_unit_test_teardown(test_sys_admin_suffices, teardown),
 	};
 	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_errors");
 }

@@ -177,7 +177,7 @@ static void check_running_wait(struct stb_blocker *b, bool timed)
 								     __ATOMIC_ACQUIRE)) ==
 					   STB_WAIT_BUTEX,
 				   5000));
-	assert_int_equal(STB_ABI_STATE(__atomic_load_n(&e->word, __ATOMIC_ACQUIRE)), STB_TASK_RUNNING);
+	assert_int_equal(stb_test_state(e), STB_TASK_RUNNING);
 	assert_int_equal(__atomic_load_n(&e->wait_object, __ATOMIC_ACQUIRE),
 			 (uint64_t)(uintptr_t)b->butex);
 	uint64_t ww = __atomic_load_n(&e->wait_word, __ATOMIC_ACQUIRE);

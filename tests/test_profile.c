@@ -209,12 +209,18 @@ static void test_profile_pprof(void **state)
 	STB_TEST_END();
 }
 
-static void test_profile_folded(void **state)
+/*
+ * Folded: every cold task on every tick in one line, the hot one on CPU. By
+ * default without the runtime's frames: the cold line is exactly
+ * "suspended;cold;bthread_usleep" (no stb_task_entry below, no switch or
+ * butex internals above, none of those inlined into bthread_usleep); with
+ * --runtime-frames, all of them.
+ */
+static void check_folded(bool runtime_frames)
 {
-	(void)state;
 	char *out = NULL, *err = NULL;
-	STB_TEST_BEGIN(120);
-	int rc = run_loader(&out, &err, 120, "--profile", "--duration", "1s", "--freq", "50", NULL);
+	int rc = run_loader(&out, &err, 120, "--profile", "--duration", "1s", "--freq", "50",
+			    runtime_frames ? "--runtime-frames" : NULL, NULL);
 	if (rc != 0)
 		fail_msg("loader exit %d: %s", rc, err);
 	/* "... in N ticks (M missed) ..." on stderr */
@@ -225,24 +231,117 @@ static void test_profile_folded(void **state)
 		q--;
 	long long ticks = strtoll(q, NULL, 10), missed = strtoll(t + 8, NULL, 10);
 	long long cold = -1, hot = 0;
+	const char *cold_line = runtime_frames
+					? "suspended;stb_ctx_trampoline;stb_task_entry;cold;bthread_usleep;"
+					: "suspended;cold;bthread_usleep";
+	const char *hot_line = runtime_frames ? "running;stb_ctx_trampoline;stb_task_entry;hot;"
+					      : "running;hot;";
+	bool jump = false;
 	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
 		char *sp = strrchr(line, ' ');
 		assert_non_null(sp);
 		long long n = strtoll(sp + 1, NULL, 10);
 		*sp = '\0';
-		if (strncmp(line, "suspended;stb_ctx_trampoline;stb_task_entry;cold;bthread_usleep;",
-			    64) == 0) {
+		if (runtime_frames ? strncmp(line, cold_line, strlen(cold_line)) == 0
+				   : strcmp(line, cold_line) == 0) {
 			assert_int_equal(cold, -1); /* one line: all cold tasks share the stack */
 			cold = n;
 		}
-		if (strncmp(line, "running;stb_ctx_trampoline;stb_task_entry;hot;", 46) == 0)
+		if (strncmp(line, hot_line, strlen(hot_line)) == 0)
 			hot += n;
+		jump |= strstr(line, "stb_jump_stack") != NULL;
+		if (!runtime_frames && strncmp(line, "scheduler;", 10) != 0 &&
+		    (strstr(line, ";stb_") || strstr(line, "_inline")))
+			fail_msg("a runtime frame in: %s", line);
 	}
 	if (cold != NCOLD * (ticks + missed))
-		fail_msg("cold line: %lld, want %d x %lld ticks", cold, NCOLD, ticks + missed);
+		fail_msg("cold line: %lld, want %d x %lld ticks:\n%s", cold, NCOLD, ticks + missed,
+			 out);
 	assert_true(hot > 0);
+	assert_int_equal(jump, runtime_frames);
 	free(out);
 	free(err);
+}
+
+static void test_profile_folded(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(240);
+	check_folded(false);
+	check_folded(true);
+	STB_TEST_END();
+}
+
+/* The function names of `go tool pprof ARGS -top FILE`, in its order. */
+static unsigned pprof_top(const char *file, const char *index, char (*names)[128], unsigned max)
+{
+	const char *go = ts_env("STB_GO", "go");
+	char *argv[] = {(char *)go, "tool", "pprof", (char *)index, "-top", (char *)file, NULL};
+	char *out = NULL, *err = NULL;
+	int rc = ts_run(argv, &out, &err, 120);
+	if (rc != 0)
+		fail_msg("go tool pprof %s -top: exit %d: %s", index, rc, err);
+	const char *p = strstr(out, "flat  flat%");
+	assert_non_null(p);
+	unsigned n = 0;
+	for (p = strchr(p, '\n'); p && p[1] && n < max; p = strchr(p + 1, '\n')) {
+		/* "      flat  flat%   sum%        cum   cum%  name" */
+		char f[5][32];
+		int k = 0;
+		if (sscanf(p + 1, "%31s %31s %31s %31s %31s %n", f[0], f[1], f[2], f[3], f[4], &k) != 5)
+			break;
+		const char *e = strchr(p + 1 + k, '\n');
+		snprintf(names[n++], 128, "%.*s", e ? (int)(e - p - 1 - k) : 127, p + 1 + k);
+	}
+	if (n == 0)
+		fail_msg("no entry in the output of go tool pprof %s -top:\n%s", index, out);
+	free(out);
+	free(err);
+	return n;
+}
+
+static void check_not_runtime(const char *name)
+{
+	if (strncmp(name, "stb_", 4) == 0 || strstr(name, "_inline") || strstr(name, "(inline)"))
+		fail_msg("go tool pprof -top lists the runtime's %s", name);
+}
+
+/*
+ * What `go tool pprof -top` shows first is the program's code, not the
+ * runtime's (stb_jump_stack, jump_stack_inline, stb_ctx_trampoline, ...): in
+ * the default wall view, the calls the bthreads wait in (bthread_usleep:
+ * cold) and hot(); on-CPU only (-sample_index=cpu, as docs/profiling.md
+ * says), hot() first.
+ */
+static void test_profile_top(void **state)
+{
+	(void)state;
+	char path[256], *err = NULL;
+	STB_TEST_BEGIN(180);
+	tmp_path(path, sizeof(path), "top.pb.gz");
+	int rc = run_loader(NULL, &err, 120, "--profile", "--duration", "2s", "-o", path, NULL);
+	if (rc != 0)
+		fail_msg("loader exit %d: %s", rc, err);
+	free(err);
+	char names[64][128];
+	unsigned n = pprof_top(path, "-sample_index=wall", names, 64);
+	/* hot() is below -top's node fraction beside 100 sleepers. */
+	bool cold = false;
+	for (unsigned i = 0; i < n; i++) {
+		check_not_runtime(names[i]);
+		cold |= strcmp(names[i], "cold") == 0;
+	}
+	assert_string_equal(names[0], "bthread_usleep"); /* 100 cold tasks, every tick */
+	assert_true(cold);
+	n = pprof_top(path, "-sample_index=cpu", names, 64);
+	bool hot = false;
+	for (unsigned i = 0; i < n; i++) {
+		check_not_runtime(names[i]);
+		hot |= strcmp(names[i], "hot") == 0;
+	}
+	if (strcmp(names[0], "hot_work") != 0 && strcmp(names[0], "hot") != 0)
+		fail_msg("on-CPU, the first of -top is %s, not hot_work", names[0]);
+	assert_true(hot);
 	STB_TEST_END();
 }
 
@@ -493,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_profile_args),
 		cmocka_unit_test(test_profile_pprof),
 		cmocka_unit_test(test_profile_folded),
+		cmocka_unit_test(test_profile_top),
 		cmocka_unit_test(test_profile_json),
 		cmocka_unit_test(test_profile_sigint),
 		cmocka_unit_test(test_profile_progress),

@@ -273,6 +273,57 @@ static void test_uninitialized(void **state)
 	STB_TEST_END();
 }
 
+/*
+ * The first wait binds a cond to its mutex (as bRPC): a wait with another
+ * mutex fails with EINVAL at once, that mutex still locked, also after the
+ * first waiter left; the bound one keeps working.
+ */
+static void *stb_cond_timed_waiter(void *arg)
+{
+	bthread_cond_t *c = ((void **)arg)[0];
+	bthread_mutex_t *m = ((void **)arg)[1];
+	bthread_mutex_lock(m);
+	struct timespec abs = stb_realtime_after_ms(20);
+	intptr_t rc = bthread_cond_timedwait(c, m, &abs);
+	bthread_mutex_unlock(m);
+	return (void *)rc;
+}
+
+static void test_cond_binds_mutex(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(10);
+	bthread_cond_t c;
+	bthread_mutex_t m1, m2;
+	assert_int_equal(bthread_cond_init(&c, NULL), 0);
+	assert_int_equal(bthread_mutex_init(&m1, NULL), 0);
+	assert_int_equal(bthread_mutex_init(&m2, NULL), 0);
+	void *args[2] = {&c, &m1};
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, NULL, stb_cond_timed_waiter, args), 0);
+	void *rc = NULL;
+	assert_int_equal(bthread_join(t, &rc), 0);
+	assert_int_equal((intptr_t)rc, ETIMEDOUT);
+	/* Bound to m1 now (its waiter left long ago). */
+	assert_int_equal(bthread_mutex_lock(&m2), 0);
+	struct timespec abs = stb_realtime_after_ms(5000);
+	uint64_t t0 = stb_now_ns();
+	assert_int_equal(bthread_cond_timedwait(&c, &m2, &abs), EINVAL);
+	assert_int_equal(bthread_cond_wait(&c, &m2), EINVAL);
+	assert_true(stb_test_ms_since(t0) < 1000.0);
+	assert_true(stb_test_mutex_locked(&m2));
+	assert_int_equal(bthread_mutex_unlock(&m2), 0);
+	assert_int_equal(bthread_mutex_lock(&m1), 0);
+	abs = stb_realtime_after_ms(10);
+	assert_int_equal(bthread_cond_timedwait(&c, &m1, &abs), ETIMEDOUT);
+	assert_true(stb_test_mutex_locked(&m1));
+	assert_int_equal(bthread_mutex_unlock(&m1), 0);
+	assert_int_equal(bthread_cond_destroy(&c), 0);
+	assert_int_equal(bthread_mutex_destroy(&m1), 0);
+	assert_int_equal(bthread_mutex_destroy(&m2), 0);
+	STB_TEST_END();
+}
+
 /* ---- condition variable ---- */
 
 struct stb_cv {
@@ -634,6 +685,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timedlock),
 		cmocka_unit_test(test_mutex_counter_exact),
 		cmocka_unit_test(test_mutex_counter_mixed),
+		cmocka_unit_test(test_cond_binds_mutex),
 		cmocka_unit_test(test_cond_signal_wakes_one),
 		cmocka_unit_test(test_cond_broadcast_wakes_all),
 		cmocka_unit_test(test_cond_timedwait),

@@ -4,8 +4,9 @@
  * as bRPC users do: bthread::Mutex with std::lock_guard / std::unique_lock
  * (also of bthread_mutex_t), FastPthreadMutex, ConditionVariable timeouts,
  * RWLock and its guards, CountdownEvent (and its published COUNTDOWN wait),
+ * ConditionVariable::wait with a predicate (both lock types),
  * bthread_id_create2 / error2 with texts (queued copies too), and
- * bthread::stack_trace.
+ * bthread::stack_trace (bRPC's text for a bthread that finished).
  */
 #include <bthread/condition_variable.h>
 #include <bthread/countdown_event.h>
@@ -164,6 +165,70 @@ static void test_stack_trace(void **)
 	std::string s = bthread::stack_trace(t);
 	assert_true(s.find("bthread_usleep") != std::string::npos);
 	assert_int_equal(bthread_join(t, NULL), 0);
+	/* Finished: bRPC's text (its BthreadTest.trace looks for "not exist now"). */
+	s = bthread::stack_trace(t);
+	const std::string want = "bthread=" + std::to_string(t) + " not exist now";
+	if (s.find(want) == std::string::npos)
+		fail_msg("stack_trace of a finished bthread: \"%s\"", s.c_str());
+	assert_true(s.find("No frame") == 0);
+}
+
+/* wait(lock, pred): returns at once when pred() holds, else waits until a
+ * notify finds it true (spurious or early notifies do not end it). */
+struct pred_state {
+	bthread::Mutex m;
+	bthread::ConditionVariable cv;
+	int value = 0;
+	int woke = 0;
+	bool native = false;
+};
+
+static void *pred_waiter(void *arg)
+{
+	pred_state *p = static_cast<pred_state *>(arg);
+	if (p->native) {
+		std::unique_lock<bthread_mutex_t> l(*p->m.native_handler());
+		p->cv.wait(l, [p] { return p->value >= 3; });
+		p->woke = p->value;
+	} else {
+		std::unique_lock<bthread::Mutex> l(p->m);
+		p->cv.wait(l, [p] { return p->value >= 3; });
+		p->woke = p->value;
+	}
+	return NULL;
+}
+
+static void test_cv_predicate(void **)
+{
+	for (int native = 0; native < 2; native++) {
+		pred_state p;
+		p.native = native != 0;
+		{
+			/* Already true: no wait. */
+			p.value = 5;
+			std::unique_lock<bthread::Mutex> l(p.m);
+			p.cv.wait(l, [&p] { return p.value >= 3; });
+			std::unique_lock<bthread_mutex_t> l2(*p.m.native_handler(), std::defer_lock);
+			l.unlock();
+			l2.lock();
+			p.cv.wait(l2, [&p] { return p.value == 5; });
+			p.value = 0;
+		}
+		bthread_t t;
+		assert_int_equal(bthread_start_background(&t, NULL, pred_waiter, &p), 0);
+		assert_true(stb_test_c_parked(t, STB_WAIT_COND, 5000));
+		for (int i = 1; i <= 3; i++) {
+			{
+				std::lock_guard<bthread::Mutex> g(p.m);
+				p.value = i;
+				p.cv.notify_all();
+			}
+			if (i < 3) /* woken, pred false: it waits again */
+				assert_true(stb_test_c_parked(t, STB_WAIT_COND, 5000));
+		}
+		assert_int_equal(bthread_join(t, NULL), 0);
+		assert_int_equal(p.woke, 3);
+	}
 }
 
 int main(int argc, char **argv)
@@ -175,6 +240,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_countdown),
 		cmocka_unit_test(test_id_texts),
 		cmocka_unit_test(test_stack_trace),
+		cmocka_unit_test(test_cv_predicate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include <stb/stb.h>
 
 #include "internal.h" /* stb_task_*, stb_table_task, stb_test_switch_hook */
+#include "test_internal.h" /* stb_test_state */
 
 #define STB_NFRAMES 128
 #define STB_SENTINEL_IP 0xdeadbeefull
@@ -187,10 +188,34 @@ static void stb_blk_finish(struct stb_blk *b, int wfd)
 	}
 }
 
+/* The state of id as a tracer reads it from the table (abi.h, "Running"). */
 static unsigned stb_state_of(bthread_t id)
 {
 	struct stb_task *t = stb_task_lookup(id);
-	return t ? stb_task_state(t) : STB_TASK_UNUSED;
+	return t ? stb_test_state(t->pub) : STB_TASK_UNUSED;
+}
+
+/* How the table says it (abi.h, "Running"): SUSPENDING in the task's word;
+ * ABOUT_TO_RUN as a worker's current with the switching bit, the word still
+ * READY or READY_NO_STACK. */
+static void stb_check_published(bthread_t id, const struct stb_abi_task *pub, unsigned want)
+{
+	unsigned st = STB_ABI_STATE(__atomic_load_n(&pub->word, __ATOMIC_ACQUIRE));
+	int named = 0, named_switching = 0;
+	uint32_t n = __atomic_load_n(&stb_table_workers_header()->nworkers, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t c = __atomic_load_n(&stb_table_worker(i)->current, __ATOMIC_ACQUIRE);
+		named += c == id;
+		named_switching += c == (id | STB_ABI_CURRENT_SWITCHING);
+	}
+	if (want == STB_TASK_ABOUT_TO_RUN) {
+		assert_true(STB_ABI_RUNNABLE(st));
+		assert_int_equal(named_switching, 1);
+		assert_int_equal(named, 0);
+	} else {
+		assert_int_equal(st, want);
+		assert_int_equal(named_switching, 0);
+	}
 }
 
 static void stb_frames_poison(struct stb_frame *f, size_t n)
@@ -200,10 +225,63 @@ static void stb_frames_poison(struct stb_frame *f, size_t n)
 		f[i].ip = STB_SENTINEL_IP;
 }
 
+/* Every frame, the runtime's own included. */
+static const struct stb_trace_opts stb_full = {.runtime_frames = 1};
+
+/* A runtime function, hidden by default (the chain's own are stb_chain_*). */
+static bool stb_is_runtime(const char *sym)
+{
+	return sym && strncmp(sym, "stb_", 4) == 0 && strncmp(sym, "stb_chain_", 10) != 0 &&
+	       strncmp(sym, "stb_self_", 9) != 0;
+}
+
+/*
+ * The default view of a bthread's stack (as every report): no runtime frame;
+ * the chain f3 -> f2 -> f1 ends the stack (stb_task_entry and
+ * stb_ctx_trampoline hidden); above f3 only the public calls of prims (the
+ * one it waits in first), or f3 at frame 0 when at_leaf.
+ */
+static bool stb_check_view(const struct stb_frame *f, int n, const char *const *chain,
+			   const char *const *prims, int nprims, bool at_leaf, char *why,
+			   size_t size)
+{
+	if (!stb_frames_check_chain(f, n, chain, 3, NULL, 0, at_leaf, false, why, size))
+		return false;
+	int i0 = stb_frames_find(f, n, chain[0], 0);
+	if (i0 + 3 != n) {
+		snprintf(why, size, "%s is not the last frame", chain[2]);
+		goto fail;
+	}
+	for (int i = 0; i < n; i++) {
+		if (stb_is_runtime(f[i].symbol)) {
+			snprintf(why, size, "frame %d is the runtime's %s", i, f[i].symbol);
+			goto fail;
+		}
+	}
+	for (int i = 0; nprims > 0 && i < i0; i++) {
+		bool prim = false;
+		for (int k = 0; k < nprims; k++)
+			prim = prim || stb_sym_is(f[i].symbol, prims[k]);
+		if (!prim) {
+			snprintf(why, size, "frame %d above %s is not %s", i, chain[0], prims[0]);
+			goto fail;
+		}
+	}
+	if (nprims > 0 && i0 == 0) {
+		snprintf(why, size, "no %s above %s", prims[0], chain[0]);
+		goto fail;
+	}
+	return true;
+fail:
+	stb_frames_describe(f, n, why, size);
+	return false;
+}
+
 /*
  * Traces id with frames and as text and checks: mode, state, the chain
  * f3 -> f2 -> f1 with one of prims right above f3 (none: not checked), f3 at
- * frame 0 when at_leaf, the bthread's bottom frames, and the text lines.
+ * frame 0 when at_leaf, the bthread's bottom frames (stb_full), and, by
+ * default, the same without the runtime's frames, in frames and in text.
  */
 static void stb_check_trace(bthread_t id, unsigned mode, unsigned state, const char *const *prims,
 			    int nprims, bool at_leaf)
@@ -212,7 +290,7 @@ static void stb_check_trace(bthread_t id, unsigned mode, unsigned state, const c
 	struct stb_trace_info info;
 	char why[2048];
 	stb_frames_poison(fr, STB_NFRAMES);
-	int n = stb_trace(id, NULL, fr, STB_NFRAMES, &info);
+	int n = stb_trace(id, &stb_full, fr, STB_NFRAMES, &info);
 	if (n <= 0)
 		fail_msg("stb_trace(%llu) = %d (%s)", (unsigned long long)id, n, info.error);
 	assert_int_equal(info.mode, mode);
@@ -229,21 +307,41 @@ static void stb_check_trace(bthread_t id, unsigned mode, unsigned state, const c
 	for (int i = 0; i < n; i++)
 		assert_non_null(fr[i].module);
 
+	/* By default without the runtime's frames. */
+	struct stb_frame dv[STB_NFRAMES];
+	stb_frames_poison(dv, STB_NFRAMES);
+	int dn = stb_trace(id, NULL, dv, STB_NFRAMES, &info);
+	if (dn <= 0)
+		fail_msg("stb_trace(%llu) = %d (%s)", (unsigned long long)id, dn, info.error);
+	assert_int_equal(info.nframes, (uint32_t)dn);
+	assert_int_equal(info.truncated, 0);
+	assert_true(dv[dn].ip == STB_SENTINEL_IP);
+	if (!stb_check_view(dv, dn, stb_chain, prims, nprims, at_leaf, why, sizeof(why)))
+		fail_msg("default view: %s", why);
+
+	/* A suspended task gives the same frames every time; a running one the
+	 * same functions (it spins in f3). */
 	char text[8192];
 	int len = bthread_stack_trace(id, text, sizeof(text));
 	assert_true(len > 0);
 	assert_int_equal((size_t)len, strlen(text));
-	/* A suspended task gives the same frames twice; a running one the same
-	 * functions (it spins in f3). */
 	bool same = mode == STB_TRACE_CONTEXT && state == STB_TASK_SUSPENDED;
 	if (same || at_leaf) {
-		if (stb_text_check(text, fr, n, why, sizeof(why)) != n)
+		if (stb_text_check(text, dv, dn, why, sizeof(why)) != dn)
 			fail_msg("text: %s\n%s", why, text);
 	} else {
 		if (stb_text_check(text, NULL, 0, why, sizeof(why)) < 3)
 			fail_msg("text: %s\n%s", why, text);
 		assert_non_null(strstr(text, " stb_chain_f3+0x"));
 	}
+	/* The runtime's frames in text too, once asked for. */
+	assert_int_equal(stb_set_trace_runtime_frames(1), 0);
+	len = bthread_stack_trace(id, text, sizeof(text));
+	assert_int_equal(stb_set_trace_runtime_frames(0), 0);
+	if (same && stb_text_check(text, fr, n, why, sizeof(why)) != n)
+		fail_msg("text with the runtime's frames: %s\n%s", why, text);
+	if (!strstr(text, " stb_ctx_trampoline+0x"))
+		fail_msg("text with the runtime's frames:\n%s", text);
 }
 
 /* ---- configuration (before the runtime starts) ---- */
@@ -437,7 +535,7 @@ struct stb_bg_trace {
 static void *stb_bg_trace_main(void *arg)
 {
 	struct stb_bg_trace *bt = arg;
-	struct stb_trace_opts o = {.timeout_ms = bt->timeout_ms};
+	struct stb_trace_opts o = {.timeout_ms = bt->timeout_ms, .runtime_frames = 1};
 	__atomic_store_n(&bt->entered, 1, __ATOMIC_RELEASE);
 	bt->rc = stb_trace(bt->id, &o, bt->fr, STB_NFRAMES, &bt->info);
 	__atomic_store_n(&bt->done, 1, __ATOMIC_RELEASE);
@@ -463,7 +561,7 @@ static void stb_check_window(unsigned want)
 	assert_int_equal(stb_state_of(b.id), want);
 	struct stb_abi_task *pub = stb_table_task((uint32_t)b.id);
 	assert_non_null(pub);
-	assert_int_equal(STB_ABI_STATE(__atomic_load_n(&pub->word, __ATOMIC_ACQUIRE)), want);
+	stb_check_published(b.id, pub, want);
 	assert_true(__atomic_load_n(&pub->id, __ATOMIC_ACQUIRE) == b.id);
 
 	/* (b) A trace shorter than the window times out, with nothing delivered. */
@@ -558,6 +656,7 @@ static void test_gate_holds_task(void **state)
 	uint64_t w = __atomic_load_n(&pub->word, __ATOMIC_ACQUIRE);
 	assert_int_equal(STB_ABI_STATE(w), STB_TASK_READY);
 	assert_int_equal(STB_ABI_SEQ(w), seq0);
+	assert_int_equal(stb_state_of(b.id), STB_TASK_READY); /* no worker names it */
 	__u64 mine = lease;
 	assert_true(__atomic_compare_exchange_n(&pub->trace, &mine, 0, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED));
@@ -703,7 +802,7 @@ static void test_yield(void **state)
 	for (int i = 0; i < 5000 && (ready < 20 || running < 5); i++) {
 		struct stb_frame fr[STB_NFRAMES];
 		struct stb_trace_info info;
-		int n = stb_trace(b[i % NY].id, NULL, fr, STB_NFRAMES, &info);
+		int n = stb_trace(b[i % NY].id, &stb_full, fr, STB_NFRAMES, &info);
 		if (n <= 0)
 			fail_msg("stb_trace of a yielder = %d (%s)", n, info.error);
 		if (info.mode == STB_TRACE_CONTEXT) {
@@ -723,9 +822,23 @@ static void test_yield(void **state)
 	}
 	print_message("yielders traced: %u ready, %u running\n", ready, running);
 	assert_true(ready >= 20);
+	/* By default, without the runtime's frames: in the queue, bthread_yield
+	 * is frame 0; running, the runtime's frames it may be in are hidden. */
+	for (int i = 0, seen = 0; seen < 20; i++) {
+		assert_true(i < 5000);
+		struct stb_frame fr[STB_NFRAMES];
+		struct stb_trace_info info;
+		int n = stb_trace(b[i % NY].id, NULL, fr, STB_NFRAMES, &info);
+		if (n <= 0)
+			fail_msg("stb_trace of a yielder = %d (%s)", n, info.error);
+		bool queued = info.mode == STB_TRACE_CONTEXT;
+		seen += queued;
+		if (!stb_check_view(fr, n, stb_chain, prims, queued ? 1 : 0, false, why, sizeof(why)))
+			fail_msg("yielder (%s): %s", queued ? "ready" : "running", why);
+	}
 	char text[8192];
 	assert_true(bthread_stack_trace(b[0].id, text, sizeof(text)) > 0);
-	if (stb_text_check(text, NULL, 0, why, sizeof(why)) < 5)
+	if (stb_text_check(text, NULL, 0, why, sizeof(why)) < 3)
 		fail_msg("text: %s\n%s", why, text);
 	for (int i = 0; i < NY; i++)
 		stb_blk_finish(&b[i], -1);
@@ -745,9 +858,13 @@ static void test_running_spin(void **state)
 		stb_check_trace(b.id, STB_TRACE_SIGNAL, STB_TASK_RUNNING, NULL, 0, true);
 		struct stb_frame fr[STB_NFRAMES];
 		struct stb_trace_info info;
-		int n = stb_trace(b.id, NULL, fr, STB_NFRAMES, &info);
+		int n = stb_trace(b.id, &stb_full, fr, STB_NFRAMES, &info);
 		/* Exactly: f3 (exact ip), f2, f1, stb_task_entry, stb_ctx_trampoline. */
 		assert_int_equal(n, 5);
+		assert_true(fr[0].offset > 0);
+		/* By default: f3, f2, f1. */
+		n = stb_trace(b.id, NULL, fr, STB_NFRAMES, &info);
+		assert_int_equal(n, 3);
 		assert_true(fr[0].offset > 0);
 		assert_int_equal(info.tid, b.tid);
 		assert_true(info.held_ns > 0 && info.held_ns < 1000000000ull);
@@ -835,9 +952,9 @@ static void stb_check_pthread_trace(struct stb_pth *p, bool at_leaf)
 	int n = stb_trace(p->id, NULL, fr, STB_NFRAMES, &info);
 	if (n <= 0)
 		fail_msg("trace of a registered pthread = %d (%s)", n, info.error);
-	/* Blocked in read(2): from /proc and its stack, no signal (it would cut
-	 * the call short). */
-	assert_int_equal(info.mode, at_leaf ? STB_TRACE_SIGNAL : STB_TRACE_SYSCALL);
+	/* Blocked in read(2), which a signal does not cut short (SA_RESTART):
+	 * the handler's registers, exact. */
+	assert_int_equal(info.mode, STB_TRACE_SIGNAL);
 	assert_int_equal(info.state, STB_TASK_RUNNING);
 	assert_int_equal(info.is_pthread, 1);
 	assert_int_equal(info.tid, p->tid);
@@ -998,8 +1115,10 @@ static void stb_check_self(struct stb_self *s, bool bthread)
 		fail_msg("self trace = %d (%s)", s->n, s->info.error);
 	assert_int_equal(s->info.mode, STB_TRACE_SELF);
 	assert_int_equal(s->info.state, STB_TASK_RUNNING);
-	if (!stb_frames_check_chain(s->fr, s->n, stb_self_chain, 3, NULL, 0, true, bthread, why,
-				    sizeof(why)))
+	/* A bthread's bottom frames are the runtime's: hidden. */
+	if (bthread ? !stb_check_view(s->fr, s->n, stb_self_chain, NULL, 0, true, why, sizeof(why))
+		    : !stb_frames_check_chain(s->fr, s->n, stb_self_chain, 3, NULL, 0, true, false, why,
+					      sizeof(why)))
 		fail_msg("self trace: %s", why);
 	assert_true(s->len > 0);
 	if (stb_text_check(s->text, NULL, 0, why, sizeof(why)) < 3)
@@ -1086,7 +1205,7 @@ static void test_depth_skip_callback(void **state)
 
 	static struct stb_frame full[STB_NFRAMES + 1], fr[STB_NFRAMES + 1];
 	struct stb_trace_info info;
-	struct stb_trace_opts o = {.max_depth = STB_NFRAMES};
+	struct stb_trace_opts o = {.max_depth = STB_NFRAMES, .runtime_frames = 1};
 	int n = stb_trace(t, &o, full, STB_NFRAMES, &info);
 	/* 64 recursion frames, stb_rec_main, the bottom two, the primitive and the runtime. */
 	assert_true(n > STB_REC_DEPTH + 4 && n < STB_NFRAMES);
@@ -1098,12 +1217,34 @@ static void test_depth_skip_callback(void **state)
 	assert_true(stb_sym_is(full[n - 1].symbol, "stb_ctx_trampoline"));
 	assert_true(stb_sym_is(full[n - 3].symbol, "stb_rec_main"));
 
-	/* Default depth: 64 frames, truncated. */
+	/* Default depth: 64 frames, truncated: butex_wait and 63 of the
+	 * recursion (the runtime's frames hidden, and not counted). */
 	stb_frames_poison(fr, STB_NFRAMES + 1);
 	assert_int_equal(stb_trace(t, NULL, fr, STB_NFRAMES, &info), 64);
 	assert_int_equal(info.truncated, 1);
 	assert_int_equal(info.nframes, 64);
 	assert_true(fr[64].ip == STB_SENTINEL_IP);
+	assert_true(stb_sym_is(fr[0].symbol, "butex_wait"));
+	for (int i = 1; i < 64; i++)
+		assert_true(stb_sym_is(fr[i].symbol, "stb_rec"));
+	/* ... and so for any depth, the frames of the full walk from butex_wait on. */
+	int api = stb_frames_find(full, n, "butex_wait", 0);
+	assert_true(api > 0);
+	struct stb_cb dcb = {.stop_after = 0};
+	struct stb_trace_opts dv = {.max_depth = 2, .on_frame = stb_cb_frame, .arg = &dcb};
+	stb_frames_poison(fr, STB_NFRAMES + 1);
+	assert_int_equal(stb_trace(t, &dv, fr, STB_NFRAMES, &info), 2);
+	assert_int_equal(info.truncated, 1);
+	assert_int_equal(dcb.calls, 2);
+	assert_true(fr[0].ip == full[api].ip && fr[1].ip == full[api + 1].ip);
+	assert_true(dcb.ips[0] == full[api].ip && dcb.ips[1] == full[api + 1].ip);
+	assert_true(fr[2].ip == STB_SENTINEL_IP);
+	dv = (struct stb_trace_opts){.max_depth = STB_NFRAMES, .no_symbols = 1};
+	assert_int_equal(stb_trace(t, &dv, fr, STB_NFRAMES, &info), n - api - 2);
+	for (int i = 0; i < n - api - 2; i++) {
+		assert_true(fr[i].ip == full[api + i].ip);
+		assert_null(fr[i].symbol);
+	}
 
 	/* max_depth 4: exactly the 4 innermost. */
 	stb_frames_poison(fr, STB_NFRAMES + 1);
@@ -1135,7 +1276,8 @@ static void test_depth_skip_callback(void **state)
 	/* A callback that says stop after 3 frames. */
 	struct stb_cb cb = {.stop_after = 3};
 	stb_frames_poison(fr, STB_NFRAMES + 1);
-	struct stb_trace_opts oc = {.max_depth = STB_NFRAMES, .on_frame = stb_cb_frame, .arg = &cb};
+	struct stb_trace_opts oc = {.max_depth = STB_NFRAMES, .on_frame = stb_cb_frame, .arg = &cb,
+				    .runtime_frames = 1};
 	assert_int_equal(stb_trace(t, &oc, fr, STB_NFRAMES, &info), 3);
 	assert_int_equal(cb.calls, 3);
 	assert_int_equal(info.nframes, 3);
@@ -1151,7 +1293,7 @@ static void test_depth_skip_callback(void **state)
 	for (int i = 0; i < n; i++)
 		assert_true(cb.ips[i] == full[i].ip);
 	/* no_symbols: same addresses, no names. */
-	struct stb_trace_opts on = {.max_depth = STB_NFRAMES, .no_symbols = 1};
+	struct stb_trace_opts on = {.max_depth = STB_NFRAMES, .no_symbols = 1, .runtime_frames = 1};
 	assert_int_equal(stb_trace(t, &on, fr, STB_NFRAMES, &info), n);
 	for (int i = 0; i < n; i++) {
 		assert_true(fr[i].ip == full[i].ip);
@@ -1209,7 +1351,7 @@ static void test_inline_depth(void **state)
 	assert_true(STB_WAIT_UNTIL(stb_state_of(t) == STB_TASK_SUSPENDED, 5000));
 	static struct stb_frame full[STB_NFRAMES + 1], fr[STB_NFRAMES + 1];
 	struct stb_trace_info info;
-	struct stb_trace_opts o = {.max_depth = STB_NFRAMES, .inline_frames = 1};
+	struct stb_trace_opts o = {.max_depth = STB_NFRAMES, .inline_frames = 1, .runtime_frames = 1};
 	int n = stb_trace(t, &o, full, STB_NFRAMES, &info);
 	assert_true(n > 4 && n < STB_NFRAMES);
 	int inl = -1;
@@ -1231,6 +1373,16 @@ static void test_inline_depth(void **state)
 		for (unsigned i = 0; i < want; i++)
 			assert_true(fr[i].ip == full[i].ip && fr[i].flags == full[i].flags);
 	}
+	/* By default the program's inline frame stays, the runtime's frames go
+	 * (those inlined into butex_wait too): exactly 4 frames. */
+	struct stb_trace_opts od = {.max_depth = STB_NFRAMES, .inline_frames = 1};
+	int dn = stb_trace(t, &od, fr, STB_NFRAMES, &info);
+	char why[1024] = "";
+	stb_frames_describe(fr, dn > 0 ? dn : 0, why, sizeof(why));
+	if (dn != 4 || !stb_sym_is(fr[0].symbol, "butex_wait") || fr[0].flags & STB_FRAME_F_INLINED ||
+	    !stb_sym_is(fr[1].symbol, "stb_inl_leaf") || !stb_sym_is(fr[2].symbol, "stb_inl_mid") ||
+	    !(fr[2].flags & STB_FRAME_F_INLINED) || !stb_sym_is(fr[3].symbol, "stb_inl_main"))
+		fail_msg("default view with inline frames: %d frames%s", dn, why);
 	__atomic_store_n((int *)stb_inl_butex, 1, __ATOMIC_RELEASE);
 	butex_wake_all(stb_inl_butex);
 	assert_int_equal(bthread_join(t, NULL), 0);
@@ -1324,6 +1476,60 @@ static void test_signal_blocked(void **state)
 	/* The thread unblocks the signal (the stale requests arrive and are ignored). */
 	__atomic_store_n(&p.stop, 1, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_join(th, NULL), 0);
+	STB_TEST_END();
+}
+
+/*
+ * A capture request that gets no reply in time, as when its thread gets no
+ * CPU on a busy machine (the test hook leaves it unsent), is asked once more:
+ * the trace succeeds after the first timeout. Unanswered twice, the error
+ * says what is known -- no reply within the timeout, the signal neither
+ * blocked nor ignored there, how to raise it -- never that it is blocked.
+ */
+static void test_signal_late(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	static struct stb_blk b;
+	stb_blk_init(&b, STB_K_SPIN);
+	assert_int_equal(stb_blk_start(&b, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&b.started, __ATOMIC_ACQUIRE), 5000));
+	assert_int_equal(stb_set_signal_trace_timeout_ms(300), 0);
+	struct stb_stats s0, s1;
+	stb_get_stats(&s0);
+	__atomic_store_n(&stb_test_unanswered_signals, 1, __ATOMIC_RELEASE);
+	struct stb_frame fr[STB_NFRAMES];
+	struct stb_trace_info info;
+	uint64_t t0 = stb_now_ns();
+	int n = stb_trace(b.id, NULL, fr, STB_NFRAMES, &info);
+	double ms = stb_test_ms_since(t0);
+	if (n != 3)
+		fail_msg("a late handler: stb_trace = %d (%s)", n, info.error);
+	assert_int_equal(info.mode, STB_TRACE_SIGNAL);
+	assert_true(ms >= 299.0); /* the first request timed out */
+	stb_get_stats(&s1);
+	assert_int_equal(s1.signal_timeouts, s0.signal_timeouts + 1);
+	assert_int_equal(__atomic_load_n(&stb_test_unanswered_signals, __ATOMIC_ACQUIRE), 0);
+
+	/* Unanswered twice: -ETIMEDOUT, and why. */
+	__atomic_store_n(&stb_test_unanswered_signals, 2, __ATOMIC_RELEASE);
+	t0 = stb_now_ns();
+	n = stb_trace(b.id, NULL, fr, STB_NFRAMES, &info);
+	ms = stb_test_ms_since(t0);
+	assert_int_equal(n, -ETIMEDOUT);
+	assert_true(ms >= 599.0); /* asked twice */
+	if (!strstr(info.error, "no reply") || !strstr(info.error, " in 300 ms, asked twice") ||
+	    !strstr(info.error, "not blocked or ignored") ||
+	    !strstr(info.error, "STB_SIGNAL_TRACE_TIMEOUT_MS raises it") ||
+	    strstr(info.error, "is blocked") || strstr(info.error, "blocked or ignored?"))
+		fail_msg("the error of a handler late twice: \"%s\"", info.error);
+	assert_true(ms < 10000.0);
+	stb_get_stats(&s0);
+	assert_int_equal(s0.signal_timeouts, s1.signal_timeouts + 2);
+	assert_int_equal(__atomic_load_n(&stb_test_unanswered_signals, __ATOMIC_ACQUIRE), 0);
+	stb_check_trace(b.id, STB_TRACE_SIGNAL, STB_TASK_RUNNING, NULL, 0, true);
+	assert_int_equal(stb_set_signal_trace_timeout_ms(STB_GENEROUS_MS), 0);
+	stb_blk_finish(&b, -1);
 	STB_TEST_END();
 }
 
@@ -1455,6 +1661,7 @@ int main(void)
 		cmocka_unit_test_setup(test_inline_depth, stb_generous_timeout),
 		cmocka_unit_test_setup(test_text_buffers_and_errors, stb_generous_timeout),
 		cmocka_unit_test_setup(test_signal_blocked, stb_generous_timeout),
+		cmocka_unit_test_setup(test_signal_late, stb_generous_timeout),
 		cmocka_unit_test_setup(test_stats, stb_generous_timeout),
 		/* Last: the trace signal's handler cannot be re-installed. */
 		cmocka_unit_test_setup(test_handler_replaced, stb_generous_timeout),

@@ -57,7 +57,7 @@ static void test_header(void **state)
 	check_bad(&h, 0, -ENOENT, "magic");
 	good_header(&h, 64);
 	h.abi_version = 7;
-	check_bad(&h, 0, -EPROTO, "ABI version 7; this reader understands ABI version 2");
+	check_bad(&h, 0, -EPROTO, "ABI version 7; this reader understands ABI version 3");
 	good_header(&h, 64);
 	h.entry_size = 128;
 	check_bad(&h, 0, -EPROTO, "entry size 128");
@@ -126,7 +126,7 @@ static void test_read_task(void **state)
 	struct stb_tview_task v;
 	set_task(&p, 1ull << 32, STB_TASK_SUSPENDED);
 	p.wait_word = STB_ABI_WAIT_WORD(STB_WAIT_FD, 0, 1, 7);
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_int_equal(v.bad, 0);
 	assert_int_equal(v.state, STB_TASK_SUSPENDED);
 	assert_int_equal(v.seq, 5);
@@ -136,7 +136,7 @@ static void test_read_task(void **state)
 	p.word = 37; /* what a loader used to shift 1u by */
 	p.wait_word = STB_ABI_WAIT_WORD(200, 0, 0, 0);
 	memset(p.name, 'A', sizeof(p.name));
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_true(v.bad & STB_TVIEW_BAD_STATE);
 	assert_true(v.bad & STB_TVIEW_BAD_KIND);
 	assert_true(v.bad & STB_TVIEW_BAD_NAME);
@@ -145,22 +145,92 @@ static void test_read_task(void **state)
 
 	set_task(&p, 1ull << 32, STB_TASK_RUNNING);
 	p.worker = 999;
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_true(v.bad & STB_TVIEW_BAD_WORKER);
 	p.flags = STB_ABI_TASK_F_PTHREAD; /* pthreads run on no worker */
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_false(v.bad & STB_TVIEW_BAD_WORKER);
 
 	set_task(&p, 1ull << 32, STB_TASK_READY);
 	p.stack_lo = p.stack_hi;
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_true(v.bad & STB_TVIEW_BAD_STACK);
 
+	/* Where a bthread runs is what the worker entries say (abi.h): its word
+	 * says READY (or READY_NO_STACK) while a worker's current names it. */
+	static struct stb_abi_worker w[3];
+	memset(w, 0, sizeof(w));
+	w[0].current = 7ull << 32 | 3; /* another task */
+	w[1].current = 1ull << 32;
+	w[1].tid = 4242;
+	w[2].tid = 4343;
+	struct stb_tview_wsrc src = {.w = w, .n = 3};
+	struct stb_tview_workers *ws = malloc(sizeof(*ws));
+	assert_non_null(ws);
+	stb_tview_workers_read(&src, ws);
+	set_task(&p, 1ull << 32, STB_TASK_READY);
+	stb_tview_read_task(ws, &p, &v);
+	assert_int_equal(v.bad, 0);
+	assert_int_equal(v.state, STB_TASK_RUNNING);
+	assert_int_equal(v.worker, 1);
+	assert_int_equal(v.tid, 4242);
+	stb_tview_read_task_now(&src, &p, &v);
+	assert_int_equal(v.state, STB_TASK_RUNNING);
+	assert_int_equal(v.tid, 4242);
+	p.word = STB_TASK_READY_NO_STACK; /* its first run */
+	stb_tview_read_task(ws, &p, &v);
+	assert_int_equal(v.state, STB_TASK_RUNNING);
+	/* Switching to it: about to run. */
+	w[1].current = 0;
+	w[2].current = 1ull << 32 | STB_ABI_CURRENT_SWITCHING;
+	stb_tview_workers_read(&src, ws);
+	set_task(&p, 1ull << 32, STB_TASK_READY);
+	stb_tview_read_task(ws, &p, &v);
+	assert_int_equal(v.state, STB_TASK_ABOUT_TO_RUN);
+	assert_int_equal(v.worker, 2);
+	assert_int_equal(v.tid, 4343);
+	assert_int_equal(stb_tview_named(ws, 1ull << 32, NULL), STB_TASK_ABOUT_TO_RUN);
+	/* Leaving (SUSPENDING), suspended, or another version of the slot: not
+	 * running, whatever a worker still says. */
+	w[2].current = 1ull << 32;
+	stb_tview_workers_read(&src, ws);
+	set_task(&p, 1ull << 32, STB_TASK_SUSPENDING);
+	stb_tview_read_task(ws, &p, &v);
+	assert_int_equal(v.state, STB_TASK_SUSPENDING);
+	assert_int_equal(v.worker, STB_ABI_MAX_WORKERS);
+	set_task(&p, 2ull << 32, STB_TASK_READY);
+	stb_tview_read_task(ws, &p, &v);
+	assert_int_equal(v.state, STB_TASK_READY);
+	assert_int_equal(v.tid, 0);
+	/* Not named: queued. No worker entries at all: the same. */
+	set_task(&p, 5ull << 32, STB_TASK_READY);
+	stb_tview_read_task(ws, &p, &v);
+	assert_int_equal(v.state, STB_TASK_READY);
+	stb_tview_read_task(NULL, &p, &v);
+	assert_int_equal(v.state, STB_TASK_READY);
+	/* Ids no task has (0, the switching bit) are never named. */
+	w[0].current = STB_ABI_CURRENT_SWITCHING;
+	stb_tview_workers_read(&src, ws);
+	assert_int_equal(stb_tview_named(ws, 0, NULL), STB_TASK_UNUSED);
+	assert_int_equal(stb_tview_named(ws, STB_ABI_CURRENT_SWITCHING, NULL), STB_TASK_UNUSED);
+	assert_int_equal(stb_tview_named_now(&src, STB_ABI_CURRENT_SWITCHING, NULL),
+			 STB_TASK_UNUSED);
+	/* A live header's worker count bounds the entries read; a hostile one
+	 * is clamped. */
+	struct stb_abi_header h;
+	memset(&h, 0, sizeof(h));
+	h.nworkers = 2;
+	src.hdr = &h;
+	assert_int_equal(stb_tview_named_now(&src, 1ull << 32, NULL), STB_TASK_UNUSED);
+	h.nworkers = 3;
+	assert_int_equal(stb_tview_named_now(&src, 1ull << 32, NULL), STB_TASK_RUNNING);
+	free(ws);
+
 	set_task(&p, 0, STB_TASK_SUSPENDED);
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_false(stb_tview_live(&v));
 	set_task(&p, 1ull << 32, STB_TASK_DESTROYED);
-	stb_tview_read_task(&p, &v);
+	stb_tview_read_task(NULL, &p, &v);
 	assert_false(stb_tview_live(&v));
 }
 
@@ -243,6 +313,32 @@ static void test_scan(void **state)
 	stb_tview_scan(&src, mask, 0, count_fn, &s, &r);
 	assert_int_equal(s.n, suspended);
 	assert_int_equal(r.invalid, bad);
+
+	/* Ready tasks that workers name are running: the filter sees them as
+	 * the worker entries said when the scan began. */
+	static struct stb_abi_worker w[4];
+	memset(w, 0, sizeof(w));
+	uint32_t ready[3] = {NSLOT - 2, NSLOT - 5, NSLOT - 8}; /* s % 3 == 2: not live yet */
+	for (int i = 0; i < 3; i++)
+		set_task(&tb.t[ready[i]], (1ull << 32) | ready[i], STB_TASK_READY);
+	w[0].current = (1ull << 32) | ready[0];
+	w[3].current = (1ull << 32) | ready[1] | STB_ABI_CURRENT_SWITCHING;
+	src.workers = (struct stb_tview_wsrc){.w = w, .n = 4};
+	memset(&s, 0, sizeof(s));
+	stb_tview_scan(&src, 1u << STB_TASK_RUNNING, 0, count_fn, &s, &r);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.last_slot, ready[0]);
+	memset(&s, 0, sizeof(s));
+	stb_tview_scan(&src, 1u << STB_TASK_ABOUT_TO_RUN, 0, count_fn, &s, &r);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.last_slot, ready[1]);
+	memset(&s, 0, sizeof(s));
+	stb_tview_scan(&src, 1u << STB_TASK_READY, 0, count_fn, &s, &r);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.last_slot, ready[2]);
+	for (int i = 0; i < 3; i++)
+		memset(&tb.t[ready[i]], 0, sizeof(tb.t[0]));
+	src.workers = (struct stb_tview_wsrc){0};
 
 	/* A deadline in the past: nothing is visited, everything counted. */
 	memset(&s, 0, sizeof(s));

@@ -21,6 +21,7 @@
 
 #include "bthread/bthread.h"
 #include "bthread/mutex.h"
+#include "bthread/unstable.h"
 #include "stb/stb.h"
 #include "support/proc.h"
 
@@ -371,6 +372,97 @@ static void test_silent_for_yielders_and_churn(void **state)
 	bthread_mutex_destroy(&churn_mu);
 }
 
+static bthread_mutex_t hm;
+static volatile int holder_stop;
+
+/* Holds hm while it sleeps (a lock held across a sleep, as in a bug). */
+__attribute__((noinline)) static void *wdog_holder_fn(void *arg)
+{
+	(void)arg;
+	bthread_mutex_lock(&hm);
+	while (!__atomic_load_n(&holder_stop, __ATOMIC_ACQUIRE))
+		bthread_usleep(20000);
+	bthread_mutex_unlock(&hm);
+	return NULL;
+}
+
+__attribute__((noinline)) static void *wdog_hm_waiter(void *arg)
+{
+	(void)arg;
+	bthread_mutex_lock(&hm);
+	bthread_mutex_unlock(&hm);
+	return NULL;
+}
+
+/* Idle by design: waits on its fd, or sleeps, until told to end. */
+__attribute__((noinline)) static void *wdog_idle_fd(void *arg)
+{
+	bthread_fd_wait((int)(intptr_t)arg, 1 /* EPOLLIN */);
+	return NULL;
+}
+
+__attribute__((noinline)) static void *wdog_idle_sleeper(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&holder_stop, __ATOMIC_ACQUIRE))
+		bthread_usleep(500000);
+	return NULL;
+}
+
+static bthread_t start_named(void *(*fn)(void *), void *arg, const char *name)
+{
+	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
+	bthread_attr_set_name(&attr, name);
+	bthread_t t;
+	assert_int_equal(bthread_start_background(&t, &attr, fn, arg), 0);
+	return t;
+}
+
+/* The holder of the mutex two stuck bthreads wait on is in the report, by
+ * name, with its stack and what it holds, though it only sleeps (not stuck
+ * itself); idle fd waiters and sleepers are not. */
+static void test_holder_shown(void **state)
+{
+	(void)state;
+	reset();
+	assert_int_equal(bthread_mutex_init(&hm, NULL), 0);
+	holder_stop = 0;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	bthread_t holder = start_named(wdog_holder_fn, NULL, "wd holder");
+	ts_sleep_ms(50); /* it holds hm */
+	bthread_t w1 = start_named(wdog_hm_waiter, NULL, "wd waiter");
+	bthread_t w2 = start_named(wdog_hm_waiter, NULL, "wd waiter");
+	bthread_t fdw = start_named(wdog_idle_fd, (void *)(intptr_t)p[0], "wd idle fd");
+	bthread_t sl = start_named(wdog_idle_sleeper, NULL, "wd idle sleeper");
+	assert_int_equal(stb_watchdog_start(300 * MS, on_report, &got), 0);
+	bool caught = wait_reports(1, 10000);
+	assert_int_equal(stb_watchdog_stop(), 0);
+	__atomic_store_n(&holder_stop, 1, __ATOMIC_RELEASE);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	bthread_t all[] = {holder, w1, w2, fdw, sl};
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(bthread_join(all[i], NULL), 0);
+	close(p[0]);
+	close(p[1]);
+	bthread_mutex_destroy(&hm);
+	assert_true(caught);
+	snapshot(0, &rep0);
+	char named[160], holds[160];
+	snprintf(named, sizeof(named), "held by bthread %llu \"wd holder\" [suspended, ",
+		 (unsigned long long)holder);
+	const char *added = strstr(rep0.text, "\n# not selected, shown because the tasks above wait "
+					      "on them:\n\n");
+	snprintf(holds, sizeof(holds), "  holds mutex %p \xe2\x80\x94 2 waiting\n", (void *)&hm);
+	if (!strstr(rep0.text, named) || !added || !strstr(added, "\"wd holder\"") ||
+	    !strstr(added, holds) || !strstr(added, "wdog_holder_fn+0x"))
+		fail_msg("the holder is not shown with its stack and what it holds:\n%s", rep0.text);
+	if (strstr(rep0.text, "wdog_idle_fd") || strstr(rep0.text, "wdog_idle_sleeper"))
+		fail_msg("an idle fd waiter or sleeper reported as stuck:\n%s", rep0.text);
+	assert_int_equal(rep0.blocked, 2); /* the holder is not stuck */
+	reset();
+}
+
 static void test_stopped_reports_nothing(void **state)
 {
 	(void)state;
@@ -439,6 +531,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_blocked_once_per_episode_rate_limited),
 		cmocka_unit_test(test_rate_limit_between_episodes),
 		cmocka_unit_test(test_silent_for_yielders_and_churn),
+		cmocka_unit_test(test_holder_shown),
 		cmocka_unit_test(test_stopped_reports_nothing),
 		cmocka_unit_test(test_env),
 	};

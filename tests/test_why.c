@@ -46,15 +46,19 @@ static char *dump(const char *fmt, int group, unsigned stuck_ms, int all_ids)
 	return text;
 }
 
-static void check_scenario(enum why_dl dl)
+static void check_scenario(enum why_dl dl, const char *const *extra)
 {
-	why_start(&tg, dl, NULL, NULL);
+	why_start(&tg, dl, extra, NULL);
 	char *text = dump("text", 0, 0, 0);
 	why_check_text(text, &tg);
+	why_check_header(text, "stb_dump", (int)tg.t.pid);
+	why_check_holders_text(text, &tg, false);
 	free(text);
 	char *json = dump("json", 0, 0, 0);
 	struct ts_json *doc = why_parse_json(json);
 	why_check_json(doc, &tg);
+	why_check_header_json(doc, (int)tg.t.pid);
+	why_check_holders_json(doc, &tg, false);
 	why_check_schema(json, NULL, NULL);
 	ts_json_free(doc);
 	free(json);
@@ -64,31 +68,32 @@ static void check_scenario(enum why_dl dl)
 static void test_waits(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_NONE);
+	static const char *const args[] = {"--execq", NULL};
+	check_scenario(WHY_DL_NONE, args); /* with an execution queue */
 }
 
 static void test_deadlock_mutex2(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_MUTEX2);
+	check_scenario(WHY_DL_MUTEX2, NULL);
 }
 
 static void test_deadlock_mutex3(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_MUTEX3);
+	check_scenario(WHY_DL_MUTEX3, NULL);
 }
 
 static void test_deadlock_join(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_JOIN);
+	check_scenario(WHY_DL_JOIN, NULL);
 }
 
 static void test_deadlock_pthread(void **state)
 {
 	(void)state;
-	check_scenario(WHY_DL_PTHREAD);
+	check_scenario(WHY_DL_PTHREAD, NULL);
 }
 
 /* Heavy mutex churn (locks taken in one order): never a deadlock, however
@@ -121,11 +126,13 @@ static void test_churn(void **state)
 }
 
 /* stuck_ns: a spin of 2 s and more and the long blocked are in, tickers
- * (blocked for 5 ms at a time) are not. */
+ * (blocked for 5 ms at a time) are not, nor fd waiters and sleepers (the
+ * watchdog's meaning); the holders the stuck ones wait on are added. */
 static void test_stuck(void **state)
 {
 	(void)state;
-	static const char *const args[] = {"--spin", "60000", "--tickers", "8", NULL};
+	static const char *const args[] = {"--spin", "60000", "--tickers", "8", "--fds", "3",
+					   "--http", NULL};
 	why_start(&tg, WHY_DL_NONE, args, NULL);
 	ts_sleep_ms(2300);
 	char *text = dump("text", 0, 2000, 0);
@@ -138,7 +145,19 @@ static void test_stuck(void **state)
 	for (unsigned i = 0; i < tg.tickers->n; i++)
 		if (why_text_line(text, tg.tickers->ids[i], line, sizeof(line)))
 			fail_msg("ticker %" PRIu64 " reported as stuck: %s", tg.tickers->ids[i], line);
+	for (unsigned i = 0; i < tg.fdwaiters->n; i++)
+		if (why_text_line(text, tg.fdwaiters->ids[i], line, sizeof(line)))
+			fail_msg("fd waiter reported as stuck: %s", line);
+	if (why_text_line(text, tg.fd, line, sizeof(line)) || strstr(text, "\"stb debug http"))
+		fail_msg("an fd wait reported as stuck:\n%s", text);
+	why_check_holders_text(text, &tg, true);
 	free(text);
+	char *json = dump("json", 0, 2000, 0);
+	struct ts_json *doc = why_parse_json(json);
+	why_check_holders_json(doc, &tg, true);
+	why_check_schema(json, NULL, NULL);
+	ts_json_free(doc);
+	free(json);
 	text = dump("text", 0, 600000, 0);
 	if (strstr(text, "bthread "))
 		fail_msg("tasks stuck for 10 minutes in a target 3 s old:\n%s", text);
@@ -184,24 +203,22 @@ static void test_grouped(void **state)
 	if (strstr(text, "[suspended]"))
 		fail_msg("a suspended group without its time:\n%.3000s", text);
 	free(text);
-	text = dump("text", 1, 0, 1); /* every id, on lines of 100 columns */
+	text = dump("text", 1, 0, 1); /* every member: its id and name, a line each */
 	g = strstr(text, "2000 bthreads [suspended, ");
 	assert_non_null(g);
-	ids = strstr(g, "\n  ids ");
-	assert_non_null(ids);
 	unsigned nids = 0;
 	uint64_t last = 0;
-	for (const char *line = ids + 1; strncmp(line, "  ids ", 6) == 0 ||
-					 (strncmp(line, "      ", 6) == 0 && line[6] != ' ');) {
+	for (const char *line = strchr(g, '\n') + 1; line[0] == ' ' && line[2] >= '0' &&
+						    line[2] <= '9';) {
 		eol = strchr(line, '\n');
 		assert_non_null(eol);
-		assert_true(eol - line <= 100);
-		for (const char *p = line + 5; p < eol; nids++) {
-			char *end;
-			last = strtoull(p, &end, 10);
-			assert_true(end > p);
-			p = end;
-		}
+		char *end;
+		last = strtoull(line + 2, &end, 10);
+		char want[48];
+		snprintf(want, sizeof(want), " \"conn %u\"\n", nids + 1);
+		if (strncmp(end, want, strlen(want)) != 0)
+			fail_msg("member %u: %.*s", nids + 1, (int)(eol - line), line);
+		nids++;
 		line = eol + 1;
 	}
 	assert_int_equal(nids, 2000);
@@ -255,7 +272,7 @@ static void test_grouped(void **state)
 static void test_http(void **state)
 {
 	(void)state;
-	static const char *const args[] = {"--http", NULL};
+	static const char *const args[] = {"--http", "--execq", NULL};
 	why_start(&tg, WHY_DL_MUTEX3, args, NULL);
 	assert_true(tg.port > 0);
 	char *body;
@@ -273,7 +290,21 @@ static void test_http(void **state)
 			 200);
 	if (strstr(body, " tasks [") || strstr(body, " bthreads ["))
 		fail_msg("?stuck=600 listed tasks:\n%.2000s", body);
-	assert_non_null(strstr(body, "Found 1 deadlock:\n")); /* the table's, whatever the filter */
+	/* The table's deadlock, of tasks not selected: one line, and where to look. */
+	if (strstr(body, "Found ") ||
+	    !strstr(body, "\n# 1 deadlock among tasks not selected here: /bthreads/all shows it\n"))
+		fail_msg("not one line for the deadlock with ?stuck=600:\n%.2000s", body);
+	free(body);
+	/* The leak view, text and JSON. */
+	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/leaks", &body), 200);
+	why_check_header(body, "stb debug http", (int)tg.t.pid);
+	if (!strstr(body, " bthreads created by start+0x") || !strstr(body, "\n  oldest "))
+		fail_msg("no leak view on /bthreads/leaks:\n%.2000s", body);
+	free(body);
+	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/leaks?format=json", &body), 200);
+	why_check_schema(body, NULL, NULL);
+	free(body);
+	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/leaks?format=pprof", &body), 400);
 	free(body);
 	assert_int_equal(why_http_get((unsigned)tg.port, "/bthreads/all?stuck=abc", &body), 400);
 	free(body);
@@ -283,6 +314,45 @@ static void test_http(void **state)
 	assert_true(why_text_line(body, tg.waiter, line, sizeof(line)));
 	assert_non_null(strstr(line, " held by bthread "));
 	free(body);
+	why_stop(&tg);
+}
+
+/* stb_dump's leak view (leaks = 1): the bthreads by creation site, the
+ * leak's with its file:line, count, ages and states, in text and JSON. */
+static void test_leaks(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--leak", "40", NULL};
+	why_start(&tg, WHY_DL_NONE, args, NULL);
+	char path[4200], cmd[4400], reply[256];
+	snprintf(path, sizeof(path), "%s/why-leaks-%d.out", ts_tmpdir(), (int)getpid());
+	for (int json = 0; json < 2; json++) {
+		snprintf(cmd, sizeof(cmd), "leaks %s %s", json ? "json" : "text", path);
+		assert_int_equal(ts_ltarget_cmd(&tg.t, cmd, reply, sizeof(reply)), 0);
+		int rc = -1;
+		if (sscanf(reply, "leaks rc=%d", &rc) != 1 || rc < 40)
+			fail_msg("stb_dump's leak view failed in the target: %s", reply);
+		char *out = why_read_file(path);
+		if (json) {
+			why_check_schema(out, NULL, NULL);
+			struct ts_json *doc = why_parse_json(out);
+			assert_int_equal(ts_json_u64(doc, "bthreads", 0), (uint64_t)rc);
+			const struct ts_json *s = ts_json_get(doc, "sites")->child;
+			assert_non_null(s); /* the most populous first */
+			assert_string_equal(ts_json_str(s, "function"), "leak_spawn");
+			assert_int_equal(ts_json_u64(s, "count", 0), 40);
+			assert_non_null(strstr(ts_json_str(s, "file"), "why_target.c"));
+			ts_json_free(doc);
+		} else {
+			why_check_header(out, "stb_dump", (int)tg.t.pid);
+			const char *site = strstr(out, "\n\n40 bthreads created by leak_spawn+0x");
+			if (!site || !strstr(site, "why_target.c:") ||
+			    !strstr(site, "\n  oldest ") || !strstr(site, "; 40 suspended\n"))
+				fail_msg("no site of the leak in stb_dump's leak view:\n%s", out);
+		}
+		free(out);
+	}
+	unlink(path);
 	why_stop(&tg);
 }
 
@@ -298,6 +368,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stuck, teardown),
 		cmocka_unit_test_teardown(test_grouped, teardown),
 		cmocka_unit_test_teardown(test_http, teardown),
+		cmocka_unit_test_teardown(test_leaks, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

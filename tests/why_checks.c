@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -55,8 +56,15 @@ void why_start(struct why_target *w, enum why_dl dl, const char *const *extra, c
 	w->creator = one_id(&w->t, "creator", 0);
 	w->child = one_id(&w->t, "child", 0);
 	w->joiner = one_id(&w->t, "joiner", 0);
-	for (unsigned i = 0; i < 7; i++)
+	for (unsigned i = 0; i < 9; i++)
 		w->objs[i] = one_id(&w->t, "objects", i);
+	w->wrlocker = one_id(&w->t, "wrlocker", 0);
+	w->reader = one_id(&w->t, "rwwaiters", 0);
+	w->writer = one_id(&w->t, "rwwaiters", 1);
+	w->idlocker = one_id(&w->t, "idlocker", 0);
+	w->idwaiter = one_id(&w->t, "idwaiter", 0);
+	w->fdwaiters = ts_ltarget_chain(&w->t, "fdwaiters");
+	w->fdnums = ts_ltarget_chain(&w->t, "fdnums");
 	w->tid = one_id(&w->t, "info", 0);
 	w->fdnum = one_id(&w->t, "info", 1);
 	w->port = one_id(&w->t, "info", 2);
@@ -71,6 +79,12 @@ void why_start(struct why_target *w, enum why_dl dl, const char *const *extra, c
 	}
 	const struct ts_chain *s = ts_ltarget_chain(&w->t, "spin");
 	w->spin = s && s->n ? s->ids[0] : 0;
+	const struct ts_chain *e = ts_ltarget_chain(&w->t, "execq");
+	if (e && e->n == 3) {
+		w->execq_consumer = e->ids[0];
+		w->execq_joiner = e->ids[1];
+		w->execq_queue = e->ids[2];
+	}
 	w->churn = ts_ltarget_chain(&w->t, "churn");
 	w->yield = ts_ltarget_chain(&w->t, "yield");
 	w->tickers = ts_ltarget_chain(&w->t, "tickers");
@@ -181,6 +195,19 @@ void why_check_text(const char *text, const struct why_target *w)
 	snprintf(want, sizeof(want), " waiting on join of bthread %" PRIu64 " \"why sleep\"",
 		 w->sleep);
 	need_in(line, want, "join");
+	/* An execution queue: its consumer asleep in a task (three queued), and
+	 * a joiner waiting on the queue. */
+	if (w->execq_consumer) {
+		line_of(text, w->execq_consumer, line, sizeof(line));
+		snprintf(want, sizeof(want), " working on execution queue 0x%" PRIx64 " (3 queued)",
+			 w->execq_queue);
+		need_in(line, want, "execution queue consumer");
+		need_in(line, " sleeping, ", "execution queue consumer's sleep");
+		line_of(text, w->execq_joiner, line, sizeof(line));
+		snprintf(want, sizeof(want), " waiting on execution queue 0x%" PRIx64 " (3 queued)",
+			 w->execq_queue);
+		need_in(line, want, "execution queue joiner");
+	}
 	/* Created by: the creator's function, in the creator bthread. */
 	char child[64];
 	snprintf(child, sizeof(child), "bthread %" PRIu64 " \"why child\"", w->child);
@@ -277,6 +304,19 @@ void why_check_json(const struct ts_json *doc, const struct why_target *w)
 	assert_int_equal(hex_of(v, "mutex"), w->objs[3]);
 	v = json_wait(doc, w->joiner, "join");
 	assert_int_equal(ts_json_u64(v, "target", 0), w->sleep);
+	if (w->execq_consumer) {
+		const struct ts_json *c = why_json_task(doc, w->execq_consumer);
+		assert_non_null(c);
+		const struct ts_json *q = ts_json_get(c, "execution_queue");
+		if (!q)
+			fail_msg("the execution queue consumer has no \"execution_queue\"");
+		assert_int_equal(hex_of(q, "queue"), w->execq_queue);
+		assert_int_equal(ts_json_u64(q, "queued", 99), 3);
+		v = json_wait(doc, w->execq_joiner, "execution-queue");
+		assert_int_equal(hex_of(v, "object"), w->execq_queue);
+		assert_int_equal(ts_json_u64(v, "queued", 99), 3);
+		assert_null(ts_json_get(why_json_task(doc, w->execq_joiner), "execution_queue"));
+	}
 	const struct ts_json *t = why_json_task(doc, w->waiter);
 	assert_non_null(ts_json_get(t, "blocked_s"));
 	/* Created by. */
@@ -375,4 +415,150 @@ struct ts_json *why_parse_json(const char *text)
 	if (!doc)
 		fail_msg("not JSON (%s): %.2000s", err ? err : "?", text);
 	return doc;
+}
+
+/* ---- issue 27: the header, holders, what they hold, filtered runs ---- */
+
+void why_check_header(const char *text, const char *producer, int pid)
+{
+	char want[160];
+	snprintf(want, sizeof(want), "# %s of pid %d (why_target) at ", producer, pid);
+	if (strncmp(text, want, strlen(want)) != 0)
+		fail_msg("the report does not start with \"%s\":\n%.600s", want, text);
+	const char *eol = strchr(text, '\n');
+	if (!eol || eol[1] != '\n')
+		fail_msg("the header is not one line and a blank one:\n%.600s", text);
+	char line[600];
+	snprintf(line, sizeof(line), "%.*s", (int)(eol - text), text);
+	/* The time: a date and a time of day in UTC, within a minute of now. */
+	int y, mo, d, h, mi, sec, ms;
+	const char *at = line + strlen(want);
+	if (sscanf(at, "%d-%d-%d %d:%d:%d.%d UTC: ", &y, &mo, &d, &h, &mi, &sec, &ms) != 7)
+		fail_msg("no time in the header: %s", line);
+	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+			.tm_min = mi, .tm_sec = sec};
+	time_t t = timegm(&tm);
+	if (labs((long)(t - time(NULL))) > 60)
+		fail_msg("the header's time is not now: %s", line);
+	/* Tasks by state, and the table's slots (of the default capacity). */
+	const char *tasks = strstr(at, " UTC: ");
+	unsigned n = 0, used = 0;
+	char cap[32];
+	if (!tasks || sscanf(tasks, " UTC: %u bthreads", &n) != 1 || n < 10 ||
+	    !strstr(tasks, " suspended") || !strstr(tasks, "; ") ||
+	    sscanf(strstr(tasks, "; "), "; %u of %31s table slots used", &used, cap) != 2 ||
+	    used < n || strcmp(cap, "1,048,576") != 0 || strcmp(line + strlen(line) - 17,
+							      " table slots used") != 0)
+		fail_msg("no tasks by state and table slots in the header: %s", line);
+}
+
+void why_check_header_json(const struct ts_json *doc, int pid)
+{
+	assert_int_equal(ts_json_u64(doc, "pid", 0), (uint64_t)pid);
+	uint64_t t = ts_json_u64(doc, "time_ns", 0);
+	uint64_t now = (uint64_t)time(NULL) * 1000000000ull;
+	if (t + 60000000000ull < now || t > now + 60000000000ull)
+		fail_msg("time_ns %" PRIu64 " is not now", t);
+	const struct ts_json *st = ts_json_get(doc, "tasks_by_state");
+	if (!st || st->type != TS_JOBJ || ts_json_u64(st, "suspended", 0) < 10)
+		fail_msg("no tasks_by_state with the suspended tasks");
+	assert_non_null(ts_json_get(doc, "registered_pthreads"));
+	assert_true(ts_json_u64(doc, "slots_used", 0) >= ts_json_u64(st, "suspended", 0));
+}
+
+/* The text after the heading of the tasks a report added, or NULL. */
+static const char *added_part(const char *text)
+{
+	return strstr(text, "\n# not selected, shown because the tasks above wait on them:\n\n");
+}
+
+/* The section of task id (from its header line to the blank line). */
+static void section_of(const char *text, uint64_t id, char *buf, size_t len)
+{
+	char line[1024];
+	line_of(text, id, line, sizeof(line));
+	const char *s = strstr(text, line);
+	const char *e = strstr(s, "\n\n");
+	size_t n = e ? (size_t)(e - s) : strlen(s);
+	snprintf(buf, len, "%.*s", (int)(n < len - 1 ? n : len - 1), s);
+}
+
+void why_check_holders_text(const char *text, const struct why_target *w, bool filtered)
+{
+	char sec[4096], want[256];
+	const char *added = added_part(text);
+	if (filtered && !added)
+		fail_msg("no tasks added for what the selected ones wait on:\n%.6000s", text);
+	/* Each holder, after the selected tasks when the run was filtered, with
+	 * what it holds and how many wait on it, and its stack. */
+	static const struct {
+		const char *fn;
+		unsigned obj;
+		const char *what;
+		unsigned waiting;
+	} holders[] = {
+		{"owner_fn", 0, "mutex", 1},
+		{"wrlocker_fn", 7, "rwlock", 2},
+		{"idlocker_fn", 8, "bthread_id", 1},
+	};
+	const uint64_t ids[] = {w->owner, w->wrlocker, w->idlocker};
+	for (unsigned i = 0; i < 3; i++) {
+		char line[1024];
+		line_of(filtered ? added : text, ids[i], line, sizeof(line));
+		section_of(filtered ? added : text, ids[i], sec, sizeof(sec));
+		snprintf(want, sizeof(want), "\n  holds %s 0x%" PRIx64 "%s \xe2\x80\x94 %u waiting\n",
+			 holders[i].what, w->objs[holders[i].obj],
+			 holders[i].obj == 7 ? " for writing" : "", holders[i].waiting);
+		char withnl[4200];
+		snprintf(withnl, sizeof(withnl), "%s\n", sec);
+		need_in(withnl, want, "what a holder holds");
+		snprintf(want, sizeof(want), " %s+0x", holders[i].fn);
+		need_in(sec, want, "a holder's stack");
+		need_in(line, " sleeping", "the holder's state");
+	}
+	/* The waiters name their holders. */
+	char line[1024];
+	line_of(text, w->reader, line, sizeof(line));
+	snprintf(want, sizeof(want), " waiting on rwlock 0x%" PRIx64 " to read held by bthread %" PRIu64
+		 " \"why wrlocker\" [suspended, ", w->objs[7], w->wrlocker);
+	need_in(line, want, "an rwlock reader names the writer");
+	line_of(text, w->idwaiter, line, sizeof(line));
+	snprintf(want, sizeof(want), " waiting on bthread_id 0x%" PRIx64 " held by bthread %" PRIu64
+		 " \"why idlocker\" [suspended, ", w->objs[8], w->idlocker);
+	need_in(line, want, "an id waiter names the locker");
+}
+
+void why_check_holders_json(const struct ts_json *doc, const struct why_target *w, bool filtered)
+{
+	static const char *const kinds[] = {"mutex", "rwlock-write", "id"};
+	const uint64_t ids[] = {w->owner, w->wrlocker, w->idlocker};
+	const uint64_t objs[] = {w->objs[0], w->objs[7], w->objs[8]};
+	const uint64_t waiting[] = {1, 2, 1};
+	for (unsigned i = 0; i < 3; i++) {
+		const struct ts_json *t = why_json_task(doc, ids[i]);
+		if (!t)
+			fail_msg("holder %" PRIu64 " not in the JSON document", ids[i]);
+		const struct ts_json *sel = ts_json_get(t, "selected");
+		if (filtered != (sel != NULL))
+			fail_msg("holder %" PRIu64 ": \"selected\" %s", ids[i],
+				 sel ? "present in a run without a filter" : "missing");
+		const struct ts_json *h = ts_json_get(t, "holds");
+		if (!h || h->type != TS_JARR || h->n != 1)
+			fail_msg("holder %" PRIu64 ": no \"holds\" of one object", ids[i]);
+		assert_string_equal(ts_json_str(h->child, "kind"), kinds[i]);
+		assert_int_equal(hex_of(h->child, "object"), objs[i]);
+		assert_int_equal(ts_json_u64(h->child, "waiting", 0), waiting[i]);
+	}
+	/* Who holds nothing that others wait on says nothing. */
+	assert_null(ts_json_get(why_json_task(doc, w->waiter), "holds"));
+}
+
+const struct ts_json *why_json_site(const struct ts_json *doc, const char *function)
+{
+	const struct ts_json *sites = ts_json_get(doc, "sites");
+	for (const struct ts_json *s = sites ? sites->child : NULL; s; s = s->next)
+		if (ts_json_str(s, "function") && strcmp(ts_json_str(s, "function"), function) == 0)
+			return s;
+	fail_msg("no creation site in %s in the leak view", function);
+	return NULL;
 }

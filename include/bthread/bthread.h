@@ -59,9 +59,10 @@ STB_EXPORT int bthread_start_background(bthread_t *tid, const bthread_attr_t *at
 
 /*
  * Waits until bthread bt finishes; when ret is not NULL stores fn's return
- * value (or bthread_exit's argument) there, or NULL once that result was
- * reclaimed (the finished bthread's slot was reused and that later bthread
- * finished too). Blocks the calling bthread (or pthread); not ended by
+ * value (or bthread_exit's argument) there, as pthread_join does, or NULL once
+ * that result was reclaimed (the finished bthread's slot was reused and that
+ * later bthread finished too). (bRPC always stores NULL: a bRPC program reads
+ * only what its own function returned.) Blocks the calling bthread (or pthread); not ended by
  * bthread_stop or bthread_interrupt. When join returns, bt is gone: it is no
  * longer traceable (bthread_stack_trace gives -ESRCH). Returns 0 (also for a
  * bthread that finished long ago), or EINVAL if bt was never returned by
@@ -90,10 +91,12 @@ STB_EXPORT int bthread_yield(void);
 
 /*
  * Suspends the calling bthread for at least microseconds (a pthread or a
- * BTHREAD_ATTR_PTHREAD bthread sleeps in the kernel, not interruptible).
- * Returns 0; -1 with errno ESTOP when the bthread was stopped (see
- * bthread_stop), also when stopped before the call, or EINTR when it was
- * interrupted (bthread_interrupt).
+ * BTHREAD_ATTR_PTHREAD bthread sleeps in the kernel, not interruptible); 0
+ * microseconds is bthread_yield. Returns 0; -1 when the sleep was
+ * interrupted, with errno ESTOP when the bthread was stopped (bthread_stop),
+ * EINTR otherwise (bthread_interrupt). An interrupt that came while the
+ * bthread did not wait ends its next wait at once; as bRPC, it ends only that
+ * one: a stopped bthread's later sleeps sleep.
  */
 STB_EXPORT int bthread_usleep(uint64_t microseconds);
 
@@ -117,7 +120,9 @@ STB_EXPORT int bthread_getconcurrency(void);
  */
 STB_EXPORT int bthread_getconcurrency_by_tag(bthread_tag_t tag);
 /*
- * Grows pool tag to num workers (starting the pool if needed). Returns 0
+ * Grows pool tag to num workers (starting the pool if needed: pools start on
+ * the first use of their tag; bRPC refuses, EINVAL, a tag beyond its
+ * task_group_ntags flag, which a bRPC program raises first). Returns 0
  * (also for BTHREAD_TAG_INVALID: nothing done), EINVAL (tag or num out of
  * range), EPERM (num below the pool's size) or EAGAIN.
  */
@@ -126,19 +131,21 @@ STB_EXPORT int bthread_setconcurrency_by_tag(int num, bthread_tag_t tag);
 STB_EXPORT bthread_tag_t bthread_self_tag(void);
 
 /*
- * Wakes bthread tid from what it waits in: butex_wait (and so fd waits,
- * condition variables, semaphores...) returns -1/EINTR, bthread_usleep -1 with
- * EINTR (ESTOP when stopped); mutex locks and joins are not affected (they
- * keep waiting). When tid does not wait, its next such wait returns at once.
- * Returns 0, or EINVAL when tid is not a live bthread. Thread-safe, does not
- * block. (C++: an overload takes a tag, as bRPC's default argument.)
+ * Wakes bthread tid from what it waits in: butex_wait (and so condition
+ * variables, semaphores...) returns -1/EINTR, an fd wait 0 (as bRPC's),
+ * bthread_usleep -1 with EINTR (ESTOP when stopped); mutex locks, joins and
+ * bthread_connect are not affected (they keep waiting). When tid does not
+ * wait, its next such wait returns at once (that one only). Returns 0, or
+ * EINVAL when tid is not a live bthread. Thread-safe, does not block. (C++:
+ * an overload takes a tag, as bRPC's default argument.)
  */
 STB_EXPORT int bthread_interrupt(bthread_t tid);
 
 /*
  * Asks bthread tid to stop: bthread_stopped(tid) becomes non-zero and tid is
- * interrupted (bthread_interrupt): a current or later bthread_usleep in it
- * returns -1/ESTOP, a current butex_wait -1/EINTR. Does not end the bthread.
+ * interrupted (bthread_interrupt): its current bthread_usleep, or its next
+ * one, returns -1/ESTOP (later ones sleep, as bRPC's), a current butex_wait
+ * -1/EINTR. Does not end the bthread.
  * Thread-safe, does not block. Returns 0, or EINVAL when tid is not a live
  * bthread (never started, or finished).
  */
@@ -150,8 +157,9 @@ STB_EXPORT int bthread_stopped(bthread_t tid);
  * bthread_list_*: a set of bthreads to stop and join together. Not
  * thread-safe (one thread uses a list at a time). init returns 0, ENOMEM or
  * EINVAL (list NULL; size hints are ignored); destroy frees it (no join);
- * add returns 0, ENOMEM or EINVAL (list not initialized, tid 0); stop and
- * join return 0 or EINVAL (list not initialized). join blocks until every
+ * add returns 0 (also for tid 0, INVALID_BTHREAD: nothing is added, as
+ * bRPC), ENOMEM or EINVAL (list not initialized); stop and join return 0 or
+ * EINVAL (list not initialized). join blocks until every
  * bthread added finished, and empties the list. A list drops finished
  * bthreads when it grows, so it stays as large as the live ones.
  */
@@ -203,9 +211,11 @@ STB_EXPORT int bthread_mutex_unlock(bthread_mutex_t *m);
 
 /*
  * Condition variable for bthread_mutex_t. wait/timedwait unlock m, suspend,
- * and lock m again before returning; spurious wake-ups are possible.
- * init returns 0 or ENOMEM; timedwait returns 0 or ETIMEDOUT (abstime is
- * CLOCK_REALTIME); signal/broadcast return 0. EINVAL for an uninitialized cond.
+ * and lock m again before returning; spurious wake-ups are possible. The
+ * first wait binds the cond to its mutex for good: a wait with another mutex
+ * returns EINVAL at once, m still locked (as bRPC). init returns 0 or
+ * ENOMEM; timedwait returns 0 or ETIMEDOUT (abstime is CLOCK_REALTIME);
+ * signal/broadcast return 0. EINVAL for an uninitialized cond or mutex.
  */
 STB_EXPORT int bthread_cond_init(bthread_cond_t *c, const bthread_condattr_t *attr);
 STB_EXPORT int bthread_cond_destroy(bthread_cond_t *c);
@@ -313,7 +323,7 @@ STB_EXPORT int bthread_once(bthread_once_t *once_control, void (*init_routine)(v
  * bthread or pthread exits (up to 4 rounds when destructors set values
  * again), not when the key is deleted. create: 0, EINVAL, EAGAIN (no key
  * left). delete: 0 or EINVAL; values of a deleted key are never returned
- * again. setspecific: 0, EINVAL (invalid key), ENOMEM. getspecific: the
+ * again (bRPC's documented contract; its code may return them). setspecific: 0, EINVAL (invalid key), ENOMEM. getspecific: the
  * caller's value, NULL for none or an invalid key. Thread-safe.
  */
 STB_EXPORT int bthread_key_create(bthread_key_t *key, void (*destructor)(void *data));
@@ -344,15 +354,39 @@ inline void init_for_pthread_stack_trace()
 {
 	bthread_init_for_pthread_stack_trace();
 }
-/* The stack of bthread tid as text; an error text when it cannot be traced. */
+/*
+ * The stack of bthread tid as text; when it cannot be traced, bRPC's error
+ * text: "No frame\nError message:\n" and the reason, "bthread=N not exist
+ * now" for a bthread that finished (or never was).
+ */
 inline std::string stack_trace(bthread_t tid)
 {
 	std::vector<char> buf(4096);
 	for (int round = 0; round < 4; round++) {
 		const int n = bthread_stack_trace(tid, buf.data(), buf.size());
-		if (n < 0)
-			return std::string("bthread_stack_trace failed: error ") +
-			       std::to_string(-n) + "\n";
+		if (n < 0) {
+			const std::string who = "bthread=" + std::to_string(tid);
+			std::string why;
+			switch (-n) {
+			case ESRCH:
+				why = who + " not exist now";
+				break;
+			case ETIMEDOUT:
+				why = who + ": its running stack was not captured in time "
+					    "(STB_SIGNAL_TRACE_TIMEOUT_MS; the trace signal blocked?)";
+				break;
+			case EPERM:
+				why = who + ": the trace signal's handler was replaced";
+				break;
+			case EBUSY:
+				why = who + ": another tracer held it all along";
+				break;
+			default:
+				why = who + ": trace failed, error " + std::to_string(-n);
+				break;
+			}
+			return "No frame\nError message:\n" + why;
+		}
 		if ((size_t)n < buf.size())
 			return std::string(buf.data(), (size_t)n);
 		buf.resize((size_t)n + 1);

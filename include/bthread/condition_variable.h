@@ -2,7 +2,8 @@
 /*
  * bthread::ConditionVariable (bRPC's bthread/condition_variable.h): a
  * bthread_cond_t used with std::unique_lock of bthread::Mutex or of
- * bthread_mutex_t. Header-only. Timed waits return ETIMEDOUT or 0, as bRPC.
+ * bthread_mutex_t. Header-only. Timed waits return ETIMEDOUT or 0, as bRPC;
+ * wait(lock, pred) waits until pred() is true, as std::condition_variable.
  */
 #ifndef STB_BTHREAD_CONDITION_VARIABLE_H
 #define STB_BTHREAD_CONDITION_VARIABLE_H
@@ -36,6 +37,19 @@ public:
 		bthread_cond_wait(&_cond, lock.mutex()->native_handler());
 	}
 	void wait(std::unique_lock<bthread_mutex_t> &lock) { bthread_cond_wait(&_cond, lock.mutex()); }
+	/* Waits until pred() returns true; pred runs with the lock held. */
+	template <typename Predicate>
+	void wait(std::unique_lock<bthread::Mutex> &lock, Predicate pred)
+	{
+		while (!pred())
+			wait(lock);
+	}
+	template <typename Predicate>
+	void wait(std::unique_lock<bthread_mutex_t> &lock, Predicate pred)
+	{
+		while (!pred())
+			wait(lock);
+	}
 
 	/* Relative timeout in microseconds. */
 	int wait_for(std::unique_lock<bthread::Mutex> &lock, long timeout_us)

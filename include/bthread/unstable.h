@@ -41,10 +41,10 @@ STB_EXPORT int bthread_about_to_quit(void);
 STB_EXPORT int bthread_timer_add(bthread_timer_t *id, struct timespec abstime,
 				 void (*on_timer)(void *), void *arg);
 /*
- * Cancels timer id. Returns 0 when it was removed before it ran; 1 when its
- * callback was running: it then waits until the callback returned (a bthread
- * is suspended meanwhile, waiting on a butex; from the callback itself it
- * returns 1 at once); EINVAL when id is unknown or the timer has already run.
+ * Cancels timer id. Returns 0 when it was removed before it ran; 1 at once
+ * when its callback is running (as bRPC: it does not wait for the callback
+ * to return, so it may be called under a lock the callback takes); EINVAL
+ * when id is unknown or the timer has already run. Does not block.
  */
 STB_EXPORT int bthread_timer_del(bthread_timer_t id);
 
@@ -54,20 +54,26 @@ STB_EXPORT int bthread_timer_del(bthread_timer_t id);
  * EPOLLPRI, EPOLLRDHUP; EPOLLERR and EPOLLHUP are always reported; EPOLLET
  * and EPOLLONESHOT are accepted and have no effect) or, for the timed form,
  * until abstime (CLOCK_REALTIME; NULL waits forever). A pthread caller blocks
- * in poll(2). Returns 0 when an event occurred or bthread_close closed fd,
- * -1 with errno: EINVAL (fd < 0, or no event to wait for), EBADF (not an
- * open fd), ETIMEDOUT, EINTR (bthread_stop or bthread_interrupt of the
- * waiting bthread; bRPC waits on instead), ENOMEM. Only one bthread may wait
- * on a given fd at a time per direction (EPOLLIN / EPOLLOUT).
+ * in poll(2). Returns 0 when an event occurred, when bthread_close closed fd,
+ * or when the waiting bthread was interrupted (bthread_interrupt or
+ * bthread_stop; as bRPC: check the fd again); -1 with errno: EINVAL (fd < 0,
+ * or no event to wait for), EBADF (not an open fd, or closed by
+ * bthread_close), EPERM (epoll(7) cannot watch fd: a regular file or a
+ * directory, as bRPC), ETIMEDOUT, ENOMEM. Only one bthread may wait on a
+ * given fd at a time per direction (EPOLLIN / EPOLLOUT).
  */
 STB_EXPORT int bthread_fd_wait(int fd, unsigned events);
 STB_EXPORT int bthread_fd_timedwait(int fd, unsigned events, const struct timespec *abstime);
 
 /*
  * Closes fd, waking every bthread waiting on it in bthread_fd_*wait or
- * bthread_connect (their waits return 0, as bRPC; the next call on the fd
- * fails with EBADF); pthreads waiting in poll(2) are not woken. Use instead
- * of close(2) on fds that bthreads wait on. Returns close(2)'s result.
+ * bthread_connect (their waits return 0, as bRPC); a wait that starts after
+ * it (or while it closes) fails with EBADF. Pthreads waiting in poll(2) are
+ * not woken. Use instead of close(2) on fds that bthreads wait on. Starts the
+ * runtime's fd dispatcher first (its epoll fd never takes the number freed
+ * here). Returns close(2)'s result; -1 with EBADF for fd < 0, for a
+ * concurrent bthread_close of the same fd, and for a number that is the
+ * runtime's own (left open).
  */
 STB_EXPORT int bthread_close(int fd);
 

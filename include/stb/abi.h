@@ -30,8 +30,22 @@
  *   struct stb_abi_task in private memory and is untraceable from outside.
  *
  * Task word (stb_abi_task.word): bits 0..7 state (enum stb_task_state),
- * bits 32..63 run sequence number, incremented every time the task enters
- * STB_TASK_ABOUT_TO_RUN.
+ * bits 32..63 run sequence number, incremented every time a run of the task
+ * ends (the store that follows STB_TASK_SUSPENDING carries the new one).
+ *
+ * Worker word (stb_abi_worker.current): the bthread_t of the task running on
+ * that worker, with STB_ABI_CURRENT_SWITCHING set while the worker switches to
+ * it (not yet on its stack); 0 when it runs none. Bit 31 of a bthread_t (the
+ * slot's top bit) is never set: slots stay below STB_ABI_MAX_SLOTS.
+ *
+ * Running (ABI version 3): the switch path writes only the lines its worker
+ * owns at that moment -- the worker's entry and the entry of the task that
+ * leaves -- never the entry of the task it switches to. So a bthread's word
+ * never says ABOUT_TO_RUN or RUNNING: a task whose word says READY or
+ * READY_NO_STACK (STB_ABI_RUNNABLE) is running when a worker's current names
+ * it, about to run when one names it with STB_ABI_CURRENT_SWITCHING, and
+ * queued otherwise. RUNNING in a word is a registered pthread's
+ * (STB_ABI_TASK_F_PTHREAD), which stays RUNNING while it is registered.
  *
  * Trace word (stb_abi_task.trace): 0 when nobody traces the task, otherwise
  * (lease deadline >> STB_ABI_LEASE_SHIFT) << 16 | tracer id (16 bits, never 0),
@@ -40,30 +54,45 @@
  *
  * Invariants:
  * - The runtime is the only writer of every field except stb_abi_task.trace.
- *   It writes word with a plain release store (one atomic operation per state
- *   change, no read-modify-write) and checks trace with a plain load at the
- *   two gates: before READY -> ABOUT_TO_RUN and before RUNNING -> SUSPENDING.
- *   If trace is non-zero the task waits there until trace is 0 again or the
- *   lease deadline has passed; then it clears trace with a CAS (the lease is
+ *   It writes word and current with plain release stores (no
+ *   read-modify-write) and checks trace with a plain load at the two gates:
+ *   before a worker names a task in current (the switch to it) and before
+ *   the task's word says SUSPENDING (the switch away from it). If trace is
+ *   non-zero the task waits there until trace is 0 again or the lease
+ *   deadline has passed; then it clears trace with a CAS (the lease is
  *   broken) and counts the give-up in header.gate_giveups.
+ * - The order of one switch of worker W from task X to task Y (either may be
+ *   W's scheduler, which no current names): X's gate; X.word = SUSPENDING
+ *   with X's seq; Y's gate; W.current = Y | SWITCHING; the stack switch,
+ *   which writes X's sp/ip/bp; W.current = Y; then X.word = READY,
+ *   SUSPENDED or DESTROYED with seq + 1 (and X's wait block before it).
+ *   Hence (x86-TSO keeps a thread's stores in order): a worker names a task
+ *   before that task's stack changes, and a task's word leaves the state
+ *   and seq of a run before any worker stops naming it.
  * - Tracers (in-process, loader) acquire a task by CAS of trace from 0 to
  *   their lease word, and release it by CAS back to 0. They never write any
- *   other field of a task entry.
+ *   other field of a task entry, nor any worker entry.
  * - sp/ip/bp are written by the context switch while the task leaves the CPU
- *   (state SUSPENDING); they are valid when state is READY, SUSPENDED or
- *   ABOUT_TO_RUN, and the stack bytes from sp to stack_hi are stable while the
- *   state is READY or SUSPENDED and seq does not change. A tracer validates a
- *   stack copy by reading word before and after the copy: same seq and a
- *   stable state both times means the copy is consistent.
- * - id, name, flags, tag and creator_id/creator_ip/creator_tid are written
- *   before the state becomes CREATED (while it still says UNUSED, or
+ *   (state SUSPENDING); they are valid when state is READY or SUSPENDED
+ *   and no worker names the task, and then the stack bytes from sp to
+ *   stack_hi are stable as long as seq does not change and no worker names
+ *   it. A tracer validates a stack copy so: read word (w1); check that no
+ *   worker's current names the task; read sp/ip/bp and copy; check again
+ *   that no worker names it; read word (w2). Same seq and READY or
+ *   SUSPENDED both times means the copy is consistent: a run that changed a
+ *   byte the copy read was named before that byte changed, so the second
+ *   check sees it named -- or, if it ended already, its SUSPENDING (stored
+ *   before the worker named another task) is seen by w2.
+ * - id, name, flags, tag, creator_id/creator_ip/creator_tid and created_ns
+ *   are written before the state becomes CREATED (while it still says UNUSED, or
  *   DESTROYED for the slot's previous occupant) and stay until DESTROYED; a
  *   slot in state UNUSED or DESTROYED may be reused for a new id at any time,
  *   and its other fields then say nothing about any task.
  * - stack_lo/stack_hi are valid from ABOUT_TO_RUN of the first run until
  *   DESTROYED.
- * - worker/tid are valid while the state is RUNNING (for a registered pthread:
- *   always).
+ * - worker/tid are a registered pthread's (worker STB_ABI_MAX_WORKERS or more,
+ *   tid its thread): a bthread's entry does not say where it runs; the
+ *   worker entry that names it does (its index and tid).
  * - The wait block (since_ns, wait_word, wait_object, wait_owner,
  *   wait_deadline, wait_extra) is written while the task is SUSPENDING, before
  *   the release store of SUSPENDED, and describes that suspension: it is
@@ -81,16 +110,28 @@
  *   holds the current owner (0 = free). wait_owner is the owner seen when
  *   the task blocked; a tracer re-reads the owner word before it reports a
  *   wait-for edge (the graph moves).
- * - A worker entry's current is written by that worker before the task it
- *   names enters RUNNING, and reset to 0 after the task left RUNNING.
- *   run_seq/run_since_ns are written by the runtime's monitor thread only
- *   (never on the switch path): run_since_ns is when the monitor first saw
- *   task current with run sequence run_seq on that worker, so a task that
- *   runs without a switch since then has run at least now - run_since_ns.
- *   They are at most STB_ABI_MONITOR_PERIOD_NS late, 0 when unknown.
- *   yields is written by the worker alone (plain store) when a bthread_yield
- *   finds nothing else to run and returns without a switch; the monitor
- *   takes a change of it for a new run (the task yielded: it starves no one).
+ * - execq is written by the task itself while it runs: the address of the
+ *   execution queue it consumes now (bthread/execution_queue.h: its
+ *   consumer bthread, a resident pthread consumer, or a thread running a
+ *   task in place), 0 when none; reset to 0 when the slot gets a new
+ *   occupant. At that address the target keeps a struct stb_abi_execq:
+ *   pushed is written by the queue's producers, taken by its consumer, and
+ *   pushed - taken is the number of tasks queued (a reader re-reads them
+ *   from the target; they may be torn against each other: a hint). The
+ *   EXECQ wait kind names the same struct as its object.
+ * - A worker entry's first line (current, tid, state, tag, yields) is
+ *   written by that worker alone; its second line (run_since_ns, run_seq) by
+ *   the runtime's monitor thread alone (never on the switch path):
+ *   run_since_ns is when the monitor first saw task current with run
+ *   sequence run_seq (the seq its word carries while it runs) on that
+ *   worker, so a task that runs without a switch since then has run at least
+ *   now - run_since_ns. They are at most STB_ABI_MONITOR_PERIOD_NS late, 0
+ *   when unknown. yields is bumped (plain store) when a bthread_yield finds
+ *   nothing else to run and returns without a switch; the monitor takes a
+ *   change of it for a new run (the task yielded: it starves no one).
+ *   state says RUNNING while current names a task, SCHEDULING in the
+ *   worker's own loop, PARKED asleep; it is not written at a switch from one
+ *   task to another.
  * - header.magic is written last at creation; a reader that sees the magic
  *   and STB_ABI_VERSION may trust the rest of the header -- but a reader in
  *   another process trusts nothing: every size, count, state and kind is
@@ -98,10 +139,10 @@
  */
 
 #define STB_ABI_MAGIC          0x314b534154425453ULL /* "STBTASK1" */
-#define STB_ABI_VERSION        2u
+#define STB_ABI_VERSION        3u
 #define STB_ABI_ENTRY_SIZE     256u
 #define STB_ABI_HEADER_ENTRIES 32u   /* the header region: 8 KiB */
-#define STB_ABI_MAX_WORKERS    256u
+#define STB_ABI_MAX_WORKERS    1024u  /* bRPC's BTHREAD_MAX_CONCURRENCY: every worker has one */
 #define STB_ABI_WORKER_BASE    STB_ABI_HEADER_ENTRIES
 #define STB_ABI_TASK_BASE      (STB_ABI_WORKER_BASE + STB_ABI_MAX_WORKERS)
 #define STB_ABI_NAME_LEN       64u
@@ -115,12 +156,23 @@
 #define STB_ABI_DEFAULT_CAPACITY 1048576u
 #define STB_ABI_DEFAULT_MAP_CAPACITY 65536u
 #define STB_ABI_MAX_CAPACITY   (1u << 22)
+/* Slots (published or not) stay below this: bit 31 of an id is free for
+ * STB_ABI_CURRENT_SWITCHING. */
+#define STB_ABI_MAX_SLOTS      (1u << 22)
 /* Name of the BPF map and of the memfd that hold the table. */
 #define STB_ABI_TABLE_NAME     "stb_tasks"
 
 #define STB_ABI_SLOT(id)       ((__u32)((id) & 0xffffffffu))
 #define STB_ABI_STATE(word)    ((__u32)((word) & 0xffu))
 #define STB_ABI_SEQ(word)      ((__u32)((word) >> 32))
+/* A bthread's word in one of these states may belong to a running task: a
+ * worker's current says (see "Running" above). */
+#define STB_ABI_RUNNABLE(state) ((state) == STB_TASK_READY_NO_STACK || (state) == STB_TASK_READY)
+
+/* stb_abi_worker.current */
+#define STB_ABI_CURRENT_SWITCHING 0x80000000u /* switching to the task, not on its stack yet */
+#define STB_ABI_CURRENT_ID(c)     ((__u64)(c) & ~(__u64)STB_ABI_CURRENT_SWITCHING)
+#define STB_ABI_CURRENT_IS_SWITCHING(c) (((c) & STB_ABI_CURRENT_SWITCHING) != 0)
 
 /* Where the table lives. */
 enum stb_abi_backing {
@@ -133,8 +185,8 @@ enum stb_task_state {
 	STB_TASK_CREATED = 1,         /* id allocated, not queued yet */
 	STB_TASK_READY_NO_STACK = 2,  /* queued, never ran, no stack yet */
 	STB_TASK_READY = 3,           /* queued, context saved */
-	STB_TASK_ABOUT_TO_RUN = 4,    /* a worker is switching to it */
-	STB_TASK_RUNNING = 5,         /* on a worker */
+	STB_TASK_ABOUT_TO_RUN = 4,    /* a worker is switching to it (derived, v3) */
+	STB_TASK_RUNNING = 5,         /* on a worker (derived, v3); a registered pthread */
 	STB_TASK_SUSPENDING = 6,      /* a worker is switching away from it */
 	STB_TASK_SUSPENDED = 7,       /* blocked, context saved */
 	STB_TASK_DESTROYED = 8,       /* finished; stack released */
@@ -149,7 +201,7 @@ enum stb_task_state {
 enum stb_worker_state {
 	STB_WORKER_STOPPED = 0,
 	STB_WORKER_SCHEDULING = 1, /* in the scheduler loop, no task */
-	STB_WORKER_RUNNING = 2,    /* running the task named by current */
+	STB_WORKER_RUNNING = 2,    /* running (or switching to) the task current names */
 	STB_WORKER_PARKED = 3,     /* asleep waiting for work */
 };
 
@@ -172,11 +224,13 @@ enum stb_wait_kind {
 	STB_WAIT_JOIN = 11,     /* bthread_join: owner = the joined bthread (bthread_list_join:
 	                           object = the list) */
 	STB_WAIT_ID = 12,       /* bthread_id_lock/join: object = the id's value, owner = its locker */
-	STB_WAIT_TIMER = 13,    /* bthread_timer_del: waiting for a running callback,
-	                           object = the bthread_timer_t */
+	STB_WAIT_TIMER = 13,    /* a timed wait's end: waiting for its running timer
+	                           callback, object = the timer's id */
 	STB_WAIT_YIELD = 14,    /* ready after bthread_yield (not blocked) */
 	STB_WAIT_COUNTDOWN = 15, /* CountdownEvent::wait: object = the event */
-	STB_WAIT_NKINDS = 16,
+	STB_WAIT_EXECQ = 16,    /* execution_queue_join, or an idle pthread consumer:
+	                           object = the queue (struct stb_abi_execq) */
+	STB_WAIT_NKINDS = 17,
 };
 
 /* stb_abi_task.wait_word: kind | flags << 8 | events << 16 | fd << 32 */
@@ -223,18 +277,22 @@ struct stb_abi_header {
 };
 
 struct stb_abi_worker {
-	__u64 current;          /* bthread_t running here, 0 when none */
+	/* Line 0: written by this worker alone. */
+	__u64 current;          /* STB_ABI_CURRENT_*: bthread_t running here, 0 when none */
 	__u32 tid;              /* kernel thread id of the worker */
 	__u32 state;            /* enum stb_worker_state */
 	__u32 tag;              /* worker pool (bthread_tag_t) */
-	__u32 run_seq;          /* monitor: run sequence of current when first seen */
-	__u64 run_since_ns;     /* monitor: CLOCK_MONOTONIC when first seen, 0 = unknown */
 	__u32 yields;           /* bthread_yield calls that found nothing else to run */
-	__u8 reserved[256 - 36];
+	__u8 reserved0[64 - 24];
+	/* Line 1: written by the monitor thread alone. */
+	__u64 run_since_ns;     /* monitor: CLOCK_MONOTONIC when first seen, 0 = unknown */
+	__u32 run_seq;          /* monitor: run sequence of current when first seen */
+	__u32 reserved1;
+	__u8 reserved[256 - 80];
 };
 
 struct stb_abi_task {
-	/* Line 0: written on the switch path. */
+	/* Line 0: written on the switch path while the task leaves its worker. */
 	__u64 id;               /* bthread_t of the occupant */
 	__u64 word;             /* seq << 32 | state */
 	__u64 trace;            /* tracer lease word, see above */
@@ -243,9 +301,9 @@ struct stb_abi_task {
 	__u64 bp;               /* saved frame pointer */
 	__u64 stack_lo;         /* lowest usable stack address */
 	__u64 stack_hi;         /* one past the highest address its frames use */
-	/* Line 1: where it runs, and why it waits (the wait block). */
-	__u32 worker;           /* worker index while RUNNING */
-	__u32 tid;              /* kernel tid while RUNNING */
+	/* Line 1: a registered pthread's thread, and why it waits (the wait block). */
+	__u32 worker;           /* registered pthread: >= STB_ABI_MAX_WORKERS */
+	__u32 tid;              /* registered pthread: its kernel tid */
 	__u64 since_ns;         /* CLOCK_MONOTONIC_COARSE when it last blocked */
 	__u64 wait_word;        /* STB_ABI_WAIT_WORD(kind, flags, events, fd) */
 	__u64 wait_object;      /* address of what it waits on, 0 = none */
@@ -260,7 +318,21 @@ struct stb_abi_task {
 	__u64 creator_ip;       /* return address of the bthread_start_* call */
 	__u32 creator_tid;      /* kernel tid of the thread that started it */
 	__u32 reserved0;
-	__u8 reserved[256 - 216];
+	/* Line 3: execq written by the task while it runs; created_ns when it is created. */
+	__u64 execq;            /* execution queue it consumes now (struct stb_abi_execq), 0 = none */
+	__u64 created_ns;       /* CLOCK_MONOTONIC_COARSE when it was started, 0 = unknown */
+	__u8 reserved[256 - 232];
+};
+
+/*
+ * The head of an execution queue in the target's memory (see execq above):
+ * its producers and its consumer count on separate cache lines.
+ */
+struct stb_abi_execq {
+	__u64 pushed;           /* tasks pushed (stop excluded) */
+	__u8 pad0[56];
+	__u64 taken;            /* tasks its consumer went past (run or cancelled) */
+	__u8 pad1[56];
 };
 
 /*
@@ -301,8 +373,15 @@ STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, table_addr) == 40, "he
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, slot_hwm) == 64, "header layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, created_ns) == 104, "header layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_header, monitor_ns) == 112, "header layout");
-STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, run_since_ns) == 24, "worker layout");
-STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, yields) == 32, "worker layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, tid) == 8, "worker layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, state) == 12, "worker layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, tag) == 16, "worker layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, yields) == 20, "worker layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, run_since_ns) == 64,
+		"worker layout: the monitor's fields on a line of their own");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_worker, run_seq) == 72, "worker layout");
+STB_ABI_ASSERT_(STB_ABI_MAX_CAPACITY <= STB_ABI_MAX_SLOTS &&
+		STB_ABI_MAX_SLOTS <= STB_ABI_CURRENT_SWITCHING, "slots leave bit 31 of an id free");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, word) == 8, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, trace) == 16, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, sp) == 24, "task layout");
@@ -319,6 +398,10 @@ STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, flags) == 120, "task lay
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, name) == 128, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_id) == 192, "task layout");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, creator_tid) == 208, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, created_ns) == 224, "task layout");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_task, execq) == 216, "task layout");
+STB_ABI_ASSERT_(sizeof(struct stb_abi_execq) == 128, "execution queue head");
+STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_execq, taken) == 64, "execution queue head");
 STB_ABI_ASSERT_(STB_ABI_TASK_BASE * STB_ABI_ENTRY_SIZE % 4096 == 0, "tasks start on a page");
 STB_ABI_ASSERT_(sizeof(struct stb_abi_switch_frame) == STB_ABI_SWITCH_FRAME, "switch frame");
 STB_ABI_ASSERT_(__builtin_offsetof(struct stb_abi_switch_frame, x87cw) == 4, "switch frame");

@@ -31,10 +31,21 @@ STB_EXPORT int stb_table_set_capacity(uint32_t capacity);
 
 /*
  * How long a trace of a running task waits for its signal capture (default
- * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS). Also the default timeout of a
- * trace as a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
+ * 50 ms, or $STB_SIGNAL_TRACE_TIMEOUT_MS); a capture not answered in time is
+ * asked for once more, as long again. Also the default timeout of a trace as
+ * a whole. Returns 0 or -EINVAL (ms < 1 or > 60000). Thread-safe.
  */
 STB_EXPORT int stb_set_signal_trace_timeout_ms(int ms);
+
+/*
+ * Whether bthread_stack_trace() shows the runtime's own frames (show != 0) or,
+ * as by default and as every report does, hides them: stb_jump_stack,
+ * stb_sched_suspend, the butex internals above the public call a bthread
+ * waits in, and stb_task_entry, stb_ctx_trampoline below its function. Also
+ * set at start-up by $STB_TRACE_RUNTIME_FRAMES=1. stb_trace() has its own
+ * option (stb_trace_opts.runtime_frames). Returns 0. Thread-safe.
+ */
+STB_EXPORT int stb_set_trace_runtime_frames(int show);
 
 /*
  * Signal used to capture running tasks (default SIGRTMAX-3, or
@@ -86,7 +97,9 @@ enum stb_trace_mode {
 typedef int (*stb_frame_fn)(const struct stb_frame *f, void *arg);
 
 struct stb_trace_opts {
-	unsigned max_depth;   /* frames to deliver at most; 0 = 64. The walk stops there. */
+	unsigned max_depth;   /* frames to deliver at most, the runtime's own not counted;
+	                         0 = 64 (at most 2048 unless runtime_frames). The walk
+	                         stops soon after. */
 	unsigned skip;        /* innermost frames to drop before counting */
 	int no_symbols;       /* non-zero: leave symbol/module/file empty (faster) */
 	int no_source;        /* non-zero: symbols but no file:line (no DWARF read) */
@@ -94,6 +107,12 @@ struct stb_trace_opts {
 	int timeout_ms;       /* 0 = the signal trace timeout (default 50 ms) */
 	stb_frame_fn on_frame; /* optional */
 	void *arg;
+	int runtime_frames;   /* non-zero: also the runtime's own frames (stb_jump_stack,
+	                         stb_sched_suspend, butex internals above the public call
+	                         a bthread waits in, and the calls inlined into it;
+	                         stb_task_entry, stb_ctx_trampoline below its function),
+	                         hidden by default as in every report. Without them the
+	                         frames are delivered once the walk is done */
 };
 
 struct stb_trace_info {
@@ -115,18 +134,24 @@ struct stb_trace_info {
  * its stack is copied (running tasks: while the signal handler copies it).
  * Frames go to frames[0 .. nframes-1] (frames may be NULL) and to
  * opts->on_frame; info (may be NULL) describes the task. opts NULL = defaults.
- * Thread-safe; may block up to the timeout. Returns the number of frames,
+ * Thread-safe; may block up to the timeout (twice it for a running task whose
+ * capture is asked for again). Returns the number of frames,
  * 0 for a task without a stack, or -errno: -ESRCH unknown or finished task,
- * -ETIMEDOUT no capture in time (signal blocked?), -EPERM the trace signal's
- * handler was replaced, -EBUSY another tracer held the task all along,
- * -ENOMEM. info->error explains failures.
+ * -ETIMEDOUT no capture of a running task in time (asked twice: a handler can
+ * be late on a busy machine; info->error says whether the signal is blocked
+ * or ignored on its thread), -EPERM the trace signal's handler was replaced,
+ * -EBUSY another tracer held the task all along, -ENOMEM. info->error
+ * explains failures.
  */
 STB_EXPORT int stb_trace(bthread_t tid, const struct stb_trace_opts *opts, struct stb_frame *frames,
 			 size_t nframes, struct stb_trace_info *info);
 
 /*
- * bRPC-style text of tid's stack, one line per frame:
- *   #0 0x00007fdbbed500b5 __clock_gettime+0x15
+ * bRPC-style text of tid's stack, one line per frame, from the public call a
+ * bthread waits in down to its function (the runtime's own frames hidden,
+ * unless stb_set_trace_runtime_frames(1)):
+ *   #0 0x00007f6bfa3a1791 bthread_usleep+0x101
+ *   #1 0x000055d0c1a6b2a9 handler+0x19
  * A task without a stack gives one line "(no stack: <state>)". Always
  * NUL-terminates buf (when size > 0). Returns the length of the full text
  * (like snprintf: larger than size-1 means it was cut), or -errno as stb_trace.
@@ -179,14 +204,24 @@ struct stb_dump_opts {
 	                         The output counts the frames it leaves out. */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
 	int format;           /* enum stb_format */
-	uint64_t stuck_ns;    /* only tasks blocked, or running without a switch, at
-	                         least this long; 0 = all */
-	int all_ids;          /* grouped text: every id (default: the first 10 and a count) */
+	uint64_t stuck_ns;    /* only tasks stuck at least this long -- blocked on
+	                         anything but an fd or a sleep, or running without a
+	                         switch: the watchdog's meaning -- and the tasks they
+	                         wait on; 0 = all */
+	int all_ids;          /* grouped text: every member, a line each with its id, its
+	                         name and, when the members' waits differ, its own wait
+	                         (default: the first ids that fit and a count) */
 	int runtime_frames;   /* non-zero: also the runtime's own frames (stb_jump_stack,
 	                         stb_sched_suspend, butex internals above the API call a
 	                         bthread waits in; stb_task_entry, stb_ctx_trampoline
 	                         below its function), hidden by default in every format */
-	int lines;            /* text: file:line of each frame, and inlined calls */
+	int no_lines;         /* text: without the file:line of each frame and the calls
+	                         inlined there (shown by default where the program has
+	                         debug info); faster */
+	int leaks;            /* non-zero: the leak view instead of stacks -- the
+	                         bthreads by creation site (file:line of the
+	                         bthread_start_* call), with count, oldest and median
+	                         age and states; text or JSON ("stb-leaks/1") */
 	int no_threads;       /* non-zero: leave out the section of every thread of the
 	                         process (main, workers, the runtime's and other
 	                         pthreads: name, tid, state, stack), which follows the
@@ -195,14 +230,19 @@ struct stb_dump_opts {
 
 /*
  * Writes the stacks of every live bthread and registered pthread to out,
- * with what each waits on (owners named), how long, who created it, and the
- * deadlocks of the whole table ("Found 1 deadlock:" in text, "deadlocks" in
- * JSON; docs/json.md); then every thread of the process with its stack
- * (unless no_threads: a blocked thread read from /proc, a running one by a
- * signal; "threads" in JSON).
+ * after a header line (program, pid, time, tasks by state, table slots
+ * used), with what each waits on (owners named) and what it holds that
+ * others wait on, how long, who created it, and the deadlocks of the
+ * selected tasks ("Found 1 deadlock:" in text, "deadlocks" in JSON;
+ * docs/json.md). With state_mask or stuck_ns, the tasks a selected one waits
+ * on are written too, after the others. Without them, every thread of the
+ * process follows with its stack (unless no_threads: a blocked thread read
+ * from /proc, a running one by a signal; "threads" in JSON). With leaks, the
+ * leak view instead.
  * Each task is held only while its own stack is read; the program runs on.
  * opts NULL = defaults. Returns the number of tasks written (threads not
- * counted), or -errno.
+ * counted; leaks: of bthreads viewed), or -errno (-EINVAL: a format leaks
+ * does not write).
  * Thread-safe; blocks for the duration of the dump.
  */
 STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
@@ -220,6 +260,7 @@ STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
  *   /bthreads/<id>     that task's line; with ?st=1 its stack as well
  *   /bthreads/all      every stack, grouped by identical stack, with the count
  *                      and ids (the text of stb_dump with group = 1)
+ *   /bthreads/leaks    the bthreads by creation site (stb_dump with leaks = 1)
  * text/plain by default; ?format=json gives application/json (schemas
  * "stb-tasks/1" for the lists, "stb-stacks/1" for stacks, as stb-bpf-loader's
  * --format json). Errors: 404 unknown path or no live task with that id, 400
@@ -247,7 +288,8 @@ STB_EXPORT int stb_debug_http_stop(void);
 struct stb_watchdog_report {
 	uint64_t threshold_ns; /* as given to stb_watchdog_start */
 	uint64_t running;      /* bthreads that ran on a worker without a switch that long */
-	uint64_t blocked;      /* tasks blocked that long (not on an fd, not sleeping) */
+	uint64_t blocked;      /* tasks blocked that long (not on an fd, not sleeping);
+	                          the holders shown with them are not counted */
 	uint64_t longest_ns;   /* the longest time of any of them */
 	const char *text;      /* the grouped report with stacks, NUL-terminated; valid
 	                          during the call only */
@@ -266,8 +308,9 @@ typedef void (*stb_watchdog_fn)(const struct stb_watchdog_report *report, void *
  * run on a worker without a switch for threshold_ns or longer (it starves
  * that worker's queue), or a task has been blocked that long on anything but
  * an fd or a sleep, writes one report of all of them, grouped, with their
- * stacks and the deadlocks (the text of stb_dump with group set and
- * stuck_ns = threshold_ns): to fn(report, arg), or to stderr when fn is NULL.
+ * stacks, the tasks they wait on (their holders, with what they hold) and
+ * the deadlocks (the text of stb_dump with group set and stuck_ns =
+ * threshold_ns): to fn(report, arg), or to stderr when fn is NULL.
  * Once per episode -- a task is reported again only after it moved and got
  * stuck anew -- and at most one report per max(threshold, 5 s). Nothing of
  * it runs on the runtime's paths; between checks its thread sleeps. fn must

@@ -4,7 +4,7 @@
  * holds indices into its owner's array of elements (stored + 1, 0 is an
  * empty slot), found by linear probing, at most half full, doubled when
  * needed; the owner hashes and compares its elements (callbacks). FNV-1a
- * 64 for byte strings, and a mixer for integer keys. No state of its own.
+ * 64 for byte strings, a mixer for keys made of words. No state of its own.
  */
 #ifndef STB_RUNTIME_COMMON_HASHSET_H
 #define STB_RUNTIME_COMMON_HASHSET_H
@@ -31,10 +31,13 @@ static inline uint64_t stb_fnv1a64_add(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-/* h folded with the 64-bit word v, as one step (for keys made of words). */
-static inline uint64_t stb_fnv1a64_word(uint64_t h, uint64_t v)
+/* h combined with the 64-bit word v, every bit of both spread over the
+ * result (for keys made of words: addresses, ids, indices). */
+static inline uint64_t stb_hash_mix(uint64_t h, uint64_t v)
 {
-	return (h ^ v) * STB_FNV1A64_PRIME;
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
 }
 
 /* A 64-bit key spread over every bit (a multiply and a fold). */
@@ -128,6 +131,22 @@ static inline int64_t stb_hashset_get(const struct stb_hashset *s, uint64_t h, c
 	if (!s->cap)
 		return -1;
 	uint32_t v = *stb_hashset_find(s, h, ctx, eq, key);
+	return v ? (int64_t)v - 1 : -1;
+}
+
+/*
+ * The elements along h's probe sequence, one per call, for a set that keeps
+ * several elements under one key (their eq() says which one is wanted):
+ * start with *step = 0; returns an element's index, or -1 once an empty
+ * slot (or the whole set) is reached. Insert such an element at the slot
+ * stb_hashset_find gives with an eq() that is never true.
+ */
+static inline int64_t stb_hashset_next(const struct stb_hashset *s, uint64_t h, uint32_t *step)
+{
+	if (*step >= s->cap)
+		return -1;
+	uint32_t v = s->slot[((uint32_t)h + *step) & (s->cap - 1)];
+	(*step)++;
 	return v ? (int64_t)v - 1 : -1;
 }
 

@@ -308,7 +308,7 @@ int stb_butex_wait_mono(struct stb_butex *b, int expected, uint64_t deadline,
 	w.why = why;
 	stb_sched_suspend(stb_butex_post_wait, &w);
 	if (w.timer)
-		stb_timer_cancel(w.timer);
+		stb_timer_cancel(w.timer, true); /* its callback uses w: wait for it */
 	return w.result;
 }
 
@@ -482,10 +482,8 @@ int bthread_usleep(uint64_t microseconds)
 			;
 		return 0;
 	}
-	if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
-		errno = ESTOP;
-		return -1;
-	}
+	if (microseconds == 0)
+		return bthread_yield(); /* as bRPC: a yield, no interrupt taken */
 	uint64_t deadline = stb_now_ns() + microseconds * 1000u;
 	if (deadline == 0)
 		deadline = 1;
@@ -501,12 +499,12 @@ int bthread_usleep(uint64_t microseconds)
 				bthread_yield();
 			return 0;
 		}
-		if (__atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version) {
-			stb_errno_set(ESTOP); /* may run on another worker now */
-			return -1;
-		}
 		if (rc == EINTR) {
-			stb_errno_set(EINTR); /* bthread_interrupt */
+			/* This sleep took the interrupt (bthread_stop, or one
+			 * pending from before it began); later sleeps sleep, as
+			 * bRPC's. ESTOP when the bthread was stopped. */
+			bool stopped = __atomic_load_n(&t->stopped, __ATOMIC_ACQUIRE) == t->version;
+			stb_errno_set(stopped ? ESTOP : EINTR); /* may run on another worker now */
 			return -1;
 		}
 		/* Spurious (stale wake of the slot's butex): sleep on. */

@@ -5,7 +5,9 @@
  * butex and wakes every waiter of the fd when an event arrives. A waiter whose
  * events were not among those reported (it waits for EPOLLOUT, another one
  * for EPOLLIN) arms the fd again and goes back to sleep. Also bthread_close
- * (wakes the fd's waiters) and bthread_connect on top of the fd waits.
+ * (wakes the fd's waiters) and bthread_connect on top of the fd waits. The
+ * epoll fd exists before any bthread_close frees a number it could take, and
+ * waits and closes refuse the runtime's own descriptors (EBADF).
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -22,13 +24,13 @@ struct stb_fd_entry {
 	struct stb_lock lock;
 	uint32_t events;          /* events armed for the current waiters */
 	uint32_t seen;            /* events of the latest dispatch */
+	uint32_t closes;          /* bthread_close calls on the fd (its waiters return 0) */
+	bool closing;             /* bthread_close is between its wake-up and close(2) */
 	struct stb_butex *butex;
 };
 
 /* The events a wait may ask for (EPOLLERR and EPOLLHUP are always reported). */
 #define STB_FD_WAITABLE (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP)
-/* entry.seen after bthread_close: wakes every waiter of the fd. */
-#define STB_FD_CLOSED 0x80000000u
 
 static struct stb_fd_entry *stb_fd_chunks[STB_FD_MAX_CHUNKS];
 static struct stb_lock stb_fd_grow_lock;
@@ -40,6 +42,7 @@ static void *stb_fd_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_epoll");
+	stb_thread_wake_fast();
 	struct epoll_event evs[64];
 	for (;;) {
 		int n = epoll_wait(stb_epfd, evs, 64, -1);
@@ -59,20 +62,43 @@ static void *stb_fd_main(void *arg)
 
 static void stb_fd_init_once(void)
 {
-	stb_epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (stb_epfd < 0) {
+	/* Atomic stores: stb_fd_is_runtime reads it without the once. */
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0) {
 		stb_fd_init_err = errno;
 		return;
 	}
+	__atomic_store_n(&stb_epfd, epfd, __ATOMIC_RELEASE);
 	pthread_t th;
 	int rc = pthread_create(&th, NULL, stb_fd_main, NULL);
 	if (rc != 0) {
 		stb_fd_init_err = rc;
-		close(stb_epfd);
-		stb_epfd = -1;
+		__atomic_store_n(&stb_epfd, -1, __ATOMIC_RELEASE);
+		close(epfd);
 		return;
 	}
 	pthread_detach(th);
+}
+
+/*
+ * Is fd one of the runtime's own descriptors (the epoll fd, the shared
+ * table's)? A user's number is never one of them while they are open: a wait
+ * or a close of such a number comes from a stale copy of a closed fd.
+ */
+static bool stb_fd_is_runtime(int fd)
+{
+	/* The table's fd is set before its header is published (release). */
+	return fd == __atomic_load_n(&stb_epfd, __ATOMIC_ACQUIRE) ||
+	       (__atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE) && fd == stb_table.fd);
+}
+
+/* The entry of fd if it exists (never allocates); NULL otherwise. */
+static struct stb_fd_entry *stb_fd_entry_find(int fd)
+{
+	uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
+	struct stb_fd_entry *chunk =
+		ci < STB_FD_MAX_CHUNKS ? __atomic_load_n(&stb_fd_chunks[ci], __ATOMIC_ACQUIRE) : NULL;
+	return chunk ? &chunk[(uint32_t)fd % STB_FD_CHUNK] : NULL;
 }
 
 static struct stb_fd_entry *stb_fd_entry(int fd)
@@ -144,14 +170,19 @@ static int stb_fd_wait_pthread(int fd, unsigned events, const struct timespec *a
 }
 
 /*
- * The fd wait of a bthread or pthread. interruptible: bthread_stop and
- * bthread_interrupt end it with EINTR (bthread_fd_*wait); otherwise they do
- * not (bthread_connect, as bRPC: a stopped bthread can still connect).
+ * The fd wait of a bthread or pthread. A bthread_stop or bthread_interrupt of
+ * the waiting bthread ends it with 0 when wake_on_interrupt (bthread_fd_*wait,
+ * as bRPC's: the caller checks its fd again); otherwise it waits on
+ * (bthread_connect, as bRPC: a stopped bthread can still connect).
  */
-static int fd_wait(int fd, unsigned events, const struct timespec *abstime, bool interruptible)
+static int fd_wait(int fd, unsigned events, const struct timespec *abstime, bool wake_on_interrupt)
 {
 	if (fd < 0 || !(events & STB_FD_WAITABLE)) {
 		errno = EINVAL;
+		return -1;
+	}
+	if (stb_fd_is_runtime(fd)) {
+		errno = EBADF; /* a closed fd's number, now the runtime's */
 		return -1;
 	}
 	if (!stb_can_suspend())
@@ -161,14 +192,32 @@ static int fd_wait(int fd, unsigned events, const struct timespec *abstime, bool
 		errno = stb_fd_init_err ? stb_fd_init_err : ENOMEM;
 		return -1;
 	}
+	if (stb_fd_is_runtime(fd)) {
+		errno = EBADF; /* the epoll fd took that number just now */
+		return -1;
+	}
 	struct stb_fd_entry *e = stb_fd_entry(fd);
 	if (!e) {
 		errno = fd >= (int)(STB_FD_CHUNK * STB_FD_MAX_CHUNKS) ? EINVAL : ENOMEM;
 		return -1;
 	}
 	uint64_t deadline = stb_abstime_to_mono(abstime);
+	bool first = true;
+	uint32_t closes = 0;
 	for (;;) {
 		stb_lock(&e->lock);
+		if (e->closing || (!first && e->closes != closes)) {
+			/* Closed meanwhile: woken (0), or closing now (EBADF). */
+			bool woken = !first && e->closes != closes;
+			stb_unlock(&e->lock);
+			if (woken)
+				return 0;
+			stb_errno_set(EBADF);
+			return -1;
+		}
+		if (first)
+			closes = e->closes;
+		first = false;
 		int expected = __atomic_load_n(&e->butex->value, __ATOMIC_ACQUIRE);
 		uint32_t want = e->events | (events & STB_FD_WAITABLE) | EPOLLONESHOT;
 		struct epoll_event ev = {.events = want, .data.u32 = (uint32_t)fd};
@@ -181,25 +230,30 @@ static int fd_wait(int fd, unsigned events, const struct timespec *abstime, bool
 			e->events = want;
 		stb_unlock(&e->lock);
 		if (rc != 0) {
-			if (err == EPERM)
-				return 0; /* regular files are always ready */
+			/* As bRPC: EBADF for a closed fd, EPERM for one epoll cannot
+			 * watch (a regular file, a directory). */
 			stb_errno_set(err);
 			return -1;
 		}
 		const struct stb_wait why = {
 			.word = STB_ABI_WAIT_WORD(STB_WAIT_FD, 0, events, fd)};
 		rc = stb_butex_wait_mono(e->butex, expected, deadline, &why);
-		if (rc == EINTR && !interruptible)
+		if (rc == EINTR) {
+			if (wake_on_interrupt)
+				return 0;
 			continue;
+		}
 		if (rc != 0 && rc != EWOULDBLOCK) {
 			stb_errno_set(rc); /* may run on another worker now */
 			return -1;
 		}
-		/* A dispatch happened: was it for us? (Else arm again: level-triggered.) */
+		/* A dispatch or a close happened: was it for us? (Else arm again:
+		 * level-triggered.) */
 		stb_lock(&e->lock);
 		uint32_t seen = e->seen;
+		bool closed = e->closes != closes;
 		stb_unlock(&e->lock);
-		if (seen & (events | EPOLLERR | EPOLLHUP | STB_FD_CLOSED))
+		if (closed || (seen & (events | EPOLLERR | EPOLLHUP)))
 			return 0;
 	}
 }
@@ -216,25 +270,39 @@ int bthread_fd_wait(int fd, unsigned events)
 
 int bthread_close(int fd)
 {
-	struct stb_fd_entry *e = NULL;
-	if (fd >= 0 && __atomic_load_n(&stb_epfd, __ATOMIC_ACQUIRE) >= 0) {
-		uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
-		struct stb_fd_entry *chunk =
-			ci < STB_FD_MAX_CHUNKS ? __atomic_load_n(&stb_fd_chunks[ci], __ATOMIC_ACQUIRE)
-					       : NULL;
-		e = chunk ? &chunk[(uint32_t)fd % STB_FD_CHUNK] : NULL;
+	if (fd < 0 || stb_fd_is_runtime(fd)) {
+		errno = EBADF; /* close(-1)'s; or a stale copy of a closed fd */
+		return -1;
 	}
-	if (e) {
-		stb_lock(&e->lock);
-		if (e->events)
-			epoll_ctl(stb_epfd, EPOLL_CTL_DEL, fd, NULL);
-		e->events = 0;
-		e->seen = STB_FD_CLOSED;
-		__atomic_fetch_add(&e->butex->value, 1, __ATOMIC_RELEASE);
+	/* The epoll fd first: created later, it could take the number freed
+	 * here, and a waiter that still has it would then wait on it. */
+	pthread_once(&stb_fd_once, stb_fd_init_once);
+	struct stb_fd_entry *e = stb_fd_entry_find(fd);
+	if (!e)
+		return close(fd); /* no bthread ever waited on it */
+	stb_lock(&e->lock);
+	if (e->closing) {
 		stb_unlock(&e->lock);
-		stb_butex_wake(e->butex, true);
+		errno = EBADF; /* a concurrent bthread_close of the same fd */
+		return -1;
 	}
-	return close(fd);
+	if (e->events)
+		epoll_ctl(stb_epfd, EPOLL_CTL_DEL, fd, NULL);
+	e->events = 0;
+	e->closes++;
+	/* Until close(2) returned, an arriving waiter fails (EBADF) rather than
+	 * arming the fd and sleeping past the close. */
+	e->closing = true;
+	__atomic_fetch_add(&e->butex->value, 1, __ATOMIC_RELEASE);
+	stb_unlock(&e->lock);
+	stb_butex_wake(e->butex, true);
+	int rc = close(fd);
+	int err = errno;
+	stb_lock(&e->lock);
+	e->closing = false;
+	stb_unlock(&e->lock);
+	errno = err;
+	return rc;
 }
 
 /* connect(2) of a non-blocking socket, then a wait for its completion. */

@@ -153,8 +153,6 @@ struct stb_task {
 	uint32_t slot;
 	uint32_t version;              /* version of the current/last occupant */
 	uint64_t seq_word;             /* run sequence number << 32 (mirrors pub->word) */
-	struct stb_worker *last_worker; /* worker whose index/tid the slot's entry holds (kept
-					 * across occupants), NULL = none or not a worker's */
 	bool yield_published;          /* pub->wait_word says STB_WAIT_YIELD (tracer builds) */
 	uint32_t flags;
 	int tag;                       /* worker pool */
@@ -169,7 +167,10 @@ struct stb_task {
 	bool about_to_quit;            /* bthread_about_to_quit */
 	struct stb_butex *wait_butex;  /* butex the task waits on, under that butex's lock */
 	struct stb_waiter *waiter;     /* its waiter node, under the same lock */
-	uint32_t free_next;            /* free-list link (slot + 1), 0 = end; under the free lock */
+	uint32_t free_next;            /* free chain link (slot + 1), 0 = end (task.c) */
+	uint32_t chain_next;           /* first of a chain: the next chain (slot + 1) */
+	uint32_t chain_tail;           /* first of a chain: its last slot + 1 */
+	uint32_t chain_len;            /* first of a chain: its length */
 	struct stb_task *next;         /* run-queue overflow link */
 	struct stb_butex *join;        /* value = version of the last finished occupant */
 	struct stb_butex *sleep;       /* private butex of bthread_usleep */
@@ -184,7 +185,7 @@ struct stb_task {
 	void *tsan_fiber;
 #endif
 	struct stb_abi_task own;       /* published state when the slot is untraceable */
-};
+} STB_ALIGNED_CL; /* no line shared with a neighbour (sched.c) */
 
 /*
  * Called on a finishing bthread (its own stack, or its worker's for
@@ -203,6 +204,13 @@ void stb_keys_task_exit(struct stb_task *t) __attribute__((weak));
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Returns a DESTROYED task's slot to the free list. */
 void stb_task_release(struct stb_task *t);
+/* Slots and stacks cached by the calling thread (a worker: no lock and no
+ * shared line on most starts and exits). start: from now on; flush: give
+ * them back (a worker that parks or stops). Not for other threads. */
+void stb_task_cache_start(void);
+void stb_task_cache_flush(void);
+void stb_stack_cache_start(void);
+void stb_stack_cache_flush(void);
 /* The task with this id if the id was ever issued (it may have finished); NULL otherwise. */
 struct stb_task *stb_task_lookup(bthread_t id);
 /* The task of id if it has not finished yet; NULL otherwise (never issued, or finished). */
@@ -218,9 +226,15 @@ static inline bthread_t stb_task_id(const struct stb_task *t)
 }
 
 #if defined(STB_TEST_HOOKS)
-/* Test hook (bthread_test library only): called after a task entered
- * ABOUT_TO_RUN or SUSPENDING, on the switching worker, before the switch. */
+/* Test hook (bthread_test library only): called on the switching worker,
+ * before the stack switch, after t's word said SUSPENDING (state
+ * STB_TASK_SUSPENDING) or after the worker named t as the task it switches to
+ * (state STB_TASK_ABOUT_TO_RUN: current = t | STB_ABI_CURRENT_SWITCHING). */
 extern void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
+/* Test hook (tracer/trace.c): the next stb_test_unanswered_signals signal
+ * capture requests are not sent, as if their thread got no CPU before the
+ * timeout. */
+extern int stb_test_unanswered_signals;
 #endif
 
 void stb_gate_wait(struct stb_task *t);
@@ -232,35 +246,51 @@ static inline uint64_t stb_task_word(const struct stb_task *t, unsigned state)
 }
 
 /*
- * Changes a task's state, everywhere but on the switch path: there sched.c
- * (jump_stack_inline, stb_after_switch, stb_post_ready) stores the words
- * itself. Costs one release store when no tracer holds the task; before
- * READY/READY_NO_STACK -> ABOUT_TO_RUN and RUNNING -> SUSPENDING it checks
- * the tracer's lease (a plain load) and waits at that gate while a trace is
- * in progress. Entering ABOUT_TO_RUN bumps seq.
+ * The gate before a worker names t as the task it switches to (abi.h): a
+ * plain load of the lease; waits while a trace is in progress.
+ */
+static inline void stb_task_gate_in(struct stb_task *t)
+{
+#if STB_TRACER
+	if (STB_UNLIKELY(__atomic_load_n(&t->pub->trace, __ATOMIC_ACQUIRE) != 0))
+		stb_gate_wait(t);
+#else
+	(void)t;
+#endif
+}
+
+/*
+ * Changes a task's word, everywhere but on the switch path: there sched.c
+ * (jump_stack_inline, stb_post_ready) stores the words itself, the same.
+ * Costs one release store when no tracer holds the task. SUSPENDING (a run ends) passes the gate first (a
+ * plain load of the lease; waits while a trace is in progress) and is stored
+ * with the run's seq; every later state carries seq + 1. A bthread's word
+ * never says ABOUT_TO_RUN or RUNNING (abi.h: its worker's current does).
  */
 static inline void stb_task_set_state(struct stb_task *t, unsigned state)
 {
 #if STB_TRACER
 	struct stb_abi_task *p = t->pub;
-	if (state == STB_TASK_ABOUT_TO_RUN || state == STB_TASK_SUSPENDING) {
+	if (state == STB_TASK_SUSPENDING) {
 		if (STB_UNLIKELY(__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != 0))
 			stb_gate_wait(t);
-		if (state == STB_TASK_ABOUT_TO_RUN)
-			t->seq_word += 1ull << 32;
+		__atomic_store_n(&p->word, stb_task_word(t, state), __ATOMIC_RELEASE);
+		t->seq_word += 1ull << 32;
+#if defined(STB_TEST_HOOKS)
+		if (STB_UNLIKELY(stb_test_switch_hook != NULL))
+			stb_test_switch_hook(t, state);
+#endif
+		return;
 	}
 	__atomic_store_n(&p->word, stb_task_word(t, state), __ATOMIC_RELEASE);
-#if defined(STB_TEST_HOOKS)
-	if (STB_UNLIKELY(stb_test_switch_hook != NULL) &&
-	    (state == STB_TASK_ABOUT_TO_RUN || state == STB_TASK_SUSPENDING))
-		stb_test_switch_hook(t, state);
-#endif
 #else
 	(void)t;
 	(void)state;
 #endif
 }
 
+/* The state t's word says (raw: a running bthread's word says READY or
+ * READY_NO_STACK; stb_task_running_here() tells). */
 static inline unsigned stb_task_state(const struct stb_task *t)
 {
 	return STB_ABI_STATE(__atomic_load_n(&t->pub->word, __ATOMIC_ACQUIRE));
@@ -279,7 +309,13 @@ extern struct stb_table stb_table;
 
 /* Creates the table (BPF map, else memfd). Failure leaves every task untraceable. */
 int stb_table_init(void);
+/* Worker index's entry (index < STB_ABI_MAX_WORKERS): the table's, or without
+ * a table one of a private array, so that the in-process tracer finds every
+ * worker's current in one place either way. */
 struct stb_abi_worker *stb_table_worker(uint32_t index);
+/* The header whose nworkers counts the entries above: the table's, or a
+ * private one without a table. */
+struct stb_abi_header *stb_table_workers_header(void);
 struct stb_abi_task *stb_table_task(uint32_t slot);   /* NULL beyond capacity */
 void stb_table_count(__u64 *counter, uint64_t n);  /* atomic add to a header counter */
 /* A task slot beyond the capacity: counted in header.untraceable, and said
@@ -297,6 +333,30 @@ int stb_runtime_init(void);
 struct stb_worker *stb_worker_self(void);
 /* Task running on this thread (bthread or worker-stack task), or NULL. */
 struct stb_task *stb_task_self(void);
+
+/* Where this thread's worker keeps the task it runs (sched.c sets it when the
+ * worker starts); NULL on other threads. */
+extern __thread struct stb_task *const *stb_tls_cur __attribute__((tls_model("initial-exec")));
+
+/*
+ * stb_task_self() without a call, for the fast paths of keys and locks. Only
+ * where nothing between the read and the use can switch: a bthread may
+ * resume on another thread, and the compiler may keep a TLS address.
+ */
+static inline struct stb_task *stb_task_here(void)
+{
+	struct stb_task *const *cur = stb_tls_cur;
+	return cur ? *cur : NULL;
+}
+
+/* The caller as an owner word (abi.h, STB_ABI_OWNER_*): its bthread's id (a
+ * registered pthread's too), or its flagged kernel tid. Never 0. */
+uint64_t stb_owner_self_slow(void);
+static inline uint64_t stb_owner_self(void)
+{
+	struct stb_task *t = stb_task_here();
+	return t ? t->id : stb_owner_self_slow();
+}
 /* True when the caller runs on its own bthread stack (can suspend). */
 bool stb_can_suspend(void);
 /*
@@ -328,6 +388,13 @@ void stb_sched_suspend(stb_post_fn post, void *arg);
 
 /* Task on worker index w's current slot for signal mode (tracer). */
 struct stb_task *stb_worker_current(struct stb_worker *w);
+
+/*
+ * True when t runs on the calling thread, past its switch: the bthread this
+ * worker's published current names (not switching), or the calling thread's
+ * registered pthread. For a signal handler on that thread (async-signal-safe).
+ */
+bool stb_task_running_here(const struct stb_task *t);
 
 /* Joins id publishing why (NULL: a plain join). bthread_join's contract. */
 int stb_join(bthread_t id, void **ret, const struct stb_wait *why);
@@ -397,11 +464,22 @@ typedef void (*stb_timer_fn)(void *arg);
 uint64_t stb_timer_add(uint64_t deadline, stb_timer_fn fn, void *arg);
 /*
  * Cancels a timer. Returns 0 if it was removed before running; 1 if its
- * callback was running, after it returned (a bthread waits on a butex, a
- * pthread on the timer lock; from the callback itself it returns at once);
- * -1 if the id is unknown or the timer already ran.
+ * callback was running: with wait, after it returned (a bthread waits on a
+ * butex, a pthread on the timer lock; from the callback itself it returns at
+ * once), else at once; -1 if the id is unknown or the timer already ran.
  */
-int stb_timer_cancel(uint64_t id);
+int stb_timer_cancel(uint64_t id, bool wait);
+
+/*
+ * For the runtime's own threads that wake, work for microseconds and sleep
+ * again (the timer thread, the fd dispatcher): asks the kernel for a short
+ * slice (EEVDF's custom slice, Linux 6.12+, no privilege needed), so that on
+ * a busy CPU they run at once instead of after the running thread's slice,
+ * and for a timer slack of 1 ns (timers fire when due, not up to 50 us
+ * later). Best effort; keeps the thread's policy and nice. Calling thread only.
+ */
+#define STB_WAKE_FAST_SLICE_NS 100000u
+void stb_thread_wake_fast(void);
 
 /* ---- fd waits (fd.c) ---- */
 /* Nothing shared. */

@@ -45,9 +45,9 @@ static uint32_t keys_free[KEYS_MAX];
 static uint32_t keys_nfree;
 
 /* The table of a pthread that is not running a bthread; destructors at its exit. */
-static __thread struct keytable *tls_keytable;
+static __thread struct keytable *tls_keytable __attribute__((tls_model("initial-exec")));
 /* While a pool is destroyed: the table its destructors see as the caller's. */
-static __thread struct keytable *tls_override;
+static __thread struct keytable *tls_override __attribute__((tls_model("initial-exec")));
 static pthread_key_t pthread_exit_key;
 /* One short lock for the free lists of every pool (pools are few, the lock is held briefly). */
 static struct stb_lock pools_lock;
@@ -171,7 +171,7 @@ static bool pool_return(bthread_keytable_pool_t *pool, struct keytable *kt)
  * (borrowed from its pool on first use), else this pthread's. create:
  * allocate one when there is none (NULL only on ENOMEM).
  */
-static struct keytable *current_table(bool create)
+static __attribute__((noinline)) struct keytable *current_table_slow(bool create)
 {
 	if (STB_UNLIKELY(tls_override != NULL))
 		return tls_override;
@@ -200,6 +200,24 @@ static struct keytable *current_table(bool create)
 	return kt;
 }
 
+/* The running bthread's table, else this pthread's (NULL: none yet). */
+static inline struct keytable *caller_table(void)
+{
+	struct stb_task *t = stb_task_here();
+	return t ? t->keytable : tls_keytable;
+}
+
+/* current_table's common case inline: a table that exists already. */
+static inline struct keytable *current_table(bool create)
+{
+	if (STB_LIKELY(tls_override == NULL)) {
+		struct keytable *kt = caller_table();
+		if (STB_LIKELY(kt != NULL))
+			return kt;
+	}
+	return current_table_slow(create);
+}
+
 void *bthread_getspecific(bthread_key_t key)
 {
 	/* A deleted key's version was bumped: its values are never returned. */
@@ -216,10 +234,10 @@ void *bthread_getspecific(bthread_key_t key)
 	return s->version == key.version ? s->ptr : NULL;
 }
 
-int bthread_setspecific(bthread_key_t key, void *data)
+/* bthread_setspecific's rare case: the caller has no table or no block of
+ * slots for this key yet. */
+static __attribute__((noinline)) int setspecific_slow(bthread_key_t key, void *data)
 {
-	if (!key_valid(key))
-		return EINVAL;
 	struct keytable *kt = current_table(true);
 	if (!kt)
 		return ENOMEM;
@@ -233,6 +251,24 @@ int bthread_setspecific(bthread_key_t key, void *data)
 	s->version = key.version;
 	s->ptr = data;
 	return 0;
+}
+
+int bthread_setspecific(bthread_key_t key, void *data)
+{
+	if (!key_valid(key))
+		return EINVAL;
+	/* The common case inline: a table with this key's block of slots. */
+	if (STB_LIKELY(tls_override == NULL)) {
+		struct keytable *kt = caller_table();
+		struct kt_sub *sub = kt ? kt->sub[key.index / KEY_L2] : NULL;
+		if (STB_LIKELY(sub != NULL)) {
+			struct kt_slot *s = &sub->s[key.index % KEY_L2];
+			s->version = key.version;
+			s->ptr = data;
+			return 0;
+		}
+	}
+	return setspecific_slow(key, data);
 }
 
 /* Runs the destructors of kt's values (rounds while they set values again). */

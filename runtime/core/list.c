@@ -52,8 +52,10 @@ static void list_compact(struct tid_list *l)
 
 int bthread_list_add(bthread_list_t *list, bthread_t tid)
 {
-	if (!list || !list->impl || tid == INVALID_BTHREAD)
+	if (!list || !list->impl)
 		return EINVAL;
+	if (tid == INVALID_BTHREAD)
+		return 0; /* as bRPC: nothing to stop or join (a failed start's id) */
 	struct tid_list *l = list->impl;
 	if (l->n == l->cap) {
 		list_compact(l);

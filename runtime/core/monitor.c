@@ -4,8 +4,10 @@
  * each worker runs and publishes, in the worker's table entry, since when the
  * task running there has run without a switch (run_seq/run_since_ns), and
  * header.monitor_ns. Nothing of this is on the switch path: the monitor reads
- * the words the switch already writes (worker current, task word). When every
- * worker is parked it sleeps until a worker leaves its parking lot.
+ * the words the switch already writes (worker current, the task word's seq,
+ * which changes when a run ends) and writes only the second line of a worker's
+ * entry, which the worker never writes. When every worker is parked it sleeps
+ * until a worker leaves its parking lot.
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,7 +52,10 @@ static bool monitor_pass(struct stb_abi_header *h)
 		if (state != STB_WORKER_PARKED && state != STB_WORKER_STOPPED)
 			busy = true;
 		struct seen *s = &stb_seen[i];
-		struct stb_abi_task *t = cur ? stb_table_task(STB_ABI_SLOT(cur)) : NULL;
+		/* A worker switching to a task (abi.h) runs none yet: unknown. */
+		struct stb_abi_task *t = cur && !STB_ABI_CURRENT_IS_SWITCHING(cur)
+						 ? stb_table_task(STB_ABI_SLOT(cur))
+						 : NULL;
 		if (!t) {
 			/* Nothing running (or an untraceable task): unknown. */
 			if (s->current) {

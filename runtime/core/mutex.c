@@ -11,17 +11,6 @@
 #define STB_MUTEX_LOCKED 1u
 #define STB_MUTEX_CONTENDED 0x101u
 
-uint64_t stb_owner_self(void)
-{
-	static __thread uint64_t tid_owner;
-	struct stb_task *t = stb_task_current(); /* a registered pthread has an id too */
-	if (t)
-		return t->id;
-	if (STB_UNLIKELY(!tid_owner))
-		tid_owner = STB_ABI_OWNER_TID(stb_gettid());
-	return tid_owner;
-}
-
 int bthread_mutexattr_init(bthread_mutexattr_t *attr)
 {
 	if (!attr)
@@ -162,6 +151,13 @@ int bthread_cond_destroy(bthread_cond_t *c)
 int bthread_cond_timedwait(bthread_cond_t *c, bthread_mutex_t *m, const struct timespec *abstime)
 {
 	if (!c || !c->seq || !m || !m->butex)
+		return EINVAL;
+	/* The first wait binds the cond to m (as bRPC's): another mutex is a bug. */
+	bthread_mutex_t *bound = __atomic_load_n(&c->m, __ATOMIC_RELAXED);
+	if (bound == NULL)
+		__atomic_compare_exchange_n(&c->m, &bound, m, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED); /* on failure bound = the winner's */
+	if (bound != NULL && bound != m)
 		return EINVAL;
 	uint64_t deadline = stb_abstime_to_mono(abstime);
 	int seq = __atomic_load_n(c->seq, __ATOMIC_ACQUIRE);

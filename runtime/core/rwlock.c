@@ -5,11 +5,16 @@
  * readers first. The fast paths are one CAS on the state word; contended
  * paths take a short internal lock and sleep on one of two sequence butexes.
  * A writer's unlock hands the lock to every reader waiting at that moment;
- * the last reader out wakes one waiting writer.
+ * the last reader out wakes one waiting writer. A writer takes a free lock
+ * even while other writers wait (as bRPC's, whose writers take a mutex), and
+ * a waiting writer is woken once per look it takes: an unlock finds it poked
+ * already and neither locks nor wakes -- under contention the holder goes
+ * on without sleeping or waking anyone on each turn.
  */
 #include "sync.h"
 
-#define RD_MASK 0x1fffffffu    /* readers holding the lock */
+#define RD_MASK 0x0fffffffu    /* readers holding the lock */
+#define WR_POKED (1u << 28)    /* a waiting writer was woken and has not looked yet */
 #define RD_WAITING (1u << 29)  /* readers blocked (nrd_waiting > 0) */
 #define WR_WAITING (1u << 30)  /* writers blocked (nwr_waiting > 0) */
 #define WR_HELD (1u << 31)     /* a writer holds the lock */
@@ -125,11 +130,13 @@ static bool grant_readers(bthread_rwlock_t *rw)
 	return true;
 }
 
-/* Under rw->lock: lets one blocked writer look again. Wake after the unlock. */
+/* Under rw->lock: lets one blocked writer look again (unless one is woken
+ * already and has not looked yet). Wake after the unlock. */
 static bool poke_writer(bthread_rwlock_t *rw)
 {
-	if (rw->nwr_waiting == 0)
+	if (rw->nwr_waiting == 0 || (__atomic_load_n(&rw->state, __ATOMIC_RELAXED) & WR_POKED))
 		return false;
+	set_bits(rw, WR_POKED);
 	__atomic_fetch_add(rw->wr_seq, 1, __ATOMIC_RELEASE);
 	return true;
 }
@@ -203,6 +210,8 @@ static int wrlock_slow(bthread_rwlock_t *rw, uint64_t deadline)
 	rw->nwr_waiting++;
 	set_bits(rw, WR_WAITING);
 	for (;;) {
+		/* Looking now: the next unlock must wake a writer again. */
+		clear_bits(rw, WR_POKED);
 		unsigned s = __atomic_load_n(&rw->state, __ATOMIC_RELAXED);
 		if (!(s & (WR_HELD | RD_MASK))) {
 			unsigned ns = s | WR_HELD;
@@ -222,6 +231,8 @@ static int wrlock_slow(bthread_rwlock_t *rw, uint64_t deadline)
 		stb_lock(l);
 		if (rc == ETIMEDOUT || rc == ENOMEM) {
 			bool readers = false, writer = false;
+			/* A wake meant for us (the poke) goes to another. */
+			clear_bits(rw, WR_POKED);
 			if (--rw->nwr_waiting == 0) {
 				/* Readers held back by this writer alone may go now. */
 				clear_bits(rw, WR_WAITING);
@@ -246,7 +257,9 @@ static int wrlock(bthread_rwlock_t *rw, const struct timespec *abstime, bool try
 	if (!rw || !rw->rd_seq)
 		return EINVAL;
 	unsigned s = __atomic_load_n(&rw->state, __ATOMIC_RELAXED);
-	if (!(s & (WR_HELD | RD_MASK | WR_WAITING)) &&
+	/* A free lock is taken even while writers wait; readers that wait
+	 * first go first only when the lock prefers readers. */
+	if (!(s & (WR_HELD | RD_MASK)) && !((s & RD_WAITING) && prefer_reader(rw)) &&
 	    __atomic_compare_exchange_n(&rw->state, &s, s | WR_HELD, false, __ATOMIC_ACQUIRE,
 					__ATOMIC_RELAXED)) {
 		__atomic_store_n(&rw->writer, stb_owner_self(), __ATOMIC_RELAXED);
@@ -283,6 +296,11 @@ static void wrunlock(bthread_rwlock_t *rw)
 	unsigned s = WR_HELD;
 	if (__atomic_compare_exchange_n(&rw->state, &s, 0, false, __ATOMIC_RELEASE,
 					__ATOMIC_RELAXED))
+		return;
+	/* Only writers wait and one was woken already: it will look. */
+	s = WR_HELD | WR_WAITING | WR_POKED;
+	if (__atomic_compare_exchange_n(&rw->state, &s, WR_WAITING | WR_POKED, false,
+					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		return;
 	struct stb_lock *l = stb_lock_at(&rw->lock);
 	stb_lock(l);

@@ -131,6 +131,7 @@ static struct stb_task *stb_mpmc_pop(struct stb_mpmc *q)
 /* ---- workers and pools ---- */
 
 #define STB_MAX_WORKERS BTHREAD_MAX_CONCURRENCY
+_Static_assert(STB_MAX_WORKERS <= STB_ABI_MAX_WORKERS, "every worker has a table entry");
 #define STB_DEFAULT_CONCURRENCY (8 + (int)BTHREAD_EPOLL_THREAD_NUM) /* as bRPC */
 
 struct stb_pool;
@@ -160,7 +161,6 @@ struct stb_worker {
 #if defined(STB_TSAN)
 	void *tsan_fiber;
 #endif
-	struct stb_abi_worker own_pub;
 	struct stb_rq rq;
 	struct stb_mpmc remote;
 };
@@ -185,6 +185,79 @@ struct stb_pool {
 	uint64_t ovf_count;
 	struct stb_worker *workers[STB_MAX_WORKERS];
 };
+
+/*
+ * The switch path writes only lines its worker owns at that moment (abi.h,
+ * "Running"): lines of its own struct before the queues, its queue but the
+ * top (thieves take tasks with a CAS there), its table entry's first line,
+ * and of the task that leaves the first line of its struct and the first two
+ * of its entry (word, sp/ip/bp; the wait block). Nothing of the task it
+ * switches to, of another worker, of the monitor or of the runtime at large.
+ * The layout keeps those lines apart from what others write:
+ */
+_Static_assert(offsetof(struct stb_rq, top) == 0 && offsetof(struct stb_rq, bottom) == STB_CACHELINE,
+	       "a queue's top, which thieves write, has a line of its own");
+_Static_assert(offsetof(struct stb_worker, rq) % STB_CACHELINE == 0,
+	       "a worker's own fields end before its queues' lines");
+_Static_assert(sizeof(struct stb_task) % STB_CACHELINE == 0,
+	       "tasks share no line (a chunk of them is page-aligned)");
+_Static_assert(offsetof(struct stb_task, seq_word) < STB_CACHELINE &&
+		   offsetof(struct stb_task, yield_published) < STB_CACHELINE,
+	       "what the switch writes in the leaving task is on its first line");
+_Static_assert(offsetof(struct stb_task, stopped) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, interrupted) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, wait_butex) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, waiter) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, free_next) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, next) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, ret) >= STB_CACHELINE &&
+		   offsetof(struct stb_task, ret_version) >= STB_CACHELINE,
+	       "what other threads write in a task (stop, wakers, joiners, free lists) is not on "
+	       "its first line");
+
+#if defined(STB_TEST_HOOKS)
+/*
+ * The check of the above in test builds (tests/test_switch_lines.c): with
+ * stb_test_sw_check set, every store of the switch path (STB_SW_NOTE) is
+ * checked against those lines; stb_test_sw_plant adds a store to the entry
+ * of the task switched to, the kind of store the check must catch.
+ */
+int stb_test_sw_check, stb_test_sw_plant;
+uint64_t stb_test_sw_stores, stb_test_sw_fast, stb_test_sw_bad;
+const char *stb_test_sw_bad_what;
+
+/* Do the lines of [a, a + len) lie within [lo, lo + size)? */
+static bool sw_in(uintptr_t a, size_t len, const void *lo, size_t size)
+{
+	uintptr_t first = a & ~(uintptr_t)(STB_CACHELINE - 1);
+	uintptr_t end = (a + len + STB_CACHELINE - 1) & ~(uintptr_t)(STB_CACHELINE - 1);
+	return first >= (uintptr_t)lo && end <= (uintptr_t)lo + size;
+}
+
+static __attribute__((noinline, cold)) void sw_note(struct stb_worker *w,
+						    const struct stb_task *from, const void *p,
+						    size_t len, const char *what)
+{
+	uintptr_t a = (uintptr_t)p;
+	__atomic_fetch_add(&stb_test_sw_stores, 1, __ATOMIC_RELAXED);
+	bool ok = sw_in(a, len, w, offsetof(struct stb_worker, rq)) ||
+		  sw_in(a, len, &w->rq.bottom, sizeof(w->rq) - offsetof(struct stb_rq, bottom)) ||
+		  sw_in(a, len, w->pub, STB_CACHELINE) ||
+		  (from && (sw_in(a, len, from, STB_CACHELINE) ||
+			    sw_in(a, len, from->pub, 2 * STB_CACHELINE)));
+	if (!ok) {
+		__atomic_store_n(&stb_test_sw_bad_what, what, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&stb_test_sw_bad, 1, __ATOMIC_RELAXED);
+	}
+}
+#define STB_SW_NOTE(w, from, p, what)                                                    \
+	do {                                                                             \
+		if (STB_UNLIKELY(stb_test_sw_check))                                     \
+			sw_note(w, from, p, sizeof(*(p)), what);                         \
+	} while (0)
+#else
+#define STB_SW_NOTE(w, from, p, what) ((void)0)
+#endif
 
 static __thread struct stb_worker *stb_tls_worker __attribute__((tls_model("initial-exec")));
 /* Registered pthread (tracer) of this thread; its entry takes its wait blocks. */
@@ -224,10 +297,29 @@ __attribute__((noinline)) struct stb_worker *stb_worker_self(void)
 	return w;
 }
 
-struct stb_task *stb_task_self(void)
+/* One read of the thread's worker (nothing in here switches; noinline, so no
+ * caller keeps its TLS address across a switch of its own). */
+__attribute__((noinline)) struct stb_task *stb_task_self(void)
 {
-	struct stb_worker *w = stb_worker_self();
+	struct stb_worker *w = stb_tls_worker;
 	return w ? w->cur : NULL;
+}
+
+__thread struct stb_task *const *stb_tls_cur __attribute__((tls_model("initial-exec")));
+
+/* stb_owner_self() on a thread that runs no bthread now. */
+__attribute__((noinline)) uint64_t stb_owner_self_slow(void)
+{
+	static __thread uint64_t tid_owner __attribute__((tls_model("initial-exec")));
+	struct stb_worker *w = stb_tls_worker;
+	struct stb_task *t = w ? w->cur : NULL;
+	if (!t)
+		t = stb_tls_ptask; /* a registered pthread has an id too */
+	if (t)
+		return t->id;
+	if (STB_UNLIKELY(!tid_owner))
+		tid_owner = STB_ABI_OWNER_TID(stb_gettid());
+	return tid_owner;
 }
 
 bool stb_can_suspend(void)
@@ -236,9 +328,10 @@ bool stb_can_suspend(void)
 	return w && w->cur && !(w->cur->flags & STB_TASK_F_WORKER_STACK);
 }
 
-struct stb_task *stb_task_current(void)
+__attribute__((noinline)) struct stb_task *stb_task_current(void)
 {
-	struct stb_task *t = stb_task_self();
+	struct stb_worker *w = stb_tls_worker;
+	struct stb_task *t = w ? w->cur : NULL;
 	return t ? t : stb_tls_ptask;
 }
 
@@ -257,6 +350,17 @@ pid_t stb_tid_self(void)
 struct stb_task *stb_worker_current(struct stb_worker *w)
 {
 	return w->cur;
+}
+
+bool stb_task_running_here(const struct stb_task *t)
+{
+	struct stb_worker *w = stb_tls_worker;
+	if (w) {
+		/* The worker's own stores, seen in program order from its thread. */
+		return w->cur == t &&
+		       __atomic_load_n(&w->pub->current, __ATOMIC_RELAXED) == stb_task_id(t);
+	}
+	return t == stb_tls_ptask && stb_task_state(t) == STB_TASK_RUNNING;
 }
 
 static inline void stb_full_fence(void)
@@ -453,6 +557,7 @@ static __attribute__((noinline)) struct stb_task *find_task_slow(struct stb_work
 /* The next task for worker w, or NULL. Inline: its common case is one pop. */
 static inline __attribute__((always_inline)) struct stb_task *stb_find_task(struct stb_worker *w)
 {
+	STB_SW_NOTE(w, w->cur, &w->fair_left, "the worker's fair countdown");
 	if (STB_UNLIKELY(--w->fair_left == 0))
 		return find_task_slow(w, true);
 	struct stb_task *t = stb_rq_pop(&w->rq);
@@ -505,27 +610,14 @@ static inline __attribute__((always_inline)) void stb_after_switch(struct stb_wo
 {
 	if (cur) {
 #if STB_TRACER
-		/* Everything loaded before the first store (the atomic stores keep
-		 * later loads after them). */
-		struct stb_abi_task *cp = cur->pub;
-		struct stb_abi_worker *wp = w->pub;
-		uint64_t word = stb_task_word(cur, STB_TASK_RUNNING);
-		/* Store only what changed: a task mostly stays on its worker. The
-		 * private copy keeps the entry's second cache line untouched. */
-		if (STB_UNLIKELY(cur->last_worker != w)) {
-			cur->last_worker = w;
-			__atomic_store_n(&cp->worker, w->index, __ATOMIC_RELAXED);
-			__atomic_store_n(&cp->tid, (uint32_t)w->tid, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&wp->current, stb_task_id(cur), __ATOMIC_RELEASE);
-		/* Unconditional: the line is written anyway (current). */
-		__atomic_store_n(&wp->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
-		/* What stb_task_set_state(cur, STB_TASK_RUNNING) stores (no gate). */
-		__atomic_store_n(&cp->word, word, __ATOMIC_RELEASE);
+		/* On cur's stack now: the worker names it without the switching
+		 * bit (abi.h). Its own line only; cur's entry is not written. */
+		STB_SW_NOTE(w, w->prev, &w->pub->current, "the worker's current, after");
+		__atomic_store_n(&w->pub->current, stb_task_id(cur), __ATOMIC_RELEASE);
 #endif
 	} else {
 #if STB_TRACER
-		__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
+		/* current was reset before the jump. */
 		__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
 #endif
 	}
@@ -533,6 +625,7 @@ static inline __attribute__((always_inline)) void stb_after_switch(struct stb_wo
 		w = switch_hooks(w);
 	stb_post_fn post = w->post_fn;
 	if (post) {
+		STB_SW_NOTE(w, w->prev, &w->post_fn, "the worker's post");
 		w->post_fn = NULL;
 		post(w, w->prev, w->post_arg);
 	}
@@ -544,6 +637,12 @@ static struct stb_ctx *stb_task_ctx(struct stb_task *t)
 }
 
 #if STB_TRACER
+/* What worker w's current says while it switches to `to` (NULL: its loop). */
+static inline uint64_t switching_word(const struct stb_task *to)
+{
+	return to ? stb_task_id(to) | STB_ABI_CURRENT_SWITCHING : 0;
+}
+
 /*
  * The gates of a switch one task at a time, when a tracer holds from or to
  * (and in test builds, for the switch hook). Returns w, so that the hot path
@@ -555,7 +654,12 @@ switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *
 	if (from)
 		stb_task_set_state(from, STB_TASK_SUSPENDING);
 	if (to)
-		stb_task_set_state(to, STB_TASK_ABOUT_TO_RUN);
+		stb_task_gate_in(to);
+	__atomic_store_n(&w->pub->current, switching_word(to), __ATOMIC_RELEASE);
+#if defined(STB_TEST_HOOKS)
+	if (to && STB_UNLIKELY(stb_test_switch_hook != NULL))
+		stb_test_switch_hook(to, STB_TASK_ABOUT_TO_RUN);
+#endif
 	w->prev = from;
 	w->cur = to;
 	return w;
@@ -565,23 +669,26 @@ switch_gates_slow(struct stb_worker *w, struct stb_task *from, struct stb_task *
 /*
  * The single place where a worker switches stacks: from task `from` (NULL:
  * the worker's scheduler context) to task `to` (NULL: the scheduler). This is
- * the tracer's interception point: both state changes below pass the STB gate.
- * Called through stb_jump_stack(), except by bthread_yield, the hottest
- * caller, which has it inlined.
+ * the tracer's interception point: both changes below pass the STB gate.
+ * What it writes (abi.h, "Running"): from's word (SUSPENDING) and the
+ * worker's own entry (current) before the jump, from's sp/ip/bp in the jump,
+ * current again after it -- lines that this worker owns now; to's entry and
+ * struct are only read. Called through stb_jump_stack(), except by
+ * bthread_yield, the hottest caller, which has it inlined.
  */
 static inline __attribute__((always_inline)) void
 jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *to,
 		  bool from_finished)
 {
 	struct stb_ctx *fctx = &w->main_ctx, *tctx = &w->main_ctx;
-#if STB_TRACER && !defined(STB_TEST_HOOKS)
+#if STB_TRACER
 	/*
-	 * from RUNNING -> SUSPENDING and to READY(_NO_STACK) -> ABOUT_TO_RUN, as
-	 * two stb_task_set_state calls do, with one test of both leases. Loading
-	 * to's lease before from's store changes nothing a reader can tell: x86
-	 * lets a load pass an earlier store anyway.
+	 * from -> SUSPENDING and the worker naming to, as stb_task_set_state and
+	 * switch_gates_slow do, with one test of both leases. Loading to's lease
+	 * before from's store changes nothing a reader can tell: x86 lets a load
+	 * pass an earlier store anyway.
 	 */
-	struct stb_abi_task *fp = NULL, *tp = NULL;
+	struct stb_abi_task *fp = NULL;
 	uint64_t held = 0;
 	if (from) {
 		fp = from->pub;
@@ -589,10 +696,15 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		held = __atomic_load_n(&fp->trace, __ATOMIC_ACQUIRE);
 	}
 	if (to) {
-		tp = to->pub;
+		struct stb_abi_task *tp = to->pub;
 		tctx = (struct stb_ctx *)&tp->sp;
 		held |= __atomic_load_n(&tp->trace, __ATOMIC_ACQUIRE);
 	}
+#if defined(STB_TEST_HOOKS)
+	/* The switch hook is called in the slow path: with one set, every
+	 * switch goes there; without, the fast path runs as shipped. */
+	held |= __atomic_load_n(&stb_test_switch_hook, __ATOMIC_RELAXED) != NULL;
+#endif
 	if (STB_UNLIKELY(held != 0)) {
 		/* Only w and from (live across the jump anyway) across the call. */
 		w = switch_gates_slow(w, from, to);
@@ -600,28 +712,40 @@ jump_stack_inline(struct stb_worker *w, struct stb_task *from, struct stb_task *
 		fctx = from ? stb_task_ctx(from) : &w->main_ctx;
 		tctx = to ? stb_task_ctx(to) : &w->main_ctx;
 	} else {
-		if (from)
+		if (from) {
+			STB_SW_NOTE(w, from, &fp->word, "the leaving task's word");
 			__atomic_store_n(&fp->word, stb_task_word(from, STB_TASK_SUSPENDING),
 					 __ATOMIC_RELEASE);
-		if (to) {
-			to->seq_word += 1ull << 32;
-			__atomic_store_n(&tp->word, stb_task_word(to, STB_TASK_ABOUT_TO_RUN),
-					 __ATOMIC_RELEASE);
+			STB_SW_NOTE(w, from, &from->seq_word, "the leaving task's seq");
+			from->seq_word += 1ull << 32; /* the run ends: the next word's seq */
 		}
+		STB_SW_NOTE(w, from, &w->pub->current, "the worker's current");
+		__atomic_store_n(&w->pub->current, switching_word(to), __ATOMIC_RELEASE);
+#if defined(STB_TEST_HOOKS)
+		if (STB_UNLIKELY(stb_test_sw_check)) {
+			__atomic_fetch_add(&stb_test_sw_fast, 1, __ATOMIC_RELAXED);
+			if (to && stb_test_sw_plant) {
+				/* A write to the entry switched to: the check must catch it. */
+				struct stb_abi_task *tp = to->pub;
+				STB_SW_NOTE(w, from, &tp->word, "planted: the entry switched to");
+				__atomic_store_n(&tp->word, __atomic_load_n(&tp->word, __ATOMIC_RELAXED),
+						 __ATOMIC_RELAXED);
+			}
+		}
+#endif
+		STB_SW_NOTE(w, from, &w->prev, "the worker's prev");
 		w->prev = from;
+		STB_SW_NOTE(w, from, &w->cur, "the worker's cur");
 		w->cur = to;
 	}
+	STB_SW_NOTE(w, from, fctx, "the leaving context (sp, ip, bp)");
 #else
 	if (from)
 		fctx = stb_task_ctx(from);
 	if (to)
 		tctx = stb_task_ctx(to);
-#if STB_TRACER
-	switch_gates_slow(w, from, to); /* the test hook is called there */
-#else
 	w->prev = from;
 	w->cur = to;
-#endif
 #endif
 #if defined(STB_ASAN)
 	const void *bottom = to ? to->stack->lo : w->main_stack_lo;
@@ -690,13 +814,20 @@ static void stb_post_ready(struct stb_worker *w, struct stb_task *prev, void *ar
 	 * Written once per run of yields: a task that yields in a loop leaves
 	 * the entry's second cache line alone. */
 	if (STB_UNLIKELY(!prev->yield_published)) {
+		STB_SW_NOTE(w, prev, &prev->yield_published, "the leaving task's yield mark");
 		prev->yield_published = true;
+		STB_SW_NOTE(w, prev, &pp->wait_word, "the leaving task's wait kind");
 		__atomic_store_n(&pp->wait_word, STB_ABI_WAIT_WORD(STB_WAIT_YIELD, 0, 0, 0),
 				 __ATOMIC_RELAXED);
 	}
 	/* What stb_task_set_state(prev, STB_TASK_READY) stores (no gate). */
+	STB_SW_NOTE(w, prev, &pp->word, "the leaving task's word, after");
 	__atomic_store_n(&pp->word, word, __ATOMIC_RELEASE);
 #endif
+	STB_SW_NOTE(w, prev, &w->rq.bottom, "the worker's queue bottom");
+	STB_SW_NOTE(w, prev,
+		    &w->rq.buf[__atomic_load_n(&w->rq.bottom, __ATOMIC_RELAXED) & (STB_RQ_CAP - 1)],
+		    "the worker's queue cell");
 	/* prev ran here, so it belongs to this worker's pool: queue it locally.
 	 * Both paths end in a tail call: nothing stays live across a call. */
 	if (STB_UNLIKELY(!stb_rq_push(&w->rq, prev))) {
@@ -832,16 +963,14 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 #if STB_TRACER
 	t->pub->stack_lo = (uint64_t)(uintptr_t)w->main_stack_lo;
 	t->pub->stack_hi = (uint64_t)(uintptr_t)w->main_stack_lo + w->main_stack_size;
-	t->pub->worker = w->index;
-	t->pub->tid = (uint32_t)w->tid;
-	t->last_worker = w;
 #endif
-	stb_task_set_state(t, STB_TASK_ABOUT_TO_RUN);
+	stb_task_gate_in(t);
 	w->cur = t;
 #if STB_TRACER
+	/* No stack switch: on its stack (the worker's) at once. */
 	__atomic_store_n(&w->pub->current, stb_task_id(t), __ATOMIC_RELEASE);
+	__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
 #endif
-	stb_task_set_state(t, STB_TASK_RUNNING);
 	w->prev = NULL;
 	if (STB_UNLIKELY(__atomic_load_n(&stb_switch_hooks_on, __ATOMIC_RELAXED)))
 		w = switch_hooks(w);
@@ -854,6 +983,7 @@ static void stb_run_on_worker_stack(struct stb_worker *w, struct stb_task *t)
 	w->cur = NULL;
 #if STB_TRACER
 	__atomic_store_n(&w->pub->current, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELAXED);
 #endif
 	stb_task_set_state(t, STB_TASK_DESTROYED);
 	task_publish_exit(t);
@@ -888,6 +1018,9 @@ static struct stb_task *stb_park(struct stb_worker *w)
 	uint32_t seq = __atomic_load_n(&p->park_seq, __ATOMIC_SEQ_CST);
 	struct stb_task *t = stb_find_task(w);
 	if (!t && !__atomic_load_n(&stb_world_stopped, __ATOMIC_ACQUIRE)) {
+		/* Asleep, it starts nothing: its slots and stacks serve others. */
+		stb_task_cache_flush();
+		stb_stack_cache_flush();
 #if STB_TRACER
 		__atomic_store_n(&w->pub->state, STB_WORKER_PARKED, __ATOMIC_RELAXED);
 #endif
@@ -937,6 +1070,7 @@ static void *stb_worker_main(void *arg)
 {
 	struct stb_worker *w = arg;
 	stb_tls_worker = w;
+	stb_tls_cur = &w->cur;
 	w->tid = stb_gettid();
 	stb_tls_tid = w->tid;
 	pthread_attr_t pa;
@@ -953,6 +1087,8 @@ static void *stb_worker_main(void *arg)
 	__atomic_store_n(&w->pub->state, STB_WORKER_SCHEDULING, __ATOMIC_RELEASE);
 	stb_monitor_kick(); /* the monitor may have gone to sleep before it started */
 #endif
+	stb_task_cache_start();
+	stb_stack_cache_start();
 	char name[16];
 	snprintf(name, sizeof(name), "bthread_w%u", w->index);
 	pthread_setname_np(pthread_self(), name);
@@ -972,11 +1108,18 @@ static void *stb_worker_main(void *arg)
 			t = idle_wait(w);
 		if (!t)
 			break; /* bthread_stop_world */
-		if (t->flags & STB_TASK_F_WORKER_STACK)
+		if (t->flags & STB_TASK_F_WORKER_STACK) {
 			stb_run_on_worker_stack(w, t);
-		else
+		} else {
+#if STB_TRACER
+			/* Running tasks until the loop resumes (stb_after_switch). */
+			__atomic_store_n(&w->pub->state, STB_WORKER_RUNNING, __ATOMIC_RELAXED);
+#endif
 			stb_jump_stack(w, NULL, t, false);
+		}
 	}
+	stb_task_cache_flush();
+	stb_stack_cache_flush();
 #if STB_TRACER
 	__atomic_store_n(&w->pub->state, STB_WORKER_STOPPED, __ATOMIC_RELEASE);
 #endif
@@ -1017,9 +1160,15 @@ static int pool_add_worker(struct stb_pool *p)
 	w->fair_left = STB_REMOTE_FAIR_PICKS;
 	stb_mpmc_init(&w->remote);
 	w->pub = stb_table_worker(index);
-	if (!w->pub)
-		w->pub = &w->own_pub;
 	uint32_t n = p->nworkers;
+#if STB_TRACER
+	/* Counted before it can name a task: a tracer that reads nworkers and
+	 * then the entries misses no running bthread (abi.h). A failed start
+	 * leaves an entry that names nothing; the next start takes its index. */
+	struct stb_abi_header *wh = stb_table_workers_header();
+	if (__atomic_load_n(&wh->nworkers, __ATOMIC_RELAXED) < index + 1)
+		__atomic_store_n(&wh->nworkers, index + 1, __ATOMIC_SEQ_CST);
+#endif
 	p->workers[n] = w;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -1034,8 +1183,6 @@ static int pool_add_worker(struct stb_pool *p)
 	__atomic_store_n(&p->nworkers, n + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&stb_nworkers, index + 1, __ATOMIC_RELEASE);
 #if STB_TRACER
-	if (stb_table.hdr && index < STB_ABI_MAX_WORKERS)
-		__atomic_store_n(&stb_table.hdr->nworkers, index + 1, __ATOMIC_RELEASE);
 	stb_monitor_kick(); /* it may run already, unseen by a monitor gone idle */
 #endif
 	return 0;
@@ -1178,6 +1325,9 @@ static inline __attribute__((always_inline)) void task_set_creator(struct stb_ta
 	__atomic_store_n(&p->creator_id, cid, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->creator_ip, (uint64_t)(uintptr_t)ip, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->creator_tid, tid, __ATOMIC_RELAXED);
+	/* The coarse clock (a read of the vDSO's page, no TSC): on the line of
+	 * the creator fields, which the start writes anyway. */
+	__atomic_store_n(&p->created_ns, stb_now_coarse_ns(), __ATOMIC_RELAXED);
 #else
 	(void)t;
 	(void)w;
@@ -1330,7 +1480,9 @@ int bthread_yield(void)
 		yield_to_scheduler(w, self, to);
 		return 0;
 	}
+	STB_SW_NOTE(w, self, &w->post_fn, "the worker's post");
 	w->post_fn = stb_post_ready;
+	STB_SW_NOTE(w, self, &w->post_arg, "the worker's post argument");
 	w->post_arg = STB_POST_YIELD;
 	jump_stack_inline(w, self, to, false);
 	return 0;

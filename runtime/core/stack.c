@@ -2,7 +2,9 @@
 /*
  * bthread stacks: carved from large slabs, each stack with a guard page
  * below its usable part (an overflow faults with SIGSEGV instead of
- * corrupting memory), pooled per size class and reused.
+ * corrupting memory), pooled per size class and reused. A worker keeps a few
+ * free stacks of each class to itself (no lock, no shared line on most
+ * starts and exits) and trades them with the pool a handful at a time.
  *
  * Colors. A stack's first frame does not start at the end of its mapping but
  * up to STB_STACK_COLOR_SPAN below it, at another cache-line offset for every
@@ -47,6 +49,8 @@
 _Static_assert(STB_STACK_COLOR_SPAN <= STB_STACK_COLOR_ROOM && STB_STACK_COLOR_STEP % 64 == 0,
 	       "colors are whole cache lines within the room");
 #define STB_STACK_WARM_MAX 1024u /* free stacks kept with their memory, per class */
+#define STB_STACK_CACHE 16u      /* free stacks a worker keeps per class */
+#define STB_STACK_TRADE 8u       /* taken from / given back to the pool at once */
 #define STB_SLAB_BYTES (16u << 20) /* a slab holds about this much */
 
 enum guard_mode {
@@ -75,6 +79,14 @@ static struct stb_lock mode_lock;
 static uint64_t last_complaint_ns;
 
 uint32_t stb_stack_readers;
+
+/* A worker's own free stacks (warm, most recent last), per class. */
+struct stack_cache {
+	bool on;
+	unsigned n[BTHREAD_STACKTYPE_LARGE + 1];
+	struct stb_stack *s[BTHREAD_STACKTYPE_LARGE + 1][STB_STACK_CACHE];
+};
+static __thread struct stack_cache stb_tls_stacks __attribute__((tls_model("initial-exec")));
 
 #if defined(STB_TEST_HOOKS)
 /* Test hooks (bthread_test only): force the mprotect guards, set their budget. */
@@ -258,6 +270,12 @@ struct stb_stack *stb_stack_get(unsigned type)
 {
 	if (type < BTHREAD_STACKTYPE_SMALL || type > BTHREAD_STACKTYPE_LARGE)
 		type = BTHREAD_STACKTYPE_NORMAL;
+	struct stack_cache *k = &stb_tls_stacks;
+	if (k->n[type]) {
+		struct stb_stack *s = k->s[type][--k->n[type]];
+		s->next = NULL;
+		return s;
+	}
 	if (STB_UNLIKELY(__atomic_load_n(&guard_mode, __ATOMIC_ACQUIRE) == GUARD_UNKNOWN))
 		decide_guard_mode();
 	struct stack_class *c = &stack_classes[type];
@@ -267,6 +285,13 @@ struct stb_stack *stb_stack_get(unsigned type)
 	if (s) {
 		c->warm = s->next;
 		c->nwarm--;
+		/* A worker takes a few more warm ones for its next starts. */
+		while (k->on && k->n[type] < STB_STACK_TRADE - 1 && c->warm) {
+			k->s[type][k->n[type]++] = c->warm;
+			c->warm = c->warm->next;
+			c->nwarm--;
+			c->live++;
+		}
 	} else if ((s = c->cold) != NULL) {
 		c->cold = s->next;
 	} else {
@@ -286,6 +311,35 @@ struct stb_stack *stb_stack_get(unsigned type)
 	return s;
 }
 
+static void make_cold(struct stack_class *c, struct stb_stack *s);
+
+/* Gives n stacks of one class back to the pool (most recent first); the
+ * pool keeps STB_STACK_WARM_MAX warm, the rest give their memory back. */
+static void pool_put(struct stb_stack **v, unsigned n)
+{
+	struct stack_class *c = &stack_classes[v[0]->type];
+	struct stb_stack *cold = NULL;
+	stb_lock(&c->lock);
+	while (n) {
+		struct stb_stack *s = v[--n];
+		c->live--;
+		if (c->nwarm < STB_STACK_WARM_MAX) {
+			s->next = c->warm;
+			c->warm = s;
+			c->nwarm++;
+		} else {
+			s->next = cold;
+			cold = s;
+		}
+	}
+	stb_unlock(&c->lock);
+	while (cold) {
+		struct stb_stack *s = cold;
+		cold = s->next;
+		make_cold(c, s);
+	}
+}
+
 void stb_stack_put(struct stb_stack *s)
 {
 	if (!s)
@@ -294,18 +348,40 @@ void stb_stack_put(struct stb_stack *s)
 	/* Frames of the finished bthread may have left poisoned redzones. */
 	__asan_unpoison_memory_region(s->lo, s->size);
 #endif
-	struct stack_class *c = &stack_classes[s->type];
-	stb_lock(&c->lock);
-	c->live--;
-	if (c->nwarm < STB_STACK_WARM_MAX) {
-		s->next = c->warm;
-		c->warm = s;
-		c->nwarm++;
-		s = NULL;
-	}
-	stb_unlock(&c->lock);
-	if (!s)
+	struct stack_cache *k = &stb_tls_stacks;
+	if (k->on) {
+		unsigned *n = &k->n[s->type];
+		if (*n == STB_STACK_CACHE) {
+			/* Full: the oldest half goes back to the pool. */
+			pool_put(k->s[s->type], STB_STACK_TRADE);
+			memmove(k->s[s->type], k->s[s->type] + STB_STACK_TRADE,
+				(STB_STACK_CACHE - STB_STACK_TRADE) * sizeof(s));
+			*n -= STB_STACK_TRADE;
+		}
+		k->s[s->type][(*n)++] = s;
 		return;
+	}
+	pool_put(&s, 1);
+}
+
+void stb_stack_cache_start(void)
+{
+	stb_tls_stacks.on = true;
+}
+
+void stb_stack_cache_flush(void)
+{
+	struct stack_cache *k = &stb_tls_stacks;
+	for (unsigned t = 0; t <= BTHREAD_STACKTYPE_LARGE; t++)
+		if (k->n[t]) {
+			pool_put(k->s[t], k->n[t]);
+			k->n[t] = 0;
+		}
+}
+
+/* Gives s's memory back and files it with c's cold stacks. */
+static void make_cold(struct stack_class *c, struct stb_stack *s)
+{
 	/*
 	 * Give the memory back, keep the range and its guard (guard markers
 	 * survive MADV_DONTNEED, mprotect guards are unaffected). A tracer still

@@ -2,7 +2,7 @@
 /*
  * What the synchronization primitives (mutex, rwlock, sem, barrier, once,
  * bthread_id, CountdownEvent) share: the public butex pointer <-> internal
- * butex, the owner word of the caller (STB_ABI_OWNER_* encoding), the wait
+ * butex (the caller's owner word is stb_owner_self(), internal.h), the wait
  * descriptors they publish, and the address-hashed parking butexes of the
  * primitives that have no butex of their own (once).
  */
@@ -17,8 +17,6 @@ static inline struct stb_butex *stb_butex_of_value(const void *value)
 	return (struct stb_butex *)((char *)value - offsetof(struct stb_butex, value));
 }
 
-/* The caller as an owner word: its bthread id, or its flagged kernel tid. Never 0. */
-uint64_t stb_owner_self(void);
 
 /* A wait descriptor of kind on object; owner word address (0 = none) goes to extra. */
 static inline struct stb_wait stb_wait_make(unsigned kind, const void *object,

@@ -156,11 +156,22 @@ int stb_table_init(void)
 #endif
 }
 
+/* Worker entries and their count without a table (never touched otherwise). */
+static struct stb_abi_worker stb_private_workers[STB_ABI_MAX_WORKERS];
+static struct stb_abi_header stb_private_header;
+
 struct stb_abi_worker *stb_table_worker(uint32_t index)
 {
-	if (!stb_table.base || index >= STB_ABI_MAX_WORKERS)
+	if (index >= STB_ABI_MAX_WORKERS)
 		return NULL;
+	if (!stb_table.base)
+		return &stb_private_workers[index];
 	return (struct stb_abi_worker *)((char *)stb_table.base + STB_ABI_WORKER_OFFSET(index));
+}
+
+struct stb_abi_header *stb_table_workers_header(void)
+{
+	return stb_table.hdr ? stb_table.hdr : &stb_private_header;
 }
 
 struct stb_abi_task *stb_table_task(uint32_t slot)

@@ -20,13 +20,32 @@
 #define STB_TASK_MAX_CHUNKS 4096u /* 4 Mi slots */
 #define STB_TASK_QUARANTINE 4096u
 
+_Static_assert((uint64_t)STB_TASK_MAX_CHUNKS * STB_TASK_CHUNK <= STB_ABI_MAX_SLOTS,
+	       "slots leave bit 31 of an id free (abi.h)");
+/* Freed slots a worker gathers (or takes) before it locks the free list. */
+#define STB_TASK_BATCH 64u
+
 static struct stb_task *stb_task_chunks[STB_TASK_MAX_CHUNKS];
 static uint32_t stb_task_nslots;      /* slots handed out so far */
-/* FIFO of freed slots (slot + 1, 0 = none), under stb_task_free_lock. */
+/*
+ * Freed slots: a FIFO of chains (slot + 1, 0 = none), under
+ * stb_task_free_lock. A chain is up to STB_TASK_BATCH slots linked by
+ * free_next; its first task holds the chain's tail, length and the next
+ * chain. A worker frees and takes a chain at a time (one lock per
+ * STB_TASK_BATCH starts or exits); other threads a slot at a time.
+ */
 static struct stb_lock stb_task_free_lock;
-static uint32_t stb_task_free_head, stb_task_free_tail;
-static uint32_t stb_task_free_count;
+static uint32_t stb_task_free_head, stb_task_free_tail; /* first tasks of chains */
+static uint32_t stb_task_free_count;                    /* slots in the chains */
 static struct stb_lock stb_task_grow_lock;
+
+/* A worker's cache: the chain it takes slots from, the one it frees into. */
+struct slot_cache {
+	bool on;
+	uint32_t in, nin;              /* first slot + 1, length */
+	uint32_t out, out_tail, nout;  /* first, last slot + 1, length */
+};
+static __thread struct slot_cache stb_tls_slots __attribute__((tls_model("initial-exec")));
 
 #if defined(STB_TEST_HOOKS)
 void (*stb_test_switch_hook)(struct stb_task *t, unsigned state);
@@ -138,39 +157,122 @@ cleanup:
 	return t;
 }
 
-/*
- * Freed slots are reused oldest first, and only once more than
- * STB_TASK_QUARANTINE of them wait: a finished bthread's result (and its id's
- * staleness) survives at least that many later starts.
- */
-static struct stb_task *stb_task_pop_free(void)
+/* Appends the chain [first .. tail] of n slots (slot + 1 each) to the FIFO. */
+static void chain_put(uint32_t first, uint32_t tail, uint32_t n)
 {
-	struct stb_task *t = NULL;
-	if (__atomic_load_n(&stb_task_free_count, __ATOMIC_RELAXED) <= STB_TASK_QUARANTINE)
-		return NULL;
+	struct stb_task *f = stb_task_at(first - 1);
+	f->chain_tail = tail;
+	f->chain_len = n;
+	f->chain_next = 0;
 	stb_lock(&stb_task_free_lock);
-	if (stb_task_free_count > STB_TASK_QUARANTINE) {
-		t = stb_task_at(stb_task_free_head - 1);
-		stb_task_free_head = t->free_next;
+	if (stb_task_free_tail)
+		stb_task_at(stb_task_free_tail - 1)->chain_next = first;
+	else
+		stb_task_free_head = first;
+	stb_task_free_tail = first;
+	__atomic_store_n(&stb_task_free_count, stb_task_free_count + n, __ATOMIC_RELAXED);
+	stb_unlock(&stb_task_free_lock);
+}
+
+/*
+ * Takes the oldest chain, or (whole = false) only its first slot, if at
+ * least STB_TASK_QUARANTINE slots still wait after it: a finished bthread's
+ * result (and its id's staleness) survives at least that many later exits.
+ * Returns the first slot + 1 (0: none) and its length in *n.
+ */
+static uint32_t chain_take(bool whole, uint32_t *n)
+{
+	uint32_t first = 0;
+	*n = 0;
+	if (__atomic_load_n(&stb_task_free_count, __ATOMIC_RELAXED) <= STB_TASK_QUARANTINE)
+		return 0;
+	stb_lock(&stb_task_free_lock);
+	struct stb_task *f = stb_task_free_head ? stb_task_at(stb_task_free_head - 1) : NULL;
+	uint32_t want = f && whole ? f->chain_len : 1;
+	if (f && stb_task_free_count >= STB_TASK_QUARANTINE + want) {
+		first = stb_task_free_head;
+		uint32_t rest = f->free_next;
+		if (whole || f->chain_len == 1) {
+			*n = f->chain_len;
+			stb_task_free_head = f->chain_next;
+		} else {
+			/* The rest of the chain stays first in line. */
+			struct stb_task *r = stb_task_at(rest - 1);
+			r->chain_tail = f->chain_tail;
+			r->chain_len = f->chain_len - 1;
+			r->chain_next = f->chain_next;
+			if (stb_task_free_tail == first)
+				stb_task_free_tail = rest;
+			stb_task_free_head = rest;
+			*n = 1;
+		}
 		if (!stb_task_free_head)
 			stb_task_free_tail = 0;
-		__atomic_store_n(&stb_task_free_count, stb_task_free_count - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&stb_task_free_count, stb_task_free_count - *n, __ATOMIC_RELAXED);
 	}
 	stb_unlock(&stb_task_free_lock);
+	return first;
+}
+
+/* A freed slot to reuse, or NULL (then a new slot is carved). */
+static struct stb_task *stb_task_pop_free(void)
+{
+	struct slot_cache *c = &stb_tls_slots;
+	uint32_t n;
+	if (c->on && !c->nin)
+		c->in = chain_take(true, &c->nin);
+	if (!c->on || !c->nin) {
+		/* One at a time (no whole chain may go yet: the quarantine). */
+		uint32_t s = chain_take(false, &n);
+		return s ? stb_task_at(s - 1) : NULL;
+	}
+	struct stb_task *t = stb_task_at(c->in - 1);
+	c->in = t->free_next;
+	c->nin--;
 	return t;
 }
 
 void stb_task_release(struct stb_task *t)
 {
+	struct slot_cache *c = &stb_tls_slots;
+	uint32_t s = t->slot + 1;
 	t->free_next = 0;
-	stb_lock(&stb_task_free_lock);
-	if (stb_task_free_tail)
-		stb_task_at(stb_task_free_tail - 1)->free_next = t->slot + 1;
+	if (!c->on) {
+		chain_put(s, s, 1);
+		return;
+	}
+	if (c->nout)
+		stb_task_at(c->out_tail - 1)->free_next = s;
 	else
-		stb_task_free_head = t->slot + 1;
-	stb_task_free_tail = t->slot + 1;
-	__atomic_store_n(&stb_task_free_count, stb_task_free_count + 1, __ATOMIC_RELAXED);
-	stb_unlock(&stb_task_free_lock);
+		c->out = s;
+	c->out_tail = s;
+	if (++c->nout == STB_TASK_BATCH) {
+		chain_put(c->out, c->out_tail, c->nout);
+		c->nout = 0;
+	}
+}
+
+void stb_task_cache_start(void)
+{
+	stb_tls_slots.on = true;
+}
+
+void stb_task_cache_flush(void)
+{
+	struct slot_cache *c = &stb_tls_slots;
+	if (c->nout) {
+		chain_put(c->out, c->out_tail, c->nout);
+		c->nout = 0;
+	}
+	if (c->nin) {
+		/* Taken but not used: back to the end of the line (they are the
+		 * oldest, but the quarantine holds all the same). */
+		uint32_t tail = c->in;
+		for (uint32_t i = 1; i < c->nin; i++)
+			tail = stb_task_at(tail - 1)->free_next;
+		chain_put(c->in, tail, c->nin);
+		c->nin = 0;
+	}
 }
 
 struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *), void *arg)
@@ -218,6 +320,7 @@ struct stb_task *stb_task_alloc(const bthread_attr_t *attr, void *(*fn)(void *),
 	__atomic_store_n(&p->id, stb_task_id(t), __ATOMIC_RELAXED);
 	__atomic_store_n(&p->since_ns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->wait_word, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->execq, 0, __ATOMIC_RELAXED);
 	p->flags = (t->flags & STB_TASK_F_WORKER_STACK) ? STB_ABI_TASK_F_WORKER_STACK : 0;
 	/* memcpy of the bounded array: attr names are at most 31 bytes. */
 	memcpy(p->name, t->attr.name, sizeof(t->attr.name));
@@ -282,6 +385,7 @@ void stb_gate_wait(struct stb_task *t)
 		else
 			sched_yield();
 	}
+	now = stb_now_ns(); /* the thread may have slept since it last looked */
 	if (h) {
 		stb_table_count(&h->gate_waits, 1);
 		stb_table_count(&h->gate_wait_ns, now - start);

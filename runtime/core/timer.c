@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The timer thread: a binary min-heap of deadlines (CLOCK_MONOTONIC) guarded
- * by one mutex. Callbacks run on the timer thread without the lock held; a
- * cancel that races with a running callback waits for it to return, on a
- * butex (a bthread is suspended, the tracer sees why). Also the public
- * bthread_timer_add/del.
+ * by one mutex. Callbacks run on the timer thread without the lock held; the
+ * runtime's own cancels (a timed wait's timer) that race with a running
+ * callback wait for it to return, on a butex (a bthread is suspended, the
+ * tracer sees why). Also the public bthread_timer_add/del (del never waits,
+ * as bRPC's).
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "internal.h"
 
@@ -94,10 +97,39 @@ static void stb_timer_free_entry(uint32_t idx)
 	stb_timer_free = idx + 1;
 }
 
+/* The kernel's struct sched_attr (SCHED_ATTR_SIZE_VER1; glibc has none). */
+struct stb_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime; /* SCHED_OTHER/BATCH: the requested slice (Linux 6.12+) */
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+	uint32_t sched_util_min;
+	uint32_t sched_util_max;
+};
+
+void stb_thread_wake_fast(void)
+{
+	prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul);
+	struct stb_sched_attr a;
+	memset(&a, 0, sizeof(a));
+	if (syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) != 0 ||
+	    (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH))
+		return; /* a real-time or idle thread keeps what it has */
+	a.size = sizeof(a);
+	a.sched_flags = 0;
+	a.sched_runtime = STB_WAKE_FAST_SLICE_NS;
+	syscall(SYS_sched_setattr, 0, &a, 0); /* older kernels: no custom slice, no harm */
+}
+
 static void *stb_timer_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "bthread_timer");
+	stb_thread_wake_fast();
 	stb_on_timer_thread = true;
 	pthread_mutex_lock(&stb_timer_lock);
 	for (;;) {
@@ -204,7 +236,7 @@ cleanup:
 	return id;
 }
 
-int stb_timer_cancel(uint64_t id)
+int stb_timer_cancel(uint64_t id, bool wait)
 {
 	uint32_t idx = (uint32_t)id - 1;
 	uint32_t gen = (uint32_t)(id >> 32);
@@ -215,8 +247,9 @@ int stb_timer_cancel(uint64_t id)
 		pthread_mutex_unlock(&stb_timer_lock);
 		return 0;
 	}
-	if (stb_timer_running != id || stb_on_timer_thread) {
-		/* Ran already, never was, or the callback cancels itself. */
+	if (stb_timer_running != id || stb_on_timer_thread || !wait) {
+		/* Ran already, never was, the callback cancels itself, or the
+		 * caller does not wait. */
 		int rc = stb_timer_running == id ? 1 : -1;
 		pthread_mutex_unlock(&stb_timer_lock);
 		return rc;
@@ -253,6 +286,6 @@ int bthread_timer_del(bthread_timer_t id)
 {
 	if (id == 0)
 		return EINVAL;
-	int rc = stb_timer_cancel(id);
+	int rc = stb_timer_cancel(id, false); /* 1 at once for a running callback, as bRPC */
 	return rc < 0 ? EINVAL : rc;
 }

@@ -24,7 +24,8 @@ static void head(FILE *out, const char *title)
 	fprintf(out, "</title>\n<style>%s</style>\n</head>\n<body>\n"
 		     "<nav><a href=\"/\">index</a><a href=\"/bthreads\">bthreads</a>"
 		     "<a href=\"/bthreads/all\">all stacks</a>"
-		     "<a href=\"/bthreads/all?format=flamegraph\">flame graph</a></nav>\n<h1>",
+		     "<a href=\"/bthreads/all?format=flamegraph\">flame graph</a>"
+		     "<a href=\"/bthreads/leaks\">leaks</a></nav>\n<h1>",
 		dh_style);
 	stb_html_put(out, title, strlen(title));
 	fputs("</h1>\n", out);
@@ -115,7 +116,10 @@ int stb_dh_html_index(FILE *out)
 	      "<a href=\"/bthreads/all?format=folded\">folded</a>, "
 	      "<a href=\"/bthreads/all?format=flamegraph\">flame graph</a>, "
 	      "<a href=\"/bthreads/all?runtime_frames=1\">with the runtime's frames</a>, "
-	      "<a href=\"/bthreads/all?lines=1\">with file:line</a>)</li>\n"
+	      "<a href=\"/bthreads/all?lines=0\">without file:line</a>)</li>\n"
+	      "<li><a href=\"/bthreads/leaks\">/bthreads/leaks</a>: bthreads by creation site, "
+	      "with their count, oldest and median age and states "
+	      "(<a href=\"/bthreads/leaks?format=json\">json</a>)</li>\n"
 	      "</ul>\n"
 	      "<p>go tool pprof http://HOST:PORT/bthreads/all?format=pprof</p>\n"
 	      "</body>\n</html>\n",

@@ -91,7 +91,7 @@ static void dh_error(struct stb_dh_response *res, int status, const char *fmt, .
 	res->body = NULL;
 	res->len = 0;
 	res->status = status;
-	res->type = "text/plain; charset=utf-8";
+	res->type = stb_format_get(STB_FORMAT_TEXT)->mime;
 	int n = asprintf(&res->body, "%d %s: %s\n", status, dh_reason(status), msg);
 	if (n < 0)
 		res->body = NULL;
@@ -117,15 +117,12 @@ static bool dh_parse_id(const char *s, size_t len, uint64_t *out)
 	return true;
 }
 
-/* ?format=html: the text page as HTML (also for Accept: text/html). */
-#define STB_DH_FORMAT_HTML (-2)
-
 struct stb_dh_query {
 	bool st;
 	bool json;
-	int format;          /* enum stb_format, STB_DH_FORMAT_HTML; -1: not given */
+	int format;          /* enum stb_format, STB_FORMAT_HTML_PAGE; -1: not given */
 	bool runtime_frames; /* runtime_frames=1 */
-	bool lines;          /* lines=1 */
+	bool lines;          /* lines=0 turns it off */
 	bool all_ids;        /* v=1 */
 	bool no_threads;     /* threads=0 */
 	uint64_t stuck_ns;   /* stuck=SECONDS */
@@ -176,20 +173,20 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 			}
 		} else if (klen == 6 && memcmp(kv, "format", 6) == 0) {
 			char name[16];
-			int f = -1;
+			const struct stb_format_info *f = NULL;
 			if (vlen < sizeof(name)) {
 				memcpy(name, v, vlen);
 				name[vlen] = '\0';
-				f = strcmp(name, "html") == 0 ? STB_DH_FORMAT_HTML
-							      : stb_format_from_name(name);
+				f = stb_format_named(name, true);
 			}
-			if (f == -1 || f == -EINVAL) {
-				snprintf(why, whylen, "format must be text, json, pprof, folded, "
-						      "flamegraph or html");
+			if (!f) {
+				char list[64];
+				stb_format_list(list, sizeof(list), STB_FORMATS_PAGES);
+				snprintf(why, whylen, "format must be %s", list);
 				return false;
 			}
-			out->format = f;
-			out->json = f == STB_FORMAT_JSON;
+			out->format = f->format;
+			out->json = f->format == STB_FORMAT_JSON;
 		} else if (klen == 14 && memcmp(kv, "runtime_frames", 14) == 0) {
 			if (!dh_flag(v, vlen, &out->runtime_frames)) {
 				snprintf(why, whylen, "runtime_frames must be 0 or 1");
@@ -218,13 +215,15 @@ static const char stb_dh_index[] =
 	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
 	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
-	"                          count, times, ids (?v=1: all of them) and the deadlocks,\n"
+	"                          count, times, ids (?v=1: every member) and the deadlocks,\n"
 	"                          then every thread of the process (?threads=0: not them)\n"
+	"  /bthreads/leaks         bthreads by creation site: count, oldest and median age,\n"
+	"                          states\n"
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
 	"Add ?format=json for JSON (schemas stb-tasks/1, stb-stacks/1); stacks also in\n"
 	"?format=pprof (go tool pprof http://HOST:PORT/bthreads/all?format=pprof), folded,\n"
-	"flamegraph; ?runtime_frames=1 shows the runtime's own frames, ?lines=1 adds\n"
-	"file:line. Browsers (Accept: text/html) get HTML.\n";
+	"flamegraph; ?runtime_frames=1 shows the runtime's own frames, ?lines=0 leaves\n"
+	"out file:line. Browsers (Accept: text/html) get HTML.\n";
 
 /* Replaces the text body of res by its HTML page. false on ENOMEM. */
 static bool dh_html_wrap(struct stb_dh_response *res, const char *path, size_t plen)
@@ -244,7 +243,7 @@ static bool dh_html_wrap(struct stb_dh_response *res, const char *path, size_t p
 	free(res->body);
 	res->body = body;
 	res->len = len;
-	res->type = "text/html; charset=utf-8";
+	res->type = stb_format_get(STB_FORMAT_HTML_PAGE)->mime;
 	return true;
 }
 
@@ -263,11 +262,12 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	struct stb_self_set set;
 	memset(&set, 0, sizeof(set));
 	FILE *out = NULL;
-	bool all = false, list = false, one = false;
+	bool all = false, list = false, one = false, leaks = false;
 	uint64_t id = 0;
 
-	bool html = q->format == STB_DH_FORMAT_HTML;
+	bool html = q->format == STB_FORMAT_HTML_PAGE;
 	int format = q->format >= 0 ? q->format : STB_FORMAT_TEXT;
+	const struct stb_format_info *fi = stb_format_get(format);
 	if (plen == 1 && path[0] == '/' && html) {
 		out = open_memstream(&res->body, &res->len);
 		if (!out || stb_dh_html_index(out) != 0 || fclose(out) != 0) {
@@ -277,12 +277,12 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		}
 		out = NULL;
 		res->status = 200;
-		res->type = "text/html; charset=utf-8";
+		res->type = stb_format_get(STB_FORMAT_HTML_PAGE)->mime;
 		goto cleanup;
 	}
 	if (plen == 1 && path[0] == '/') {
 		res->status = 200;
-		res->type = "text/plain; charset=utf-8";
+		res->type = stb_format_get(STB_FORMAT_TEXT)->mime;
 		res->body = strdup(stb_dh_index);
 		if (!res->body)
 			dh_error(res, 500, "out of memory");
@@ -302,6 +302,8 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		list = true;
 	} else if (rlen == 3 && memcmp(rest, "all", 3) == 0) {
 		all = true;
+	} else if (rlen == 5 && memcmp(rest, "leaks", 5) == 0) {
+		leaks = true;
 	} else if (dh_parse_id(rest, rlen, &id) && id != 0) {
 		one = true;
 	} else if (memchr(rest, '/', rlen)) {
@@ -314,15 +316,22 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 
 	bool stacks = all || (one && q->st);
-	if (!stacks && (format == STB_FORMAT_PPROF || format == STB_FORMAT_FOLDED ||
-			format == STB_FORMAT_FLAMEGRAPH)) {
+	if (leaks && !fi->write_leaks) {
+		dh_error(res, 400, "/bthreads/leaks is text, json or html, not %s", fi->name);
+		goto cleanup;
+	}
+	if (!stacks && !fi->lists) {
 		dh_error(res, 400, "format=%s needs stacks: /bthreads/all or /bthreads/<id>?st=1",
-			 stb_format_name(format));
+			 fi->name);
+		goto cleanup;
+	}
+	if (leaks && q->stuck_ns) {
+		dh_error(res, 400, "stuck does not apply to /bthreads/leaks (every bthread)");
 		goto cleanup;
 	}
 	const struct stb_self_opts so = {
-		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns, .deadlocks = all,
-		.threads = all && !q->no_threads,
+		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns,
+		.deadlocks = !leaks, .holders = !leaks, .threads = all && !leaks && !q->no_threads,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
@@ -339,31 +348,36 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 		dh_error(res, 500, "out of memory");
 		goto cleanup;
 	}
-	struct stb_report_meta meta = {.producer = "stb debug http", .pid = (int)getpid()};
-	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = all,
-			       .meta = &meta, .all_ids = q->all_ids,
-			       .stacks = stb_collector_stacks(set.c),
-			       .deadlocks = set.res.deadlocks, .max_depth = 64,
-			       .runtime_frames = q->runtime_frames, .lines = q->lines,
-			       .runtime_hint = "?runtime_frames=1", .threads_hint = "?threads=0"};
-	stb_trace_self_tools(&r.unw, &r.sym);
+	if (leaks) {
+		rc = stb_self_leaks(out, "stb debug http", &set, format);
+		goto written;
+	}
+	struct stb_report_meta meta;
+	struct stb_report r;
+	stb_self_report(&r, &meta, out, "stb debug http", &set);
+	r.group = all;
+	r.all_ids = q->all_ids;
+	r.max_depth = 64;
+	r.runtime_frames = q->runtime_frames;
+	r.lines = q->lines;
+	r.runtime_hint = "?runtime_frames=1";
+	r.deadlock_hint = "/bthreads/all shows it";
+	r.threads_hint = "?threads=0";
 	if (stacks)
 		rc = stb_report_write(&r, set.res.tasks, set.res.n, format);
 	else
 		rc = stb_report_list(&r, set.res.tasks, set.res.n, q->json);
 	if (list && !q->json)
 		fprintf(out, "%zu tasks\n", set.res.n);
-	if (fclose(out) != 0 || rc != 0) {
+written:
+	if (fclose(out) != 0 || rc < 0) {
 		out = NULL;
 		dh_error(res, 500, "cannot format the report");
 		goto cleanup;
 	}
 	out = NULL;
 	res->status = 200;
-	res->type = format == STB_FORMAT_JSON		? "application/json"
-		    : format == STB_FORMAT_PPROF	? "application/octet-stream"
-		    : format == STB_FORMAT_FLAMEGRAPH ? "text/html; charset=utf-8"
-						      : "text/plain; charset=utf-8";
+	res->type = fi->mime;
 	if (html && !dh_html_wrap(res, path, plen))
 		dh_error(res, 500, "out of memory");
 cleanup:
@@ -422,14 +436,14 @@ static void dh_handle(char *head, struct stb_dh_response *res)
 	}
 	const char *qm = strchr(target, '?');
 	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-	struct stb_dh_query q = {.format = -1};
+	struct stb_dh_query q = {.format = -1, .lines = true};
 	char why[96];
 	if (qm && !dh_parse_query(qm + 1, strlen(qm + 1), &q, why, sizeof(why))) {
 		dh_error(res, 400, "%s", why);
 		return;
 	}
 	if (q.format == -1 && headers && dh_accepts_html(headers))
-		q.format = STB_DH_FORMAT_HTML;
+		q.format = STB_FORMAT_HTML_PAGE;
 	stb_dh_render(target, plen, &q, res);
 }
 

@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "report/formats.h"
+#include "report/leaks.h"
 #include "table/threads.h"
 #include "trace.h"
 
@@ -41,7 +42,8 @@ static struct stb_tview_src self_tasks(void *ctx, bool *clamped, bool again)
 	(void)again;
 	if (clamped)
 		*clamped = false;
-	return (struct stb_tview_src){.entry = self_entry, .ctx = ctx, .nslots = stb_task_slots()};
+	return (struct stb_tview_src){.entry = self_entry, .ctx = ctx, .nslots = stb_task_slots(),
+				      .workers = stb_self_wsrc()};
 }
 
 static struct stb_abi_task *self_task(void *ctx, uint32_t slot)
@@ -115,6 +117,7 @@ int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set)
 		src.unw = set->st.unw;
 	} else {
 		src.drv.mem = &stb_self_checked_mem; /* not traced: its liveness only */
+		src.drv.workers = stb_self_wsrc();     /* which tasks run */
 	}
 	/* Without memory for it, every stack is walked. */
 	set->c = stb_collector_new(&src, STB_DUMP_MEMO_BYTES);
@@ -129,13 +132,13 @@ int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set)
 	    .state_mask = o->state_mask,
 	    .stacks = o->stacks,
 	    .stuck_ns = o->stuck_ns,
-	    .stuck_no_io = o->stuck_no_io,
 	    /* The whole stack is walked so that the report can count the
 	     * frames it leaves out; stb_report_keep(depth) are kept. */
 	    .walk_max = STB_REPORT_WALK_MAX,
 	    .keep = stb_report_keep(depth),
 	    .timeout_ns = (uint64_t)ms * 1000000u,
 	    .intern = true,
+	    .holders = o->holders,
 	    .deadlocks = o->deadlocks,
 	    .deadlock_end = stb_now_ns() + STB_DUMP_DEADLOCK_MS * 1000000ull,
 	    .threads = o->threads,
@@ -153,6 +156,57 @@ cleanup:
 	return rc;
 }
 
+void stb_self_report(struct stb_report *r, struct stb_report_meta *meta, FILE *out,
+		     const char *producer, const struct stb_self_set *set)
+{
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	*meta = (struct stb_report_meta){
+	    .producer = producer,
+	    .pid = (int)getpid(),
+	    .comm = program_invocation_short_name,
+	    .time_ns = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec,
+	    .census = set->res.census,
+	    .tasks = set->res.tasks_by_state,
+	    .slots_used = stb_task_slots(),
+	};
+	const struct stb_abi_header *h = __atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE);
+	if (h) {
+		meta->table = true;
+		meta->abi_version = h->abi_version;
+		meta->table_capacity = h->task_capacity;
+		meta->untraceable = __atomic_load_n(&h->untraceable, __ATOMIC_RELAXED);
+		if (meta->slots_used > h->task_capacity) /* the others are private */
+			meta->slots_used = h->task_capacity;
+	}
+	*r = (struct stb_report){
+	    .out = out,
+	    .now_ns = stb_now_coarse_ns(),
+	    .meta = meta,
+	    .stacks = stb_collector_stacks(set->c),
+	    .deadlocks = set->res.deadlocks,
+	    .refs = set->res.refs,
+	    .nrefs = set->res.nrefs,
+	};
+	stb_trace_self_tools(&r->unw, &r->sym);
+}
+
+int stb_self_leaks(FILE *out, const char *producer, const struct stb_self_set *set, int format)
+{
+	struct stb_report_meta meta;
+	struct stb_report r;
+	stb_self_report(&r, &meta, out, producer, set);
+	struct stb_leaks l;
+	int rc = stb_leaks_build(&l, set->res.tasks, set->res.n, r.now_ns);
+	if (rc != 0)
+		return rc;
+	rc = stb_report_leaks(&r, &l, format);
+	if (rc == 0)
+		rc = (int)(l.bthreads < INT32_MAX ? l.bthreads : INT32_MAX);
+	stb_leaks_free(&l);
+	return rc;
+}
+
 __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *opts)
 {
 	static const struct stb_dump_opts dflt;
@@ -161,26 +215,36 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	const struct stb_dump_opts *o = opts ? opts : &dflt;
 	if (!out || !stb_format_name(o->format))
 		return -EINVAL;
+	if (o->leaks && (o->format != STB_FORMAT_TEXT && o->format != STB_FORMAT_JSON))
+		return -EINVAL;
 	struct stb_self_set set;
 	const struct stb_self_opts so = {
-		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = true,
-		.stuck_ns = o->stuck_ns, .deadlocks = true, .threads = !o->no_threads,
+		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = !o->leaks,
+		.stuck_ns = o->leaks ? 0 : o->stuck_ns, .deadlocks = !o->leaks,
+		.holders = !o->leaks, .threads = !o->leaks && !o->no_threads,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
 	if (rc < 0)
 		return rc;
-	struct stb_report_meta meta = {.producer = "stb_dump", .pid = (int)getpid()};
-	struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = o->group != 0,
-			       .meta = &meta, .all_ids = o->all_ids != 0,
-			       .stacks = stb_collector_stacks(set.c),
-			       .deadlocks = set.res.deadlocks,
-			       .max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH,
-			       .runtime_frames = o->runtime_frames != 0, .lines = o->lines != 0,
-			       .runtime_hint = "stb_dump_opts.runtime_frames = 1",
-			       .threads_hint = "stb_dump_opts.no_threads = 1"};
+	if (o->leaks) {
+		rc = stb_self_leaks(out, "stb_dump", &set, o->format);
+		fflush(out);
+		stb_self_set_free(&set);
+		return rc;
+	}
+	struct stb_report_meta meta;
+	struct stb_report r;
+	stb_self_report(&r, &meta, out, "stb_dump", &set);
+	r.group = o->group != 0;
+	r.all_ids = o->all_ids != 0;
+	r.max_depth = o->max_depth ? o->max_depth : STB_DUMP_DEFAULT_DEPTH;
+	r.runtime_frames = o->runtime_frames != 0;
+	r.lines = !o->no_lines;
+	r.runtime_hint = "stb_dump_opts.runtime_frames = 1";
+	r.deadlock_hint = "a dump without state_mask and stuck_ns shows it";
+	r.threads_hint = "stb_dump_opts.no_threads = 1";
 	/* Every format: runtime/stacks/report/, shared with stb-bpf-loader. */
-	stb_trace_self_tools(&r.unw, &r.sym);
 	rc = stb_report_write(&r, set.res.tasks, set.res.n, o->format);
 	fflush(out);
 	if (rc == 0)

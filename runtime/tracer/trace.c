@@ -14,6 +14,7 @@
 #include <ucontext.h>
 
 #include "internal.h"
+#include "report/model.h"
 #include "report/writers.h"
 #include "stb/stb.h"
 #include "symbols/symbolize.h"
@@ -54,6 +55,7 @@ static uint64_t stb_slot_tag;
 
 static int stb_trace_signo;            /* 0 until configured */
 static int stb_timeout_ms = 50;
+static int stb_text_runtime_frames;    /* bthread_stack_trace shows the runtime's frames */
 static pthread_once_t stb_handler_once = PTHREAD_ONCE_INIT;
 static int stb_handler_err;
 static bool stb_handler_installed;
@@ -101,6 +103,9 @@ void stb_tracer_attach(void)
 	int ms = parse_int_env("STB_SIGNAL_TRACE_TIMEOUT_MS", 1, 60000, 0);
 	if (ms)
 		__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	int rf = parse_int_env("STB_TRACE_RUNTIME_FRAMES", 0, 1, -1);
+	if (rf >= 0)
+		stb_set_trace_runtime_frames(rf);
 	int sig = parse_int_env("STB_TRACE_SIGNAL", 1, SIGRTMAX, 0);
 	if (sig && stb_set_trace_signal(sig) != 0)
 		fprintf(stderr, "stb: STB_TRACE_SIGNAL=%d is not usable\n", sig);
@@ -113,6 +118,12 @@ int stb_set_signal_trace_timeout_ms(int ms)
 	if (ms < 1 || ms > 60000)
 		return -EINVAL;
 	__atomic_store_n(&stb_timeout_ms, ms, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int stb_set_trace_runtime_frames(int show)
+{
+	__atomic_store_n(&stb_text_runtime_frames, show != 0, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -212,8 +223,7 @@ static void signal_handler(int sig, siginfo_t *si, void *uctx)
 	}
 	struct stb_task *t = thread_task();
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
-	if (!t || stb_task_id(t) != s->want || stb_task_state(t) != STB_TASK_RUNNING || sp < lo ||
-	    sp >= hi) {
+	if (!t || stb_task_id(t) != s->want || !stb_task_running_here(t) || sp < lo || sp >= hi) {
 		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
 		goto out;
 	}
@@ -284,34 +294,58 @@ static void slot_put(struct stb_slot *s)
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* Is signal signo blocked on thread tid of this process? (/proc status) */
-static bool signal_blocked(pid_t tid, int signo)
+/* "blocked" or "ignored" when thread tid's /proc status says signal signo
+ * is (SigBlk, SigIgn); NULL when it says neither, or cannot be read. */
+static const char *signal_refused(pid_t tid, int signo)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return false;
-	bool blocked = false;
-	while (fgets(line, sizeof(line), f)) {
+		return NULL;
+	const char *why = NULL;
+	while (!why && fgets(line, sizeof(line), f)) {
 		unsigned long long mask;
-		if (sscanf(line, "SigBlk: %llx", &mask) == 1) {
-			blocked = (mask >> (signo - 1)) & 1;
-			break;
-		}
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1 && (mask >> (signo - 1) & 1))
+			why = "blocked";
+		else if (sscanf(line, "SigIgn: %llx", &mask) == 1 && (mask >> (signo - 1) & 1))
+			why = "ignored";
 	}
 	fclose(f);
-	return blocked;
+	return why;
 }
+
+#if defined(STB_TEST_HOOKS)
+int stb_test_unanswered_signals;
+
+/* Test builds: the next stb_test_unanswered_signals requests are never
+ * answered, as if their thread got no CPU before the timeout. */
+static bool unanswered(void)
+{
+	return __atomic_load_n(&stb_test_unanswered_signals, __ATOMIC_ACQUIRE) > 0 &&
+	       __atomic_fetch_sub(&stb_test_unanswered_signals, 1, __ATOMIC_ACQ_REL) > 0;
+}
+#else
+static bool unanswered(void)
+{
+	return false;
+}
+#endif
 
 /*
  * Signal mode: asks the handler on thread ktid to copy its registers and
  * stack into slot s: of task want running there, or (want_tid) of the thread
- * itself. 0 = captured, -EAGAIN = the task was not running there any more
- * (retry), other -errno = failure.
+ * itself. A request with no reply by the deadline is asked once more, for
+ * timeout_ms: the handler may only be late (its thread was not scheduled in
+ * time on a busy machine). Only then does the thread's /proc status say
+ * whether the signal is blocked or ignored there; a blocked mask seen once
+ * may be a handler running at that instant. 0 = captured, -EAGAIN = the task
+ * was not running there any more (retry), -ESRCH = thread want_tid is gone,
+ * other -errno = failure.
  */
-static int signal_request(pid_t ktid, bthread_t want, uint32_t want_tid, struct stb_slot *s,
-			  uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
+static int signal_request(bthread_t want, uint32_t want_tid, pid_t ktid, struct stb_slot *s,
+			  uint64_t deadline, int timeout_ms, struct stb_capture *capt, char *err,
+			  size_t errlen)
 {
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
@@ -329,51 +363,69 @@ static int signal_request(pid_t ktid, bthread_t want, uint32_t want_tid, struct 
 			signo);
 		return -EPERM;
 	}
-	uint64_t tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
-	s->want = want;
-	s->want_tid = want_tid;
-	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
-	siginfo_t si;
-	memset(&si, 0, sizeof(si));
-	si.si_signo = signo;
-	si.si_code = SI_QUEUE;
-	si.si_pid = getpid();
-	si.si_uid = getuid();
-	si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
-	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
-		int e = errno;
-		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
-		if (e == ESRCH) /* the thread is gone: re-read the task */
-			return want_tid ? -ESRCH : -EAGAIN;
-		stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
-		return -e;
-	}
-	uint64_t st = 0;
-	for (unsigned spins = 0;; spins++) {
-		st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-		if ((st & 0xff) == STB_SLOT_DONE || (st & 0xff) == STB_SLOT_DECLINED)
-			break;
-		if (stb_now_ns() >= deadline) {
-			uint64_t armed = tag << 8 | STB_SLOT_ARMED;
-			if (__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_ABANDONED,
-							false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-				count(&stb_tstats.signal_timeouts);
-				if (signal_blocked(ktid, signo))
-					stb_say(err, errlen, "signal %d is blocked on thread %d",
-						signo, (int)ktid);
-				else
-					stb_say(err, errlen,
-						"no capture from thread %d within the timeout "
-						"(signal %d blocked or ignored?)",
-						(int)ktid, signo);
-				return -ETIMEDOUT;
-			}
-			continue; /* the handler is writing: it finishes quickly */
+	if (ktid <= 0)
+		return -EAGAIN; /* where it runs is not known (yet): re-read the task */
+	uint64_t st = 0, tag = 0;
+	for (unsigned attempt = 0;; attempt++) {
+		tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
+		s->want = want;
+		s->want_tid = want_tid;
+		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		si.si_signo = signo;
+		si.si_code = SI_QUEUE;
+		si.si_pid = getpid();
+		si.si_uid = getuid();
+		si.si_value.sival_ptr = (void *)(uintptr_t)(tag << 8 | (uint64_t)(s - stb_slots));
+		if (!unanswered() &&
+		    syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
+			int e = errno;
+			__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+			if (e == ESRCH) /* the thread is gone: re-read the task */
+				return want_tid ? -ESRCH : -EAGAIN;
+			stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
+			return -e;
 		}
-		if (spins < 2000)
-			stb_cpu_relax();
-		else
-			sched_yield();
+		bool late = false;
+		for (unsigned spins = 0;; spins++) {
+			st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+			if ((st & 0xff) == STB_SLOT_DONE || (st & 0xff) == STB_SLOT_DECLINED)
+				break;
+			if (stb_now_ns() >= deadline) {
+				uint64_t armed = tag << 8 | STB_SLOT_ARMED;
+				if (__atomic_compare_exchange_n(&s->state, &armed,
+								tag << 8 | STB_SLOT_ABANDONED, false,
+								__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+					late = true;
+					break;
+				}
+				continue; /* the handler is writing: it finishes quickly */
+			}
+			if (spins < 2000)
+				stb_cpu_relax();
+			else
+				sched_yield();
+		}
+		if (!late)
+			break;
+		count(&stb_tstats.signal_timeouts);
+		if (attempt == 0 && timeout_ms > 0) {
+			deadline = stb_now_ns() + (uint64_t)timeout_ms * 1000000u;
+			continue; /* the stale request's handler, if it ever runs, does nothing */
+		}
+		const char *refused = signal_refused(ktid, signo);
+		if (refused) {
+			stb_say(err, errlen, "signal %d is %s on thread %d (its /proc status says so)",
+				signo, refused, (int)ktid);
+			return -ETIMEDOUT;
+		}
+		/* Fits stb_trace_info.error (128 bytes) at any tid, timeout, signal. */
+		stb_say(err, errlen,
+			"no reply from thread %d in %d ms, asked twice (signal %d not blocked or "
+			"ignored); STB_SIGNAL_TRACE_TIMEOUT_MS raises it",
+			(int)ktid, timeout_ms > 0 ? timeout_ms : stb_trace_timeout_ms(), signo);
+		return -ETIMEDOUT;
 	}
 	if ((st & 0xff) == STB_SLOT_DECLINED)
 		return -EAGAIN;
@@ -410,31 +462,47 @@ static int self_capture(struct stb_self_tracer *st, struct stb_abi_task *p,
 /* The capture backend of the in-process tracer (driver.h): the calling task
  * from its own frame, any other running one in signal mode. */
 static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			  uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
-			  char *err, size_t errlen)
+			  const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+			  struct stb_capture *capt, char *err, size_t errlen)
 {
 	struct stb_self_tracer *st = ctx;
 	struct stb_slot *s = st->slot;
-	(void)w1;
 	(void)buf;
 	(void)cap;
 	if (id && id == st->self_id)
 		return self_capture(st, p, capt);
-	/* Blocked in a system call on its thread: read from /proc and its
-	 * stack, without a signal (which would cut the call short: sleep()
-	 * and epoll_wait() return early). */
-	int tid = (int)__atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+	/* Blocked in a system call on its thread: the call from /proc. One
+	 * that a signal would cut short (sleep() and epoll_wait() return
+	 * early) is read with its stack from there too; any other is restarted
+	 * after the handler (SA_RESTART), whose registers give the exact walk,
+	 * and keeps its state when the handler interrupted that very call. */
+	int tid = (int)at->tid;
+	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
 	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
-	int rc = hi ? stb_insyscall_capture(&stb_self_checked_mem, 0, tid, hi, s->buf, STB_COPY_MAX,
-					    capt)
-		    : -EAGAIN;
-	if (rc == 0)
-		return 0;
-	if (rc == -EBUSY)
+	int rc = hi && tid > 0 ? stb_insyscall_capture(&stb_self_checked_mem, 0, tid, lo, hi,
+						       s->buf, STB_COPY_MAX, capt)
+			       : -EAGAIN;
+	struct stb_capture call = {0};
+	if (rc == 0) {
+		if (stb_run_at_moved(at, p, id, w1))
+			return -EAGAIN; /* the call may be its thread's after it left */
+		if (stb_syscall_cut_by_signal(capt->syscall_nr))
+			return 0;
+		call = *capt;
+	} else if (rc == -EBUSY) {
 		return -EAGAIN; /* it left the call meanwhile: read it again */
-	rc = signal_request((pid_t)tid, id, 0, s, deadline, capt, err, errlen);
+	}
+	rc = signal_request(id, 0, (pid_t)tid, s, deadline, st->timeout_ms, capt, err, errlen);
 	if (rc != 0)
 		return rc;
+	capt->unwind = NULL;
+	capt->unwind_ctx = NULL;
+	/* Interrupted in the call /proc showed (at its syscall instruction,
+	 * rewound for the restart, or just after it): still blocked in it. */
+	capt->in_syscall = call.in_syscall && s->regs.sp == call.regs.sp &&
+			   (s->regs.ip == call.regs.ip || s->regs.ip + 2 == call.regs.ip);
+	capt->syscall_nr = capt->in_syscall ? call.syscall_nr : 0;
+	capt->syscall_arg0 = capt->in_syscall ? call.syscall_arg0 : 0;
 	capt->regs = s->regs;
 	capt->copy.addr = s->addr;
 	capt->copy.bytes = s->buf;
@@ -487,13 +555,13 @@ static int tracer_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, voi
 		return -EINVAL;
 	if (tid == (uint32_t)stb_gettid())
 		return self_thread_capture(st, capt);
-	int rc = stb_insyscall_capture(&stb_self_checked_mem, 0, (int)tid, 0, s->buf, STB_COPY_MAX,
-				       capt);
+	int rc = stb_insyscall_capture(&stb_self_checked_mem, 0, (int)tid, 0, 0, s->buf,
+				       STB_COPY_MAX, capt);
 	if (rc == -EBUSY)
 		return -EAGAIN; /* it left the call meanwhile: again */
 	if (rc != -EAGAIN)
 		return rc;
-	rc = signal_request((pid_t)tid, 0, tid, s, deadline, capt, err, errlen);
+	rc = signal_request(0, tid, (pid_t)tid, s, deadline, st->timeout_ms, capt, err, errlen);
 	if (rc != 0)
 		return rc;
 	capt->regs = s->regs;
@@ -566,6 +634,11 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym)
 	*sym = stb_self_sym;
 }
 
+struct stb_tview_wsrc stb_self_wsrc(void)
+{
+	return (struct stb_tview_wsrc){.w = stb_table_worker(0), .hdr = stb_table_workers_header()};
+}
+
 int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t self_sp,
 			 uint64_t self_bp, uint64_t deadline, char *err, size_t errlen)
 {
@@ -585,11 +658,12 @@ int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t 
 	st->ip = self_ip;
 	st->sp = self_sp;
 	st->bp = self_bp;
+	st->timeout_ms = stb_trace_timeout_ms();
 	st->ops = (struct stb_capture_ops){
 	    .capture = tracer_capture, .capture_thread = tracer_capture_thread, .ctx = st};
 	st->drv = (struct stb_driver){
 	    .mem = &stb_self_mem, .capture = &st->ops, .flags = STB_DRIVER_F_LEASE,
-	    .buf = st->slot->buf, .cap = STB_COPY_MAX,
+	    .buf = st->slot->buf, .cap = STB_COPY_MAX, .workers = stb_self_wsrc(),
 	};
 	st->unw = stb_self_proc;
 	st->sym = stb_self_sym;
@@ -615,6 +689,66 @@ void stb_trace_count(int rc, const struct stb_capture *capt)
 		count(&stb_tstats.traces);
 }
 
+/* Frames walked into a local buffer at most (more: from the heap). */
+#define STB_TRACE_LOCAL_FRAMES 128u
+
+/*
+ * Unwinds a capture as opts says, without the runtime's own frames: into a
+ * buffer first, since whether the innermost ones are the runtime's is known
+ * only from a public function further out, and the bottom ones only once the
+ * walk reached the stack's base. The report's view decides (report/model.h,
+ * as for every report); the frames shown go to frames and on_frame.
+ */
+static int unwind_view(struct stb_self_tracer *st, const struct stb_capture *capt,
+		       const struct stb_trace_opts *o, struct stb_frame *frames, size_t nframes,
+		       struct stb_trace_info *info)
+{
+	unsigned max = o->max_depth ? o->max_depth : STB_UNW_DEFAULT_DEPTH;
+	if (max > STB_REPORT_WALK_MAX)
+		max = STB_REPORT_WALK_MAX; /* deeper: truncated (a bounded buffer) */
+	unsigned keep = stb_report_keep(max);
+	struct stb_frame local[STB_TRACE_LOCAL_FRAMES];
+	struct stb_frame *buf = keep <= STB_TRACE_LOCAL_FRAMES ? local
+							       : calloc(keep, sizeof(*buf));
+	if (!buf)
+		return -ENOMEM;
+	/* Names decide: symbols even with no_symbols (taken off below). A walk
+	 * longer than keep is truncated, and says so. */
+	struct stb_frame_sink sink = {
+		.frames = buf, .nframes = keep, .max = keep, .skip = o->skip, .sym = st->sym,
+		.no_source = o->no_source || o->no_symbols,
+		.inline_frames = o->inline_frames && !o->no_symbols,
+	};
+	int rc = stb_capture_unwind(st->unw, NULL, capt, &sink);
+	if (rc < 0)
+		goto cleanup;
+	struct stb_report_task t = {
+		.mode = capt->mode, .frames = buf, .nframes = sink.n, .truncated = sink.truncated,
+		.beyond_more = sink.truncated,
+	};
+	const struct stb_report r = {.sym = st->sym, .max_depth = max};
+	stb_report_view(&r, &t, !sink.no_source);
+	unsigned n = 0;
+	bool stopped = false;
+	for (; n < t.nframes && !stopped; n++) {
+		struct stb_frame *f = &t.frames[n];
+		if (o->no_symbols) {
+			unsigned flags = f->flags & STB_FRAME_F_FP;
+			*f = (struct stb_frame){.ip = f->ip, .sp = f->sp, .flags = flags};
+		}
+		if (frames && n < nframes)
+			frames[n] = *f;
+		stopped = o->on_frame && o->on_frame(f, o->arg) != 0;
+	}
+	info->nframes = n;
+	info->truncated = t.truncated || (stopped && n < t.nframes) || sink.timed_out;
+	rc = (int)n;
+cleanup:
+	if (buf != local)
+		free(buf);
+	return rc;
+}
+
 /*
  * One task, traced and unwound into frames as opts says. self_ip/sp/bp: the
  * frame of the public function's caller, used when a task traces itself.
@@ -632,6 +766,8 @@ static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct st
 	info->id = tid;
 
 	int ms = o->timeout_ms > 0 ? o->timeout_ms : __atomic_load_n(&stb_timeout_ms, __ATOMIC_RELAXED);
+	/* The first trace reads this process's modules: not on the clock. */
+	pthread_once(&stb_self_once, self_init);
 	uint64_t deadline = stb_now_ns() + (uint64_t)ms * 1000000u;
 	struct stb_task *t = stb_task_lookup(tid);
 	if (!t || __atomic_load_n(&t->pub->id, __ATOMIC_ACQUIRE) != tid) {
@@ -644,6 +780,7 @@ static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct st
 				      sizeof(info->error));
 	if (rc != 0)
 		return rc;
+	st.timeout_ms = ms;
 	memcpy(info->name, t->pub->name, sizeof(info->name));
 	info->name[sizeof(info->name) - 1] = '\0';
 	info->is_pthread = (t->flags & STB_TASK_F_PTHREAD) != 0;
@@ -658,7 +795,14 @@ static int trace_one(bthread_t tid, const struct stb_trace_opts *opts, struct st
 	info->held_ns = capt.held_ns;
 	if (capt.tid)
 		info->tid = capt.tid;
-	if (rc == 0 && capt.mode != STB_TRACE_NO_STACK) {
+	if (rc == 0 && capt.mode != STB_TRACE_NO_STACK && !o->runtime_frames) {
+		rc = unwind_view(&st, &capt, o, frames, nframes, info);
+		if (rc < 0)
+			stb_say(info->error, sizeof(info->error), "unwinding failed: %s",
+				strerror(-rc));
+		else
+			count(&stb_tstats.traces);
+	} else if (rc == 0 && capt.mode != STB_TRACE_NO_STACK) {
 		struct stb_frame_sink sink = {
 			.frames = frames, .nframes = nframes, .max = o->max_depth, .skip = o->skip,
 			.on_frame = o->on_frame, .arg = o->arg,
@@ -698,7 +842,10 @@ __attribute__((noinline)) int bthread_stack_trace(bthread_t tid, char *buf, size
 		buf[0] = '\0';
 	/* The frames' strings come from stb_self_sym, as stb_frame_text_add needs. */
 	struct stb_frame_text tx = {.buf = buf, .size = size};
-	struct stb_trace_opts o = {.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx};
+	struct stb_trace_opts o = {
+		.no_source = 1, .on_frame = stb_frame_text_add, .arg = &tx,
+		.runtime_frames = __atomic_load_n(&stb_text_runtime_frames, __ATOMIC_RELAXED),
+	};
 	struct stb_trace_info info;
 	int rc = trace_one(tid, &o, NULL, 0, &info, ip, sp, bp);
 	if (rc < 0)
@@ -759,13 +906,13 @@ bthread_t bthread_init_for_pthread_stack_trace(void)
 	if (!t)
 		return 0;
 	t->flags |= STB_TASK_F_PTHREAD;
-	t->last_worker = NULL; /* its entry holds no worker's index */
 	struct stb_abi_task *p = t->pub;
 	p->flags |= STB_ABI_TASK_F_PTHREAD;
 	p->tag = (uint32_t)t->tag;
 	p->creator_id = 0; /* not started by anyone */
 	p->creator_ip = 0;
 	p->creator_tid = 0;
+	p->created_ns = 0; /* registered, not started: not the slot's previous occupant's */
 	p->stack_lo = 0;
 	p->stack_hi = 0;
 	pthread_attr_t pa;

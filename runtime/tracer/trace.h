@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "collect/collect.h"
 #include "stb/stb.h"
@@ -44,11 +45,14 @@ void stb_watchdog_env_init(void);
  * public function) -- and the unwinder and symbolizer of this process.
  * open: 0, or -errno with err[errlen] set (no capture buffer free by
  * deadline, no unwinder); close accepts a closed or failed one. The struct
- * must not move while open (drv points into it). One thread.
+ * must not move while open (drv points into it). One thread. A signal
+ * capture that got no reply by its deadline is asked for once more, for
+ * timeout_ms (open sets the configured timeout; a caller may change it).
  */
 struct stb_self_tracer {
 	struct stb_slot *slot;
 	uint64_t self_id, ip, sp, bp;
+	int timeout_ms;
 	struct stb_capture_ops ops;
 	struct stb_driver drv;
 	struct stb_unw_proc *unw;
@@ -82,14 +86,18 @@ void stb_trace_self_tools(struct stb_unw_proc **unw, struct stb_sym **sym);
  * published or private, owner words read with checks. */
 void stb_self_source(struct stb_collect_src *src);
 
+/* This process's worker entries (the table's, or private ones without it):
+ * which bthreads run where (abi.h). */
+struct stb_tview_wsrc stb_self_wsrc(void);
+
 struct stb_self_opts {
 	bthread_t only;       /* just that task; 0: every live one */
 	unsigned depth;       /* frames per stack at most; 0 = 64 */
 	unsigned state_mask;  /* 1u << state to include; 0 = all */
 	bool stacks;          /* trace each task (else: the table fields only) */
-	uint64_t stuck_ns;    /* only tasks blocked, or running without a switch, this long */
-	bool stuck_no_io;     /* with stuck_ns: fd waits and sleeps are not stuck */
-	bool deadlocks;       /* search the whole table's deadlocks too */
+	uint64_t stuck_ns;    /* only tasks stuck this long (stb_collect_stuck) */
+	bool deadlocks;       /* search the whole table's wait-for graph too */
+	bool holders;         /* the tasks selected ones wait on, and names (collect.h) */
 	bool threads;         /* every thread of the process too (collect.h) */
 	uint64_t self_ip, self_sp, self_bp; /* the caller's frame, for the calling task */
 };
@@ -105,13 +113,27 @@ struct stb_self_set {
 /*
  * Collects every live bthread and registered pthread as o says, through the
  * collector: with why each is where it is (report/model.h: wait, times,
- * creator), stacks traced without symbols (the report symbolizes with
- * stb_trace_self_tools' symbolizer), stb_report_keep(depth) frames kept and
- * the rest up to STB_REPORT_WALK_MAX counted into beyond. Returns 0 (set
- * filled; free it with stb_self_set_free), -ENOMEM, or -ESRCH when o->only
- * is not a live task (or not one of the selection).
+ * creator), with o->holders the tasks the selected ones wait on and the
+ * names of those they mention (collect.h), stacks traced without symbols (the report
+ * symbolizes with stb_trace_self_tools' symbolizer), stb_report_keep(depth)
+ * frames kept and the rest up to STB_REPORT_WALK_MAX counted into beyond.
+ * Returns 0 (set filled; free it with stb_self_set_free), -ENOMEM, or
+ * -ESRCH when o->only is not a live task (or not one of the selection).
  */
 int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set);
 void stb_self_set_free(struct stb_self_set *set);
+
+/*
+ * A report of set by producer ("stb_dump", ...) to out: r gets the set's
+ * stacks, deadlocks and names, this process's symbols, now_ns; *meta (which
+ * r points to) the process, its program name, the time, the census and the
+ * table's capacity. The caller sets the rest of r.
+ */
+void stb_self_report(struct stb_report *r, struct stb_report_meta *meta, FILE *out,
+		     const char *producer, const struct stb_self_set *set);
+
+/* The leak view of set (collected without stacks) by producer to out in
+ * format (text or JSON). Returns the number of bthreads viewed, or -errno. */
+int stb_self_leaks(FILE *out, const char *producer, const struct stb_self_set *set, int format);
 
 #endif /* STB_RUNTIME_TRACER_TRACE_H */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashset.h"
 #include "internal.h"
 #include "report/formats.h"
 #include "trace.h"
@@ -72,15 +73,9 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 	if (!stb_collect_stuck(&c->opts, &d, c->now))
 		return 0;
 	struct keys *ks = c->cur;
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 64;
-		struct key *g = realloc(ks->k, cap * sizeof(*g));
-		if (!g) {
-			ks->oom = true;
-			return 1;
-		}
-		ks->k = g;
-		ks->cap = cap;
+	if (stb_grow(&ks->k, &ks->cap, ks->n + 1, sizeof(*ks->k)) != 0) {
+		ks->oom = true;
+		return 1;
 	}
 	ks->k[ks->n++] = (struct key){d.id, d.since_ns ? d.since_ns : d.run_since_ns};
 	return 0;
@@ -90,15 +85,19 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 {
 	const struct stb_self_opts so = {
-		.stacks = true, .stuck_ns = threshold, .stuck_no_io = true, .deadlocks = true,
+		.stacks = true, .stuck_ns = threshold, .deadlocks = true, .holders = true,
 	};
 	struct stb_self_set set;
 	if (stb_self_collect(&so, &set) != 0)
 		return 0;
 	struct stb_watchdog_report rep = {.threshold_ns = threshold};
 	uint64_t now = stb_now_ns();
+	size_t n = 0;
 	for (size_t i = 0; i < set.res.n; i++) {
 		const struct stb_report_task *t = &set.res.tasks[i];
+		if (t->added)
+			continue; /* not stuck: a stuck task waits on it */
+		n++;
 		uint64_t ns = stb_report_stuck_ns(t, now);
 		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE) {
 			rep.running++; /* not a bthread blocked on its worker's stack */
@@ -108,7 +107,6 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 		if (ns > rep.longest_ns)
 			rep.longest_ns = ns;
 	}
-	size_t n = set.res.n;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = n ? open_memstream(&text, &len) : NULL;
@@ -121,11 +119,11 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 			"==== stb watchdog (pid %d): %" PRIu64 " bthreads running without a switch%s "
 			"and %" PRIu64 " tasks blocked for %.3f s or more ====\n",
 			(int)getpid(), rep.running, calls, rep.blocked, (double)threshold / 1e9);
-		struct stb_report_meta meta = {.producer = "stb watchdog", .pid = (int)getpid()};
-		struct stb_report r = {.out = out, .now_ns = stb_now_coarse_ns(), .group = true,
-				       .meta = &meta, .stacks = stb_collector_stacks(set.c),
-				       .deadlocks = set.res.deadlocks};
-		stb_trace_self_tools(&r.unw, &r.sym);
+		struct stb_report_meta meta;
+		struct stb_report r;
+		stb_self_report(&r, &meta, out, "stb watchdog", &set);
+		r.group = true;
+		r.deadlock_hint = "its tasks have been blocked for less than the threshold so far";
 		stb_report_write(&r, set.res.tasks, set.res.n, STB_FORMAT_TEXT);
 		fputs("==== stb watchdog: end of report ====\n", out);
 		if (fclose(out) == 0 && text) {
@@ -163,16 +161,8 @@ static void keep_common(struct keys *reported, const struct keys *cur)
 /* Appends the keys of from to to (false: no memory). */
 static bool keys_add(struct keys *to, const struct keys *from)
 {
-	if (to->n + from->n > to->cap) {
-		size_t cap = to->cap ? to->cap : 64;
-		while (cap < to->n + from->n)
-			cap *= 2;
-		struct key *g = realloc(to->k, cap * sizeof(*g));
-		if (!g)
-			return false;
-		to->k = g;
-		to->cap = cap;
-	}
+	if (stb_grow(&to->k, &to->cap, to->n + from->n, sizeof(*to->k)) != 0)
+		return false;
 	if (from->n)
 		memcpy(to->k + to->n, from->k, from->n * sizeof(*from->k));
 	to->n += from->n;
@@ -201,7 +191,7 @@ static void check_slot(struct check *c, const struct stb_tview_src *src, uint32_
 	if (!p)
 		return;
 	struct stb_tview_task v;
-	stb_tview_read_task(p, &v);
+	stb_tview_read_task_now(&src->workers, p, &v);
 	if (!stb_tview_live(&v) || (v.bad & STB_TVIEW_BAD_STATE) || (want_id && v.id != want_id))
 		return;
 	if (v.state == STB_TASK_SUSPENDED || v.state == STB_TASK_RUNNING)
@@ -228,7 +218,8 @@ static void check_running(struct check *c, const struct stb_tview_src *src)
 		uint64_t seen = __atomic_load_n(&h->monitor_ns, __ATOMIC_ACQUIRE);
 		uint64_t cur = __atomic_load_n(&w->current, __ATOMIC_ACQUIRE);
 		uint64_t since = __atomic_load_n(&w->run_since_ns, __ATOMIC_ACQUIRE);
-		if (cur && since && seen > since && seen - since >= c->opts.stuck_ns)
+		if (cur && !STB_ABI_CURRENT_IS_SWITCHING(cur) && since && seen > since &&
+		    seen - since >= c->opts.stuck_ns)
 			check_slot(c, src, STB_ABI_SLOT(cur), cur);
 	}
 }
@@ -246,8 +237,11 @@ static uint64_t check_blocked(struct check *c, const struct stb_tview_src *src)
 		uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
 		unsigned st = STB_ABI_STATE(word);
 		if (st != STB_TASK_SUSPENDED) {
+			/* A thread that blocks in a bthread call: a registered
+			 * pthread (RUNNING) or a bthread on its worker's stack
+			 * (its word says READY_NO_STACK while it runs: abi.h). */
 			uint32_t flags = __atomic_load_n(&p->flags, __ATOMIC_RELAXED);
-			if (st != STB_TASK_RUNNING ||
+			if (!(st == STB_TASK_RUNNING || STB_ABI_RUNNABLE(st)) ||
 			    !(flags & (STB_ABI_TASK_F_PTHREAD | STB_ABI_TASK_F_WORKER_STACK)) ||
 			    STB_ABI_WAIT_KIND(__atomic_load_n(&p->wait_word, __ATOMIC_RELAXED)) ==
 				    STB_WAIT_NONE)
@@ -290,7 +284,7 @@ static void *watchdog_main(void *arg)
 		pthread_mutex_unlock(&stb_wd.lock);
 		/* No tracing, no lock of the runtime: who is stuck now? */
 		struct check c = {
-			.opts = {.stuck_ns = threshold, .stuck_no_io = true},
+			.opts = {.stuck_ns = threshold},
 			.now = stb_now_ns(),
 		};
 		stb_self_source(&c.src);

@@ -5,7 +5,9 @@
  * slot, the owner's version and hostile bits) whose owner words may change
  * between reads. Checked against a brute-force search: every cycle reported
  * is a real one of the graph as it stood at every read, none twice, and every
- * real cycle whose owner words did not move is reported.
+ * real cycle whose owner words did not move is reported; and what each task
+ * holds: every waiter on a mutex, an rwlock or a bthread_id counted once, by
+ * owner and object, sorted.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,7 +52,7 @@ static struct stb_abi_task *entry(void *ctx, uint32_t slot, uint32_t *next)
 	p->stack_lo = 0x1000;
 	p->stack_hi = 0x2000;
 	p->wait_word = STB_ABI_WAIT_WORD(s->kind, 0, 0, 0);
-	p->wait_object = 0x10000 + 64ull * slot;
+	p->wait_object = 0x10000 + 64ull * (slot % 4); /* waiters share objects */
 	if (s->kind == STB_WAIT_JOIN)
 		p->wait_owner = s->target;
 	else
@@ -108,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct stb_tview_src src = {.entry = entry, .ctx = &g, .nslots = g.n};
 	struct stb_mem mem = {.read = mem_read, .ctx = &g};
 	struct stb_deadlocks d;
-	if (stb_deadlock_find(&src, &mem, 0, &d) != 0)
+	if (stb_deadlock_find(&src, &mem, 0, &d, NULL) != 0)
 		abort();
 	static uint8_t member[MAXN];
 	memset(member, 0, sizeof(member));
@@ -143,6 +145,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	if (d.partial)
+		abort();
+	/* Holds: each waiting edge to an owner, as read first, counted once. */
+	uint64_t edges = 0, counted = 0;
+	for (uint32_t i = 0; i < g.n; i++) {
+		const struct slot *x = &g.s[i];
+		edges += x->id && x->state == STB_TASK_SUSPENDED && stb_wait_has_owner_word(x->kind) &&
+			 x->target && !STB_ABI_OWNER_IS_TID(x->target);
+	}
+	for (size_t i = 0; i < d.nholds; i++) {
+		const struct stb_deadlock_hold *h = &d.holds[i];
+		if (!h->waiting || (h->kind != STB_WAIT_MUTEX && h->kind != STB_WAIT_RWLOCK_WR &&
+				    h->kind != STB_WAIT_ID))
+			abort();
+		if (i) {
+			const struct stb_deadlock_hold *p = &d.holds[i - 1];
+			if (p->owner > h->owner ||
+			    (p->owner == h->owner &&
+			     (p->kind > h->kind || (p->kind == h->kind && p->object >= h->object))))
+				abort(); /* not sorted, or twice */
+		}
+		size_t n;
+		const struct stb_deadlock_hold *run = stb_deadlock_holds(&d, h->owner, &n);
+		if (!run || h < run || h >= run + n)
+			abort();
+		counted += h->waiting;
+	}
+	if (counted != edges)
 		abort();
 	stb_deadlocks_free(&d);
 	return 0;

@@ -4,9 +4,13 @@
 #   corpus/cfi/*: 4 selector bytes + an .eh_frame section, from seeds/*.c*
 #     built here and from synthetic CFI (expressions, loops, signal frames,
 #     remember/restore, overflowing offsets), written with DWARF names;
-#   corpus/elf/*: small ELF files built from seeds/*.c*, and damaged copies.
-# Needs gcc, g++, objcopy, strip.
-import os, shutil, struct, subprocess, tempfile
+#   corpus/elf/*: small ELF files built from seeds/*.c*, and damaged copies;
+#   corpus/dwarf/*: the debug information (objcopy --only-keep-debug: program
+#     headers, symbols and DWARF) of seeds/*.c* built by clang and gcc,
+#     DWARF 4 and 5, with and without .debug_aranges and --gc-sections.
+#   make_seeds.py [CORPUS...]   (default: every corpus)
+# Needs gcc, g++, clang, clang++, objcopy, strip.
+import os, shutil, struct, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # DWARF constants (dwarf.h)
@@ -87,8 +91,33 @@ def synthetic():
 def run(*cmd):
     subprocess.run(cmd, check=True)
 
+def dwarf_seeds(tmp):
+    out_dir = os.path.join(HERE, 'corpus', 'dwarf')
+    shutil.rmtree(out_dir, ignore_errors=True); os.makedirs(out_dir)
+    src = lambda n: os.path.join(HERE, 'seeds', n)
+    builds = {
+        'clang5_cxx': ['clang++', '-g', '-O2', src('tiny_inl.cpp')],
+        'clang5_o0': ['clang++', '-g', '-O0', src('tiny_inl.cpp')],
+        'clang4_cxx': ['clang++', '-gdwarf-4', '-O2', src('tiny_inl.cpp')],
+        'clang5_gc': ['clang++', '-g', '-O1', '-ffunction-sections', '-Wl,--gc-sections',
+                      src('tiny_inl.cpp')],
+        'clang5_aranges': ['clang', '-g', '-gdwarf-aranges', '-O2', src('tiny.c')],
+        'gcc5_cxx': ['g++', '-gdwarf-5', '-O2', src('tiny_inl.cpp')],
+        'gcc4_c': ['gcc', '-gdwarf-4', '-O2', '-no-pie', src('tiny.c')],
+    }
+    for name, cmd in builds.items():
+        exe = os.path.join(tmp, name)
+        run(*cmd, '-o', exe)
+        run('objcopy', '--only-keep-debug', exe, os.path.join(out_dir, name))
+
 def main():
+    want = sys.argv[1:] or ['cfi', 'elf', 'dwarf']
     tmp = tempfile.mkdtemp()
+    if 'dwarf' in want:
+        dwarf_seeds(tmp)
+    if 'cfi' not in want and 'elf' not in want:
+        shutil.rmtree(tmp)
+        return
     cfi, elf = os.path.join(HERE, 'corpus', 'cfi'), os.path.join(HERE, 'corpus', 'elf')
     for d in (cfi, elf):
         shutil.rmtree(d, ignore_errors=True); os.makedirs(d)

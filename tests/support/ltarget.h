@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define TS_MAX_CHAINS 16
+#define TS_MAX_CHAINS 32
 #define TS_MAX_IDS 16
 
 struct ts_chain {

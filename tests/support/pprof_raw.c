@@ -131,6 +131,7 @@ int ts_prof_parse(const char *text, struct ts_prof *p, char *why, size_t wsize)
 			}
 			if (*rest && loc->nfunc < 8) {
 				size_t n = strcspn(rest, " ");
+				const char *name_end = rest + n;
 				if (n >= sizeof(loc->func[0]))
 					n = sizeof(loc->func[0]) - 1;
 				memcpy(loc->func[loc->nfunc], rest, n);
@@ -139,11 +140,17 @@ int ts_prof_parse(const char *text, struct ts_prof *p, char *why, size_t wsize)
 				if (rest[0] == '[') {
 					const char *close = strchr(rest, ']');
 					n = close ? (size_t)(close - rest + 1) : strlen(rest);
+					name_end = rest + n;
 					if (n >= sizeof(loc->func[0]))
 						n = sizeof(loc->func[0]) - 1;
 					memcpy(loc->func[loc->nfunc], rest, n);
 					loc->func[loc->nfunc][n] = '\0';
 				}
+				/* " file:line s=N" after the name, when pprof has a line. */
+				const char *pos = name_end + strspn(name_end, " ");
+				size_t pn = strcspn(pos, " ");
+				if (pn && strncmp(pos, "s=", 2) != 0 && memchr(pos, ':', pn))
+					snprintf(loc->pos[loc->nfunc], sizeof(loc->pos[0]), "%.*s", (int)pn, pos);
 				loc->nfunc++;
 			}
 			continue;

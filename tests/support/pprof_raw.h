@@ -28,6 +28,7 @@ struct ts_loc {
 	int mapping;
 	int nfunc;
 	char func[8][128]; /* functions, the innermost first */
+	char pos[8][256];  /* "file:line" of each function, "" when pprof shows none */
 };
 
 struct ts_map {

@@ -48,6 +48,13 @@ struct reuse {
 	int64_t user[2];
 };
 
+/* A set of task ids: in an array, found through a hash set. */
+struct idset {
+	uint64_t *v;
+	size_t n, cap;
+	struct stb_hashset set;
+};
+
 struct stb_collector {
 	struct stb_collect_src src;
 	struct stb_stackset *stacks;
@@ -63,6 +70,13 @@ struct stb_collector {
 	size_t nreuse, capreuse;
 	struct stb_hashset reuse_set;
 	uint64_t pass, forgot; /* this pass; the first pass REUSE_ANY may use */
+	/* Holders (opts.holders): the ids of tasks[0 .. nset), the ids looked
+	 * up to be added, the tasks named (refs; refids: their ids). */
+	struct idset ids, tried, refids;
+	size_t nset;
+	struct stb_report_ref *refs;
+	size_t nrefs, caprefs;
+	bool adding; /* take() adds holders: not selected, not filtered */
 	/* The pass. */
 	const struct stb_collect_opts *o;
 	struct stb_collect_result *res;
@@ -118,6 +132,26 @@ static void reuse_store(struct stb_collector *c, const struct pending *q)
 	    .beyond_more = t->beyond_more, .user = {q->ct.user[0], q->ct.user[1]}};
 }
 
+/* Drops the stacks the next pass may not reuse (REUSE_LAST: those this
+ * pass did not store or reuse): memory stays with the live tasks. */
+static void reuse_prune(struct stb_collector *c)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < c->nreuse; i++)
+		if (c->reuse[i].pass == c->pass)
+			c->reuse[kept++] = c->reuse[i];
+	if (kept == c->nreuse)
+		return;
+	c->nreuse = kept;
+	stb_hashset_clear(&c->reuse_set);
+	for (size_t i = 0; i < kept; i++) {
+		uint32_t *s = stb_hashset_find(&c->reuse_set, stb_hash_u64(c->reuse[i].slot), c,
+					       reuse_eq, &c->reuse[i].slot);
+		*s = (uint32_t)i + 1;
+		c->reuse_set.n++;
+	}
+}
+
 void stb_collector_forget(struct stb_collector *c)
 {
 	c->forgot = c->pass + 1;
@@ -131,9 +165,9 @@ bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report
 {
 	if (!o->stuck_ns)
 		return true;
-	if (o->stuck_no_io && (t->wait.kind == STB_WAIT_FD || t->wait.kind == STB_WAIT_SLEEP))
-		return false;
-	if (o->stuck_no_io && t->is_pthread && t->wait.kind == STB_WAIT_NONE)
+	if (t->wait.kind == STB_WAIT_FD || t->wait.kind == STB_WAIT_SLEEP)
+		return false; /* idle by design (collect.h) */
+	if (t->is_pthread && t->wait.kind == STB_WAIT_NONE)
 		return false; /* a registered pthread running on its own: unknown */
 	return stb_report_stuck_ns(t, now) >= o->stuck_ns;
 }
@@ -196,7 +230,7 @@ static bool settle(struct stb_collector *c, struct pending *q, const struct stb_
 	}
 	unsigned st = capt->state ? capt->state : v->state; /* 0: failed before reading it */
 	t->state = st < STB_TASK_NSTATES ? st : STB_TASK_UNUSED;
-	if (o->state_mask && !(o->state_mask & (1u << t->state)))
+	if (o->state_mask && !t->added && !(o->state_mask & (1u << t->state)))
 		return false; /* moved out of the selected states meanwhile */
 	t->mode = capt->mode;
 	t->tid = capt->tid ? capt->tid
@@ -209,7 +243,7 @@ static bool settle(struct stb_collector *c, struct pending *q, const struct stb_
 	}
 	if (!o->no_why)
 		stb_report_task_why_recheck(t, q->p);
-	if (!stb_collect_stuck(o, t, c->now))
+	if (!t->added && !stb_collect_stuck(o, t, c->now))
 		return false; /* it moved on meanwhile: not stuck */
 	q->keep = true;
 	q->ct.seq = capt->seq;
@@ -367,6 +401,7 @@ static void deliver(struct stb_collector *c, struct pending *q)
 		return;
 	}
 	*d = *t;
+	c->res->added += d->added;
 	if (d->err < 0 && q->error[0])
 		d->error = strdup(q->error); /* NULL: strerror(-err) */
 	if (q->reusable && o->reuse)
@@ -426,7 +461,8 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 	struct pending *q = &c->pend[c->npend];
 	memset(&q->ct, 0, sizeof(q->ct));
 	stb_collect_entry(&c->src, p, v, &q->ct.t, !o->no_why);
-	if (!stb_collect_stuck(o, &q->ct.t, c->now))
+	q->ct.t.added = c->adding;
+	if (!c->adding && !stb_collect_stuck(o, &q->ct.t, c->now))
 		return 0; /* not stuck: not selected */
 	q->ct.slot = slot;
 	q->ct.seq = v->seq;
@@ -524,8 +560,32 @@ static void scan_table(struct stb_collector *c, struct stb_tview_scan_result *al
 		all->left += r.left;
 		all->invalid += r.invalid;
 		all->stopped = r.stopped;
+		for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+			all->census.by_state[st] += r.census.by_state[st];
+		all->census.pthreads += r.census.pthreads;
 	}
 	flush(c);
+}
+
+/* The entry of live task id in its slot, with its checked copy *v (valid
+ * until the next call on the source); NULL when id is no live task of the
+ * table (*beyond: its slot is beyond the table's capacity). */
+static struct stb_abi_task *lookup(const struct stb_collector *c, uint64_t id,
+				   struct stb_tview_task *v, bool *beyond)
+{
+	*beyond = false;
+	if ((id >> 32) == 0)
+		return NULL; /* no version: no bthread_t ever issued */
+	uint32_t slot = STB_ABI_SLOT(id);
+	if (slot >= c->src.capacity) {
+		*beyond = true;
+		return NULL;
+	}
+	struct stb_abi_task *p = c->src.task(c->src.ctx, slot);
+	if (!p)
+		return NULL;
+	stb_tview_read_task_now(&c->src.drv.workers, p, v);
+	return v->id == id && stb_tview_live(v) ? p : NULL;
 }
 
 /* The ids asked for, each looked up in its slot when it is its turn. */
@@ -537,24 +597,17 @@ static void scan_ids(struct stb_collector *c)
 	for (unsigned i = 0; i < o->nids && !c->stop; i++) {
 		uint64_t id = o->ids[i];
 		uint32_t slot = STB_ABI_SLOT(id);
-		if (slot >= c->src.capacity) {
-			res->missing++;
-			if (o->missing)
-				o->missing(o->arg, id, true);
-			continue;
-		}
 		if (o->trace_end && stb_now_ns() >= o->trace_end) {
 			res->not_traced += o->nids - i;
 			break;
 		}
-		struct stb_abi_task *p = c->src.task(c->src.ctx, slot);
 		struct stb_tview_task v;
-		if (p)
-			stb_tview_read_task(p, &v);
-		if (!p || v.id != id || !stb_tview_live(&v)) {
+		bool beyond;
+		struct stb_abi_task *p = lookup(c, id, &v, &beyond);
+		if (!p) {
 			res->missing++;
 			if (o->missing)
-				o->missing(o->arg, id, false);
+				o->missing(o->arg, id, beyond);
 			continue;
 		}
 		if (o->state_mask &&
@@ -621,7 +674,8 @@ static struct role *roles_of(struct stb_collector *c, size_t *n)
 		uint32_t tid = e ? __atomic_load_n(&e->tid, __ATOMIC_RELAXED) : 0;
 		if (!tid)
 			continue;
-		uint64_t cur = __atomic_load_n(&e->current, __ATOMIC_ACQUIRE);
+		/* What it names, switching to it or on its stack (abi.h). */
+		uint64_t cur = STB_ABI_CURRENT_ID(__atomic_load_n(&e->current, __ATOMIC_ACQUIRE));
 		bool runs = __atomic_load_n(&e->state, __ATOMIC_RELAXED) == STB_WORKER_RUNNING;
 		r[k++] = (struct role){.tid = tid, .worker = w, .task = runs ? cur : 0};
 	}
@@ -762,6 +816,125 @@ static void collect_threads(struct stb_collector *c)
 	free(tids);
 }
 
+/* ---- holders and names ---- */
+
+static uint64_t idset_hash(const void *ctx, uint32_t idx)
+{
+	const struct idset *s = ctx;
+	return stb_hash_u64(s->v[idx]);
+}
+
+static bool idset_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct idset *s = ctx;
+	return s->v[idx] == *(const uint64_t *)key;
+}
+
+static bool idset_has(const struct idset *s, uint64_t id)
+{
+	return stb_hashset_get(&s->set, stb_hash_u64(id), s, idset_eq, &id) >= 0;
+}
+
+/* Adds id to s: 1 when it is new, 0 when it was there, -ENOMEM. */
+static int idset_add(struct idset *s, uint64_t id)
+{
+	if (s->n >= UINT32_MAX - 1 || stb_hashset_reserve(&s->set, s, idset_hash) != 0 ||
+	    stb_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)) != 0)
+		return -ENOMEM;
+	uint32_t *e = stb_hashset_find(&s->set, stb_hash_u64(id), s, idset_eq, &id);
+	if (*e)
+		return 0;
+	s->v[s->n] = id;
+	*e = (uint32_t)++s->n;
+	s->set.n++;
+	return 1;
+}
+
+static void idset_clear(struct idset *s)
+{
+	stb_hashset_clear(&s->set);
+	s->n = 0;
+}
+
+static void idset_free(struct idset *s)
+{
+	stb_hashset_free(&s->set);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Is task id in the result? (The set is brought up to date first.) false
+ * without memory: the caller then adds or names a task twice at worst. */
+static bool in_result(struct stb_collector *c, uint64_t id)
+{
+	for (; c->nset < c->n; c->nset++)
+		if (idset_add(&c->ids, c->tasks[c->nset].id) < 0)
+			return false;
+	return idset_has(&c->ids, id);
+}
+
+/* Adds the tasks the result's tasks wait on, and those they wait on, until
+ * trace_end: each traced as the selected ones, marked added. */
+static void add_holders(struct stb_collector *c)
+{
+	const struct stb_collect_opts *o = c->o;
+	c->adding = true;
+	for (size_t i = 0; i < c->n && !c->stop; i++) {
+		uint64_t id = stb_report_waits_for(&c->tasks[i]);
+		if (!id || in_result(c, id) || idset_add(&c->tried, id) != 1)
+			continue; /* there, or looked up already (or no memory) */
+		if (o->trace_end && stb_now_ns() >= o->trace_end)
+			break; /* the rest are named only (add_refs) */
+		struct stb_tview_task v;
+		bool beyond;
+		struct stb_abi_task *p = lookup(c, id, &v, &beyond);
+		if (!p)
+			continue;
+		take(c, STB_ABI_SLOT(id), p, &v);
+		flush(c);
+	}
+	c->adding = false;
+}
+
+/* Names task id from the table when the result does not hold it (a ref
+ * with an empty name and no kind: not a live task). */
+static void add_ref(struct stb_collector *c, uint64_t id)
+{
+	if (!id || STB_ABI_OWNER_IS_TID(id) || in_result(c, id) ||
+	    stb_grow(&c->refs, &c->caprefs, c->nrefs + 1, sizeof(*c->refs)) != 0 ||
+	    idset_add(&c->refids, id) != 1)
+		return;
+	struct stb_report_ref *r = &c->refs[c->nrefs++];
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	struct stb_tview_task v;
+	bool beyond;
+	if (lookup(c, id, &v, &beyond)) {
+		r->is_pthread = (v.flags & STB_ABI_TASK_F_PTHREAD) != 0;
+		memcpy(r->name, v.name, sizeof(r->name));
+	}
+}
+
+static int ref_cmp(const void *x, const void *y)
+{
+	const struct stb_report_ref *a = x, *b = y;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* The names of the tasks the result mentions but does not hold: creators,
+ * owners not traced, members of its deadlocks; sorted by id. */
+static void add_refs(struct stb_collector *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		add_ref(c, c->tasks[i].creator.id);
+		add_ref(c, stb_report_waits_for(&c->tasks[i]));
+	}
+	for (size_t k = 0; k < c->dl.nmembers; k++)
+		add_ref(c, c->dl.members[k].id);
+	if (c->nrefs > 1)
+		qsort(c->refs, c->nrefs, sizeof(*c->refs), ref_cmp);
+}
+
 /* Forgets the previous pass's tasks and deadlocks. */
 static void pass_reset(struct stb_collector *c)
 {
@@ -773,6 +946,10 @@ static void pass_reset(struct stb_collector *c)
 	c->n = 0;
 	c->npend = c->njobs = 0;
 	c->stop = c->late = false;
+	idset_clear(&c->ids);
+	idset_clear(&c->tried);
+	idset_clear(&c->refids);
+	c->nset = c->nrefs = 0;
 	stb_deadlock_scan_free(c->dls);
 	c->dls = NULL;
 	stb_deadlocks_free(&c->dl);
@@ -807,6 +984,14 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 	res->stopped = c->stop || scan.stopped;
 	if (!res->target_gone && gone(c))
 		res->target_gone = true;
+	/* The census: read by the scan of the whole table. */
+	if (!o->nids && !scan.stopped && !o->each) {
+		res->census = true;
+		res->tasks_by_state = scan.census;
+	}
+	bool holders = o->holders && !o->each && !res->target_gone && !res->err;
+	if (holders && !res->stopped)
+		add_holders(c);
 
 	/* The deadlocks of the whole table, each edge validated again. */
 	if (o->deadlocks && !res->target_gone && !res->err) {
@@ -817,20 +1002,40 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 			rc = stb_deadlock_scan_end(c->dls, false, o->deadlock_end, &c->dl);
 		} else {
 			struct stb_tview_src all = c->src.tasks(c->src.ctx, NULL, true);
+			struct stb_tview_census census;
 			rc = stb_deadlock_find(&all, c->src.owners ? c->src.owners : c->src.drv.mem,
-					       o->deadlock_end, &c->dl);
+					       o->deadlock_end, &c->dl, &census);
+			if (rc == 0 && !res->census && !o->each) {
+				res->census = true;
+				res->tasks_by_state = census;
+			}
 		}
 		res->deadlocks = rc == 0 ? &c->dl : NULL;
 	}
 	stb_deadlock_scan_free(c->dls);
 	c->dls = NULL;
+	if (!res->census && !o->each && !res->target_gone) {
+		/* A pass that read part of the table: the rest only counted. */
+		struct stb_tview_src all = c->src.tasks(c->src.ctx, NULL, true);
+		struct stb_tview_scan_result r;
+		stb_tview_scan(&all, 0, 0, NULL, NULL, &r);
+		res->census = true;
+		res->tasks_by_state = r.census;
+	}
 	/* The threads, after the tasks (a registered pthread's record is found
 	 * among them). */
 	if (o->threads && c->src.threads && !o->nids && !o->state_mask && !o->stuck_ns &&
 	    !o->each && !res->target_gone && !res->err && !c->stop)
 		collect_threads(c);
+	if (holders) {
+		add_refs(c);
+		res->refs = c->refs;
+		res->nrefs = c->nrefs;
+	}
 	/* The stacks no task holds now (nor a reusable one of this pass). */
 	stb_stackset_sweep(c->stacks);
+	if (o->reuse == STB_COLLECT_REUSE_LAST)
+		reuse_prune(c);
 	res->tasks = c->tasks;
 	res->n = c->n;
 	c->o = NULL;
@@ -867,6 +1072,10 @@ void stb_collector_free(struct stb_collector *c)
 		munmap(c->tasks, c->tasks_bytes);
 	free(c->reuse);
 	stb_hashset_free(&c->reuse_set);
+	idset_free(&c->ids);
+	idset_free(&c->tried);
+	idset_free(&c->refids);
+	free(c->refs);
 	stb_stackset_free(c->stacks);
 	stb_walkmemo_free(c->memo);
 	free(c->pend);

@@ -97,8 +97,7 @@ struct stb_collect_opts {
 	bool no_pthreads;    /* registered pthreads left out */
 	bool stacks;         /* trace each task (else: its entry's fields only) */
 	bool no_why;         /* leave the why-members out (no stuck test either) */
-	uint64_t stuck_ns;   /* only tasks blocked, or running without a switch, this long */
-	bool stuck_no_io;    /* with stuck_ns: fd waits and sleeps are not stuck */
+	uint64_t stuck_ns;   /* only tasks stuck this long (stb_collect_stuck) */
 	uint64_t now;        /* CLOCK_MONOTONIC of the stuck test (0: the pass's start) */
 	unsigned walk_max;   /* frames walked per stack (the rest is not counted);
 				0: STB_REPORT_WALK_MAX */
@@ -112,7 +111,14 @@ struct stb_collect_opts {
 	bool intern;         /* stacks into the collector's stackset (else each()
 				gets them in scratch, valid during the call);
 				always without each() */
-	bool deadlocks;      /* search the table's deadlocks (every task's edge) */
+	bool deadlocks;      /* search the table's wait-for graph: its deadlocks, and
+				what each task holds that others wait on */
+	bool holders;        /* without each(): add to the result every task a selected
+				one waits on (stb_report_waits_for), and those they wait
+				on, traced as the selected ones (but never after
+				trace_end), marked added; and the names (refs) of the
+				tasks the result mentions but does not hold (creators,
+				owners) */
 	bool threads;        /* every thread of the target too (src->threads), after
 				the tasks, each a record with is_thread set: a worker
 				running a bthread, and a registered pthread, name that
@@ -126,7 +132,8 @@ struct stb_collect_opts {
 	 * times: -vv), NULL: none. */
 	void (*traced)(void *arg, uint64_t id, int rc, const struct stb_capture *capt);
 	/* Each id of ids that is not a live task of the table (beyond: its
-	 * slot is beyond the table's capacity), NULL: none. */
+	 * slot is beyond the table's capacity: it may be one, untraceable),
+	 * NULL: none. */
 	void (*missing)(void *arg, uint64_t id, bool beyond);
 	void *arg;
 	/* What the pass is doing now, a string literal (a deadline's message),
@@ -140,6 +147,11 @@ struct stb_collect_result {
 	struct stb_report_task *tasks;
 	size_t n;
 	const struct stb_deadlocks *deadlocks; /* the table's; NULL: not searched */
+	struct stb_report_ref *refs; /* holders: tasks named but not in tasks, by id */
+	size_t nrefs;
+	bool census;          /* the live tasks were all read: census is set */
+	struct stb_tview_census tasks_by_state; /* the table's live tasks */
+	uint64_t added;       /* tasks in tasks because selected ones wait on them */
 	uint64_t visited;     /* live tasks of the selection looked at */
 	uint64_t not_traced;  /* selected tasks left out: trace_end (LATE_COUNT) */
 	uint64_t invalid;     /* live entries with a state out of range */
@@ -196,8 +208,18 @@ void stb_collector_forget(struct stb_collector *c);
 /*
  * The parts of a pass that a check without traces shares (the watchdog's):
  * stb_collect_entry fills t -- id, state, kind, name, and why when asked --
- * from entry p (its checked copy v); stb_collect_stuck says whether t is stuck as o
- * says (stuck_ns, stuck_no_io) at now (CLOCK_MONOTONIC). Read only.
+ * from entry p (its checked copy v); stb_collect_stuck says whether t is
+ * selected by o->stuck_ns at now (CLOCK_MONOTONIC): always when it is 0.
+ * Read only.
+ *
+ * Stuck, the one meaning of --stuck, stb_dump_opts.stuck_ns, the debug
+ * endpoint's ?stuck= and the watchdog: blocked for stuck_ns or more on
+ * anything but an fd or a sleep, or running that long without a switch (a
+ * bthread that starves its worker). Waits on an fd (idle keep-alive
+ * connections, listeners, the debug endpoint) and sleeps (back-offs,
+ * periodic jobs) are how a healthy server waits: never stuck; nor are ready
+ * tasks, nor registered pthreads outside a bthread call (what they do is
+ * not known).
  */
 void stb_collect_entry(const struct stb_collect_src *src, struct stb_abi_task *p,
 		       const struct stb_tview_task *v, struct stb_report_task *t, bool why);

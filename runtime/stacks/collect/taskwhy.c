@@ -2,10 +2,27 @@
 /*
  * A collected task's why-members read from its table entry (taskwhy.h).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "collect/taskwhy.h"
 #include "table/wait.h"
+
+/* Tasks queued in the execution queue at q (abi.h struct stb_abi_execq in the
+ * target), read with mem: false when it cannot be read. The two counters are
+ * read apart: a difference below zero (or absurd) is clamped to 0. */
+static bool execq_queued(const struct stb_mem *mem, uint64_t q, uint64_t *queued)
+{
+	uint64_t pushed, taken;
+	if (!mem || !q || (q & 63) ||
+	    mem->read(mem->ctx, q + offsetof(struct stb_abi_execq, pushed), &pushed,
+		      sizeof(pushed)) != 0 ||
+	    mem->read(mem->ctx, q + offsetof(struct stb_abi_execq, taken), &taken,
+		      sizeof(taken)) != 0)
+		return false;
+	*queued = pushed > taken ? pushed - taken : 0;
+	return true;
+}
 
 void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
 			 const struct stb_abi_worker *w, const struct stb_mem *mem)
@@ -21,10 +38,16 @@ void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p
 			t->wait.owner = o; /* who holds it now */
 	} else {
 		t->wait.word = word;
-		if (STB_ABI_STATE(word) == STB_TASK_RUNNING && !t->is_pthread && w)
+		/* t->state as the worker entries say (a running bthread's word
+		 * says READY: abi.h); w is the worker that names it. */
+		if (t->state == STB_TASK_RUNNING && !t->is_pthread && w)
 			t->run_since_ns = stb_wait_running_since(w, t->id, STB_ABI_SEQ(word));
 	}
 	stb_wait_creator(p, t->id, &t->creator);
+	t->execq = stb_wait_execq(p, t->id);
+	t->execq_queued_known = execq_queued(mem, t->execq, &t->execq_queued);
+	t->wait_queued_known = t->wait.kind == STB_WAIT_EXECQ &&
+			       execq_queued(mem, t->wait.object, &t->wait_queued);
 }
 
 void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p)
@@ -36,4 +59,6 @@ void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi
 	memset(&t->wait, 0, sizeof(t->wait));
 	t->since_ns = 0;
 	t->run_since_ns = 0;
+	t->execq = 0;
+	t->execq_queued_known = t->wait_queued_known = false;
 }

@@ -2,7 +2,7 @@
 /*
  * Why a collected task is where it is: its why-members (report/model.h) read
  * from its table entry before it is traced -- wait block, owner now, since
- * when, creator (table/wait.h) -- and dropped again when the entry says it
+ * when, creator, execution queue (table/wait.h) -- and dropped again when the entry says it
  * moved during the trace. Used by every collector of tasks.
  */
 #ifndef STB_RUNTIME_STACKS_COLLECT_TASKWHY_H
@@ -13,12 +13,13 @@
 #include "table/driver.h"
 
 /*
- * Fills t's why-members -- wait, since_ns, run_since_ns, creator -- from
- * entry p of task t->id (t->id and t->is_pthread set), read before the task
- * is traced: the wait block validated as abi.h says (wait.h); the current
- * owner of a mutex, rwlock or bthread_id re-read with mem (NULL: the owner
- * seen when it blocked); for a running bthread the time since its last
- * switch from worker entry w (NULL: unknown). Reads only; thread-safe.
+ * Fills t's why-members -- wait, since_ns, run_since_ns, creator, execq --
+ * from entry p of task t->id (t->id and t->is_pthread set), read before the
+ * task is traced: the wait block validated as abi.h says (wait.h); the
+ * current owner of a mutex, rwlock or bthread_id, and the tasks queued in an
+ * execution queue, re-read with mem (NULL: the owner seen when it blocked, no
+ * queued count); for a running bthread the time since its last switch from
+ * worker entry w (NULL: unknown). Reads only; thread-safe.
  */
 void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
 			 const struct stb_abi_worker *w, const struct stb_mem *mem);

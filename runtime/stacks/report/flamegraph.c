@@ -11,6 +11,7 @@
 
 #include "encode/escape.h"
 #include "encode/json.h"
+#include "hashset.h"
 #include "report/flamegraph.h"
 #include "report/model.h"
 #include "report/pprof.h"
@@ -37,8 +38,7 @@ struct fg {
 	size_t nlines, caplines;
 	struct fg_name *names;
 	size_t nnames, capnames;
-	uint32_t *slots; /* name index + 1; power-of-two size */
-	size_t nslots;
+	struct stb_hashset set; /* the names */
 	struct fg_node *nodes;
 	size_t nnodes, capnodes;
 	size_t *path; /* node at each depth of the previous line */
@@ -46,31 +46,12 @@ struct fg {
 	int64_t total;
 };
 
-static int grow(void *pp, size_t *cap, size_t need, size_t size)
-{
-	void **p = pp;
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 64;
-	while (c < need) {
-		if (c > SIZE_MAX / 2 / size)
-			return -ENOMEM;
-		c *= 2;
-	}
-	void *q = realloc(*p, c * size);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 static int add_line(void *arg, const char *line, int64_t count)
 {
 	struct fg *g = arg;
 	if (count <= 0)
 		return 0;
-	if (grow(&g->lines, &g->caplines, g->nlines + 1, sizeof(*g->lines)) != 0)
+	if (stb_grow(&g->lines, &g->caplines, g->nlines + 1, sizeof(*g->lines)) != 0)
 		return -ENOMEM;
 	char *s = strdup(line);
 	if (!s)
@@ -95,53 +76,48 @@ static int line_cmp(const void *x, const void *y)
 	}
 }
 
-static uint64_t hash_bytes(const char *s, size_t n)
+/* The names, a set of indices into g->names. */
+struct fg_key {
+	const char *s;
+	size_t len;
+	uint64_t hash;
+};
+
+static uint64_t name_rehash(const void *ctx, uint32_t idx)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ull;
-	}
-	return h;
+	const struct fg *g = ctx;
+	return g->names[idx].hash;
+}
+
+static bool name_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct fg_name *e = &((const struct fg *)ctx)->names[idx];
+	const struct fg_key *k = key;
+	return e->hash == k->hash && e->len == k->len && memcmp(e->s, k->s, k->len) == 0;
 }
 
 /* The index of name s[0 .. n), interned; -1 on ENOMEM. */
 static int64_t intern(struct fg *g, const char *s, size_t n)
 {
-	if ((g->nnames + 1) * 2 > g->nslots) {
-		size_t ns = g->nslots ? g->nslots * 2 : 1024;
-		uint32_t *slots = calloc(ns, sizeof(*slots));
-		if (!slots)
-			return -1;
-		for (size_t i = 0; i < g->nnames; i++) {
-			size_t k = g->names[i].hash & (ns - 1);
-			while (slots[k])
-				k = (k + 1) & (ns - 1);
-			slots[k] = (uint32_t)i + 1;
-		}
-		free(g->slots);
-		g->slots = slots;
-		g->nslots = ns;
-	}
-	uint64_t h = hash_bytes(s, n);
-	size_t k = h & (g->nslots - 1);
-	for (; g->slots[k]; k = (k + 1) & (g->nslots - 1)) {
-		const struct fg_name *e = &g->names[g->slots[k] - 1];
-		if (e->hash == h && e->len == n && memcmp(e->s, s, n) == 0)
-			return g->slots[k] - 1;
-	}
-	if (g->nnames >= UINT32_MAX - 1 ||
-	    grow(&g->names, &g->capnames, g->nnames + 1, sizeof(*g->names)) != 0)
+	if (stb_hashset_reserve(&g->set, g, name_rehash) != 0)
 		return -1;
-	g->names[g->nnames] = (struct fg_name){.s = s, .len = n, .hash = h};
-	g->slots[k] = (uint32_t)++g->nnames;
+	struct fg_key k = {.s = s, .len = n, .hash = stb_fnv1a64_add(STB_FNV1A64_BASIS, s, n)};
+	uint32_t *slot = stb_hashset_find(&g->set, k.hash, g, name_eq, &k);
+	if (*slot)
+		return *slot - 1;
+	if (g->nnames >= UINT32_MAX - 1 ||
+	    stb_grow(&g->names, &g->capnames, g->nnames + 1, sizeof(*g->names)) != 0)
+		return -1;
+	g->names[g->nnames] = (struct fg_name){.s = s, .len = n, .hash = k.hash};
+	*slot = (uint32_t)++g->nnames;
+	g->set.n++;
 	return (int64_t)g->nnames - 1;
 }
 
 static int add_node(struct fg *g, uint32_t name, uint32_t depth)
 {
-	if (grow(&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(*g->nodes)) != 0 ||
-	    grow(&g->path, &g->cappath, (size_t)depth + 1, sizeof(*g->path)) != 0)
+	if (stb_grow(&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(*g->nodes)) != 0 ||
+	    stb_grow(&g->path, &g->cappath, (size_t)depth + 1, sizeof(*g->path)) != 0)
 		return -ENOMEM;
 	g->nodes[g->nnodes] = (struct fg_node){.name = name, .depth = depth};
 	g->path[depth] = g->nnodes++;
@@ -328,7 +304,7 @@ cleanup:
 		free(g.lines[i].s);
 	free(g.lines);
 	free(g.names);
-	free(g.slots);
+	stb_hashset_free(&g.set);
 	free(g.nodes);
 	free(g.path);
 	return rc;

@@ -11,41 +11,59 @@
 #include <string.h>
 
 #include "encode/json.h"
+#include "report/leaks.h"
 #include "report/model.h"
 #include "report/why.h"
 #include "report/writers.h"
+#include "symbols/symbolize.h"
 
 static const char *const mode_names[] = {"none", "context", "signal", "self", "bpf", "syscall",
 					 "core"};
 
 
+/* The members of a frame (one object); an inline frame has no offset. */
+static void json_frame(struct stb_json *j, const struct stb_frame *f, const char *function,
+		       const char *file, int line, bool inlined)
+{
+	stb_json_object(j);
+	stb_json_kv_hex(j, "ip", f->ip);
+	if (function) {
+		stb_json_kv_string(j, "function", function);
+		if (!inlined)
+			stb_json_kv_u64(j, "offset", f->offset);
+	}
+	if (f->module) {
+		stb_json_kv_string(j, "module", f->module);
+		stb_json_kv_hex(j, "module_offset", f->module_offset);
+	}
+	if (f->build_id)
+		stb_json_kv_string(j, "build_id", f->build_id);
+	if (file) {
+		stb_json_kv_string(j, "file", file);
+		stb_json_kv_i64(j, "line", line);
+	}
+	if (f->flags & STB_FRAME_F_MISMATCH)
+		stb_json_kv_bool(j, "module_mismatch", true);
+	stb_json_kv_bool(j, "inlined", inlined);
+	stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
+	stb_json_end(j);
+}
+
+/* Every logical frame: the calls inlined at an address (inlined: true),
+ * then the function they were inlined into. */
 static void json_frames(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
 {
 	stb_report_symbolize(r, t, true);
 	stb_json_array(j);
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];
-		stb_json_object(j);
-		stb_json_kv_hex(j, "ip", f->ip);
-		if (f->symbol) {
-			stb_json_kv_string(j, "function", f->symbol);
-			stb_json_kv_u64(j, "offset", f->offset);
-		}
-		if (f->module) {
-			stb_json_kv_string(j, "module", f->module);
-			stb_json_kv_hex(j, "module_offset", f->module_offset);
-		}
-		if (f->build_id)
-			stb_json_kv_string(j, "build_id", f->build_id);
-		if (f->file) {
-			stb_json_kv_string(j, "file", f->file);
-			stb_json_kv_i64(j, "line", f->line);
-		}
-		if (f->flags & STB_FRAME_F_MISMATCH)
-			stb_json_kv_bool(j, "module_mismatch", true);
-		stb_json_kv_bool(j, "inlined", (f->flags & STB_FRAME_F_INLINED) != 0);
-		stb_json_kv_string(j, "source", (f->flags & STB_FRAME_F_FP) ? "fp" : "dwarf");
-		stb_json_end(j);
+		struct stb_sym_info si;
+		unsigned ninl = stb_report_frame_inlines(r, t, i, &si);
+		for (unsigned k = 0; k < ninl; k++)
+			json_frame(j, f, si.inlines[k].function, si.inlines[k].file,
+				   si.inlines[k].line, true);
+		json_frame(j, f, f->symbol, f->file, f->line,
+			   (f->flags & STB_FRAME_F_INLINED) != 0);
 	}
 	stb_json_end(j);
 }
@@ -132,10 +150,23 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 		json_frames(r, j, t);
 }
 
+/* A document of schema: its metadata, then the array "tasks" opened. */
+static void doc_begin(struct stb_json *j, const struct stb_report *r, const char *schema)
+{
+	stb_json_init(j, r->out);
+	stb_json_object(j);
+	stb_json_kv_string(j, "schema", schema);
+	stb_report_meta_json(j, r->meta);
+	stb_json_key(j, "tasks");
+	stb_json_array(j);
+}
+
 /* Grouped, a task carries no frames but the index of its group, and the
  * group its members' ids and the stack, once. */
-int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
+int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		    const struct stb_format_info *f)
 {
+	(void)f;
 	struct stb_json j;
 	struct stb_why w;
 	size_t ng = 0;
@@ -160,12 +191,7 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 				group_of[m - tasks] = (uint32_t)g;
 	}
 	stb_why_init(&w, r, tasks, n);
-	stb_json_init(&j, r->out);
-	stb_json_object(&j);
-	stb_json_kv_string(&j, "schema", "stb-stacks/1");
-	stb_report_meta_json(&j, r->meta);
-	stb_json_key(&j, "tasks");
-	stb_json_array(&j);
+	doc_begin(&j, r, "stb-stacks/1");
 	size_t nthreads = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (tasks[i].is_thread) {
@@ -200,6 +226,8 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		for (size_t g = 0; g < ng; g++) {
 			struct stb_report_task *t = leaders[g];
 			stb_json_object(&j);
+			if (t->added)
+				stb_json_kv_bool(&j, "selected", false);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
 			stb_why_json_group(&w, &j, t);
@@ -227,15 +255,56 @@ int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tas
 	struct stb_why w;
 	stb_why_init(&w, r, tasks, n);
 	struct stb_json j;
-	stb_json_init(&j, r->out);
-	stb_json_object(&j);
-	stb_json_kv_string(&j, "schema", "stb-tasks/1");
-	stb_report_meta_json(&j, r->meta);
-	stb_json_key(&j, "tasks");
-	stb_json_array(&j);
+	doc_begin(&j, r, "stb-tasks/1");
 	for (size_t i = 0; i < n; i++) {
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
+		stb_json_end(&j);
+	}
+	stb_json_end(&j);
+	stb_json_end(&j);
+	stb_why_fini(&w);
+	return stb_json_finish(&j);
+}
+
+
+int stb_report_json_leaks(const struct stb_report *r, const struct stb_leaks *l)
+{
+	struct stb_why w;
+	stb_why_init(&w, r, NULL, 0);
+	struct stb_json j;
+	stb_json_init(&j, r->out);
+	stb_json_object(&j);
+	stb_json_kv_string(&j, "schema", "stb-leaks/1");
+	stb_report_meta_json(&j, r->meta);
+	stb_json_kv_u64(&j, "bthreads", l->bthreads);
+	if (l->has_prev) {
+		stb_json_key(&j, "growth_s");
+		stb_json_fixed3(&j, (double)(l->now_ns > l->prev_ns ? l->now_ns - l->prev_ns : 0) / 1e9);
+	}
+	stb_json_key(&j, "sites");
+	stb_json_array(&j);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct stb_leak_site *s = &l->sites[i];
+		stb_json_object(&j);
+		if (s->ip)
+			stb_why_json_site(&w, &j, s->ip);
+		stb_json_kv_u64(&j, "count", s->count);
+		stb_json_key(&j, "states");
+		stb_json_object(&j);
+		for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+			if (s->by_state[st])
+				stb_json_kv_u64(&j, stb_state_name(st), s->by_state[st]);
+		stb_json_end(&j);
+		if (s->aged) {
+			stb_json_kv_u64(&j, "aged", s->aged);
+			stb_json_key(&j, "oldest_s");
+			stb_json_fixed3(&j, (double)s->oldest_ns / 1e9);
+			stb_json_key(&j, "median_s");
+			stb_json_fixed3(&j, (double)s->median_ns / 1e9);
+		}
+		if (l->has_prev)
+			stb_json_kv_i64(&j, "growth", s->growth);
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);

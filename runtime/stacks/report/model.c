@@ -7,11 +7,15 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "encode/escape.h"
 #include "encode/json.h"
+#include "hashset.h"
 #include "report/model.h"
 #include "report/rtframes.h"
 #include "stb/abi.h"
@@ -87,6 +91,26 @@ void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t,
 	}
 }
 
+unsigned stb_report_frame_inlines(const struct stb_report *r, const struct stb_report_task *t,
+				  unsigned i, struct stb_sym_info *si)
+{
+	const struct stb_frame *f = &t->frames[i];
+	memset(si, 0, sizeof(*si));
+	if (!r->sym || (r->sym_deadline && stb_now_ns() >= r->sym_deadline))
+		return 0;
+	/* A stack that carries its inline frames already (stb_trace's) is shown
+	 * as it is: those of frame i are right before it. */
+	if ((f->flags & STB_FRAME_F_INLINED) ||
+	    (i > 0 && (t->frames[i - 1].flags & STB_FRAME_F_INLINED)))
+		return 0;
+	int flags = i > 0 || !stb_report_task_exact(t) ? STB_SYM_RETURN : 0;
+	if (stb_sym_lookup(r->sym, f->ip, flags, si) != 0 || !si->ninline)
+		return 0;
+	if (!r->runtime_frames && stb_rtframes_inlines_hidden(si->function))
+		return 0;
+	return si->ninline;
+}
+
 /* ---- the view of a stack ---- */
 
 /* Leaves out t's runtime frames (unless r->runtime_frames) and what is past
@@ -154,6 +178,14 @@ void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool
 	}
 }
 
+uint64_t stb_report_waits_for(const struct stb_report_task *t)
+{
+	const struct stb_wait_view *w = &t->wait;
+	if (!w->owner || (!stb_wait_has_owner_word(w->kind) && w->kind != STB_WAIT_JOIN))
+		return 0;
+	return STB_ABI_OWNER_IS_TID(w->owner) || w->owner == t->id ? 0 : w->owner;
+}
+
 uint32_t stb_report_stack_key(const struct stb_report_task *t)
 {
 	uint32_t beyond = t->beyond < (1u << 25) ? t->beyond : (1u << 25) - 1;
@@ -163,26 +195,63 @@ uint32_t stb_report_stack_key(const struct stb_report_task *t)
 }
 
 
-static uint64_t task_hash(const struct stb_report_task *t)
+/* Are t's frames the view of its interned stack (the same for all its tasks)? */
+static bool view_shared(const struct stb_report_task *t)
 {
-	uint64_t h = 1469598103934665603ull ^ t->state ^ ((uint64_t)(t->err < 0) << 8) ^
-		     ((uint64_t)t->wait.kind << 16) ^
-		     ((uint64_t)t->in_syscall << 24 | (uint64_t)t->syscall_nr << 32) ^
-		     ((uint64_t)t->is_thread << 25) ^ t->task;
-	for (unsigned i = 0; i < t->nframes; i++) {
-		h ^= t->frames[i].ip;
-		h *= 1099511628211ull;
+	const struct stb_stackset_entry *k = t->stack;
+	return k && k->viewed && t->frames == k->frames + k->first && t->nframes == k->shown;
+}
+
+/* The hash of the frames t shows: computed once per interned stack (at the
+ * first of its tasks grouped), else of t's own frames. */
+static uint64_t frames_hash(struct stb_report_task *t)
+{
+	struct stb_stackset_entry *k = view_shared(t) ? t->stack : NULL;
+	if (k && k->view_hashed)
+		return k->view_hash;
+	uint64_t h = t->nframes;
+	for (unsigned i = 0; i < t->nframes; i++)
+		h = stb_hash_mix(h, t->frames[i].ip);
+	if (k) {
+		k->view_hash = h;
+		k->view_hashed = true;
 	}
 	return h;
 }
 
-static bool task_same(const struct stb_report_task *a, const struct stb_report_task *b)
+/* Groups: the same state, failed or not, wait kind, added or not, system
+ * call, thread or not (and the task it runs), and frame ips. */
+static uint64_t group_hash(struct stb_report_task *t)
 {
+	uint64_t h = frames_hash(t);
+	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16 |
+				    (uint64_t)t->added << 24);
+	/* A task blocked in a system call groups by its call; a thread by the
+	 * task it runs. */
+	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)t->is_thread << 1 |
+				    (uint64_t)(t->in_syscall ? t->syscall_nr : 0) << 32);
+	if (t->task)
+		h = stb_hash_mix(h, t->task);
+	return h;
+}
+
+static uint64_t group_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_report_task *tasks = ctx;
+	return tasks[idx].hash;
+}
+
+static bool group_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_report_task *a = &((const struct stb_report_task *)ctx)[idx];
+	const struct stb_report_task *b = key;
 	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
-	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind ||
+	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added ||
 	    a->in_syscall != b->in_syscall || (a->in_syscall && a->syscall_nr != b->syscall_nr) ||
 	    a->is_thread != b->is_thread || a->task != b->task)
 		return false;
+	if (a->stack && a->stack == b->stack && view_shared(a) && view_shared(b))
+		return true; /* one interned stack, one view */
 	for (unsigned i = 0; i < a->nframes; i++)
 		if (a->frames[i].ip != b->frames[i].ip)
 			return false;
@@ -193,6 +262,8 @@ static int group_cmp(const void *x, const void *y)
 {
 	const struct stb_report_task *a = *(struct stb_report_task *const *)x;
 	const struct stb_report_task *b = *(struct stb_report_task *const *)y;
+	if (a->added != b->added) /* the selected tasks first */
+		return a->added ? 1 : -1;
 	if (a->group_count != b->group_count)
 		return a->group_count > b->group_count ? -1 : 1;
 	return a->id < b->id ? -1 : a->id > b->id;
@@ -201,42 +272,123 @@ static int group_cmp(const void *x, const void *y)
 struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
 					  size_t *ngroups)
 {
-	size_t cap = 16;
-	while (cap < n * 2)
-		cap <<= 1;
-	struct stb_report_task **tab = calloc(cap, sizeof(*tab));
-	struct stb_report_task **leaders = calloc(n ? n : 1, sizeof(*leaders));
+	struct stb_hashset set = {0};
+	struct stb_report_task **leaders = NULL;
 	size_t ng = 0;
-	if (!tab || !leaders) {
-		free(leaders);
-		leaders = NULL;
-		errno = ENOMEM;
-		goto cleanup;
-	}
+	if (n >= UINT32_MAX || !(leaders = calloc(n ? n : 1, sizeof(*leaders))))
+		goto fail;
 	for (size_t i = 0; i < n; i++) {
 		struct stb_report_task *t = &tasks[i];
-		t->hash = task_hash(t);
+		t->hash = group_hash(t);
 		t->group_next = NULL;
 		t->group_tail = t;
 		t->group_count = 1;
-		size_t k = t->hash & (cap - 1);
-		while (tab[k] && !task_same(tab[k], t))
-			k = (k + 1) & (cap - 1);
-		if (tab[k]) {
-			struct stb_report_task *lead = tab[k];
+		if (stb_hashset_reserve(&set, tasks, group_rehash) != 0)
+			goto fail;
+		uint32_t *slot = stb_hashset_find(&set, t->hash, tasks, group_eq, t);
+		if (*slot) {
+			struct stb_report_task *lead = &tasks[*slot - 1];
 			lead->group_tail->group_next = t;
 			lead->group_tail = t;
 			lead->group_count++;
 		} else {
-			tab[k] = t;
+			*slot = (uint32_t)i + 1;
+			set.n++;
 			leaders[ng++] = t;
 		}
 	}
+	/* The order is the groups' (count, then first id), never the hash's. */
 	qsort(leaders, ng, sizeof(*leaders), group_cmp);
+	stb_hashset_free(&set);
 	*ngroups = ng;
-cleanup:
-	free(tab);
 	return leaders;
+fail:
+	stb_hashset_free(&set);
+	free(leaders);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void stb_report_count_text(char *buf, size_t size, uint64_t v)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v);
+	size_t k = 0;
+	for (int i = 0; i < n && k + 1 < size; i++) {
+		if (i && (n - i) % 3 == 0 && k + 2 < size)
+			buf[k++] = ',';
+		buf[k++] = tmp[i];
+	}
+	if (size)
+		buf[k < size ? k : size - 1] = '\0';
+}
+
+/* Appends to buf[size] at *k (snprintf's contract: *k counts past the end). */
+static void put(char *buf, size_t size, size_t *k, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t size, size_t *k, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + (*k < size ? *k : size), *k < size ? size - *k : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*k += (size_t)n;
+}
+
+size_t stb_report_meta_header(const struct stb_report_meta *m, char *buf, size_t size)
+{
+	size_t k = 0;
+	char a[32], b[32];
+	if (size)
+		buf[0] = '\0';
+	if (!m)
+		return 0;
+	put(buf, size, &k, "%s", m->producer ? m->producer : "stb");
+	if (m->pid)
+		put(buf, size, &k, " of pid %d", m->pid);
+	if (m->comm) {
+		char comm[4 * 64 + 1]; /* escaped: at most 4 bytes each */
+		stb_text_escape(comm, sizeof(comm), m->comm, strnlen(m->comm, 64));
+		put(buf, size, &k, m->pid ? " (%s)" : " of %s", comm);
+	}
+	if (m->time_ns) {
+		time_t sec = (time_t)(m->time_ns / 1000000000u);
+		struct tm tm;
+		if (gmtime_r(&sec, &tm))
+			put(buf, size, &k, "%s%s %04d-%02d-%02d %02d:%02d:%02d.%03u UTC",
+			    m->time_what ? ", " : " at", m->time_what ? m->time_what : "",
+			    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			    tm.tm_sec, (unsigned)(m->time_ns % 1000000000u / 1000000u));
+	}
+	if (!m->census)
+		return k;
+	uint64_t total = 0;
+	for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+		total += m->tasks.by_state[st];
+	uint64_t pth = m->tasks.pthreads <= total ? m->tasks.pthreads : total;
+	stb_report_count_text(a, sizeof(a), total - pth);
+	put(buf, size, &k, ": %s bthread%s", a, total - pth == 1 ? "" : "s");
+	if (pth) {
+		stb_report_count_text(a, sizeof(a), pth);
+		put(buf, size, &k, " and %s registered pthread%s", a, pth == 1 ? "" : "s");
+	}
+	const char *sep = " (";
+	for (unsigned st = 0; st < STB_TASK_NSTATES; st++) {
+		if (!m->tasks.by_state[st])
+			continue;
+		stb_report_count_text(a, sizeof(a), m->tasks.by_state[st]);
+		put(buf, size, &k, "%s%s %s", sep, a, stb_state_name(st));
+		sep = ", ";
+	}
+	if (sep[0] == ',')
+		put(buf, size, &k, ")");
+	if (m->table && m->table_capacity) {
+		stb_report_count_text(a, sizeof(a), m->slots_used);
+		stb_report_count_text(b, sizeof(b), m->table_capacity);
+		put(buf, size, &k, "; %s of %s table slots used", a, b);
+	}
+	return k;
 }
 
 void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
@@ -247,6 +399,18 @@ void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 		stb_json_kv_i64(j, "pid", m->pid);
 	if (m->comm)
 		stb_json_kv_string(j, "comm", m->comm);
+	if (m->time_ns)
+		stb_json_kv_u64(j, "time_ns", m->time_ns);
+	if (m->census) {
+		stb_json_key(j, "tasks_by_state");
+		stb_json_object(j);
+		for (unsigned st = 0; st < STB_TASK_NSTATES; st++)
+			if (m->tasks.by_state[st])
+				stb_json_kv_u64(j, stb_state_name(st), m->tasks.by_state[st]);
+		stb_json_end(j);
+		stb_json_kv_u64(j, "registered_pthreads", m->tasks.pthreads);
+		stb_json_kv_u64(j, "slots_used", m->slots_used);
+	}
 	if (m->table) {
 		stb_json_kv_u64(j, "abi_version", m->abi_version);
 		stb_json_kv_u64(j, "table_capacity", m->table_capacity);

@@ -18,6 +18,7 @@
 #include "stb/abi.h"
 #include "stb/stb.h"
 #include "table/driver.h"
+#include "table/tview.h"
 #include "table/wait.h"
 
 struct stb_sym;
@@ -72,6 +73,12 @@ struct stb_report_task {
 				    without a switch (the monitor's), 0 = unknown */
 	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
 	struct stb_creator creator; /* who started it (all 0: unknown) */
+	bool added;              /* not of the run's selection: in the report because a
+				    selected task waits on it (stb_report_waits_for) */
+	uint64_t execq;          /* execution queue it consumes now (abi.h), 0 = none */
+	uint64_t execq_queued;   /* tasks queued there, when execq_queued_known */
+	uint64_t wait_queued;    /* EXECQ waits: tasks queued in the queue waited for, */
+	bool execq_queued_known, wait_queued_known; /* when known (read from the target) */
 	char name[STB_ABI_NAME_LEN];
 	int err;                 /* < 0: the trace failed */
 	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */
@@ -94,6 +101,19 @@ struct stb_report_task {
 	struct stb_report_task *group_tail; /* leaders: last member */
 	unsigned group_count;               /* leaders: members */
 };
+
+/* A task that a report names without showing it -- a creator, an owner
+ * past the run's deadline -- as the table said when the report was made. */
+struct stb_report_ref {
+	uint64_t id;
+	bool is_pthread;
+	char name[STB_ABI_NAME_LEN];
+};
+
+/* The task t waits for, whose stack a report of t must show: the holder of
+ * the mutex, rwlock or bthread_id it waits on (a task id, not an
+ * unregistered pthread's tid), or the bthread it joins; 0: none. */
+uint64_t stb_report_waits_for(const struct stb_report_task *t);
 
 /* What else than its frames the report's view of t's stack depends on: the
  * key of t's walk in a stackset (stackset.h). */
@@ -130,6 +150,12 @@ struct stb_report_meta {
 	const char *producer;    /* "stb-bpf-loader", "stb_dump", ... (text and pprof) */
 	int pid;                 /* the traced process; 0: not known */
 	const char *comm;        /* its command name (the target's bytes); NULL: not printed */
+	uint64_t time_ns;        /* CLOCK_REALTIME of the tasks (ns since the epoch); 0: not known */
+	const char *time_what;   /* text: what time_ns is ("core file written"); NULL: the
+				    time the tasks were read */
+	bool census;             /* tasks and slots_used are set */
+	struct stb_tview_census tasks; /* the process's live tasks by state */
+	uint64_t slots_used;     /* table slots used so far (its high-water mark) */
 	bool table;              /* abi_version, table_capacity and untraceable are set */
 	unsigned abi_version;
 	uint32_t table_capacity;
@@ -176,7 +202,12 @@ struct stb_report {
 	const char *threads_hint; /* text: how to hide the thread section
 	                            ("--no-threads"); NULL: no hint */
 	const struct stb_deadlocks *deadlocks; /* the table's deadlocks; NULL: not searched */
-	bool all_ids;            /* grouped text: every id (else the first few and a count) */
+	const char *deadlock_hint; /* text: how to see a deadlock of tasks not in the report
+				    ("run without --bthread, --state and --stuck"); NULL: none */
+	const struct stb_report_ref *refs; /* tasks named but not shown, sorted by id */
+	size_t nrefs;
+	bool all_ids;            /* grouped text: every member's id and name, and its wait
+				    where they differ (else the first few ids and a count) */
 };
 
 /* Is frame 0 of a task traced in this mode the interrupted instruction (not
@@ -190,11 +221,29 @@ bool stb_report_task_exact(const struct stb_report_task *t);
  * with_source: also file:line. */
 void stb_report_symbolize(const struct stb_report *r, struct stb_report_task *t, bool with_source);
 
+struct stb_sym_info;
+
 /*
- * Groups tasks with the same state (and system call) and the same frame ips. Returns the group
- * leaders, most populous first (caller frees the array; members are chained
- * through group_next, group_count set on leaders), and their number in
- * *ngroups. NULL with errno ENOMEM.
+ * The inline frames shown before frame i of t, a physical frame of a
+ * symbolized stack: looks its address up (with file:line) into *si and
+ * returns how many of si->inlines, innermost first, come before it; 0 when
+ * there are none, without symbols, past r->sym_deadline, for a frame of a
+ * stack that carries its inline frames already, and for the runtime's
+ * internals inlined into its functions (rtframes.h) unless
+ * r->runtime_frames. Thread-safe as stb_sym_lookup.
+ */
+unsigned stb_report_frame_inlines(const struct stb_report *r, const struct stb_report_task *t,
+				  unsigned i, struct stb_sym_info *si);
+
+/*
+ * Groups viewed tasks (stb_report_view) with the same state, failed or not,
+ * wait kind and frame ips, the tasks added for what selected ones wait on
+ * (added) apart; the frames of a task whose stack is interned are hashed
+ * once per stack (stackset.h), not per task. Returns the group leaders,
+ * those of selected tasks first, most populous first, then by first id
+ * (caller frees the array; members are chained in their order through
+ * group_next, group_count set on leaders), and their number in *ngroups.
+ * NULL with errno ENOMEM.
  */
 struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t n,
 					  size_t *ngroups);
@@ -205,8 +254,21 @@ struct stb_json;
  * for every JSON document (jsondoc.c, pprof.c). */
 void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m);
 
-/* The comment lines of m for a pprof profile ("<producer> of pid N (comm)",
- * each note, partial): calls add(arg, line) for each. Returns 0 or add's
+/*
+ * The header line of a report made with m, without its newline, into
+ * buf[size] (snprintf's contract; returns the full length): producer,
+ * program and pid, time, the live tasks by state and the table slots used
+ * ("stb-bpf-loader snapshot of pid 1234 (server) at 2025-01-15 10:32:07.123
+ * UTC: 20 bthreads (4 ready, 16 suspended); 24 of 65,536 table slots used"),
+ * each part when m knows it; the target's bytes escaped.
+ */
+size_t stb_report_meta_header(const struct stb_report_meta *m, char *buf, size_t size);
+
+/* "3,091": v with thousands separators, into buf[size]. */
+void stb_report_count_text(char *buf, size_t size, uint64_t v);
+
+/* The comment lines of m for a pprof profile ("<producer> of pid N (comm):
+ * capture", each note, partial): calls add(arg, line) for each. Returns 0 or add's
  * first error. */
 int stb_report_meta_lines(const struct stb_report_meta *m,
 			  int (*add)(void *arg, const char *line), void *arg);

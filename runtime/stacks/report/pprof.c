@@ -15,7 +15,9 @@
 
 #include "encode/escape.h"
 #include "encode/json.h"
+#include "hashset.h"
 #include "report/pprof.h"
+#include "report/rtframes.h"
 #include "stb/abi.h"
 #include "symbols/symbolize.h"
 #include "unwind/unwind.h"
@@ -23,13 +25,6 @@
 
 #define STB_PP_GZ_CHUNK (64u << 10)
 #define STB_PP_LIKELY(x) __builtin_expect(!!(x), 1)
-
-/* A hash set of indices (stored + 1; 0 is empty), open addressing. */
-struct stb_pp_set {
-	uint32_t *slot;
-	uint32_t cap; /* power of two */
-	uint32_t n;
-};
 
 struct pp_loc {
 	uint64_t ip;
@@ -63,6 +58,7 @@ struct stb_pp_map {
 
 struct stb_pp_stack {
 	uint32_t off, n; /* p->stack_locs[off ..], 1-based location ids, the leaf first */
+	uint32_t voff, vn; /* hide_runtime: what is written, p->view_locs[voff ..] */
 	uint64_t hash;
 };
 
@@ -87,114 +83,45 @@ struct stb_pprof {
 	size_t nstrs, cstrs;
 	uint64_t *str_hash;
 	size_t cstr_hash;
-	struct stb_pp_set str_set;
+	struct stb_hashset str_set;
 
 	struct pp_loc *locs;
 	size_t nlocs, clocs;
-	struct stb_pp_set loc_set;
+	struct stb_hashset loc_set;
 
 	struct stb_pp_line *lines;
 	size_t nlines, clines;
 
 	struct pp_func *funcs;
 	size_t nfuncs, cfuncs;
-	struct stb_pp_set func_set;
+	struct stb_hashset func_set;
 
 	struct stb_pp_map *maps;
 	size_t nmaps, cmaps;
-	struct stb_pp_set map_set;
+	struct stb_hashset map_set;
 
 	uint32_t *stack_locs;
 	size_t nstack_locs, cstack_locs;
 	struct stb_pp_stack *stacks;
 	size_t nstacks, cstacks;
 	bool full;              /* the last stack met opts.max_stacks */
-	struct stb_pp_set stack_set;
+	struct stb_hashset stack_set;
+	/* hide_runtime: the stacks as written, without the runtime's frames;
+	 * stacks[0 .. nviewed) have theirs (pp_view). */
+	uint32_t *view_locs;
+	size_t nview_locs, cview_locs, nviewed;
 
 	struct stb_pp_label *labels;
 	size_t nlabels, clabels;
 	struct stb_pp_sample *samples;
 	size_t nsamples, csamples;
-	struct stb_pp_set sample_set;
+	struct stb_hashset sample_set;
 
 	uint32_t *comments;
 	size_t ncomments, ccomments;
 };
 
 /* ---- small helpers ---- */
-
-static uint64_t pp_mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	h *= 0xff51afd7ed558ccdull;
-	return h ^ (h >> 33);
-}
-
-static uint64_t pp_hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
-static int pp_grow(void *arrp, size_t *cap, size_t need, size_t size)
-{
-	void **arr = arrp;
-	if (need <= *cap)
-		return 0;
-	size_t nc = *cap ? *cap : 16;
-	while (nc < need)
-		nc *= 2;
-	void *a = realloc(*arr, nc * size);
-	if (!a)
-		return -ENOMEM;
-	*arr = a;
-	*cap = nc;
-	return 0;
-}
-
-/* Callbacks of a set: ctx is the object that owns the elements. */
-typedef bool (*stb_pp_eq_fn)(const void *ctx, uint32_t idx, const void *key);
-typedef uint64_t (*stb_pp_hash_fn)(const void *ctx, uint32_t idx);
-
-/* Makes room for one more element. 0 or -ENOMEM. */
-static int pp_set_reserve(struct stb_pp_set *s, const void *ctx, stb_pp_hash_fn hf)
-{
-	if ((s->n + 1) * 2 <= s->cap)
-		return 0;
-	uint32_t nc = s->cap ? s->cap * 2 : 64;
-	uint32_t *slot = calloc(nc, sizeof(*slot));
-	if (!slot)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < s->cap; i++) {
-		uint32_t v = s->slot[i];
-		if (!v)
-			continue;
-		uint32_t k = (uint32_t)hf(ctx, v - 1) & (nc - 1);
-		while (slot[k])
-			k = (k + 1) & (nc - 1);
-		slot[k] = v;
-	}
-	free(s->slot);
-	s->slot = slot;
-	s->cap = nc;
-	return 0;
-}
-
-/* The slot holding an element equal to key, or the empty slot where it goes. */
-static uint32_t *pp_set_find(const struct stb_pp_set *s, uint64_t h, const void *ctx,
-				 stb_pp_eq_fn eq, const void *key)
-{
-	uint32_t mask = s->cap - 1;
-	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-		uint32_t v = s->slot[i];
-		if (!v || eq(ctx, v - 1, key))
-			return &s->slot[i];
-	}
-}
 
 /* ---- strings ---- */
 
@@ -215,14 +142,14 @@ static int64_t pp_str(struct stb_pprof *p, const char *s)
 {
 	if (!s || !*s)
 		return 0;
-	uint64_t h = pp_hash_str(s);
-	if (pp_set_reserve(&p->str_set, p, pp_str_rehash) != 0)
+	uint64_t h = stb_fnv1a64_add(STB_FNV1A64_BASIS, s, strlen(s));
+	if (stb_hashset_reserve(&p->str_set, p, pp_str_rehash) != 0)
 		return -ENOMEM;
-	uint32_t *slot = pp_set_find(&p->str_set, h, p, pp_str_eq, s);
+	uint32_t *slot = stb_hashset_find(&p->str_set, h, p, pp_str_eq, s);
 	if (*slot)
 		return *slot - 1;
-	if (pp_grow(&p->strs, &p->cstrs, p->nstrs + 1, sizeof(*p->strs)) != 0 ||
-	    pp_grow(&p->str_hash, &p->cstr_hash, p->nstrs + 1, sizeof(*p->str_hash)) != 0)
+	if (stb_grow(&p->strs, &p->cstrs, p->nstrs + 1, sizeof(*p->strs)) != 0 ||
+	    stb_grow(&p->str_hash, &p->cstr_hash, p->nstrs + 1, sizeof(*p->str_hash)) != 0)
 		return -ENOMEM;
 	char *copy = strdup(s);
 	if (!copy)
@@ -296,6 +223,7 @@ void stb_pprof_free(struct stb_pprof *p)
 	free(p->stack_locs);
 	free(p->stacks);
 	free(p->stack_set.slot);
+	free(p->view_locs);
 	free(p->labels);
 	free(p->samples);
 	free(p->sample_set.slot);
@@ -313,7 +241,7 @@ struct stb_pp_loc_key {
 
 static uint64_t pp_loc_hash(const struct stb_pp_loc_key *k)
 {
-	return pp_mix(pp_mix(k->ip, k->note), k->exact);
+	return stb_hash_mix(stb_hash_mix(k->ip, k->note), k->exact);
 }
 
 static bool pp_loc_eq(const void *ctx, uint32_t idx, const void *key)
@@ -341,16 +269,16 @@ static uint32_t pp_loc(struct stb_pprof *p, uint64_t ip, bool exact, const char 
 		k.note = (uint32_t)s;
 	}
 	uint64_t h = pp_loc_hash(&k);
-	if (pp_set_reserve(&p->loc_set, p, pp_loc_rehash) != 0)
+	if (stb_hashset_reserve(&p->loc_set, p, pp_loc_rehash) != 0)
 		return 0;
-	uint32_t *slot = pp_set_find(&p->loc_set, h, p, pp_loc_eq, &k);
+	uint32_t *slot = stb_hashset_find(&p->loc_set, h, p, pp_loc_eq, &k);
 	if (*slot)
 		return *slot;
 	if (p->o.max_stacks && !note && p->nlocs >= 4 * (size_t)p->o.max_stacks) {
 		p->full = true; /* bounded memory: no new address */
 		return 0;
 	}
-	if (pp_grow(&p->locs, &p->clocs, p->nlocs + 1, sizeof(*p->locs)) != 0)
+	if (stb_grow(&p->locs, &p->clocs, p->nlocs + 1, sizeof(*p->locs)) != 0)
 		return 0;
 	struct pp_loc *l = &p->locs[p->nlocs];
 	memset(l, 0, sizeof(*l));
@@ -372,7 +300,7 @@ static uint64_t pp_stack_hash(const uint32_t *locs, uint32_t n)
 {
 	uint64_t h = n;
 	for (uint32_t i = 0; i < n; i++)
-		h = pp_mix(h, locs[i]);
+		h = stb_hash_mix(h, locs[i]);
 	return h;
 }
 
@@ -411,9 +339,9 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 		goto cleanup;
 	uint64_t h = pp_stack_hash(locs, n);
 	struct stb_pp_stack_key key = {.locs = locs, .n = n};
-	if (pp_set_reserve(&p->stack_set, p, pp_stack_rehash) != 0)
+	if (stb_hashset_reserve(&p->stack_set, p, pp_stack_rehash) != 0)
 		goto cleanup;
-	uint32_t *slot = pp_set_find(&p->stack_set, h, p, pp_stack_eq, &key);
+	uint32_t *slot = stb_hashset_find(&p->stack_set, h, p, pp_stack_eq, &key);
 	if (*slot) {
 		rc = *slot - 1;
 		goto cleanup;
@@ -422,9 +350,9 @@ int64_t stb_pprof_stack(struct stb_pprof *p, const struct stb_pprof_stack *s)
 		rc = -ENOSPC;
 		goto cleanup;
 	}
-	if (pp_grow(&p->stack_locs, &p->cstack_locs, p->nstack_locs + n,
+	if (stb_grow(&p->stack_locs, &p->cstack_locs, p->nstack_locs + n,
 			sizeof(*p->stack_locs)) != 0 ||
-	    pp_grow(&p->stacks, &p->cstacks, p->nstacks + 1, sizeof(*p->stacks)) != 0)
+	    stb_grow(&p->stacks, &p->cstacks, p->nstacks + 1, sizeof(*p->stacks)) != 0)
 		goto cleanup;
 	memcpy(p->stack_locs + p->nstack_locs, locs, n * sizeof(*locs));
 	p->stacks[p->nstacks] = (struct stb_pp_stack){.off = (uint32_t)p->nstack_locs, .n = n, .hash = h};
@@ -479,7 +407,7 @@ int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_p
 	int64_t rc = -ENOMEM;
 	if (!ls)
 		return -ENOMEM;
-	uint64_t h = pp_mix(0, stack);
+	uint64_t h = stb_hash_mix(0, stack);
 	for (unsigned i = 0; i < nlabels; i++) {
 		int64_t key = pp_str(p, labels[i].key);
 		int64_t str = labels[i].str ? pp_str(p, labels[i].str) : 0;
@@ -489,16 +417,16 @@ int64_t stb_pprof_sample(struct stb_pprof *p, uint32_t stack, const struct stb_p
 		ls[i] = (struct stb_pp_label){.key = (uint32_t)key, .str = (uint32_t)str,
 					      .unit = (uint32_t)unit,
 					      .num = labels[i].str ? 0 : labels[i].num};
-		h = pp_mix(pp_mix(pp_mix(h, ls[i].key), ls[i].str),
+		h = stb_hash_mix(stb_hash_mix(stb_hash_mix(h, ls[i].key), ls[i].str),
 			       (uint64_t)ls[i].num ^ ((uint64_t)ls[i].unit << 48));
 	}
 	struct stb_pp_sample_key key = {.stack = stack, .labels = ls, .n = nlabels};
-	if (pp_set_reserve(&p->sample_set, p, pp_sample_rehash) != 0)
+	if (stb_hashset_reserve(&p->sample_set, p, pp_sample_rehash) != 0)
 		goto cleanup;
-	uint32_t *slot = pp_set_find(&p->sample_set, h, p, pp_sample_eq, &key);
+	uint32_t *slot = stb_hashset_find(&p->sample_set, h, p, pp_sample_eq, &key);
 	if (!*slot) {
-		if (pp_grow(&p->labels, &p->clabels, p->nlabels + nlabels, sizeof(*p->labels)) != 0 ||
-		    pp_grow(&p->samples, &p->csamples, p->nsamples + 1, sizeof(*p->samples)) != 0)
+		if (stb_grow(&p->labels, &p->clabels, p->nlabels + nlabels, sizeof(*p->labels)) != 0 ||
+		    stb_grow(&p->samples, &p->csamples, p->nsamples + 1, sizeof(*p->samples)) != 0)
 			goto cleanup;
 		struct stb_pp_sample *s = &p->samples[p->nsamples];
 		memset(s, 0, sizeof(*s));
@@ -548,7 +476,7 @@ void stb_pprof_set_duration(struct stb_pprof *p, int64_t duration_ns)
 static int pp_comment_line(struct stb_pprof *p, const char *text)
 {
 	int64_t s = pp_str(p, text);
-	if (s < 0 || pp_grow(&p->comments, &p->ccomments, p->ncomments + 1,
+	if (s < 0 || stb_grow(&p->comments, &p->ccomments, p->ncomments + 1,
 				 sizeof(*p->comments)) != 0)
 		return -ENOMEM;
 	p->comments[p->ncomments++] = (uint32_t)s;
@@ -611,13 +539,13 @@ static uint32_t pp_func(struct stb_pprof *p, const char *name, const char *file)
 	if (n < 0 || f < 0)
 		return 0;
 	uint32_t k[2] = {(uint32_t)n, (uint32_t)f};
-	uint64_t h = pp_mix(k[0], k[1]);
-	if (pp_set_reserve(&p->func_set, p, pp_func_rehash) != 0)
+	uint64_t h = stb_hash_mix(k[0], k[1]);
+	if (stb_hashset_reserve(&p->func_set, p, pp_func_rehash) != 0)
 		return 0;
-	uint32_t *slot = pp_set_find(&p->func_set, h, p, pp_func_eq, k);
+	uint32_t *slot = stb_hashset_find(&p->func_set, h, p, pp_func_eq, k);
 	if (*slot)
 		return *slot;
-	if (pp_grow(&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof(*p->funcs)) != 0)
+	if (stb_grow(&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof(*p->funcs)) != 0)
 		return 0;
 	p->funcs[p->nfuncs] = (struct pp_func){.name = k[0], .file = k[1], .hash = h};
 	*slot = (uint32_t)++p->nfuncs;
@@ -673,12 +601,12 @@ static uint32_t pp_mapping(struct stb_pprof *p, uint64_t ip, const struct stb_sy
 	if (file <= 0 || bi < 0)
 		return 0;
 	struct stb_pp_map_key k = {.file = (uint32_t)file, .start = mi ? mi->lo : 0};
-	uint64_t h = pp_mix(k.file, k.start);
-	if (pp_set_reserve(&p->map_set, p, pp_map_rehash) != 0)
+	uint64_t h = stb_hash_mix(k.file, k.start);
+	if (stb_hashset_reserve(&p->map_set, p, pp_map_rehash) != 0)
 		return 0;
-	uint32_t *slot = pp_set_find(&p->map_set, h, p, pp_map_eq, &k);
+	uint32_t *slot = stb_hashset_find(&p->map_set, h, p, pp_map_eq, &k);
 	if (!*slot) {
-		if (pp_grow(&p->maps, &p->cmaps, p->nmaps + 1, sizeof(*p->maps)) != 0)
+		if (stb_grow(&p->maps, &p->cmaps, p->nmaps + 1, sizeof(*p->maps)) != 0)
 			return 0;
 		struct stb_pp_map *m = &p->maps[p->nmaps];
 		memset(m, 0, sizeof(*m));
@@ -714,7 +642,7 @@ static uint32_t pp_mapping(struct stb_pprof *p, uint64_t ip, const struct stb_sy
 static int pp_add_line(struct stb_pprof *p, const char *func, const char *file, int line)
 {
 	uint32_t f = pp_func(p, func, file);
-	if (!f || pp_grow(&p->lines, &p->clines, p->nlines + 1, sizeof(*p->lines)) != 0)
+	if (!f || stb_grow(&p->lines, &p->clines, p->nlines + 1, sizeof(*p->lines)) != 0)
 		return -ENOMEM;
 	p->lines[p->nlines++] = (struct stb_pp_line){.func = f, .line = line > 0 ? line : 0};
 	return 0;
@@ -744,7 +672,11 @@ static int pp_resolve_loc(struct stb_pprof *p, size_t i)
 	const char *path = have_mi && mi.path[0] ? mi.path : si.module;
 	uint32_t line0 = (uint32_t)p->nlines;
 	if (si.function) {
-		for (unsigned k = 0; k < si.ninline; k++)
+		/* The runtime's internals inlined into its functions are its own
+		 * frames (rtframes.h). */
+		unsigned ninline = p->o.hide_runtime && stb_rtframes_inlines_hidden(si.function)
+					   ? 0 : si.ninline;
+		for (unsigned k = 0; k < ninline; k++)
 			if (pp_add_line(p, si.inlines[k].function ? si.inlines[k].function
 								       : "[inlined]",
 					    si.inlines[k].file, si.inlines[k].line) != 0)
@@ -776,6 +708,75 @@ static int pp_resolve_loc(struct stb_pprof *p, size_t i)
 	return 0;
 }
 
+/* The physical function of resolved location id (1-based), or NULL. */
+static const char *pp_loc_function(const struct stb_pprof *p, uint32_t id)
+{
+	const struct pp_loc *l = &p->locs[id - 1];
+	if (!l->nlines || l->note)
+		return NULL;
+	return p->strs[p->funcs[p->lines[l->line0 + l->nlines - 1].func - 1].name];
+}
+
+/*
+ * The stacks as written with hide_runtime: each one's synthetic leaf and
+ * root frames, and between them its frames without the runtime's own
+ * (rtframes.h decides from the physical functions, as a report's view
+ * does; a stack with a root note was cut: its entry frames are not known).
+ */
+static int pp_view(struct stb_pprof *p)
+{
+	struct stb_frame buf[128];
+	for (; p->nviewed < p->nstacks; p->nviewed++) {
+		struct stb_pp_stack *st = &p->stacks[p->nviewed];
+		const uint32_t *locs = p->stack_locs + st->off;
+		uint32_t n = st->n;
+		uint32_t lead = n && p->locs[locs[0] - 1].note ? 1 : 0;
+		uint32_t tail = n > lead && p->locs[locs[n - 1] - 1].note ? 1 : 0;
+		uint32_t m = n - lead - tail;
+		struct stb_frame *f = m <= 128 ? buf : calloc(m, sizeof(*f));
+		if (!f || stb_grow(&p->view_locs, &p->cview_locs, p->nview_locs + n,
+				  sizeof(*p->view_locs)) != 0) {
+			if (f != buf)
+				free(f);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < m; i++) {
+			const struct pp_loc *l = &p->locs[locs[lead + i] - 1];
+			f[i] = (struct stb_frame){
+			    .ip = l->ip, .symbol = pp_loc_function(p, locs[lead + i]),
+			    .module = l->mapping ? p->strs[p->maps[l->mapping - 1].file] : NULL};
+		}
+		unsigned inner, outer;
+		stb_rtframes_find(f, m, !tail, &inner, &outer);
+		if (f != buf)
+			free(f);
+		uint32_t *v = p->view_locs + p->nview_locs;
+		uint32_t k = 0;
+		if (lead)
+			v[k++] = locs[0];
+		for (uint32_t i = lead + inner; i < lead + m - outer; i++)
+			v[k++] = locs[i];
+		if (tail)
+			v[k++] = locs[n - 1];
+		st->voff = (uint32_t)p->nview_locs;
+		st->vn = k;
+		p->nview_locs += k;
+	}
+	return 0;
+}
+
+/* The locations of stack st as written (*n of them, the leaf first). */
+static const uint32_t *pp_stack_locs(const struct stb_pprof *p, const struct stb_pp_stack *st,
+				     uint32_t *n)
+{
+	if (p->o.hide_runtime) {
+		*n = st->vn;
+		return p->view_locs + st->voff;
+	}
+	*n = st->n;
+	return p->stack_locs + st->off;
+}
+
 static int pp_resolve(struct stb_pprof *p)
 {
 	/* The main executable is mapping 1 (pprof's "File:"; Pyroscope and
@@ -794,7 +795,7 @@ static int pp_resolve(struct stb_pprof *p)
 		if (!p->locs[i].resolved && pp_resolve_loc(p, i) != 0)
 			return -ENOMEM;
 	}
-	return 0;
+	return p->o.hide_runtime ? pp_view(p) : 0;
 }
 
 /* ---- pprof ---- */
@@ -818,21 +819,10 @@ static bool w_room(struct pp_wire *w, size_t n)
 		return true;
 	if (w->err)
 		return false;
-	size_t cap = w->cap ? w->cap : 256;
-	while (cap - w->len < n) {
-		if (cap > SIZE_MAX / 2) {
-			w->err = -ENOMEM;
-			return false;
-		}
-		cap *= 2;
-	}
-	uint8_t *b = realloc(w->b, cap);
-	if (!b) {
+	if (n > SIZE_MAX - w->len || stb_grow(&w->b, &w->cap, w->len + n, 1) != 0) {
 		w->err = -ENOMEM;
 		return false;
 	}
-	w->b = b;
-	w->cap = cap;
 	return true;
 }
 
@@ -974,8 +964,9 @@ int stb_pprof_write(struct stb_pprof *p, FILE *out)
 	}
 	for (size_t i = 0; i < p->nsamples && !g.err; i++) { /* 2: sample */
 		const struct stb_pp_sample *s = &p->samples[i];
-		const struct stb_pp_stack *st = &p->stacks[s->stack];
-		w_packed(&m, 1, p->stack_locs + st->off, st->n, get_u32);
+		uint32_t nl;
+		const uint32_t *locs = pp_stack_locs(p, &p->stacks[s->stack], &nl);
+		w_packed(&m, 1, locs, nl, get_u32);
 		w_packed(&m, 2, s->v, p->o.nvalues, get_i64);
 		for (uint32_t k = 0; k < s->nlabels; k++) {
 			const struct stb_pp_label *l = &p->labels[s->label0 + k];
@@ -1061,7 +1052,7 @@ struct stb_pp_buf {
 
 static void pp_buf_put(struct stb_pp_buf *b, const char *s, size_t n)
 {
-	if (b->oom || pp_grow(&b->s, &b->cap, b->len + n + 1, 1) != 0) {
+	if (b->oom || stb_grow(&b->s, &b->cap, b->len + n + 1, 1) != 0) {
 		b->oom = true;
 		return;
 	}
@@ -1076,7 +1067,7 @@ static void pp_buf_name(struct stb_pp_buf *b, const char *s)
 {
 	size_t n = strlen(s);
 	size_t need = stb_text_escape(NULL, 0, s, n);
-	if (b->oom || pp_grow(&b->s, &b->cap, b->len + need + 1, 1) != 0) {
+	if (b->oom || stb_grow(&b->s, &b->cap, b->len + need + 1, 1) != 0) {
 		b->oom = true;
 		return;
 	}
@@ -1118,7 +1109,7 @@ struct stb_pp_fline {
 struct stb_pp_folded {
 	struct stb_pp_fline *v;
 	size_t n, cap;
-	struct stb_pp_set set;
+	struct stb_hashset set;
 };
 
 static bool pp_fline_eq(const void *ctx, uint32_t idx, const void *key)
@@ -1141,13 +1132,13 @@ static int pp_fline_cmp(const void *a, const void *b)
 /* Adds count to line s (copied when new). 0 or -ENOMEM. */
 static int pp_fline_add(struct stb_pp_folded *f, const char *s, int64_t count)
 {
-	uint64_t h = pp_hash_str(s);
-	if (pp_set_reserve(&f->set, f, pp_fline_rehash) != 0)
+	uint64_t h = stb_fnv1a64_add(STB_FNV1A64_BASIS, s, strlen(s));
+	if (stb_hashset_reserve(&f->set, f, pp_fline_rehash) != 0)
 		return -ENOMEM;
-	uint32_t *slot = pp_set_find(&f->set, h, f, pp_fline_eq, s);
+	uint32_t *slot = stb_hashset_find(&f->set, h, f, pp_fline_eq, s);
 	if (!*slot) {
 		char *copy = strdup(s);
-		if (!copy || pp_grow(&f->v, &f->cap, f->n + 1, sizeof(*f->v)) != 0) {
+		if (!copy || stb_grow(&f->v, &f->cap, f->n + 1, sizeof(*f->v)) != 0) {
 			free(copy);
 			return -ENOMEM;
 		}
@@ -1187,9 +1178,10 @@ int stb_pprof_folded_each(struct stb_pprof *p, const char *root_key, unsigned va
 				break;
 			}
 		}
-		const struct stb_pp_stack *st = &p->stacks[s->stack];
-		for (uint32_t k = st->n; k-- > 0;)
-			pp_buf_loc(p, &b, p->stack_locs[st->off + k]);
+		uint32_t nl;
+		const uint32_t *locs = pp_stack_locs(p, &p->stacks[s->stack], &nl);
+		for (uint32_t k = nl; k-- > 0;)
+			pp_buf_loc(p, &b, locs[k]);
 		if (b.oom)
 			goto cleanup;
 		if (b.len == 0)
@@ -1262,10 +1254,12 @@ static void pp_json_labels(struct stb_pprof *p, struct stb_json *j, const struct
 
 static void pp_json_frames(struct stb_pprof *p, struct stb_json *j, const struct stb_pp_stack *st)
 {
+	uint32_t nl;
+	const uint32_t *locs = pp_stack_locs(p, st, &nl);
 	stb_json_key(j, "frames");
 	stb_json_array(j);
-	for (uint32_t k = 0; k < st->n; k++) {
-		const struct pp_loc *l = &p->locs[p->stack_locs[st->off + k] - 1];
+	for (uint32_t k = 0; k < nl; k++) {
+		const struct pp_loc *l = &p->locs[locs[k] - 1];
 		const struct stb_pp_map *m = l->mapping ? &p->maps[l->mapping - 1] : NULL;
 		for (uint32_t i = 0; i < (l->nlines ? l->nlines : 1); i++) {
 			stb_json_object(j);

@@ -53,6 +53,10 @@ struct stb_pprof_opts {
 	/* CLOCK_MONOTONIC ns after which no symbol is looked up (addresses and
 	 * mappings only); 0 = none. */
 	uint64_t sym_deadline;
+	/* Leave out the runtime's own frames when written (rtframes.h): those
+	 * of each stack, as a report's view does, and the runtime's internals
+	 * inlined into its functions. Needs sym. */
+	bool hide_runtime;
 };
 
 /* A label of a sample: a string (str != NULL) or a number. */

@@ -29,6 +29,17 @@ static const char *const public_stb[] = {
 	"stb_debug_http_start",
 	"stb_debug_http_stop",
 	"stb_dump",
+	"stb_execq_address",
+	"stb_execq_cancel",
+	"stb_execq_iter_next",
+	"stb_execq_join",
+	"stb_execq_node_alloc",
+	"stb_execq_node_free",
+	"stb_execq_push",
+	"stb_execq_release",
+	"stb_execq_start",
+	"stb_execq_stop",
+	"stb_execq_stopped",
 	"stb_format_from_name",
 	"stb_format_name",
 	"stb_get_stats",
@@ -40,6 +51,7 @@ static const char *const public_stb[] = {
 	"stb_id_status",
 	"stb_id_value",
 	"stb_set_signal_trace_timeout_ms",
+	"stb_set_trace_runtime_frames",
 	"stb_set_trace_signal",
 	"stb_state_name",
 	"stb_table_set_capacity",
@@ -61,6 +73,20 @@ static bool is_api(const char *name)
 	return false;
 }
 
+/* A frame of the C library, its dynamic loader or the vdso: where the
+ * runtime's internals make their system calls (sched_yield at a gate, a
+ * futex wait, clock_gettime). No program code is in those modules. */
+static bool is_libc(const struct stb_frame *f)
+{
+	if (!f->module)
+		return false;
+	const char *base = strrchr(f->module, '/');
+	base = base ? base + 1 : f->module;
+	return has_prefix(base, "libc.so") || has_prefix(base, "libc-") ||
+	       has_prefix(base, "ld-linux") || has_prefix(base, "libpthread") ||
+	       strcmp(base, "[vdso]") == 0;
+}
+
 static bool same_module(const struct stb_frame *a, const struct stb_frame *b)
 {
 	if (!a->module || !b->module)
@@ -75,10 +101,17 @@ void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, uns
 	*outer = 0;
 	if (n == 0)
 		return;
-	if (has_prefix(f[0].symbol, "stb_")) {
+	/* Frame 0 may be inlined (jump_stack_inline into stb_jump_stack), or
+	 * the C library's (sched_yield called at a gate): the runtime's function
+	 * they are part of, or that called them, decides. */
+	unsigned p0 = 0;
+	while (p0 + 1 < n && p0 < STB_RTFRAMES_INNER_MAX &&
+	       ((f[p0].flags & STB_FRAME_F_INLINED) || is_libc(&f[p0])))
+		p0++;
+	if (has_prefix(f[p0].symbol, "stb_")) {
 		unsigned lim = n < STB_RTFRAMES_INNER_MAX ? n : STB_RTFRAMES_INNER_MAX;
 		for (unsigned i = 1; i < lim; i++) {
-			if (!f[i].symbol || !same_module(&f[i], &f[0]))
+			if (!f[i].symbol || !same_module(&f[i], &f[p0]))
 				break;
 			if (is_api(f[i].symbol)) {
 				*inner = i;
@@ -108,4 +141,9 @@ void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, uns
 	}
 	if (*inner + *outer >= n)
 		*outer = n - *inner - 1; /* inner < n: one frame stays */
+}
+
+bool stb_rtframes_inlines_hidden(const char *symbol)
+{
+	return is_api(symbol) || has_prefix(symbol, "stb_");
 }

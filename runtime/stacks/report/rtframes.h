@@ -17,11 +17,14 @@
 #define STB_RTFRAMES_INNER_MAX 24u
 
 /*
- * Of the symbolized frames f[0 .. n) (innermost first), *inner gets how many
- * innermost frames are runtime internals and *outer how many outermost ones
- * are its entry frames (only when complete: the walk reached the stack's
- * base). The inner block is recognized only when f[0] is a runtime function
- * ("stb_" prefix) and a public API frame (bthread_*, butex_*, bthread::, a
+ * Of the symbolized frames f[0 .. n) (innermost first; inline frames, if
+ * any, flagged STB_FRAME_F_INLINED before the frame they are part of),
+ * *inner gets how many innermost frames are runtime internals and *outer
+ * how many outermost ones are its entry frames (only when complete: the
+ * walk reached the stack's base). The inner block is recognized only when
+ * f[0] is a runtime function ("stb_" prefix; for an inline frame, the
+ * function it is part of; for frames of the C library or the vdso, the
+ * function that called them) and a public API frame (bthread_*, butex_*, bthread::, a
  * public stb_* function such as stb_countdown_wait) of the same module
  * follows within STB_RTFRAMES_INNER_MAX frames. Public frames right after it
  * (the public functions calling each other: bthread_sem_wait calling
@@ -31,5 +34,14 @@
  */
 void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, unsigned *inner,
 		       unsigned *outer);
+
+/*
+ * Are the calls inlined into the function symbol (a frame's physical
+ * function) the runtime's internals, hidden with its own frames? True for
+ * the runtime's public functions, where a hidden block ends
+ * (bthread_mutex_lock inlines mutex_timedlock), and for its stb_*
+ * functions; false for NULL. Pure; thread-safe.
+ */
+bool stb_rtframes_inlines_hidden(const char *symbol);
 
 #endif /* STB_RUNTIME_STACKS_REPORT_RTFRAMES_H */

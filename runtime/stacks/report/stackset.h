@@ -19,8 +19,7 @@
  * frames stay as stored (symbolization fills in their names, the report's
  * view of them is kept beside: frames[first .. first + shown)). */
 struct stb_stackset_entry {
-	struct stb_stackset_entry *next; /* the set's hash chain */
-	uint64_t hash;
+	uint64_t hash;     /* of its frames and key */
 	uint32_t key;      /* the producer's flags the view depends on (stb_stackset_add) */
 	uint32_t gen;      /* the last generation that used it */
 	unsigned n;        /* frames stored */
@@ -31,6 +30,8 @@ struct stb_stackset_entry {
 	unsigned first, shown, hidden, not_shown;
 	bool inexact, truncated;
 	unsigned char truncated_why; /* enum stb_report_trunc of the view */
+	bool view_hashed;  /* view_hash is the hash of the view's ips (grouping) */
+	uint64_t view_hash;
 	char *json;        /* its frames as JSON, written once (jsondoc.c); freed with it */
 	size_t json_len;
 	unsigned json_depth;

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "report/flamegraph.h"
 #include "report/pprof.h"
 #include "report/why.h"
 #include "report/writers.h"
@@ -147,18 +146,20 @@ static int pp_add_beyond(struct stb_pprof *p, uint64_t n)
 }
 
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
-		     int format)
+		     const struct stb_format_info *f)
 {
-	if (!r || !r->out || (n && !tasks) ||
-	    (format != STB_FORMAT_PPROF && format != STB_FORMAT_FOLDED &&
-	     format != STB_FORMAT_FLAMEGRAPH))
+	if (!r || !r->out || (n && !tasks) || !f || !f->write_profile)
 		return -EINVAL;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
+	/* The time of the tasks when the producer knows it, else of the writing. */
+	int64_t t = r->meta && r->meta->time_ns && r->meta->time_ns <= INT64_MAX
+			    ? (int64_t)r->meta->time_ns
+			    : (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	struct stb_pprof_opts o = {
 		.nvalues = 1, .types = {{"bthreads", "count"}}, .default_type = 0,
-		.time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, .sym = r->sym,
-		.unw = r->unw, .sym_deadline = r->sym_deadline,
+		.time_ns = t, .sym = r->sym,
+		.unw = r->unw, .sym_deadline = r->sym_deadline, .hide_runtime = !r->runtime_frames,
 	};
 	struct stb_report_task **leaders = NULL;
 	struct stb_pprof *p = stb_pprof_new(&o);
@@ -167,7 +168,7 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 		goto cleanup;
 	if ((rc = stb_report_meta_lines(r->meta, pp_comment, p)) != 0)
 		goto cleanup;
-	if (r->group && format == STB_FORMAT_PPROF) {
+	if (r->group && f->format == STB_FORMAT_PPROF) {
 		size_t ng;
 		leaders = stb_report_group(tasks, n, &ng);
 		if (!leaders) {
@@ -185,16 +186,11 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 	if (r->meta && r->meta->beyond_capacity &&
 	    (rc = pp_add_beyond(p, r->meta->beyond_capacity)) != 0)
 		goto cleanup;
-	if (format == STB_FORMAT_FLAMEGRAPH) {
-		const struct stb_flamegraph_opts fo = {
-			.title = "bthreads by stack", .unit = "bthreads", .root_key = "state",
-			.meta = r->meta,
-		};
-		rc = stb_flamegraph_write(p, r->out, &fo);
-	} else {
-		rc = format == STB_FORMAT_PPROF ? stb_pprof_write(p, r->out)
-						: stb_pprof_write_folded(p, r->out, "state", 0);
-	}
+	/* The comments of pprof hold the metadata already (meta_lines). */
+	const struct stb_profile_out po = {
+	    .root_key = "state", .title = "bthreads by stack", .unit = "bthreads", .meta = r->meta,
+	};
+	rc = f->write_profile(p, r->out, &po);
 cleanup:
 	free(leaders);
 	stb_pprof_free(p);

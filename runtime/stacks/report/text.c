@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "encode/escape.h"
+#include "report/leaks.h"
 #include "report/model.h"
 #include "report/why.h"
 #include "report/writers.h"
@@ -252,6 +253,7 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 	stb_why_text_bracket(w, t);
 	stb_why_text_pins(w, t);
 	stb_why_text_wait(w, t);
+	stb_why_text_execq(w, t);
 	fputc('\n', out);
 }
 
@@ -266,29 +268,24 @@ static void text_source(FILE *out, const char *file, int line)
 		fprintf(out, ":%d", line);
 }
 
-/* --lines: every frame with its file:line, inline frames before the frame
- * they were inlined into. */
+/* With file:line: every frame with its position, the calls inlined at its
+ * address before it (stb_report_frame_inlines). */
 static void text_frames_lines(const struct stb_report *r, const struct stb_report_task *t)
 {
 	FILE *out = r->out;
-	bool have_inline = false, exact = stb_report_task_exact(t);
-	for (unsigned i = 0; i < t->nframes; i++)
-		have_inline |= (t->frames[i].flags & STB_FRAME_F_INLINED) != 0;
 	unsigned idx = 0;
 	char line[1024];
 	for (unsigned i = 0; i < t->nframes; i++) {
 		const struct stb_frame *f = &t->frames[i];
 		struct stb_sym_info si;
-		if (!have_inline && r->sym &&
-		    stb_sym_lookup(r->sym, f->ip, i > 0 || !exact ? STB_SYM_RETURN : 0, &si) == 0) {
-			for (unsigned k = 0; k < si.ninline; k++) {
-				char name[512];
-				const char *fn = si.inlines[k].function;
-				stb_text_escape(name, sizeof(name), fn ? fn : "??", fn ? strlen(fn) : 2);
-				fprintf(out, "#%u 0x%016" PRIx64 " %s [inlined]", idx++, f->ip, name);
-				text_source(out, si.inlines[k].file, si.inlines[k].line);
-				fputc('\n', out);
-			}
+		unsigned ninl = stb_report_frame_inlines(r, t, i, &si);
+		for (unsigned k = 0; k < ninl; k++) {
+			char name[512];
+			const char *fn = si.inlines[k].function;
+			stb_text_escape(name, sizeof(name), fn ? fn : "??", fn ? strlen(fn) : 2);
+			fprintf(out, "#%u 0x%016" PRIx64 " %s [inlined]", idx++, f->ip, name);
+			text_source(out, si.inlines[k].file, si.inlines[k].line);
+			fputc('\n', out);
 		}
 		size_t n = stb_format_frame(line, sizeof(line), idx++, f);
 		if (n > 0 && n < sizeof(line) && line[n - 1] == '\n')
@@ -342,6 +339,26 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 		fprintf(out, "(more frames not shown: %s)\n", why ? why : "the walk ended early");
 }
 
+/* The header line, a comment as the notes are ("# stb_dump of pid ..."):
+ * producer, pid and program, time, tasks by state, table slots used
+ * (model.h); nothing without a meta. */
+static void text_first_line(const struct stb_report *r)
+{
+	char line[768];
+	if (!r->meta)
+		return;
+	size_t n = stb_report_meta_header(r->meta, line, sizeof(line));
+	fputs("# ", r->out);
+	fputs(line, r->out);
+	fputs(n >= sizeof(line) ? "...\n\n" : "\n\n", r->out);
+}
+
+/* The line before the tasks a report added (model.h: added). */
+static void text_added_heading(const struct stb_report *r)
+{
+	fputs("# not selected, shown because the tasks above wait on them:\n\n", r->out);
+}
+
 static void text_notes(const struct stb_report *r)
 {
 	const struct stb_report_meta *m = r->meta;
@@ -385,22 +402,34 @@ static void text_threads_heading(const struct stb_report *r, size_t nthreads)
 	fputs(":\n\n", r->out);
 }
 
-int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n)
+int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
+		    const struct stb_format_info *f)
 {
+	(void)f;
 	struct stb_why w;
 	size_t nthreads = 0;
 	for (size_t i = 0; i < n; i++)
 		nthreads += tasks[i].is_thread;
 	stb_why_init(&w, r, tasks, n);
+	text_first_line(r);
 	text_notes(r);
 	if (!r->group) {
-		for (size_t i = 0; i < n; i++) {
-			if (tasks[i].is_thread)
-				continue;
-			text_header(&w, &tasks[i]);
-			text_frames(r, &tasks[i]);
-			stb_why_text_created(&w, &tasks[i]);
-			fputc('\n', r->out);
+		/* The selected tasks, then those added (in the order of the scan). */
+		for (int added = 0; added < 2; added++) {
+			bool heading = false;
+			for (size_t i = 0; i < n; i++) {
+				struct stb_report_task *t = &tasks[i];
+				if (t->is_thread || t->added != (added != 0))
+					continue;
+				if (added && !heading)
+					text_added_heading(r);
+				heading = true;
+				text_header(&w, t);
+				stb_why_text_holds(&w, t);
+				text_frames(r, t);
+				stb_why_text_created(&w, t);
+				fputc('\n', r->out);
+			}
 		}
 		stb_why_text_deadlocks(&w, text_frames);
 		if (nthreads)
@@ -420,7 +449,8 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			stb_why_fini(&w);
 			return -ENOMEM;
 		}
-		/* The tasks' groups, the deadlocks, then the threads' groups. */
+		/* The tasks' groups (those of selected tasks first:
+		 * stb_report_group), the deadlocks, then the threads' groups. */
 		for (int threads = 0; threads < 2; threads++) {
 			if (threads) {
 				stb_why_text_deadlocks(&w, text_frames);
@@ -430,7 +460,10 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			for (size_t g = 0; g < ng; g++) {
 				if (leaders[g]->is_thread != (threads != 0))
 					continue;
+				if (leaders[g]->added && (g == 0 || !leaders[g - 1]->added))
+					text_added_heading(r);
 				stb_why_text_group(&w, leaders[g]);
+				stb_why_text_group_holds(&w, leaders[g]);
 				text_frames(r, leaders[g]);
 				stb_why_text_group_created(&w, leaders[g]);
 				fputc('\n', r->out);
@@ -448,8 +481,79 @@ int stb_report_text_list(const struct stb_report *r, struct stb_report_task *tas
 {
 	struct stb_why w;
 	stb_why_init(&w, r, tasks, n);
-	for (size_t i = 0; i < n; i++)
-		text_header(&w, &tasks[i]);
+	text_first_line(r);
+	for (int added = 0; added < 2; added++) {
+		bool heading = false;
+		for (size_t i = 0; i < n; i++) {
+			if (tasks[i].added != (added != 0))
+				continue;
+			if (added && !heading) {
+				fputc('\n', r->out);
+				text_added_heading(r);
+			}
+			heading = true;
+			text_header(&w, &tasks[i]);
+		}
+	}
 	stb_why_fini(&w);
 	return ferror(r->out) ? -EIO : 0;
+}
+
+
+/* States of a site or group: "8,990 suspended, 10 ready". */
+static void text_states(FILE *out, const uint64_t by_state[STB_TASK_NSTATES])
+{
+	const char *sep = "";
+	for (unsigned st = 0; st < STB_TASK_NSTATES; st++) {
+		if (!by_state[st])
+			continue;
+		char c[32];
+		stb_report_count_text(c, sizeof(c), by_state[st]);
+		fprintf(out, "%s%s %s", sep, c, stb_state_name(st));
+		sep = ", ";
+	}
+}
+
+int stb_report_text_leaks(const struct stb_report *r, const struct stb_leaks *l)
+{
+	struct stb_why w;
+	FILE *out = r->out;
+	stb_why_init(&w, r, NULL, 0);
+	text_first_line(r);
+	text_notes(r);
+	if (!l->n)
+		fputs("no bthreads\n", out);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct stb_leak_site *s = &l->sites[i];
+		char c[32], site[1024], a[32], b[32];
+		stb_report_count_text(c, sizeof(c), s->count);
+		fprintf(out, "%s bthread%s created ", c, s->count == 1 ? "" : "s");
+		if (s->ip) {
+			stb_why_text_site(&w, s->ip, site, sizeof(site));
+			fprintf(out, "by %s\n", site);
+		} else {
+			fputs("at a site not known\n", out);
+		}
+		fputs("  ", out);
+		if (s->aged) {
+			stb_why_text_duration(&w, s->oldest_ns, a, sizeof(a));
+			stb_why_text_duration(&w, s->median_ns, b, sizeof(b));
+			fprintf(out, "oldest %s, median %s", a, b);
+			if (s->aged < s->count) {
+				stb_report_count_text(c, sizeof(c), s->aged);
+				fprintf(out, " (of the %s whose start time is known)", c);
+			}
+			fputs("; ", out);
+		}
+		text_states(out, s->by_state);
+		if (l->has_prev) {
+			stb_why_text_duration(&w, l->now_ns > l->prev_ns ? l->now_ns - l->prev_ns : 0,
+					      a, sizeof(a));
+			fprintf(out, "; %+" PRId64 " in %s", s->growth, a);
+		}
+		fputs("\n\n", out);
+	}
+	stb_why_fini(&w);
+	text_footer(r, NULL, 0);
+	return ferror(out) ? -EIO : 0;
 }

@@ -21,6 +21,7 @@
 
 #define STB_WHY_GROUP_IDS 10u /* ids of a group shown before "and N more" */
 #define STB_WHY_COLUMNS 100u  /* the "ids" lines of a group fit this width */
+#define STB_WHY_HOLDS_SHOWN 8u /* "holds" lines of a task or group before "and N more" */
 
 /* ---- the writers' context ---- */
 
@@ -67,6 +68,22 @@ struct stb_report_task *stb_why_find(const struct stb_why *w, uint64_t id)
 		if (m == id)
 			return w->byid[mid];
 		if (m < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The ref of id in r's refs, or NULL. */
+static const struct stb_report_ref *find_ref(const struct stb_report *r, uint64_t id)
+{
+	size_t lo = 0, hi = r->refs ? r->nrefs : 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (r->refs[mid].id == id)
+			return &r->refs[mid];
+		if (r->refs[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -153,6 +170,21 @@ void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task 
 	fputc(']', out);
 }
 
+/* " bthread 9 "acceptor"": task id, named from the report's tasks or refs
+ * (the table's); with_state: and its bracket, when it is in the report. */
+static void put_task(const struct stb_why *w, uint64_t id, bool with_state)
+{
+	FILE *out = w->r->out;
+	const struct stb_report_task *o = stb_why_find(w, id);
+	const struct stb_report_ref *ref = o ? NULL : find_ref(w->r, id);
+	fprintf(out, " %s %" PRIu64,
+		o ? kind_word(o) : ref && ref->is_pthread ? "pthread" : "bthread", id);
+	if (o || ref)
+		put_name(out, o ? o->name : ref->name);
+	if (o && with_state)
+		stb_why_text_bracket(w, o);
+}
+
 /* " held by bthread 101 "db" [suspended, 5.3 s]" (verb NULL: none) */
 static void put_owner(const struct stb_why *w, uint64_t owner, const char *verb)
 {
@@ -165,12 +197,7 @@ static void put_owner(const struct stb_why *w, uint64_t owner, const char *verb)
 		fprintf(out, " pthread tid %u", STB_ABI_OWNER_TID_OF(owner));
 		return;
 	}
-	const struct stb_report_task *o = stb_why_find(w, owner);
-	fprintf(out, " %s %" PRIu64, o ? kind_word(o) : "bthread", owner);
-	if (o) {
-		put_name(out, o->name);
-		stb_why_text_bracket(w, o);
-	}
+	put_task(w, owner, true);
 }
 
 /* "EPOLLIN|EPOLLOUT" */
@@ -206,6 +233,8 @@ static const char *kind_noun(unsigned kind)
 		return "bthread_id";
 	case STB_WAIT_COUNTDOWN:
 		return "countdown event";
+	case STB_WAIT_EXECQ:
+		return "execution queue";
 	default:
 		return stb_wait_kind_name(kind);
 	}
@@ -283,6 +312,8 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 	if (v->kind == STB_WAIT_NONE || v->kind == STB_WAIT_YIELD)
 		return;
 	put_wait_what(out, v, true);
+	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", t->wait_queued);
 	if (v->kind == STB_WAIT_JOIN && v->owner)
 		put_owner(w, v->owner, NULL);
 	else if (stb_wait_has_owner_word(v->kind))
@@ -295,25 +326,146 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 	}
 }
 
-/* "accept_loop+0x2b" or "0x55d0c0a1 (libx.so+0x1a)" into buf. */
-static void fmt_creator_ip(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+/* The noun of what a hold is ("mutex 0x...", "rwlock 0x... for writing"). */
+static void put_hold(FILE *out, const struct stb_deadlock_hold *h)
 {
-	struct stb_frame f = {.ip = ip};
+	fprintf(out, "%s 0x%" PRIx64 "%s", kind_noun(h->kind), h->object,
+		h->kind == STB_WAIT_RWLOCK_WR ? " for writing" : "");
+}
+
+/* The "  holds ..." lines of the tasks of chain t (one task, or a group's
+ * members through group_next); whose: name the holder on each line. At most
+ * STB_WHY_HOLDS_SHOWN lines unless r->all_ids. */
+static void put_holds(const struct stb_why *w, const struct stb_report_task *t, bool chain,
+		      bool whose)
+{
+	FILE *out = w->r->out;
+	uint64_t shown = 0, more = 0;
+	for (const struct stb_report_task *m = t; m; m = chain ? m->group_next : NULL) {
+		size_t n;
+		const struct stb_deadlock_hold *h = stb_deadlock_holds(w->r->deadlocks, m->id, &n);
+		for (size_t i = 0; i < n; i++) {
+			if (!w->r->all_ids && shown == STB_WHY_HOLDS_SHOWN) {
+				more++;
+				continue;
+			}
+			char c[32];
+			stb_report_count_text(c, sizeof(c), h[i].waiting);
+			fputs(" ", out);
+			if (whose)
+				put_task(w, m->id, false);
+			fputs(" holds ", out);
+			put_hold(out, &h[i]);
+			fprintf(out, " \xe2\x80\x94 %s waiting\n", c); /* U+2014 */
+			shown++;
+		}
+	}
+	if (more) {
+		char c[32];
+		stb_report_count_text(c, sizeof(c), more);
+		fprintf(out, "  and %s more held object%s\n", c, more == 1 ? "" : "s");
+	}
+}
+
+void stb_why_text_holds(const struct stb_why *w, const struct stb_report_task *t)
+{
+	put_holds(w, t, false, false);
+}
+
+void stb_why_text_group_holds(const struct stb_why *w, const struct stb_report_task *lead)
+{
+	put_holds(w, lead, true, lead->group_count > 1);
+}
+
+/* Does t consume an execution queue other than the one it waits on? */
+static bool works_on_execq(const struct stb_report_task *t)
+{
+	return t->execq && !(t->wait.kind == STB_WAIT_EXECQ && t->wait.object == t->execq);
+}
+
+void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t)
+{
+	if (!works_on_execq(t))
+		return;
+	FILE *out = w->r->out;
+	fprintf(out, "%s working on execution queue 0x%" PRIx64,
+		t->wait.kind != STB_WAIT_NONE && t->wait.kind != STB_WAIT_YIELD ? "," : "", t->execq);
+	if (t->execq_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", t->execq_queued);
+}
+
+/* The frame of a return address ip, symbolized (with_source: and its
+ * file:line) while r's symbol deadline allows. */
+static void site_frame(const struct stb_why *w, uint64_t ip, bool with_source,
+		       struct stb_frame *f)
+{
 	struct stb_sym_info si;
 	const struct stb_report *r = w->r;
+	memset(f, 0, sizeof(*f));
+	f->ip = ip;
 	if (r->sym && (!r->sym_deadline || stb_now_ns() < r->sym_deadline))
-		stb_sym_fill_frame(r->sym, STB_SYM_RETURN | STB_SYM_NO_SOURCE, &f, &si);
+		stb_sym_fill_frame(r->sym, STB_SYM_RETURN | (with_source ? 0 : STB_SYM_NO_SOURCE),
+				   f, &si);
+}
+
+/* "accept_loop+0x2b" or "0x55d0c0a1 (libx.so+0x1a)" into buf; with_source:
+ * " at file.c:12" after it when known. */
+static void fmt_site(const struct stb_why *w, uint64_t ip, bool with_source, char *buf,
+		     size_t size)
+{
+	struct stb_frame f;
+	site_frame(w, ip, with_source, &f);
 	char name[384];
+	int k;
 	if (f.symbol) {
 		stb_text_escape(name, sizeof(name), f.symbol, strlen(f.symbol));
-		snprintf(buf, size, "%s+0x%" PRIx64, name, f.offset);
+		k = snprintf(buf, size, "%s+0x%" PRIx64, name, f.offset);
 	} else if (f.module) {
 		const char *base = strrchr(f.module, '/');
 		base = base ? base + 1 : f.module;
 		stb_text_escape(name, sizeof(name), base, strlen(base));
-		snprintf(buf, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", ip, name, f.module_offset);
+		k = snprintf(buf, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", ip, name,
+			     f.module_offset);
 	} else {
-		snprintf(buf, size, "0x%" PRIx64, ip);
+		k = snprintf(buf, size, "0x%" PRIx64, ip);
+	}
+	if (with_source && f.file && k > 0 && (size_t)k < size) {
+		stb_text_escape(name, sizeof(name), f.file, strlen(f.file));
+		if (f.line > 0)
+			snprintf(buf + k, size - (size_t)k, " at %s:%d", name, f.line);
+		else
+			snprintf(buf + k, size - (size_t)k, " at %s", name);
+	}
+}
+
+/* The creator's call site, with file:line unless the report leaves it out. */
+static void fmt_creator_ip(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+{
+	fmt_site(w, ip, w->r->lines, buf, size);
+}
+
+void stb_why_text_site(const struct stb_why *w, uint64_t ip, char *buf, size_t size)
+{
+	fmt_site(w, ip, true, buf, size);
+}
+
+void stb_why_text_duration(const struct stb_why *w, uint64_t ns, char *buf, size_t size)
+{
+	fmt_dur(buf, size, ns, w->tick_ns);
+}
+
+void stb_why_json_site(const struct stb_why *w, struct stb_json *j, uint64_t ip)
+{
+	struct stb_frame f;
+	site_frame(w, ip, true, &f);
+	stb_json_kv_hex(j, "ip", ip);
+	if (f.symbol) {
+		stb_json_kv_string(j, "function", f.symbol);
+		stb_json_kv_u64(j, "offset", f.offset);
+	}
+	if (f.file) {
+		stb_json_kv_string(j, "file", f.file);
+		stb_json_kv_i64(j, "line", f.line);
 	}
 }
 
@@ -321,10 +473,8 @@ static void put_creator_of(const struct stb_why *w, const struct stb_creator *c)
 {
 	FILE *out = w->r->out;
 	if (c->id) {
-		const struct stb_report_task *o = stb_why_find(w, c->id);
-		fprintf(out, " in %s %" PRIu64, o ? kind_word(o) : "bthread", c->id);
-		if (o)
-			put_name(out, o->name);
+		fputs(" in", out);
+		put_task(w, c->id, false);
 	} else if (c->tid) {
 		fprintf(out, " in pthread tid %u", c->tid);
 	}
@@ -384,6 +534,8 @@ struct group_sum {
 	bool one_arg;    /* in a system call: the same first argument */
 	unsigned on_workers; /* members that pin a worker */
 	unsigned kinds; /* bit 0 bthreads, bit 1 pthreads, bit 2 threads */
+	bool one_execq;  /* every member works on the same execution queue */
+	bool any_execq;  /* some member works on one */
 };
 
 /* Do two waits of one kind say the same (what their text shows)? */
@@ -406,6 +558,7 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 {
 	memset(s, 0, sizeof(*s));
 	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = s->one_arg = true;
+	s->one_execq = true;
 	const struct stb_wait_view *a = &lead->wait;
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		const struct stb_wait_view *b = &m->wait;
@@ -420,6 +573,10 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		    m->creator.tid != lead->creator.tid)
 			s->one_creator = false;
 		s->kinds |= m->is_thread ? 4u : m->is_pthread ? 2u : 1u;
+		if (works_on_execq(m))
+			s->any_execq = true;
+		if (!works_on_execq(m) || m->execq != lead->execq)
+			s->one_execq = false;
 		uint64_t ns;
 		if (stb_why_in_state_ns(w, m, &ns)) {
 			if (!s->any_time || ns < s->min_ns)
@@ -444,60 +601,55 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 	}
 }
 
-/* "3,091" */
-static void fmt_count(char *buf, size_t size, uint64_t v)
-{
-	char tmp[32];
-	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v);
-	size_t k = 0;
-	for (int i = 0; i < n && k + 1 < size; i++) {
-		if (i && (n - i) % 3 == 0 && k + 2 < size)
-			buf[k++] = ',';
-		buf[k++] = tmp[i];
-	}
-	buf[k] = '\0';
-}
-
 /* "  ids 4294967296 4294967297 ... and 3,091 more": the first few that fit
- * STB_WHY_COLUMNS (at most STB_WHY_GROUP_IDS, at least one); r->all_ids:
- * every id, on lines of that width. */
+ * STB_WHY_COLUMNS (at most STB_WHY_GROUP_IDS, at least one). */
 static void put_group_ids(const struct stb_why *w, const struct stb_report_task *lead)
 {
 	FILE *out = w->r->out;
-	static const char first[] = "  ids", cont[] = "     ";
 	unsigned n = lead->group_count, shown = 0;
-	size_t col = sizeof(first) - 1;
-	if (lead->is_thread) { /* threads: their tids */
-		fputs(n == 1 ? "  tid" : "  tids", out);
-		col = 6;
-	} else {
-		fputs(n == 1 ? "  id" : first, out);
-	}
+	const char *label = lead->is_thread ? (n == 1 ? "  tid" : "  tids") /* threads: tids */
+					    : (n == 1 ? "  id" : "  ids");
+	size_t col = strlen(label);
+	fputs(label, out);
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		char id[24], more[48], c[32];
 		int len = m->is_thread ? snprintf(id, sizeof(id), " %u", m->tid)
 				       : snprintf(id, sizeof(id), " %" PRIu64, m->id);
 		/* Room kept for " and N more" unless this is the last id. */
-		fmt_count(c, sizeof(c), n - shown - 1);
+		stb_report_count_text(c, sizeof(c), n - shown - 1);
 		int tail = m->group_next ? snprintf(more, sizeof(more), " and %s more", c) : 0;
-		if (!w->r->all_ids &&
-		    (shown == STB_WHY_GROUP_IDS ||
-		     (shown && col + (size_t)len + (size_t)tail > STB_WHY_COLUMNS)))
+		if (shown == STB_WHY_GROUP_IDS ||
+		    (shown && col + (size_t)len + (size_t)tail > STB_WHY_COLUMNS))
 			break;
-		if (w->r->all_ids && shown && col + (size_t)len > STB_WHY_COLUMNS) {
-			fprintf(out, "\n%s", cont);
-			col = sizeof(cont) - 1;
-		}
 		fputs(id, out);
 		col += (size_t)len;
 		shown++;
 	}
 	if (shown < n) {
 		char c[32];
-		fmt_count(c, sizeof(c), n - shown);
+		stb_report_count_text(c, sizeof(c), n - shown);
 		fprintf(out, " and %s more", c);
 	}
 	fputc('\n', out);
+}
+
+/* r->all_ids: every member on a line of its own -- id, name, and its wait
+ * when the members' waits differ ("4294967300 "conn 1" waiting on fd 7 for
+ * EPOLLIN"). */
+static void put_group_members(const struct stb_why *w, const struct stb_report_task *lead,
+			      bool one_wait)
+{
+	FILE *out = w->r->out;
+	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
+		fprintf(out, "  %" PRIu64, m->id);
+		put_name(out, m->name);
+		if (!one_wait) {
+			struct stb_report_task one = *m;
+			one.wait.deadline = 0;
+			stb_why_text_wait(w, &one);
+		}
+		fputc('\n', out);
+	}
 }
 
 void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *lead)
@@ -540,7 +692,17 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 			fputs(" (several)", out);
 		}
 	}
+	if (s.one_execq) {
+		stb_why_text_execq(w, lead);
+	} else if (s.any_execq) {
+		bool wait = lead->wait.kind != STB_WAIT_NONE && lead->wait.kind != STB_WAIT_YIELD;
+		fprintf(out, "%s working on execution queues (several)", wait ? "," : "");
+	}
 	fputc('\n', out);
+	if (w->r->all_ids) {
+		put_group_members(w, lead, s.one_wait);
+		return;
+	}
 	if (s.first) {
 		fputs(s.one_name ? "  name \"" : "  names \"", out);
 		stb_text_put(out, s.first);
@@ -569,6 +731,20 @@ void stb_why_text_group_created(const struct stb_why *w, const struct stb_report
 	}
 }
 
+/* Is a member of cycle c a task the report selected (not one it added)?
+ * Other cycles are mentioned, not shown. */
+static bool cycle_selected(const struct stb_why *w, size_t c)
+{
+	size_t n;
+	const struct stb_deadlock_member *m = stb_deadlock_cycle(w->r->deadlocks, c, &n);
+	for (size_t i = 0; i < n; i++) {
+		const struct stb_report_task *t = stb_why_find(w, m[i].id);
+		if (t && !t->added)
+			return true;
+	}
+	return false;
+}
+
 void stb_why_text_deadlocks(const struct stb_why *w,
 			    void (*frames)(const struct stb_report *r, struct stb_report_task *t))
 {
@@ -576,41 +752,65 @@ void stb_why_text_deadlocks(const struct stb_why *w,
 	FILE *out = w->r->out;
 	if (!d)
 		return;
-	if (d->ncycles)
-		fprintf(out, "Found %zu deadlock%s:\n\n", d->ncycles, d->ncycles == 1 ? "" : "s");
+	size_t shown = 0, elsewhere = 0, k = 0;
+	for (size_t c = 0; c < d->ncycles; c++)
+		shown += cycle_selected(w, c);
+	elsewhere = d->ncycles - shown;
+	if (shown)
+		fprintf(out, "Found %zu deadlock%s:\n\n", shown, shown == 1 ? "" : "s");
 	for (size_t c = 0; c < d->ncycles; c++) {
+		if (!cycle_selected(w, c))
+			continue;
 		size_t n;
 		const struct stb_deadlock_member *m = stb_deadlock_cycle(d, c, &n);
+		k++;
 		if (n == 1)
-			fprintf(out, "deadlock %zu: a task waits for what it holds itself\n", c + 1);
+			fprintf(out, "deadlock %zu: a task waits for what it holds itself\n", k);
 		else
-			fprintf(out, "deadlock %zu: %zu tasks wait for each other\n", c + 1, n);
+			fprintf(out, "deadlock %zu: %zu tasks wait for each other\n", k, n);
 		for (size_t i = 0; i < n; i++) {
 			struct stb_report_task *t = stb_why_find(w, m[i].id);
-			struct stb_report_task shown;
+			struct stb_report_task shown_task;
 			if (t) {
-				shown = *t;
+				shown_task = *t;
 			} else {
-				memset(&shown, 0, sizeof(shown));
-				shown.id = m[i].id;
-				shown.is_pthread = m[i].is_pthread;
-				shown.state = STB_ABI_STATE(m[i].wait.word);
-				shown.since_ns = m[i].wait.since_ns;
+				memset(&shown_task, 0, sizeof(shown_task));
+				shown_task.id = m[i].id;
+				shown_task.is_pthread = m[i].is_pthread;
+				/* Blocked: suspended, or a thread in a wait (a
+				 * worker-stack bthread's word says READY_NO_STACK
+				 * while it runs: abi.h). */
+				unsigned st = STB_ABI_STATE(m[i].wait.word);
+				shown_task.state = STB_ABI_RUNNABLE(st) ? STB_TASK_RUNNING : st;
+				shown_task.since_ns = m[i].wait.since_ns;
+				const struct stb_report_ref *ref = find_ref(w->r, m[i].id);
+				if (ref)
+					memcpy(shown_task.name, ref->name, sizeof(shown_task.name));
 			}
-			shown.wait = m[i].wait;
-			shown.wait.owner = m[i].held_by;
-			shown.wait.deadline = 0;
-			fprintf(out, "%s %" PRIu64, kind_word(&shown), shown.id);
-			put_name(out, shown.name);
-			stb_why_text_bracket(w, &shown);
-			stb_why_text_wait(w, &shown);
+			shown_task.wait = m[i].wait;
+			shown_task.wait.owner = m[i].held_by;
+			shown_task.wait.deadline = 0;
+			fprintf(out, "%s %" PRIu64, kind_word(&shown_task), shown_task.id);
+			put_name(out, shown_task.name);
+			stb_why_text_bracket(w, &shown_task);
+			stb_why_text_wait(w, &shown_task);
 			fputc('\n', out);
 			if (t)
 				frames(w->r, t);
 			else
-				fputs("(its stack is not in this report)\n", out);
+				fputs("(its stack is not in this report: the run's deadline came first)\n",
+				      out);
 			fputc('\n', out);
 		}
+	}
+	if (elsewhere) {
+		fprintf(out, "# %zu deadlock%s among tasks not selected here", elsewhere,
+			elsewhere == 1 ? "" : "s");
+		if (w->r->deadlock_hint) {
+			fputs(": ", out);
+			stb_text_put(out, w->r->deadlock_hint);
+		}
+		fputs("\n\n", out);
 	}
 	if (d->partial)
 		fputs("# note: the deadlock search was cut short (its deadline or the size of the "
@@ -628,8 +828,9 @@ static void json_seconds(struct stb_json *j, const char *key, uint64_t ns)
 
 /* The members of a "wait" object (one_object: object, owner, fd included). */
 static void json_wait_members(const struct stb_why *w, struct stb_json *j,
-			      const struct stb_wait_view *v, bool one_object)
+			      const struct stb_report_task *t, bool one_object)
 {
+	const struct stb_wait_view *v = &t->wait;
 	stb_json_kv_string(j, "kind", stb_wait_kind_name(v->kind));
 	if (!one_object)
 		return;
@@ -649,6 +850,8 @@ static void json_wait_members(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_i64(j, "fd", v->fd);
 		stb_json_kv_u64(j, "events", v->events);
 	}
+	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
+		stb_json_kv_u64(j, "queued", t->wait_queued);
 	if (v->deadline && w->r->now_ns) {
 		uint64_t now = w->r->now_ns;
 		json_seconds(j, "deadline_in_s", v->deadline > now ? v->deadline - now : 0);
@@ -671,8 +874,23 @@ static void json_syscall(struct stb_json *j, const struct stb_report_task *t, bo
 	stb_json_end(j);
 }
 
+/* "execution_queue": {"queue": "0x...", "queued": N} of a consumer. */
+static void json_execq(struct stb_json *j, const struct stb_report_task *t)
+{
+	if (!works_on_execq(t))
+		return;
+	stb_json_key(j, "execution_queue");
+	stb_json_object(j);
+	stb_json_kv_hex(j, "queue", t->execq);
+	if (t->execq_queued_known)
+		stb_json_kv_u64(j, "queued", t->execq_queued);
+	stb_json_end(j);
+}
+
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t)
 {
+	if (t->added)
+		stb_json_kv_bool(j, "selected", false);
 	uint64_t ns;
 	if (t->on_worker)
 		stb_json_kv_u64(j, "worker", t->worker);
@@ -682,9 +900,10 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 	if (t->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, &t->wait, true);
+		json_wait_members(w, j, t, true);
 		stb_json_end(j);
 	}
+	json_execq(j, t);
 	const struct stb_creator *c = &t->creator;
 	if (c->id || c->ip || c->tid) {
 		stb_json_key(j, "created_by");
@@ -695,15 +914,30 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 			stb_json_kv_u64(j, "tid", c->tid);
 		if (c->ip) {
 			stb_json_kv_hex(j, "ip", c->ip);
-			struct stb_frame f = {.ip = c->ip};
-			struct stb_sym_info si;
-			const struct stb_report *r = w->r;
-			if (r->sym && (!r->sym_deadline || stb_now_ns() < r->sym_deadline))
-				stb_sym_fill_frame(r->sym, STB_SYM_RETURN | STB_SYM_NO_SOURCE, &f, &si);
+			struct stb_frame f;
+			site_frame(w, c->ip, true, &f);
 			if (f.symbol) {
 				stb_json_kv_string(j, "function", f.symbol);
 				stb_json_kv_u64(j, "offset", f.offset);
 			}
+			if (f.file) {
+				stb_json_kv_string(j, "file", f.file);
+				stb_json_kv_i64(j, "line", f.line);
+			}
+		}
+		stb_json_end(j);
+	}
+	size_t n;
+	const struct stb_deadlock_hold *h = stb_deadlock_holds(w->r->deadlocks, t->id, &n);
+	if (n) {
+		stb_json_key(j, "holds");
+		stb_json_array(j);
+		for (size_t i = 0; i < n; i++) {
+			stb_json_object(j);
+			stb_json_kv_string(j, "kind", stb_wait_kind_name(h[i].kind));
+			stb_json_kv_hex(j, "object", h[i].object);
+			stb_json_kv_u64(j, "waiting", h[i].waiting);
+			stb_json_end(j);
 		}
 		stb_json_end(j);
 	}
@@ -718,9 +952,11 @@ void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 	if (lead->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, &lead->wait, s.one_wait);
+		json_wait_members(w, j, lead, s.one_wait);
 		stb_json_end(j);
 	}
+	if (s.one_execq)
+		json_execq(j, lead);
 	if (s.any_time) {
 		json_seconds(j, "shortest_s", s.min_ns);
 		json_seconds(j, "longest_s", s.max_ns);
@@ -740,9 +976,14 @@ void stb_why_json_deadlocks(const struct stb_why *w, struct stb_json *j)
 	const struct stb_deadlocks *d = w->r->deadlocks;
 	if (!d)
 		return;
+	size_t elsewhere = 0;
 	stb_json_key(j, "deadlocks");
 	stb_json_array(j);
 	for (size_t c = 0; c < d->ncycles; c++) {
+		if (!cycle_selected(w, c)) {
+			elsewhere++;
+			continue;
+		}
 		size_t n;
 		const struct stb_deadlock_member *m = stb_deadlock_cycle(d, c, &n);
 		stb_json_array(j);
@@ -757,6 +998,7 @@ void stb_why_json_deadlocks(const struct stb_why *w, struct stb_json *j)
 		stb_json_end(j);
 	}
 	stb_json_end(j);
+	stb_json_kv_u64(j, "deadlocks_elsewhere", elsewhere);
 }
 
 /* ---- pprof ---- */

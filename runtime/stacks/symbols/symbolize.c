@@ -7,11 +7,16 @@
  * sealed memfd first. A per-(ip, flag) cache of results, a symbol index per
  * module (symindex.h) in front of libdwfl's lookup, an arena that owns
  * every string and array handed out, string interning, C++ demangling
- * through __cxa_demangle found at run time, and inline frames walked through
- * the concrete inlined scopes (dwarf_getscopes_die), innermost first.
+ * through __cxa_demangle found at run time, the compile unit of an address
+ * from .debug_aranges or else from the units' own ranges (cuindex.h), and
+ * inline frames from the concrete inlined calls at the address
+ * (inlchain.h), innermost first.
  */
 #include "encode/escape.h"
+#include "hashset.h"
 #include "stb/stb.h"
+#include "symbols/cuindex.h"
+#include "symbols/inlchain.h"
 #include "symbols/symbolize.h"
 #include "symbols/symindex.h"
 #include "unwind/modules.h"
@@ -42,7 +47,8 @@
 #define STB_SYM_AUTO_REFRESH_NS (1000ull * 1000 * 1000)
 /* Separate debug files larger than this are not used (they are copied). */
 #define STB_SYM_MAX_DEBUG_FILE (512ull * 1024 * 1024)
-/* Symbol indexes of one session together (symindex.h): beyond, libdwfl alone. */
+/* Symbol and unit indexes of one session together (symindex.h, cuindex.h):
+ * beyond, libdwfl alone. */
 #define STB_SYM_MAX_INDEX_BYTES (64ull * 1024 * 1024)
 #define STB_SYM_FUSE_MAGIC 0x65735546
 
@@ -76,6 +82,8 @@ struct stb_sym_modrec {
 	unsigned lookups;     /* addresses looked up before the index was built */
 	bool no_index;        /* the index could not be built: libdwfl alone */
 	struct stb_symidx *idx; /* its symbols by address (arena), built at the second lookup */
+	bool no_cuidx;        /* no unit index: no ranges of code, or no memory */
+	struct stb_cuidx *cuidx; /* its units by address (arena), built when aranges fail */
 };
 
 struct stb_sym {
@@ -86,33 +94,58 @@ struct stb_sym {
 	Dwfl *dwfl;
 	Dwfl_Callbacks cb;
 	struct stb_sym_chunk *chunks;
-	struct stb_sym_entry **cache; /* open addressing, NULL = empty */
+	struct stb_sym_entry **cache; /* looked up: cache_set indexes them by ip */
 	size_t cache_cap, cache_n;
-	const char **strs;  /* interned strings, open addressing */
+	struct stb_hashset cache_set;
+	const char **strs;  /* interned strings: str_set indexes them */
 	size_t strs_cap, strs_n;
+	struct stb_hashset str_set;
 	stb_sym_demangle_fn demangle;
 	int demangle_tried;
 	uint64_t last_refresh_ns;
-	uint64_t index_bytes; /* arena bytes of the symbol indexes */
+	uint64_t index_bytes; /* arena bytes of the symbol and unit indexes */
 };
 
 
-static uint64_t stb_sym_hash64(uint64_t x)
+static uint64_t str_hash(const char *str)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
+	return stb_fnv1a64_add(STB_FNV1A64_BASIS, str, strlen(str));
 }
 
-static uint64_t stb_sym_hash_str(const char *s)
+static uint64_t str_rehash(const void *ctx, uint32_t idx)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
+	const struct stb_sym *s = ctx;
+	return str_hash(s->strs[idx]);
+}
+
+static bool str_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_sym *s = ctx;
+	return strcmp(s->strs[idx], key) == 0;
+}
+
+/* An entry's key: its ip, and whether that is a return address. */
+struct cache_key {
+	uint64_t ip;
+	int is_ret;
+};
+
+static uint64_t cache_hash(uint64_t ip, int is_ret)
+{
+	return stb_hash_u64(ip ^ (uint64_t)is_ret);
+}
+
+static uint64_t cache_rehash(const void *ctx, uint32_t idx)
+{
+	const struct stb_sym_entry *e = ((const struct stb_sym *)ctx)->cache[idx];
+	return cache_hash(e->ip, e->is_ret);
+}
+
+static bool cache_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_sym_entry *e = ((const struct stb_sym *)ctx)->cache[idx];
+	const struct cache_key *k = key;
+	return e->ip == k->ip && e->is_ret == k->is_ret;
 }
 
 /* ------------------------------------------------------------------ arena */
@@ -140,31 +173,14 @@ static void *stb_sym_alloc(struct stb_sym *s, size_t size)
 /* Returns the arena copy of str, one per distinct string; NULL on OOM. */
 static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 {
-	uint64_t h;
-	size_t i;
-
 	if (!str)
 		return NULL;
-	if (s->strs_n * 2 >= s->strs_cap) {
-		size_t cap = s->strs_cap ? s->strs_cap * 2 : 1024;
-		const char **n = calloc(cap, sizeof(*n));
-		if (!n)
-			return NULL;
-		for (size_t k = 0; k < s->strs_cap; k++) {
-			if (!s->strs[k])
-				continue;
-			for (i = stb_sym_hash_str(s->strs[k]) & (cap - 1); n[i]; i = (i + 1) & (cap - 1))
-				;
-			n[i] = s->strs[k];
-		}
-		free(s->strs);
-		s->strs = n;
-		s->strs_cap = cap;
-	}
-	h = stb_sym_hash_str(str);
-	for (i = h & (s->strs_cap - 1); s->strs[i]; i = (i + 1) & (s->strs_cap - 1))
-		if (strcmp(s->strs[i], str) == 0)
-			return s->strs[i];
+	if (s->strs_n >= UINT32_MAX - 1 || stb_hashset_reserve(&s->str_set, s, str_rehash) != 0 ||
+	    stb_grow(&s->strs, &s->strs_cap, s->strs_n + 1, sizeof(*s->strs)) != 0)
+		return NULL;
+	uint32_t *slot = stb_hashset_find(&s->str_set, str_hash(str), s, str_eq, str);
+	if (*slot)
+		return s->strs[*slot - 1];
 	size_t len = strlen(str);
 	/* With its length and plain flag (symbolize.h) in front. */
 	struct stb_sym_str *copy = stb_sym_alloc(s, sizeof(*copy) + len + 1);
@@ -173,8 +189,9 @@ static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 	copy->len = len;
 	copy->plain = stb_text_plain(str, len);
 	memcpy(copy->bytes, str, len + 1);
-	s->strs[i] = copy->bytes;
-	s->strs_n++;
+	s->strs[s->strs_n] = copy->bytes;
+	*slot = (uint32_t)++s->strs_n;
+	s->str_set.n++;
 	return copy->bytes;
 }
 
@@ -182,42 +199,24 @@ static const char *stb_sym_intern(struct stb_sym *s, const char *str)
 
 static struct stb_sym_entry *stb_sym_cache_find(struct stb_sym *s, uint64_t ip, int is_ret)
 {
-	if (!s->cache_cap)
-		return NULL;
-	for (size_t i = stb_sym_hash64(ip ^ (uint64_t)is_ret) & (s->cache_cap - 1); s->cache[i];
-	     i = (i + 1) & (s->cache_cap - 1))
-		if (s->cache[i]->ip == ip && s->cache[i]->is_ret == is_ret)
-			return s->cache[i];
-	return NULL;
+	const struct cache_key k = {.ip = ip, .is_ret = is_ret};
+	int64_t i = stb_hashset_get(&s->cache_set, cache_hash(ip, is_ret), s, cache_eq, &k);
+	return i < 0 ? NULL : s->cache[i];
 }
 
 /* Inserts e (not present); on OOM the result is just not cached. */
 static void stb_sym_cache_put(struct stb_sym *s, struct stb_sym_entry *e)
 {
-	size_t i;
-
-	if ((s->cache_n + 1) * 2 > s->cache_cap) {
-		size_t cap = s->cache_cap ? s->cache_cap * 2 : 1024;
-		struct stb_sym_entry **n = calloc(cap, sizeof(*n));
-		if (!n)
-			return;
-		for (size_t k = 0; k < s->cache_cap; k++) {
-			struct stb_sym_entry *x = s->cache[k];
-			if (!x)
-				continue;
-			for (i = stb_sym_hash64(x->ip ^ (uint64_t)x->is_ret) & (cap - 1); n[i]; i = (i + 1) & (cap - 1))
-				;
-			n[i] = x;
-		}
-		free(s->cache);
-		s->cache = n;
-		s->cache_cap = cap;
-	}
-	for (i = stb_sym_hash64(e->ip ^ (uint64_t)e->is_ret) & (s->cache_cap - 1); s->cache[i];
-	     i = (i + 1) & (s->cache_cap - 1))
-		;
-	s->cache[i] = e;
-	s->cache_n++;
+	if (s->cache_n >= UINT32_MAX - 1 ||
+	    stb_hashset_reserve(&s->cache_set, s, cache_rehash) != 0 ||
+	    stb_grow(&s->cache, &s->cache_cap, s->cache_n + 1, sizeof(*s->cache)) != 0)
+		return;
+	const struct cache_key k = {.ip = e->ip, .is_ret = e->is_ret};
+	uint32_t *slot = stb_hashset_find(&s->cache_set, cache_hash(e->ip, e->is_ret), s, cache_eq,
+					  &k);
+	s->cache[s->cache_n] = e;
+	*slot = (uint32_t)++s->cache_n;
+	s->cache_set.n++;
 }
 
 /* ------------------------------------------------------------ demangling */
@@ -558,6 +557,7 @@ cleanup:
 				free(c);
 			}
 			free(s->strs);
+			stb_hashset_free(&s->str_set);
 			free(s);
 		}
 		errno = -ret;
@@ -593,15 +593,16 @@ void stb_sym_free(struct stb_sym *s)
 		free(c);
 	}
 	free(s->cache);
+	stb_hashset_free(&s->cache_set);
 	free(s->strs);
+	stb_hashset_free(&s->str_set);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
 static void stb_sym_cache_clear(struct stb_sym *s)
 {
-	if (s->cache)
-		memset(s->cache, 0, s->cache_cap * sizeof(*s->cache));
+	stb_hashset_clear(&s->cache_set);
 	s->cache_n = 0;
 }
 
@@ -632,73 +633,35 @@ static const char *stb_sym_die_name(struct stb_sym *s, Dwarf_Die *die)
 	return stb_sym_name(s, n);
 }
 
-/* Fills the inline frames at addr (module-relative by dbias) and moves
- * file/line out to the outermost call site. */
-static void stb_sym_inlines(struct stb_sym *s, Dwfl_Module *mod, Dwarf_Addr addr, struct stb_sym_info *info)
+/* The DIE a function scope is an instance of: its abstract origin, else
+ * itself. */
+static Dwarf_Off stb_sym_origin(Dwarf_Die *die)
 {
-	Dwarf_Addr dbias = 0;
-	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &dbias);
-	Dwarf_Die *scopes = NULL;
-	Dwarf_Files *files = NULL;
-	size_t nfiles = 0;
-	int n, k = 0;
+	Dwarf_Attribute a;
+	Dwarf_Die o;
 
-	if (!cu)
-		return;
-	n = dwarf_getscopes(cu, addr - dbias, &scopes);
-	if (n <= 0)
-		goto cleanup;
-	for (int i = 0; i < n; i++)
-		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
-			k++;
-	if (k == 0)
-		goto cleanup; /* no inlined code here (the common case) */
-	k = 0;
-	/* Past the innermost inlined instance, dwarf_getscopes continues with
-	 * the scopes of its abstract definition, not with the inlined instances
-	 * that contain it: a call inlined into an inlined call loses a level.
-	 * The concrete chain is the one containing the innermost scope's DIE. */
-	Dwarf_Die inner = scopes[0];
-	free(scopes);
-	scopes = NULL;
-	n = dwarf_getscopes_die(&inner, &scopes);
-	if (n <= 0)
-		goto cleanup;
-	for (int i = 0; i < n; i++)
-		if (dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
-			k++;
-	if (k == 0)
-		goto cleanup;
-	struct stb_sym_inline *inl = stb_sym_alloc(s, (size_t)k * sizeof(*inl));
-	if (!inl)
-		goto cleanup;
-	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
-		files = NULL;
-	const char *file = info->file;
-	int line = info->line, j = 0;
-	for (int i = 0; i < n; i++) {
-		Dwarf_Attribute a;
-		Dwarf_Word w;
+	if (dwarf_attr(die, DW_AT_abstract_origin, &a) && dwarf_formref_die(&a, &o))
+		return dwarf_dieoffset(&o);
+	return dwarf_dieoffset(die);
+}
 
-		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
-			continue;
-		inl[j].function = stb_sym_die_name(s, &scopes[i]);
-		inl[j].file = file;
-		inl[j].line = line;
-		j++;
-		file = NULL;
-		line = 0;
-		if (files && dwarf_attr(&scopes[i], DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0 && w < nfiles)
-			file = stb_sym_intern(s, dwarf_filesrc(files, w, NULL, NULL));
-		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
-			line = (int)w;
-	}
-	info->ninline = (unsigned)k;
-	info->inlines = inl;
-	info->file = file;
-	info->line = line;
-cleanup:
-	free(scopes);
+/*
+ * Is inl, an inlined instance, GCC's copy of the very function it sits in
+ * (outer: the scope enclosing it), "called" from that function's own
+ * declaration line? GCC 12 emits one when it turns a function's tail into a
+ * loop or splits it (mutex_timedlock inside mutex_timedlock at mutex.c:107,
+ * its first line): not a call anybody wrote, and shown it would repeat the
+ * frame. A real recursive call inlined into itself is called from within the
+ * body, and stays.
+ */
+static bool stb_sym_self_inline(Dwarf_Die *inl, Dwarf_Die *outer)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word call;
+	int decl;
+
+	return stb_sym_origin(outer) == stb_sym_origin(inl) && dwarf_attr(inl, DW_AT_call_line, &a) &&
+	       dwarf_formudata(&a, &call) == 0 && dwarf_decl_line(inl, &decl) == 0 && call == (Dwarf_Word)decl;
 }
 
 static void *stb_sym_index_alloc(void *ctx, size_t size)
@@ -709,6 +672,85 @@ static void *stb_sym_index_alloc(void *ctx, size_t size)
 		return NULL; /* a target with huge symbol tables: libdwfl's lookup */
 	s->index_bytes += size;
 	return stb_sym_alloc(s, size);
+}
+
+/*
+ * The compile unit holding addr (a module address), with its DWARF bias in
+ * *dbias: libdwfl's answer (.debug_aranges), else the module's unit index
+ * (built at the first address libdwfl cannot place; the answer in *buf).
+ * NULL when no unit holds addr.
+ */
+static Dwarf_Die *stb_sym_cu(struct stb_sym *s, struct stb_sym_modrec *rec, Dwfl_Module *mod,
+			     Dwarf_Addr addr, Dwarf_Die *buf, Dwarf_Addr *dbias)
+{
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, dbias);
+	Dwarf *dw;
+
+	if (cu)
+		return cu;
+	if (!rec || rec->no_cuidx || !(dw = dwfl_module_getdwarf(mod, dbias)))
+		return NULL;
+	if (!rec->cuidx) {
+		/* Where the module's code is, in its DWARF's addresses. */
+		struct stb_cuidx_span text[STB_CUIDX_MAX_TEXT];
+		GElf_Addr bias = 0;
+		Elf *elf = dwfl_module_getelf(mod, &bias);
+		size_t nt = stb_cuidx_text(elf, bias - *dbias, text);
+		rec->cuidx = stb_cuidx_build(dw, text, nt, stb_sym_index_alloc, s);
+		rec->no_cuidx = rec->cuidx == NULL;
+		if (!rec->cuidx)
+			return NULL;
+	}
+	if (addr < *dbias || stb_cuidx_find(rec->cuidx, addr - *dbias, buf) != 0)
+		return NULL;
+	return buf;
+}
+
+/* Fills the inline frames at addr (module-relative by dbias) of unit cu and
+ * moves file/line out to the outermost call site. */
+static void stb_sym_inlines(struct stb_sym *s, Dwarf_Die *cu, Dwarf_Addr addr, Dwarf_Addr dbias,
+			    struct stb_sym_info *info)
+{
+	Dwarf_Die chain[STB_INLCHAIN_MAX_DEPTH], func = {.addr = NULL};
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	int n = stb_inlchain_find(cu, addr - dbias, chain, STB_INLCHAIN_MAX_DEPTH, &func), k = 0;
+
+	if (n <= 0)
+		return; /* no inlined code here (the common case), or unreadable */
+	bool have_func = func.addr != NULL; /* the walk wrote it */
+	for (int i = 0; i < n; i++) {
+		Dwarf_Die *outer = i + 1 < n ? &chain[i + 1] : have_func ? &func : NULL;
+		if (!outer || !stb_sym_self_inline(&chain[i], outer))
+			chain[k++] = chain[i]; /* a self-inlined copy keeps its function's position */
+	}
+	if (k == 0)
+		return;
+	struct stb_sym_inline *inl = stb_sym_alloc(s, (size_t)k * sizeof(*inl));
+	if (!inl)
+		return;
+	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	const char *file = info->file;
+	int line = info->line;
+	for (int i = 0; i < k; i++) {
+		Dwarf_Attribute a;
+		Dwarf_Word w;
+
+		inl[i].function = stb_sym_die_name(s, &chain[i]);
+		inl[i].file = file;
+		inl[i].line = line;
+		file = NULL;
+		line = 0;
+		if (files && dwarf_attr(&chain[i], DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0 && w < nfiles)
+			file = stb_sym_intern(s, dwarf_filesrc(files, w, NULL, NULL));
+		if (dwarf_attr(&chain[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0 && w <= INT_MAX)
+			line = (int)w;
+	}
+	info->ninline = (unsigned)k;
+	info->inlines = inl;
+	info->file = file;
+	info->line = line;
 }
 
 /*
@@ -791,18 +833,27 @@ static void stb_sym_resolve_source(struct stb_sym *s, struct stb_sym_entry *e)
 	Dwarf_Addr addr = e->is_ret && e->ip ? e->ip - 1 : e->ip;
 	e->src_done = 1;
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwarf_Addr dbias = 0;
+	Dwarf_Die buf, *cu;
+	void **slot = NULL;
+
 	if (!mod)
 		return;
-	Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+	dwfl_module_info(mod, &slot, NULL, NULL, NULL, NULL, NULL, NULL);
+	cu = stb_sym_cu(s, slot ? *slot : NULL, mod, addr, &buf, &dbias);
+	if (!cu)
+		return;
+	/* The row libdwfl's dwfl_module_getsrc picks, in the unit found. */
+	Dwarf_Line *l = dwarf_getsrc_die(cu, addr - dbias);
 	if (l) {
 		int lineno = 0;
-		const char *file = dwfl_lineinfo(l, NULL, &lineno, NULL, NULL, NULL);
-		if (file) {
+		const char *file = dwarf_linesrc(l, NULL, NULL);
+		if (file && dwarf_lineno(l, &lineno) == 0) {
 			info->file = stb_sym_intern(s, file);
 			info->line = lineno;
 		}
 	}
-	stb_sym_inlines(s, mod, addr, info);
+	stb_sym_inlines(s, cu, addr, dbias, info);
 }
 
 int stb_sym_lookup(struct stb_sym *s, uint64_t ip, int flags, struct stb_sym_info *out)

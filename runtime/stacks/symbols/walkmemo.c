@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Remembered walks (walkmemo.h): a chained hash table from a walk's start
- * (registers, limits, copy length) to the words it read and the frames it
- * delivered. The walk of a cached CFA rule or frame pointer step computes
+ * Remembered walks (walkmemo.h): a hash set (several records under one
+ * key) from a walk's start (registers, limits, copy length) to the words it
+ * read and the frames it delivered. The walk of a cached CFA rule or frame pointer step computes
  * each address as sp or bp, or a word it read, plus a constant: given the
  * same start and the same words at the same offsets, a second copy makes it
  * read the same offsets and deliver the same frames, moved by the distance
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashset.h"
 #include "symbols/walkmemo.h"
 #include "unwind/modules.h"
 
@@ -32,7 +33,6 @@ enum { KEY_LEN, KEY_FLAGS, KEY_SKIP, KEY_MAX, KEY_NFRAMES, KEY_DEPTH, KEY_IP, KE
 #define IN_COPY 0x80000000u
 
 struct rec {
-	struct rec *next;
 	uint64_t hash;
 	uint64_t addr, len; /* the copy it was walked from */
 	uint32_t nreads;
@@ -48,8 +48,9 @@ struct rec {
 };
 
 struct stb_walkmemo {
-	struct rec **tab;
-	size_t cap, n; /* buckets, records */
+	struct rec **recs;
+	size_t n, cap;          /* records, room for them */
+	struct stb_hashset set; /* indices into recs, by key */
 	size_t max_bytes;
 	uint64_t gen; /* the module table the records were walked with */
 	struct stb_walkmemo_stats st;
@@ -62,10 +63,6 @@ struct stb_walkmemo *stb_walkmemo_new(size_t max_bytes)
 	if (!m)
 		goto fail;
 	m->max_bytes = max_bytes ? max_bytes : STB_WALKMEMO_DEFAULT_BYTES;
-	m->cap = 64;
-	m->tab = calloc(m->cap, sizeof(*m->tab));
-	if (!m->tab)
-		goto fail;
 	return m;
 fail:
 	stb_walkmemo_free(m);
@@ -75,14 +72,10 @@ fail:
 
 static void clear(struct stb_walkmemo *m)
 {
-	for (size_t b = 0; b < m->cap; b++) {
-		for (struct rec *r = m->tab[b], *next; r; r = next) {
-			next = r->next;
-			free(r);
-		}
-		m->tab[b] = NULL;
-	}
+	for (size_t i = 0; i < m->n; i++)
+		free(m->recs[i]);
 	m->n = 0;
+	stb_hashset_clear(&m->set);
 	m->st.bytes = 0;
 }
 
@@ -90,9 +83,9 @@ void stb_walkmemo_free(struct stb_walkmemo *m)
 {
 	if (!m)
 		return;
-	if (m->tab)
-		clear(m);
-	free(m->tab);
+	clear(m);
+	stb_hashset_free(&m->set);
+	free(m->recs);
 	free(m);
 }
 
@@ -109,12 +102,6 @@ struct stb_walkmemo_stats stb_walkmemo_stats(const struct stb_walkmemo *m)
 {
 	struct stb_walkmemo_stats z = {0};
 	return m ? m->st : z;
-}
-
-static uint64_t mix(uint64_t h, uint64_t w)
-{
-	h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-	return h ^ (h >> 31);
 }
 
 /* w relative to the copy [addr, addr + len] when it points there (*in). */
@@ -141,7 +128,7 @@ static uint64_t make_key(uint64_t *k, const struct stb_regs *regs,
 	k[KEY_REG_BITS] = (uint64_t)in_sp | (uint64_t)in_bp << 1;
 	uint64_t h = 0x243f6a8885a308d3ull;
 	for (unsigned i = 0; i < NKEY; i++)
-		h = mix(h, k[i]);
+		h = stb_hash_mix(h, k[i]);
 	return h;
 }
 
@@ -165,8 +152,9 @@ static const struct rec *find(const struct stb_walkmemo *m, uint64_t hash, const
 			      const struct stb_stack_copy *copy)
 {
 	unsigned tries = 0;
-	for (const struct rec *r = m->tab[hash & (m->cap - 1)]; r && tries < MAX_TRIES;
-	     r = r->next) {
+	uint32_t step = 0;
+	for (int64_t i; tries < MAX_TRIES && (i = stb_hashset_next(&m->set, hash, &step)) >= 0;) {
+		const struct rec *r = m->recs[i];
 		if (r->hash != hash || memcmp(r->key, key, sizeof(r->key)) != 0)
 			continue;
 		if (same_reads(r, copy))
@@ -176,23 +164,20 @@ static const struct rec *find(const struct stb_walkmemo *m, uint64_t hash, const
 	return NULL;
 }
 
-/* Doubles the buckets when the chains grow long; on ENOMEM they stay. */
-static void grow(struct stb_walkmemo *m)
+static uint64_t rec_rehash(const void *ctx, uint32_t idx)
 {
-	size_t cap = m->cap * 2;
-	struct rec **tab = calloc(cap, sizeof(*tab));
-	if (!tab)
-		return;
-	for (size_t b = 0; b < m->cap; b++) {
-		for (struct rec *r = m->tab[b], *next; r; r = next) {
-			next = r->next;
-			r->next = tab[r->hash & (cap - 1)];
-			tab[r->hash & (cap - 1)] = r;
-		}
-	}
-	free(m->tab);
-	m->tab = tab;
-	m->cap = cap;
+	const struct stb_walkmemo *m = ctx;
+	return m->recs[idx]->hash;
+}
+
+/* Records of one key are kept side by side: a new one goes to the end of
+ * its probe sequence. */
+static bool rec_never(const void *ctx, uint32_t idx, const void *key)
+{
+	(void)ctx;
+	(void)idx;
+	(void)key;
+	return false;
 }
 
 static void store(struct stb_walkmemo *m, uint64_t hash, const uint64_t *key, unsigned nreads,
@@ -228,11 +213,15 @@ static void store(struct stb_walkmemo *m, uint64_t hash, const uint64_t *key, un
 		r->val[i] = norm(w, copy->addr, copy->len, &in);
 		r->at[i] = m->log[i] | (in ? IN_COPY : 0);
 	}
-	if (m->n >= m->cap)
-		grow(m);
-	r->next = m->tab[hash & (m->cap - 1)];
-	m->tab[hash & (m->cap - 1)] = r;
-	m->n++;
+	if (m->n >= UINT32_MAX - 1 || stb_hashset_reserve(&m->set, m, rec_rehash) != 0 ||
+	    stb_grow(&m->recs, &m->cap, m->n + 1, sizeof(*m->recs)) != 0) {
+		free(r);
+		return;
+	}
+	uint32_t *slot = stb_hashset_find(&m->set, hash, m, rec_never, NULL);
+	m->recs[m->n] = r;
+	*slot = (uint32_t)++m->n;
+	m->set.n++;
 	m->st.stored++;
 	m->st.bytes += size;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashset.h"
 #include "table/deadlock.h"
 #include "util.h"
 
@@ -71,15 +72,9 @@ int stb_deadlock_scan_add(struct stb_deadlock_scan *f, uint32_t slot, struct stb
 		f->partial = true;
 		return 1;
 	}
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 64;
-		struct node *g = realloc(f->nodes, cap * sizeof(*g));
-		if (!g) {
-			f->err = -ENOMEM;
-			return 1;
-		}
-		f->nodes = g;
-		f->cap = cap;
+	if (stb_grow(&f->nodes, &f->cap, f->n + 1, sizeof(*f->nodes)) != 0) {
+		f->err = -ENOMEM;
+		return 1;
 	}
 	f->nodes[f->n++] = (struct node){
 		.id = v->id, .word = w.word, .wait_word = w.wait_word, .object = w.object,
@@ -173,6 +168,76 @@ static int add_cycle(struct stb_deadlock_scan *f, struct stb_deadlocks *d, uint3
 	return 0;
 }
 
+static unsigned hold_kind(uint64_t wait_word)
+{
+	unsigned k = STB_ABI_WAIT_KIND(wait_word);
+	return k == STB_WAIT_RWLOCK_RD ? STB_WAIT_RWLOCK_WR : k;
+}
+
+static int hold_cmp(const void *x, const void *y)
+{
+	const struct stb_deadlock_hold *a = x, *b = y;
+	if (a->owner != b->owner)
+		return a->owner < b->owner ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return a->object < b->object ? -1 : a->object > b->object;
+}
+
+/* What each owner holds that others wait on: the edges of the waits on a
+ * mutex, an rwlock or a bthread_id, by owner and object, counted. */
+static int find_holds(const struct stb_deadlock_scan *f, struct stb_deadlocks *d)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n; i++)
+		n += stb_wait_has_owner_word(STB_ABI_WAIT_KIND(f->nodes[i].wait_word));
+	if (!n)
+		return 0;
+	struct stb_deadlock_hold *h = malloc(n * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	n = 0;
+	for (size_t i = 0; i < f->n; i++) {
+		const struct node *x = &f->nodes[i];
+		if (stb_wait_has_owner_word(STB_ABI_WAIT_KIND(x->wait_word)))
+			h[n++] = (struct stb_deadlock_hold){.owner = x->owner, .object = x->object,
+							    .kind = hold_kind(x->wait_word),
+							    .waiting = 1};
+	}
+	qsort(h, n, sizeof(*h), hold_cmp);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (k && hold_cmp(&h[k - 1], &h[i]) == 0)
+			h[k - 1].waiting++;
+		else
+			h[k++] = h[i];
+	}
+	d->holds = h;
+	d->nholds = k;
+	return 0;
+}
+
+const struct stb_deadlock_hold *stb_deadlock_holds(const struct stb_deadlocks *d,
+						   uint64_t owner, size_t *n)
+{
+	*n = 0;
+	if (!d || !d->nholds)
+		return NULL;
+	size_t lo = 0, hi = d->nholds;
+	while (lo < hi) { /* the first of owner's */
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->holds[mid].owner < owner)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	size_t end = lo;
+	while (end < d->nholds && d->holds[end].owner == owner)
+		end++;
+	*n = end - lo;
+	return *n ? &d->holds[lo] : NULL;
+}
+
 /* Walks the functional graph once; every cycle met is validated and kept. */
 static int find_cycles(struct stb_deadlock_scan *f, struct stb_deadlocks *d)
 {
@@ -233,7 +298,8 @@ int stb_deadlock_scan_end(struct stb_deadlock_scan *f, bool partial, uint64_t de
 	if (partial)
 		f->partial = true;
 	out->waiting = f->n;
-	if (f->n && ((rc = link_nodes(f)) != 0 || (rc = find_cycles(f, out)) != 0))
+	if (f->n && ((rc = find_holds(f, out)) != 0 || (rc = link_nodes(f)) != 0 ||
+		     (rc = find_cycles(f, out)) != 0))
 		goto cleanup;
 	out->partial = f->partial;
 cleanup:
@@ -251,7 +317,8 @@ void stb_deadlock_scan_free(struct stb_deadlock_scan *f)
 }
 
 int stb_deadlock_find(const struct stb_tview_src *src, const struct stb_mem *mem,
-		      uint64_t deadline, struct stb_deadlocks *out)
+		      uint64_t deadline, struct stb_deadlocks *out,
+		      struct stb_tview_census *census)
 {
 	memset(out, 0, sizeof(*out));
 	struct stb_deadlock_scan *f = stb_deadlock_scan_new(src, mem);
@@ -261,6 +328,8 @@ int stb_deadlock_find(const struct stb_tview_src *src, const struct stb_mem *mem
 	stb_tview_scan(src, STB_DEADLOCK_STATES, deadline, collect, f, &res);
 	int rc = stb_deadlock_scan_end(f, res.left != 0, deadline, out);
 	stb_deadlock_scan_free(f);
+	if (census)
+		*census = res.census;
 	return rc;
 }
 
@@ -270,5 +339,6 @@ void stb_deadlocks_free(struct stb_deadlocks *d)
 		return;
 	free(d->members);
 	free(d->starts);
+	free(d->holds);
 	memset(d, 0, sizeof(*d));
 }

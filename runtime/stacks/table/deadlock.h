@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Deadlocks: the cycles of the wait-for graph of a task table. A task that
+ * The wait-for graph of a task table: its cycles (deadlocks), and what each
+ * task holds that others wait on. A task that
  * waits on a mutex, a write-locked rwlock or a locked bthread_id points at
  * the owner its owner word names now; one that joins points at the joined
  * bthread. Each task waits on one thing, so the graph is functional and its
@@ -36,27 +37,41 @@ struct stb_deadlock_member {
 	uint64_t held_by; /* the next member's id */
 };
 
+/* What a task holds that others wait on: the waiters' edges to it, by
+ * object. */
+struct stb_deadlock_hold {
+	uint64_t owner;   /* the holder's task id */
+	uint64_t object;  /* the mutex, rwlock or bthread_id (as its waiters name it) */
+	unsigned kind;    /* STB_WAIT_MUTEX, STB_WAIT_RWLOCK_WR (an rwlock held for
+			     writing: its readers and writers wait) or STB_WAIT_ID */
+	uint64_t waiting; /* tasks waiting on it now */
+};
+
 struct stb_deadlocks {
 	struct stb_deadlock_member *members; /* the cycles, one after the other */
 	size_t nmembers;
 	size_t *starts; /* cycle c is members[starts[c] .. starts[c + 1]) */
 	size_t ncycles;
+	struct stb_deadlock_hold *holds; /* sorted by owner, then kind and object */
+	size_t nholds;
 	uint64_t waiting;  /* tasks with a wait-for edge */
 	uint64_t moved;    /* cycles dropped because a member moved meanwhile */
 	bool partial;      /* the deadline or STB_DEADLOCK_MAX_NODES ended the search */
 };
 
 /*
- * Finds the deadlocks of the table src (entries read as tview.h says; the
- * entry of a slot is looked up again to validate), reading owner words with
- * mem (8 aligned bytes each; a read that fails is no edge), until deadline
- * (CLOCK_MONOTONIC ns; 0 = none). Returns 0 with *out filled (free it with
- * stb_deadlocks_free), or -ENOMEM. Cycles through unregistered pthreads
- * cannot be seen (nothing says what they wait on). Thread-safety: as
- * src->entry and mem->read.
+ * Finds the deadlocks and the holds of the table src (entries read as
+ * tview.h says; the entry of a slot is looked up again to validate), reading
+ * owner words with mem (8 aligned bytes each; a read that fails is no edge),
+ * until deadline (CLOCK_MONOTONIC ns; 0 = none); *census (may be NULL)
+ * receives the live tasks its scan read, by state. Returns 0 with *out
+ * filled (free it with stb_deadlocks_free), or -ENOMEM. Cycles through
+ * unregistered pthreads cannot be seen (nothing says what they wait on), nor
+ * what they hold. Thread-safety: as src->entry and mem->read.
  */
 int stb_deadlock_find(const struct stb_tview_src *src, const struct stb_mem *mem,
-		      uint64_t deadline, struct stb_deadlocks *out);
+		      uint64_t deadline, struct stb_deadlocks *out,
+		      struct stb_tview_census *census);
 
 /*
  * The same search fed by a scan of the caller's own, so that one pass over
@@ -81,6 +96,11 @@ void stb_deadlock_scan_free(struct stb_deadlock_scan *f);
 
 /* Frees what stb_deadlock_find allocated; accepts NULL. */
 void stb_deadlocks_free(struct stb_deadlocks *d);
+
+/* What task owner holds that others wait on: *n entries (0: nothing; d may
+ * be NULL), sorted by kind and object. */
+const struct stb_deadlock_hold *stb_deadlock_holds(const struct stb_deadlocks *d,
+						   uint64_t owner, size_t *n);
 
 /* Cycle c's members and their number. */
 static inline const struct stb_deadlock_member *stb_deadlock_cycle(const struct stb_deadlocks *d,

@@ -14,6 +14,18 @@
 #include "table/hold.h"
 #include "util.h"
 
+#if defined(STB_TEST_HOOKS)
+void (*stb_driver_test_hold)(void *arg);
+void *stb_driver_test_hold_arg;
+#define HELD()                                                             \
+	do {                                                               \
+		if (stb_driver_test_hold)                                  \
+			stb_driver_test_hold(stb_driver_test_hold_arg);    \
+	} while (0)
+#else
+#define HELD() ((void)0)
+#endif
+
 static void relax(unsigned spins)
 {
 	if (spins < 100)
@@ -35,8 +47,8 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 			uint64_t w1, uint64_t lease, struct stb_capture *capt, char *err,
 			size_t errlen)
 {
-	int rc = stb_hold_copy_context(p, id, w1, lease, d->mem->read, d->mem->ctx, d->buf, d->cap,
-				       &capt->regs, &capt->copy);
+	int rc = stb_hold_copy_context(p, id, w1, lease, &d->workers, d->mem->read, d->mem->ctx,
+				       d->buf, d->cap, &capt->regs, &capt->copy);
 	if (rc == 0 && (d->mem->flags & STB_MEM_F_FROZEN)) {
 		/* abi.h: the switch frame ends at sp and its ret is the published
 		 * ip. A memory image without the stack (not dumped, or zeros where
@@ -86,6 +98,49 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 	return rc;
 }
 
+bool stb_run_at_moved(const struct stb_run_at *at, const struct stb_abi_task *p, uint64_t id,
+		      uint64_t w1)
+{
+	if (__atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != w1)
+		return true;
+	if (at->worker >= STB_ABI_MAX_WORKERS || !at->workers || !at->workers->w)
+		return false;
+	uint32_t w;
+	return stb_tview_named_now(at->workers, id, &w) != at->state || w != at->worker;
+}
+
+/*
+ * The state of task id from its word w1 (abi.h, "Running"): a bthread whose
+ * word says READY or READY_NO_STACK runs where a worker names it (*at
+ * filled); RUNNING or ABOUT_TO_RUN in a bthread's word is a lie
+ * (STB_TASK_NSTATES: out of range). A registered pthread's word says it.
+ */
+static unsigned task_state(const struct stb_driver *d, const struct stb_abi_task *p, uint64_t id,
+			   uint64_t w1, struct stb_run_at *at)
+{
+	unsigned st = STB_ABI_STATE(w1);
+	*at = (struct stb_run_at){.state = st, .worker = STB_ABI_MAX_WORKERS,
+				  .workers = &d->workers};
+	if (__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & STB_ABI_TASK_F_PTHREAD) {
+		uint32_t w = __atomic_load_n(&p->worker, __ATOMIC_RELAXED);
+		at->worker = w < STB_ABI_MAX_WORKERS ? STB_ABI_MAX_WORKERS : w;
+		at->tid = __atomic_load_n(&p->tid, __ATOMIC_RELAXED);
+		return st;
+	}
+	if (st == STB_TASK_RUNNING || st == STB_TASK_ABOUT_TO_RUN)
+		return STB_TASK_NSTATES;
+	if (!STB_ABI_RUNNABLE(st))
+		return st;
+	uint32_t w = STB_ABI_MAX_WORKERS;
+	unsigned how = stb_tview_named_now(&d->workers, id, &w);
+	if (how == STB_TASK_UNUSED)
+		return st;
+	at->state = how;
+	at->worker = w;
+	at->tid = __atomic_load_n(&d->workers.w[w].tid, __ATOMIC_RELAXED);
+	return how;
+}
+
 int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_t id,
 		     uint64_t deadline, struct stb_capture *capt, char *err, size_t errlen)
 {
@@ -109,8 +164,7 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			return rc;
 		}
 		held_from = stb_now_ns();
-		if (d->on_hold)
-			d->on_hold(d->on_hold_arg);
+		HELD();
 	}
 	for (unsigned spins = 0;; spins++) {
 		if (lease_mode && spins) {
@@ -132,7 +186,8 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			break;
 		}
 		uint64_t w1 = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
-		st = STB_ABI_STATE(w1);
+		struct stb_run_at at;
+		st = task_state(d, p, id, w1, &at);
 		capt->state = st;
 		capt->seq = STB_ABI_SEQ(w1);
 		switch (st) {
@@ -167,7 +222,7 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 				stb_hold_release(p, lease);
 				lease = 0;
 			}
-			rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline, d->buf,
+			rc = d->capture->capture(d->capture->ctx, p, id, w1, &at, deadline, d->buf,
 						 d->cap, capt, err, errlen);
 			capt->state = st;
 			break;
@@ -187,15 +242,22 @@ int stb_driver_trace(const struct stb_driver *d, struct stb_abi_task *p, uint64_
 			/* A core froze it there: its worker's registers are all there
 			 * is (the capture says whether they are on its stack). */
 			if ((d->mem->flags & STB_MEM_F_FROZEN) && d->capture) {
-				rc = d->capture->capture(d->capture->ctx, p, id, w1, deadline,
+				rc = d->capture->capture(d->capture->ctx, p, id, w1, &at, deadline,
 							 d->buf, d->cap, capt, err, errlen);
 				capt->state = st;
 				goto out;
 			}
 			break;
 		default:
-			stb_say(err, errlen,
-				"its table entry is inconsistent: state %u is out of range", st);
+			if (st == STB_TASK_NSTATES && STB_ABI_STATE(w1) < STB_TASK_NSTATES)
+				stb_say(err, errlen,
+					"its table entry is inconsistent: a bthread's word says %s "
+					"(only a worker's current may)",
+					stb_state_name(STB_ABI_STATE(w1)));
+			else
+				stb_say(err, errlen,
+					"its table entry is inconsistent: state %u is out of range",
+					STB_ABI_STATE(w1));
 			rc = -EPROTO;
 			break;
 		}
@@ -251,15 +313,15 @@ static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uin
 	if (stb_hold_try(j->p, now, job_deadline(j, now), &j->lease) != 0)
 		return false;
 	j->held_from = now;
-	if (d->on_hold)
-		d->on_hold(d->on_hold_arg);
+	HELD();
 	bool ok = false;
 	if (__atomic_load_n(&j->p->id, __ATOMIC_ACQUIRE) == j->id) {
 		j->w1 = __atomic_load_n(&j->p->word, __ATOMIC_ACQUIRE);
 		unsigned st = STB_ABI_STATE(j->w1);
 		size_t room = d->cap - *used;
 		ok = (st == STB_TASK_READY || st == STB_TASK_SUSPENDED) &&
-		     stb_hold_copy_plan(j->p, j->id, j->w1, j->lease, now, d->cap, &j->plan) == 0 &&
+		     stb_hold_copy_plan(j->p, j->id, j->w1, j->lease, &d->workers, now, d->cap,
+						&j->plan) == 0 &&
 		     j->plan.len <= room;
 	}
 	if (!ok) {
@@ -273,11 +335,12 @@ static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uin
 
 /* Validates a batched copy (got: whether the read got it whole) and gives
  * the lease back. */
-static void batch_check(struct stb_driver_job *j, void *bytes, bool got, uint64_t now)
+static void batch_check(const struct stb_driver *d, struct stb_driver_job *j, void *bytes,
+			bool got, uint64_t now)
 {
 	struct stb_capture *capt = &j->capt;
-	int rc = stb_hold_copy_check(j->p, j->id, j->w1, &j->plan, bytes, got ? 0 : -EFAULT,
-				     &capt->regs, &capt->copy);
+	int rc = stb_hold_copy_check(j->p, j->id, j->w1, &d->workers, &j->plan, bytes,
+				     got ? 0 : -EFAULT, &capt->regs, &capt->copy);
 	unsigned cut = rc == 0 ? cut_of(j->p, capt) : STB_CUT_NONE; /* still held */
 	uint64_t held = now - j->held_from;
 	stb_hold_release(j->p, j->lease);
@@ -325,7 +388,7 @@ void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jo
 	unsigned got = ns ? d->mem->read_many(d->mem->ctx, segs, ns) : 0;
 	now = stb_now_ns();
 	for (unsigned k = 0; k < ns; k++)
-		batch_check(&jobs[of[k]], segs[k].dst, k < got, now);
+		batch_check(d, &jobs[of[k]], segs[k].dst, k < got, now);
 	for (unsigned k = 0; k < ns; k++)
 		if (jobs[of[k]].copied)
 			done(arg, &jobs[of[k]]);

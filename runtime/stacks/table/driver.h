@@ -102,23 +102,39 @@ struct stb_capture {
 	void *unwind_ctx;
 };
 
+/* Where the driver found a running task (abi.h, "Running"). */
+struct stb_run_at {
+	unsigned state;  /* STB_TASK_RUNNING, ABOUT_TO_RUN or SUSPENDING (a switch) */
+	uint32_t worker; /* the worker whose current names it; >= STB_ABI_MAX_WORKERS:
+			    a registered pthread, or not known (a task a core froze
+			    in SUSPENDING) */
+	uint32_t tid;    /* that worker's (or the pthread's) kernel tid, 0: not known */
+	const struct stb_tview_wsrc *workers; /* the table's worker entries */
+};
+
+/* True when the task of entry p (id, word w1 when it was found at `at`) has
+ * moved since: its word changed, or (a bthread) that worker names it no
+ * more. For capture backends, which then give -EAGAIN. */
+bool stb_run_at_moved(const struct stb_run_at *at, const struct stb_abi_task *p, uint64_t id,
+		      uint64_t w1);
+
 /*
  * Capture backend. capture() takes task id of entry p while it runs (w1 is
- * the word read in state RUNNING -- or, from frozen memory (a core), in
- * ABOUT_TO_RUN or SUSPENDING: the backend then unwinds the task from its
- * worker's registers only when they are on its stack, else it fails with
- * err set; the driver holds no lease meanwhile: the
- * capture stops the task, if at all, only while it copies). The stack goes
- * into buf[cap] or into the backend's own storage. Returns 0 with *capt
- * filled (regs, copy, mode, tid, held_ns; unwind when needed), -EAGAIN when
- * the task was not running there any more (the driver reads its state
- * again), -ETIMEDOUT when it was not captured by deadline, or another
- * -errno; err[errlen] says why on failure. May block until deadline.
+ * the word read; `at` says where and how it runs: RUNNING -- or, from frozen
+ * memory (a core), ABOUT_TO_RUN or SUSPENDING: the backend then unwinds the
+ * task from its worker's registers only when they are on its stack, else it
+ * fails with err set; the driver holds no lease meanwhile: the capture stops
+ * the task, if at all, only while it copies). The stack goes into buf[cap] or
+ * into the backend's own storage. Returns 0 with *capt filled (regs, copy,
+ * mode, tid, held_ns; unwind when needed), -EAGAIN when the task was not
+ * running there any more (the driver reads its state again), -ETIMEDOUT when
+ * it was not captured by deadline, or another -errno; err[errlen] says why on
+ * failure. May block until deadline.
  */
 struct stb_capture_ops {
 	int (*capture)(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
-		       uint64_t deadline, void *buf, size_t cap, struct stb_capture *capt,
-		       char *err, size_t errlen);
+		       const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+		       struct stb_capture *capt, char *err, size_t errlen);
 	/* Thread tid of the target, which is no task (nothing of the table
 	 * describes it): blocked in a system call, from /proc and its stack;
 	 * running, as capture() takes a running task; from a core, its
@@ -144,11 +160,18 @@ struct stb_driver {
 	unsigned flags;                        /* STB_DRIVER_F_* */
 	void *buf;                             /* stack copies: buf[cap] */
 	size_t cap;
-	/* Called right after the lease was taken (fault injection in test
-	 * builds); NULL: none. */
-	void (*on_hold)(void *arg);
-	void *on_hold_arg;
+	/* The table's worker entries: which bthreads run (abi.h). Without
+	 * them (w NULL) every bthread looks off-CPU: only for frozen memory
+	 * that has none, and for tests. */
+	struct stb_tview_wsrc workers;
 };
+
+#if defined(STB_TEST_HOOKS)
+/* Test builds only (the driver compiled with STB_TEST_HOOKS): called right
+ * after every lease is taken, as a stuck tracer would hold it; NULL: none. */
+extern void (*stb_driver_test_hold)(void *arg);
+extern void *stb_driver_test_hold_arg;
+#endif
 
 /*
  * Traces task id, whose entry is p, until deadline (CLOCK_MONOTONIC ns):

@@ -70,7 +70,8 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease)
 }
 
 int stb_hold_copy_plan(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
-		       uint64_t now, size_t cap, struct stb_hold_plan *pl)
+		       const struct stb_tview_wsrc *ws, uint64_t now, size_t cap,
+		       struct stb_hold_plan *pl)
 {
 	/* While our lease holds, the task cannot pass a gate: the fields below
 	 * are consistent and its stack stays mapped (docs/abi.md). */
@@ -78,6 +79,10 @@ int stb_hold_copy_plan(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_
 	if (lease && (__atomic_load_n(&p->trace, __ATOMIC_ACQUIRE) != lease ||
 		      now + STB_HOLD_MARGIN_NS >= ends))
 		return -ETIMEDOUT;
+	/* Named by a worker: running (it passed its gate before our lease) or
+	 * on its way in; its saved context is not what it runs on. */
+	if (stb_tview_named_now(ws, id, NULL) != STB_TASK_UNUSED)
+		return -EAGAIN;
 	uint64_t sp = __atomic_load_n(&p->sp, __ATOMIC_RELAXED);
 	uint64_t ip = __atomic_load_n(&p->ip, __ATOMIC_RELAXED);
 	uint64_t bp = __atomic_load_n(&p->bp, __ATOMIC_RELAXED);
@@ -100,12 +105,18 @@ int stb_hold_copy_plan(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_
 }
 
 int stb_hold_copy_check(struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			const struct stb_hold_plan *pl, void *buf, int read_rc,
-			struct stb_regs *regs, struct stb_stack_copy *copy)
+			const struct stb_tview_wsrc *ws, const struct stb_hold_plan *pl, void *buf,
+			int read_rc, struct stb_regs *regs, struct stb_stack_copy *copy)
 {
 	/* x86 does not reorder loads; the read is opaque to the compiler, and
-	 * the barrier keeps the second read of word after the copy. */
+	 * the barrier keeps the workers' currents and the second read of word
+	 * after the copy. A run that changed a byte the copy read is named by
+	 * its worker before that byte changed; if it ended since, its word left
+	 * w1's seq before the worker named another task (abi.h): one of the
+	 * two checks below sees it. */
 	__asm__ volatile("" ::: "memory");
+	if (stb_tview_named_now(ws, id, NULL) != STB_TASK_UNUSED)
+		return __atomic_load_n(&p->id, __ATOMIC_RELAXED) != id ? -ESRCH : -EAGAIN;
 	uint64_t w2 = __atomic_load_n(&p->word, __ATOMIC_SEQ_CST);
 	unsigned st = STB_ABI_STATE(w2);
 	if (__atomic_load_n(&p->id, __ATOMIC_RELAXED) != id)
@@ -122,13 +133,13 @@ int stb_hold_copy_check(struct stb_abi_task *p, uint64_t id, uint64_t w1,
 }
 
 int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
-			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
-			  struct stb_regs *regs, struct stb_stack_copy *copy)
+			  const struct stb_tview_wsrc *ws, stb_hold_read_fn read, void *ctx,
+			  void *buf, size_t cap, struct stb_regs *regs, struct stb_stack_copy *copy)
 {
 	struct stb_hold_plan pl;
-	int rc = stb_hold_copy_plan(p, id, w1, lease, lease ? stb_now_ns() : 0, cap, &pl);
+	int rc = stb_hold_copy_plan(p, id, w1, lease, ws, lease ? stb_now_ns() : 0, cap, &pl);
 	if (rc != 0)
 		return rc;
 	rc = read(ctx, pl.from, buf, pl.len);
-	return stb_hold_copy_check(p, id, w1, &pl, buf, rc, regs, copy);
+	return stb_hold_copy_check(p, id, w1, ws, &pl, buf, rc, regs, copy);
 }

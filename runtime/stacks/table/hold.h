@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "stb/abi.h"
+#include "table/tview.h"
 #include "unwind/unwind.h"
 
 /* Copies len bytes at target address addr into dst. Returns 0 or -errno. */
@@ -52,9 +53,11 @@ int stb_hold_refresh(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uin
 int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
 
 /*
- * With the lease held and word w1 read in state READY or SUSPENDED: copies the
+ * With the lease held and word w1 read in state READY or SUSPENDED: checks
+ * that no worker of ws names the task (abi.h: it would be running), copies the
  * stack from the saved sp (minus the switch frame) up to stack_hi, at most cap
- * bytes, into buf with read(), then checks that the task did not run meanwhile.
+ * bytes, into buf with read(), then checks that the task did not run meanwhile
+ * (no worker names it, and its word is still w1's state and seq).
  * On success fills regs (stb_unw_regs_from_switch) and copy (addr/len; bytes =
  * buf) and returns 0. -EAGAIN: the task moved, read again; -ESRCH: the entry
  * holds another task now; -ETIMEDOUT: the lease is gone or about to expire;
@@ -65,8 +68,8 @@ int stb_hold_release(struct stb_abi_task *p, uint64_t lease);
  * same, but the task may run meanwhile, so -EAGAIN is more frequent.
  */
 int stb_hold_copy_context(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
-			  stb_hold_read_fn read, void *ctx, void *buf, size_t cap,
-			  struct stb_regs *regs, struct stb_stack_copy *copy);
+			  const struct stb_tview_wsrc *ws, stb_hold_read_fn read, void *ctx,
+			  void *buf, size_t cap, struct stb_regs *regs, struct stb_stack_copy *copy);
 
 /*
  * stb_hold_copy_context in two halves, for a reader that copies many stacks
@@ -83,9 +86,10 @@ struct stb_hold_plan {
 };
 
 int stb_hold_copy_plan(struct stb_abi_task *p, uint64_t id, uint64_t w1, uint64_t lease,
-		       uint64_t now, size_t cap, struct stb_hold_plan *pl);
+		       const struct stb_tview_wsrc *ws, uint64_t now, size_t cap,
+		       struct stb_hold_plan *pl);
 int stb_hold_copy_check(struct stb_abi_task *p, uint64_t id, uint64_t w1,
-			const struct stb_hold_plan *pl, void *buf, int read_rc,
-			struct stb_regs *regs, struct stb_stack_copy *copy);
+			const struct stb_tview_wsrc *ws, const struct stb_hold_plan *pl, void *buf,
+			int read_rc, struct stb_regs *regs, struct stb_stack_copy *copy);
 
 #endif /* STB_RUNTIME_STACKS_TABLE_HOLD_H */

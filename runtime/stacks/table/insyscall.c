@@ -17,16 +17,16 @@
 #define STB_INSYSCALL_RED_ZONE 128u
 #define STB_INSYSCALL_SCAN 16384u /* bytes scanned above the last DWARF frame */
 
-int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t stack_hi,
-			  void *buf, size_t cap, struct stb_capture *capt)
+int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t stack_lo,
+			  uint64_t stack_hi, void *buf, size_t cap, struct stb_capture *capt)
 {
 	struct stb_syscall_regs sc, again;
 	int rc = stb_syscall_read(pid, tid, &sc);
 	if (rc != 0)
 		return rc == -EPROTO ? -EAGAIN : rc;
 	uint64_t sp = sc.sp, pc = sc.pc;
-	if (sp <= STB_INSYSCALL_RED_ZONE || (stack_hi && sp >= stack_hi))
-		return -EAGAIN; /* not on its stack (a signal stack?): not this way */
+	if (sp <= STB_INSYSCALL_RED_ZONE || (stack_hi && (sp >= stack_hi || sp < stack_lo)))
+		return -EAGAIN; /* not on its stack (its scheduler's, a signal stack): not this way */
 	uint64_t from = sp - STB_INSYSCALL_RED_ZONE;
 	size_t len = cap;
 	if (stack_hi && stack_hi - from < cap)

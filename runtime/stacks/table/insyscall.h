@@ -22,10 +22,15 @@
 /*
  * Captures thread tid of process pid (pid <= 0: this process) while it is
  * blocked in a system call: reads the call (number, arguments, sp, pc),
+ * checks that sp is in the task's stack [stack_lo, stack_hi) (else the
+ * thread runs other code: its scheduler, a signal stack),
  * copies its stack [sp - 128, stack_hi) (at most cap bytes) into buf with
  * mem->read, and reads the call again: the thread must have stayed in the
  * same call for the whole copy. stack_hi 0: the stack's top is not known
  * (a thread that is not a task): up to cap bytes, as far as mem can read.
+ * The caller checks afterwards that the task still runs there (the same
+ * run, named by the same worker): the call may be its thread's after the
+ * task has left it.
  * Returns 0 with capt filled (mode STB_TRACE_SYSCALL, regs: ip = pc, sp, bp
  * unknown; copy; in_syscall, syscall_nr, syscall_arg0; tid; unwind with
  * ctx mem, which must outlive the unwinding), -EAGAIN when the thread is
@@ -34,8 +39,8 @@
  * Reads only; may block briefly (/proc reads). Thread-safe for distinct
  * buffers.
  */
-int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t stack_hi,
-			  void *buf, size_t cap, struct stb_capture *capt);
+int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t stack_lo,
+			  uint64_t stack_hi, void *buf, size_t cap, struct stb_capture *capt);
 
 /*
  * Unwinds such a capture (stb_capture_unwind_fn; ctx: the struct stb_mem

@@ -422,6 +422,33 @@ bool stb_syscall_fd_first(int64_t nr)
 	return (fd_first[nr / 64] >> (nr % 64)) & 1;
 }
 
+bool stb_syscall_cut_by_signal(int64_t nr)
+{
+	switch (nr) {
+	case 7:   /* poll */
+	case 23:  /* select */
+	case 34:  /* pause */
+	case 35:  /* nanosleep */
+	case 65:  /* semop */
+	case 69:  /* msgsnd */
+	case 70:  /* msgrcv */
+	case 128: /* rt_sigtimedwait */
+	case 130: /* rt_sigsuspend */
+	case 208: /* io_getevents */
+	case 220: /* semtimedop */
+	case 230: /* clock_nanosleep */
+	case 232: /* epoll_wait */
+	case 270: /* pselect6 */
+	case 271: /* ppoll */
+	case 281: /* epoll_pwait */
+	case 333: /* io_pgetevents */
+	case 441: /* epoll_pwait2 */
+		return true;
+	default:
+		return false;
+	}
+}
+
 size_t stb_syscall_format(char *buf, size_t size, int64_t nr, uint64_t arg0)
 {
 	const char *name = stb_syscall_name(nr);

@@ -40,6 +40,13 @@ const char *stb_syscall_name(int64_t nr);
 /* Is the first argument of system call nr a file descriptor? Thread-safe. */
 bool stb_syscall_fd_first(int64_t nr);
 
+/* Would a signal handler cut system call nr short, SA_RESTART or not
+ * (signal(7): nanosleep, clock_nanosleep, epoll_wait, poll, select, pause,
+ * sigsuspend, sigtimedwait, semop, msgrcv, io_getevents, ...: they fail with
+ * EINTR)? A tracer that must not disturb the program reads such a call's
+ * thread from /proc instead. Thread-safe. */
+bool stb_syscall_cut_by_signal(int64_t nr);
+
 /* "read(5)" (the fd of the calls that take one first), "futex", or
  * "syscall 999" into buf[size] (snprintf's contract). Thread-safe. */
 size_t stb_syscall_format(char *buf, size_t size, int64_t nr, uint64_t arg0);

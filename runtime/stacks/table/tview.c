@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "table/tview.h"
@@ -87,7 +88,64 @@ uint32_t stb_tview_nworkers(const struct stb_abi_header *h, bool *clamped)
 	return over ? STB_ABI_MAX_WORKERS : n;
 }
 
-void stb_tview_read_task(const struct stb_abi_task *p, struct stb_tview_task *v)
+void stb_tview_workers_read(const struct stb_tview_wsrc *src, struct stb_tview_workers *ws)
+{
+	uint32_t n = src->w ? (src->hdr ? stb_tview_nworkers(src->hdr, NULL) : src->n) : 0;
+	ws->n = n < STB_ABI_MAX_WORKERS ? n : STB_ABI_MAX_WORKERS;
+	for (uint32_t i = 0; i < ws->n; i++) {
+		ws->cur[i] = __atomic_load_n(&src->w[i].current, __ATOMIC_ACQUIRE);
+		ws->tid[i] = LOAD(src->w[i].tid);
+	}
+}
+
+/* How current c names id (see stb_tview_named). */
+static unsigned naming(uint64_t c, uint64_t id)
+{
+	if (c == id)
+		return STB_TASK_RUNNING;
+	return STB_ABI_CURRENT_IS_SWITCHING(c) && STB_ABI_CURRENT_ID(c) == id
+		       ? STB_TASK_ABOUT_TO_RUN
+		       : STB_TASK_UNUSED;
+}
+
+unsigned stb_tview_named(const struct stb_tview_workers *ws, uint64_t id, uint32_t *worker)
+{
+	/* id 0 and ids with the switching bit are never a task's (abi.h). */
+	if (!ws || !id || STB_ABI_CURRENT_IS_SWITCHING(id))
+		return STB_TASK_UNUSED;
+	for (uint32_t i = 0; i < ws->n && i < STB_ABI_MAX_WORKERS; i++) {
+		unsigned how = naming(ws->cur[i], id);
+		if (how != STB_TASK_UNUSED) {
+			if (worker)
+				*worker = i;
+			return how;
+		}
+	}
+	return STB_TASK_UNUSED;
+}
+
+unsigned stb_tview_named_now(const struct stb_tview_wsrc *src, uint64_t id, uint32_t *worker)
+{
+	if (!src || !src->w || !id || STB_ABI_CURRENT_IS_SWITCHING(id))
+		return STB_TASK_UNUSED;
+	/* The count first: a worker is counted before it can name a task. */
+	uint32_t n = src->hdr ? stb_tview_nworkers(src->hdr, NULL) : src->n;
+	if (n > STB_ABI_MAX_WORKERS)
+		n = STB_ABI_MAX_WORKERS;
+	for (uint32_t i = 0; i < n; i++) {
+		unsigned how = naming(__atomic_load_n(&src->w[i].current, __ATOMIC_ACQUIRE), id);
+		if (how != STB_TASK_UNUSED) {
+			if (worker)
+				*worker = i;
+			return how;
+		}
+	}
+	return STB_TASK_UNUSED;
+}
+
+/* stb_tview_read_task with ws, or when ws is NULL the live entries of src. */
+static void read_task(const struct stb_tview_workers *ws, const struct stb_tview_wsrc *src,
+		      const struct stb_abi_task *p, struct stb_tview_task *v)
 {
 	v->word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
 	v->id = LOAD(p->id);
@@ -122,12 +180,37 @@ void stb_tview_read_task(const struct stb_abi_task *p, struct stb_tview_task *v)
 		v->bad |= STB_TVIEW_BAD_KIND;
 		v->wait_kind = STB_WAIT_NONE;
 	}
-	if (v->state == STB_TASK_RUNNING && !(v->flags & STB_ABI_TASK_F_PTHREAD) &&
-	    v->worker >= STB_ABI_MAX_WORKERS)
-		v->bad |= STB_TVIEW_BAD_WORKER;
+	if (!(v->flags & STB_ABI_TASK_F_PTHREAD)) {
+		/* Where a bthread runs is what a worker entry says, never its own. */
+		uint32_t w = STB_ABI_MAX_WORKERS;
+		unsigned how = STB_TASK_UNUSED;
+		if (STB_ABI_RUNNABLE(v->state))
+			how = ws ? stb_tview_named(ws, v->id, &w) : stb_tview_named_now(src, v->id, &w);
+		if (how != STB_TASK_UNUSED)
+			v->state = how;
+		else if (v->state == STB_TASK_RUNNING || v->state == STB_TASK_ABOUT_TO_RUN)
+			v->bad |= STB_TVIEW_BAD_WORKER;
+		v->worker = w;
+		v->tid = 0;
+		if (w < STB_ABI_MAX_WORKERS)
+			v->tid = ws ? ws->tid[w] : LOAD(src->w[w].tid);
+	}
 	if (v->state >= STB_TASK_READY && v->state < STB_TASK_DESTROYED &&
 	    v->stack_lo >= v->stack_hi)
 		v->bad |= STB_TVIEW_BAD_STACK;
+}
+
+void stb_tview_read_task(const struct stb_tview_workers *ws, const struct stb_abi_task *p,
+			 struct stb_tview_task *v)
+{
+	static const struct stb_tview_wsrc none;
+	read_task(ws, ws ? NULL : &none, p, v);
+}
+
+void stb_tview_read_task_now(const struct stb_tview_wsrc *src, const struct stb_abi_task *p,
+			     struct stb_tview_task *v)
+{
+	read_task(NULL, src, p, v);
 }
 
 bool stb_tview_live(const struct stb_tview_task *v)
@@ -159,14 +242,25 @@ int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_
 	memset(r, 0, sizeof(*r));
 	bool past = false;
 	struct stb_abi_task *p;
+	/* The workers first: a task read after them that none named was not
+	 * running when they were read, or has started since (abi.h). Without
+	 * memory for that, each task's workers are read after it (the same
+	 * answer, slower). */
+	struct stb_tview_workers *ws = malloc(sizeof(*ws));
+	if (ws)
+		stb_tview_workers_read(&src->workers, ws);
 	for (uint32_t cur = 0; (p = stb_tview_next(src, &cur)); cur++) {
 		struct stb_tview_task v;
-		stb_tview_read_task(p, &v);
+		read_task(ws, &src->workers, p, &v);
 		if (!stb_tview_live(&v))
 			continue;
 		bool invalid = (v.bad & STB_TVIEW_BAD_STATE) != 0;
 		r->invalid += invalid;
-		if (state_mask && (invalid || !(state_mask & (1u << v.state))))
+		if (!invalid) {
+			r->census.by_state[v.state]++;
+			r->census.pthreads += (v.flags & STB_ABI_TASK_F_PTHREAD) != 0;
+		}
+		if (!fn || (state_mask && (invalid || !(state_mask & (1u << v.state)))))
 			continue;
 		/* The clock before every 16th call: fn is quick past the deadline
 		 * (every trace it starts has one), so the scan ends soon after. */
@@ -179,8 +273,9 @@ int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_
 		r->visited++;
 		if (fn(arg, cur, p, &v)) {
 			r->stopped = true;
-			return 0;
+			break;
 		}
 	}
+	free(ws);
 	return 0;
 }

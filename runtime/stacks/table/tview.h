@@ -47,10 +47,49 @@ uint32_t stb_tview_hwm(const struct stb_abi_header *h, const struct stb_tview_in
 		       bool *clamped);
 uint32_t stb_tview_nworkers(const struct stb_abi_header *h, bool *clamped);
 
+/*
+ * Where a table's worker entries are. A bthread's word says READY or
+ * READY_NO_STACK while it runs (abi.h, "Running"): only the worker entry
+ * whose current names it tells it from a queued one. n is re-read from
+ * hdr->nworkers (clamped) when hdr is set (a live table), else fixed.
+ */
+struct stb_tview_wsrc {
+	const struct stb_abi_worker *w; /* entries 0 .. n-1; NULL: none known */
+	const struct stb_abi_header *hdr;
+	uint32_t n;
+};
+
+/* The worker entries at one moment: what each worker's current named
+ * (12 KiB: allocate it, do not put it on a bthread's stack). */
+struct stb_tview_workers {
+	uint32_t n;
+	uint64_t cur[STB_ABI_MAX_WORKERS];
+	uint32_t tid[STB_ABI_MAX_WORKERS];
+};
+
+/* Reads the worker entries of src now into *ws (n = 0 without entries).
+ * Thread-safe; reads with acquire loads. */
+void stb_tview_workers_read(const struct stb_tview_wsrc *src, struct stb_tview_workers *ws);
+
+/*
+ * How the workers in ws name bthread id: STB_TASK_RUNNING (a worker's current
+ * is id), STB_TASK_ABOUT_TO_RUN (id | STB_ABI_CURRENT_SWITCHING: on its way
+ * in) or STB_TASK_UNUSED (none: not on a worker); *worker (may be NULL) is
+ * that worker's index. Pure.
+ */
+unsigned stb_tview_named(const struct stb_tview_workers *ws, uint64_t id, uint32_t *worker);
+
+/*
+ * stb_tview_named on the live entries, read now: what a stack copy's
+ * validation asks before and after the copy (abi.h). Thread-safe.
+ */
+unsigned stb_tview_named_now(const struct stb_tview_wsrc *src, uint64_t id, uint32_t *worker);
+
 /* stb_tview_task.bad */
 #define STB_TVIEW_BAD_STATE 0x01u  /* state >= STB_TASK_NSTATES */
 #define STB_TVIEW_BAD_KIND 0x02u   /* wait kind >= STB_WAIT_NKINDS */
-#define STB_TVIEW_BAD_WORKER 0x04u /* running bthread on a worker index >= max */
+#define STB_TVIEW_BAD_WORKER 0x04u /* a bthread's word says RUNNING or ABOUT_TO_RUN
+				      (only a worker's current may: abi.h) */
 #define STB_TVIEW_BAD_STACK 0x08u  /* stack_lo >= stack_hi once it has a stack */
 #define STB_TVIEW_BAD_NAME 0x10u   /* name not NUL-terminated (cut) */
 
@@ -58,11 +97,16 @@ uint32_t stb_tview_nworkers(const struct stb_abi_header *h, bool *clamped);
  * while it is copied; seq says which run it belongs to). */
 struct stb_tview_task {
 	uint64_t id;
-	uint64_t word;
-	unsigned state; /* STB_ABI_STATE(word); valid only without BAD_STATE */
+	uint64_t word;  /* as read: a running bthread's says READY */
+	unsigned state; /* the task's state: STB_ABI_STATE(word), or for a bthread
+			   that a worker names RUNNING / ABOUT_TO_RUN (abi.h);
+			   valid only without BAD_STATE */
 	uint32_t seq;
 	uint32_t flags; /* STB_ABI_TASK_F_* */
-	uint32_t worker, tid, tag;
+	uint32_t worker, tid; /* where it runs: the naming worker's index and tid
+				 (STB_ABI_MAX_WORKERS, 0: none); a registered
+				 pthread's entry's own */
+	uint32_t tag;
 	uint64_t since_ns;
 	uint64_t stack_lo, stack_hi;
 	unsigned wait_kind; /* STB_WAIT_NONE when out of range (BAD_KIND) */
@@ -73,9 +117,17 @@ struct stb_tview_task {
 	unsigned bad;                /* STB_TVIEW_BAD_* */
 };
 
-/* Copies entry p into *v, range-checking every field. Does not write p.
- * Thread-safe; reads p with relaxed atomic loads (word with acquire). */
-void stb_tview_read_task(const struct stb_abi_task *p, struct stb_tview_task *v);
+/* Copies entry p into *v, range-checking every field; a bthread whose word
+ * says READY or READY_NO_STACK is RUNNING or ABOUT_TO_RUN when ws (NULL:
+ * none) names it. Does not write p. Thread-safe; reads p with relaxed atomic
+ * loads (word with acquire). */
+void stb_tview_read_task(const struct stb_tview_workers *ws, const struct stb_abi_task *p,
+			 struct stb_tview_task *v);
+
+/* stb_tview_read_task with the worker entries of src read after p's word
+ * (stb_tview_named_now): for one task at a time. */
+void stb_tview_read_task_now(const struct stb_tview_wsrc *src, const struct stb_abi_task *p,
+			     struct stb_tview_task *v);
 
 /* Is a task in this copy live (an id, a state that is not unused/destroyed)? */
 bool stb_tview_live(const struct stb_tview_task *v);
@@ -93,6 +145,7 @@ struct stb_tview_src {
 	struct stb_abi_task *(*entry)(void *ctx, uint32_t slot, uint32_t *next);
 	void *ctx;
 	uint32_t nslots; /* scan [0, nslots): min(slot_hwm, capacity) */
+	struct stb_tview_wsrc workers; /* the table's worker entries */
 	uint32_t window; /* slots of a window of entries; 0: one for everything */
 };
 
@@ -109,7 +162,15 @@ struct stb_abi_task *stb_tview_next(const struct stb_tview_src *src, uint32_t *s
 typedef int (*stb_tview_scan_fn)(void *arg, uint32_t slot, struct stb_abi_task *p,
 				 const struct stb_tview_task *v);
 
+/* The live tasks of a table by state (a report's header line). */
+struct stb_tview_census {
+	uint64_t by_state[STB_TASK_NSTATES]; /* states in range only */
+	uint64_t pthreads;                   /* registered pthreads among them */
+};
+
 struct stb_tview_scan_result {
+	struct stb_tview_census census; /* every live task read, whatever the mask
+					   and the deadline (not past a stop) */
 	uint64_t visited; /* live tasks passed to fn */
 	uint64_t left;    /* live tasks in the mask not passed to fn: the deadline */
 	uint64_t invalid; /* live tasks with a state out of range (passed to fn
@@ -120,9 +181,11 @@ struct stb_tview_scan_result {
 /*
  * Calls fn for every live task of src in slot order whose state is in
  * state_mask (bit 1u << state; 0 = every state, out-of-range states
- * included). Past deadline (CLOCK_MONOTONIC ns; 0 = none; read before every
+ * included); the states of bthreads as the worker entries said when the scan
+ * began (read once, then each task's entry). Past deadline (CLOCK_MONOTONIC ns; 0 = none; read before every
  * 16th call of fn) fn is not called any more: the rest of the table is only
- * counted, in r->left. Memory: none.
+ * counted, in r->left. fn NULL: every live task is only counted (the
+ * census). Memory: a snapshot of the worker entries (12 KiB).
  * Returns 0 (r filled). Thread-safety: as src->entry.
  */
 int stb_tview_scan(const struct stb_tview_src *src, unsigned state_mask, uint64_t deadline,

@@ -19,6 +19,7 @@ static const char *const kind_names[STB_WAIT_NKINDS] = {
 	[STB_WAIT_FD] = "fd",           [STB_WAIT_JOIN] = "join",
 	[STB_WAIT_ID] = "id",           [STB_WAIT_TIMER] = "timer",
 	[STB_WAIT_YIELD] = "yield",     [STB_WAIT_COUNTDOWN] = "countdown",
+	[STB_WAIT_EXECQ] = "execution-queue",
 };
 
 const char *stb_wait_kind_name(unsigned kind)
@@ -50,10 +51,12 @@ bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
 	uint64_t w1 = ACQUIRE(p->word);
 	uint32_t flags = LOAD(p->flags);
 	unsigned st = STB_ABI_STATE(w1);
-	/* A thread that blocks while its entry says RUNNING: a registered
-	 * pthread, or a bthread on its worker's stack (abi.h). */
+	/* A thread that blocks while it runs: a registered pthread (its word
+	 * says RUNNING), or a bthread on its worker's stack (its word says
+	 * READY_NO_STACK while a worker names it: abi.h). */
 	bool thread = (flags & (STB_ABI_TASK_F_PTHREAD | STB_ABI_TASK_F_WORKER_STACK)) != 0;
-	if (st != STB_TASK_SUSPENDED && !(thread && st == STB_TASK_RUNNING))
+	if (st != STB_TASK_SUSPENDED &&
+	    !(thread && (st == STB_TASK_RUNNING || STB_ABI_RUNNABLE(st))))
 		return false;
 	uint64_t k1 = ACQUIRE(p->wait_word);
 	read_block(p, w);
@@ -96,11 +99,20 @@ bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_crea
 	c->id = ACQUIRE(p->creator_id); /* acquire: the id's re-read stays after them */
 	c->ip = ACQUIRE(p->creator_ip);
 	c->tid = ACQUIRE(p->creator_tid);
+	c->created_ns = ACQUIRE(p->created_ns);
 	if (LOAD(p->id) != id || c->id == id) { /* reused meanwhile, or nonsense */
 		memset(c, 0, sizeof(*c));
 		return false;
 	}
-	return c->id || c->ip || c->tid;
+	return c->id || c->ip || c->tid || c->created_ns;
+}
+
+uint64_t stb_wait_execq(const struct stb_abi_task *p, uint64_t id)
+{
+	if (ACQUIRE(p->id) != id)
+		return 0;
+	uint64_t q = ACQUIRE(p->execq); /* acquire: the id's re-read stays after it */
+	return LOAD(p->id) == id ? q : 0;
 }
 
 uint64_t stb_wait_running_since(const struct stb_abi_worker *w, uint64_t id, uint32_t seq)

@@ -52,16 +52,22 @@ bool stb_wait_has_owner_word(unsigned kind);
  * of range. */
 const char *stb_wait_kind_name(unsigned kind);
 
-/* Who started a task (abi.h creator fields). */
+/* Who started a task, and when (abi.h creator fields, created_ns). */
 struct stb_creator {
 	uint64_t id;  /* bthread (or registered pthread) id; 0: another thread */
 	uint64_t ip;  /* return address of the start call; 0: unknown */
 	uint32_t tid; /* kernel tid of the starting thread */
+	uint64_t created_ns; /* CLOCK_MONOTONIC_COARSE of the start; 0: unknown */
 };
 
-/* Reads the creator of task id from entry p: valid while the entry holds id
- * (read before and after). Returns true with *c filled. */
+/* Reads the creator of task id from entry p, and when it started it: valid
+ * while the entry holds id (read before and after). Returns true with *c
+ * filled (something of it known). */
 bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_creator *c);
+
+/* The execution queue task id consumes now, as entry p says (abi.h execq;
+ * valid while the entry holds id: read before and after); 0 when none. */
+uint64_t stb_wait_execq(const struct stb_abi_task *p, uint64_t id);
 
 /*
  * Since when bthread id with run sequence seq has run on worker entry w

@@ -9,6 +9,7 @@
  * is copied with process_vm_readv. Images of unchanged modules pass from
  * one table to the next.
  */
+#include "hashset.h"
 #include "unwind/elf_image.h"
 #include "unwind/modules.h"
 #include "util.h"
@@ -105,14 +106,8 @@ static struct stb_mod *modtab_add(struct stb_modtab *t)
 {
 	if (t->nmods >= STB_MODS_MAX_MODULES)
 		return NULL;
-	if (t->nmods == t->capmods) {
-		size_t cap = t->capmods ? t->capmods * 2 : 32;
-		struct stb_mod *n = realloc(t->mods, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		t->mods = n;
-		t->capmods = cap;
-	}
+	if (stb_grow(&t->mods, &t->capmods, t->nmods + 1, sizeof(*t->mods)) != 0)
+		return NULL;
 	struct stb_mod *m = &t->mods[t->nmods++];
 	memset(m, 0, sizeof(*m));
 	return m;
@@ -123,14 +118,8 @@ static int modtab_add_seg(struct stb_modtab *t, uint64_t lo, uint64_t len, const
 {
 	if (len == 0 || lo + len < lo)
 		return 0;
-	if (t->nsegs == t->capsegs) {
-		size_t cap = t->capsegs ? t->capsegs * 2 : 64;
-		struct stb_seg *n = realloc(t->segs, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		t->segs = n;
-		t->capsegs = cap;
-	}
+	if (stb_grow(&t->segs, &t->capsegs, t->nsegs + 1, sizeof(*t->segs)) != 0)
+		return -ENOMEM;
 	t->segs[t->nsegs++] = (struct stb_seg){
 	    .lo = lo, .hi = lo + len, .local = local, .direct = direct, .owner = owner};
 	return 0;
@@ -262,15 +251,9 @@ static int dl_collect(struct dl_phdr_info *info, size_t size, void *arg)
 	struct dlset *d = arg;
 
 	(void)size;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 32;
-		struct dlobj *n = realloc(d->objs, cap * sizeof(*n));
-		if (!n) {
-			d->oom = true;
-			return 1;
-		}
-		d->objs = n;
-		d->cap = cap;
+	if (stb_grow(&d->objs, &d->cap, d->n + 1, sizeof(*d->objs)) != 0) {
+		d->oom = true;
+		return 1;
 	}
 	d->objs[d->n++] = (struct dlobj){
 	    .base = info->dlpi_addr, .phdr = info->dlpi_phdr, .phnum = info->dlpi_phnum};
