@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,11 @@
 #define PRPSINFO_MIN (PRPSINFO_FNAME + 16u)
 #define NOTE_FILE 0x46494c45u    /* NT_FILE */
 #define NOTE_SIGINFO 0x53494749u /* NT_SIGINFO */
+/* siginfo_t on x86_64: si_signo, si_errno, si_code, then the union at 16
+ * (_sigfault: si_addr; _kill: si_pid, si_uid). */
+#define SIGINFO_CODE 8u
+#define SIGINFO_UNION 16u
+#define SIGINFO_MIN (SIGINFO_UNION + 8u)
 
 /* Exactly len bytes at off: 0, -EIO (short: the file ends), -errno. */
 static int read_at(int fd, uint64_t off, void *dst, size_t len)
@@ -150,6 +156,41 @@ static void note_auxv(struct stb_corefile *c, const uint8_t *d, uint64_t len)
 	}
 }
 
+static bool fault_signal(int signo)
+{
+	return signo == SIGSEGV || signo == SIGBUS || signo == SIGILL || signo == SIGFPE ||
+	       signo == SIGTRAP;
+}
+
+/* NT_SIGINFO: the first one (the kernel writes one; gdb one per thread, the
+ * signalled thread's first). */
+static void note_siginfo(struct stb_corefile *c, const uint8_t *d, uint64_t len)
+{
+	if (c->has_siginfo)
+		return;
+	if (len < SIGINFO_MIN) {
+		c->bad_notes++;
+		return;
+	}
+	int signo = (int)get32(d), code = (int)get32(d + SIGINFO_CODE);
+	if (signo <= 0 || signo >= 65) {
+		c->bad_notes++;
+		return;
+	}
+	c->has_siginfo = true;
+	if (!c->signo)
+		c->signo = signo;
+	c->sig_code = code;
+	if (fault_signal(signo) && code > 0) {
+		c->sig_has_addr = true;
+		c->sig_addr = get64(d + SIGINFO_UNION);
+	} else if (code <= 0) {
+		c->sig_has_sender = true;
+		c->sig_pid = get32(d + SIGINFO_UNION);
+		c->sig_uid = get32(d + SIGINFO_UNION + 4);
+	}
+}
+
 /* NT_FILE: count, page size, count * (start, end, page offset), then count
  * NUL-terminated paths. */
 static int note_file(struct stb_corefile *c, const uint8_t *d, uint64_t len)
@@ -239,8 +280,7 @@ static int parse_notes(struct stb_corefile *c, const uint8_t *buf, uint64_t len)
 				return -ENOMEM;
 			break;
 		case NOTE_SIGINFO:
-			if (descsz >= 4 && !c->signo)
-				c->signo = (int)get32(desc);
+			note_siginfo(c, desc, descsz);
 			break;
 		default:
 			break;
@@ -437,6 +477,8 @@ struct stb_corefile *stb_corefile_open_fd(int fd, const char *name, char *err, s
 		c->pid = c->threads[0].tid;
 	if (!c->signo && c->nthreads)
 		c->signo = c->threads[0].signo;
+	if (c->nthreads)
+		c->sig_tid = c->threads[0].tid;
 cleanup:
 	free(ph);
 	free(notes);
@@ -493,6 +535,19 @@ const struct stb_corefile_seg *stb_corefile_seg_at(const struct stb_corefile *c,
 		return NULL;
 	const struct stb_corefile_seg *s = &c->segs[lo - 1];
 	return addr - s->vaddr < s->memsz ? s : NULL;
+}
+
+bool stb_corefile_fatal(const struct stb_corefile *c)
+{
+	if (!c->sig_tid)
+		return false;
+	switch (c->signo) {
+	case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGABRT: case SIGTRAP:
+	case SIGSYS: case SIGQUIT: case SIGXCPU: case SIGXFSZ:
+		return true;
+	default:
+		return false;
+	}
 }
 
 const struct stb_corefile_map *stb_corefile_map_at(const struct stb_corefile *c, uint64_t addr)

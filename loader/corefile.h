@@ -55,6 +55,19 @@ struct stb_corefile {
 	uint32_t pid;                /* NT_PRPSINFO, else the first thread's tid; 0: unknown */
 	char comm[17];               /* NT_PRPSINFO pr_fname (NUL-terminated, untrusted bytes) */
 	int signo;                   /* signal that killed it (first thread's), 0: unknown */
+	/* NT_SIGINFO, the kernel's record of that signal (the first such note:
+	 * gdb writes one per thread, the signalled thread first). */
+	bool has_siginfo;
+	int sig_code;                /* si_code: > 0 the kernel's (a fault), <= 0 sent */
+	bool sig_has_addr;           /* a fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP
+					with si_code > 0): sig_addr is si_addr */
+	uint64_t sig_addr;
+	bool sig_has_sender;         /* sent (kill, tgkill, sigqueue: si_code <= 0) */
+	uint32_t sig_pid, sig_uid;   /* by this process and user */
+	/* The thread that took it: the first NT_PRSTATUS (the kernel writes the
+	 * dumping thread's first: the one the fatal signal was delivered to), 0:
+	 * no thread in the core. */
+	uint32_t sig_tid;
 	uint64_t at_entry, at_phdr, at_vdso; /* NT_AUXV: AT_ENTRY, AT_PHDR, AT_SYSINFO_EHDR */
 	bool truncated;              /* the file is shorter than its segments say */
 	unsigned bad_notes;          /* notes that were malformed and skipped */
@@ -92,6 +105,12 @@ const struct stb_corefile_seg *stb_corefile_seg_at(const struct stb_corefile *c,
 
 /* The thread tid, or NULL. */
 const struct stb_corefile_thread *stb_corefile_thread_of(const struct stb_corefile *c, uint32_t tid);
+
+/* Was the core written because of a fatal signal (one whose default action
+ * dumps core: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS,
+ * SIGQUIT, SIGXCPU, SIGXFSZ) taken by thread sig_tid? False for a core
+ * taken of a live process (gcore: SIGSTOP or no signal). */
+bool stb_corefile_fatal(const struct stb_corefile *c);
 
 /* The mapped file whose mapping holds addr, or NULL. */
 const struct stb_corefile_map *stb_corefile_map_at(const struct stb_corefile *c, uint64_t addr);

@@ -18,6 +18,7 @@
 
 #include "encode/escape.h"
 #include "postmortem.h"
+#include "symbols/frames.h"
 #include "symbols/symbolize.h"
 #include "unwind/modules.h"
 #include "unwind/unwind.h"
@@ -25,6 +26,14 @@
 
 /* Bytes of a running task's stack copied below its sp (the red zone). */
 #define REDZONE 128u
+/* A thread's stack copied from the core for its walk, at most. */
+#define THREAD_COPY_MAX (256u << 10)
+/* What to do about stacks that are not in a core. */
+#define STACK_FIX                                                                        \
+	"gdb's gcore of a live process leaves out the stacks behind the runtime's guard " \
+	"pages (MADV_GUARD_INSTALL, Linux 6.13+): start the process with "               \
+	"STB_STACK_GUARDS=mprotect before taking gcore, or trace it live with --pid "    \
+	"(stb-bpf-loader(8), POST-MORTEM)"
 
 static void note(struct stb_postmortem *pm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -301,6 +310,52 @@ static const struct stb_corefile_thread *worker_on_stack(const struct stb_postmo
 	return NULL;
 }
 
+/* Thread th as a capture (the core's registers and a copy of its stack from
+ * just below sp, within its segment and, when sp is on it, the task's stack
+ * [lo, hi)) into capt, the copy in buf[cap]. 0, or -ENODATA with err set
+ * when its stack is not in the core. */
+static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_thread *th,
+			  uint64_t lo, uint64_t hi, void *buf, size_t cap, struct stb_capture *capt,
+			  char *err, size_t errlen)
+{
+	memset(&capt->regs, 0, sizeof(capt->regs));
+	capt->regs = th->regs;
+	capt->regs.flags = 0; /* the interrupted instruction */
+	uint64_t sp = th->regs.sp, from = sp >= REDZONE ? sp - REDZONE : 0;
+	const struct stb_corefile_seg *s = stb_corefile_seg_at(pm->core, sp);
+	size_t len = 0;
+	if (s && sp - s->vaddr < s->filesz) {
+		if (from < s->vaddr)
+			from = s->vaddr;
+		uint64_t end = s->vaddr + s->filesz;
+		if (lo < hi && sp >= lo && sp < hi && hi < end)
+			end = hi;
+		len = end - from < cap ? (size_t)(end - from) : cap;
+		if (stb_corefile_read(pm->core, from, buf, len) != 0)
+			len = 0;
+	}
+	/* A running stack holds return addresses near sp: zeros mean that the
+	 * dumper could not read it (gdb's gcore and guard pages). */
+	size_t off = (size_t)(sp - from), n = len > off ? len - off : 0;
+	n = n < 512 ? n : 512;
+	const uint8_t *b = (const uint8_t *)buf + off;
+	bool zero = n >= 64;
+	for (size_t i = 0; zero && i < n; i++)
+		zero = b[i] == 0;
+	if (!len || zero) {
+		stb_say(err, errlen,
+			"its stack is not in the core (%s at sp 0x%" PRIx64 "): see the note",
+			len ? "zeros" : "nothing", sp);
+		return -ENODATA;
+	}
+	capt->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
+	capt->mode = STB_TRACE_CORE;
+	capt->tid = th->tid;
+	capt->unwind = pm_unwind;
+	capt->unwind_ctx = pm;
+	return 0;
+}
+
 static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 		      const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
 		      struct stb_capture *capt, char *err, size_t errlen)
@@ -348,45 +403,10 @@ static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w
 			stb_state_name(st), tid, th->regs.sp);
 		return -EPROTO;
 	}
-	memset(&capt->regs, 0, sizeof(capt->regs));
-	capt->regs = th->regs;
-	capt->regs.flags = 0; /* the interrupted instruction */
-	/* A copy of the stack from just below sp, within its segment (and the
-	 * task's stack when sp is on it). */
-	uint64_t sp = th->regs.sp, from = sp >= REDZONE ? sp - REDZONE : 0;
-	const struct stb_corefile_seg *s = stb_corefile_seg_at(pm->core, sp);
-	size_t len = 0;
-	if (s && sp - s->vaddr < s->filesz) {
-		if (from < s->vaddr)
-			from = s->vaddr;
-		uint64_t end = s->vaddr + s->filesz;
-		if (v.stack_lo < v.stack_hi && sp >= v.stack_lo && sp < v.stack_hi && v.stack_hi < end)
-			end = v.stack_hi;
-		len = end - from < cap ? (size_t)(end - from) : cap;
-		if (stb_corefile_read(pm->core, from, buf, len) != 0)
-			len = 0;
-	}
-	/* A running stack holds return addresses near sp: zeros mean that the
-	 * dumper could not read it (gdb's gcore and guard pages). */
-	size_t off = (size_t)(sp - from), n = len > off ? len - off : 0;
-	n = n < 512 ? n : 512;
-	const uint8_t *b = (const uint8_t *)buf + off;
-	bool zero = n >= 64;
-	for (size_t i = 0; zero && i < n; i++)
-		zero = b[i] == 0;
-	if (!len || zero) {
-		stb_say(err, errlen,
-			"its stack is not in the core (%s at sp 0x%" PRIx64
-			"): see docs/postmortem.md",
-			len ? "zeros" : "nothing", sp);
-		return -ENODATA;
-	}
-	capt->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
-	capt->mode = STB_TRACE_CORE;
-	capt->tid = tid;
-	capt->unwind = pm_unwind;
-	capt->unwind_ctx = pm;
-	return 0;
+	int rc = thread_capture(pm, th, v.stack_lo, v.stack_hi, buf, cap, capt, err, errlen);
+	if (rc == 0)
+		capt->tid = tid;
+	return rc;
 }
 
 /* ---- modules ---- */
@@ -550,7 +570,116 @@ void stb_postmortem_close(struct stb_postmortem *pm)
 	free(pm->workers);
 	free(pm->win);
 	free(pm->win_prev);
+	free(pm->order);
+	free(pm->thread_frames);
 	free(pm);
+}
+
+/* ---- the fatal signal ---- */
+
+/* Unwinds thread th of the core into record t (is_thread). 0 or -ENOMEM. */
+static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_thread *th,
+			 unsigned keep, struct stb_report_task *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->is_thread = true;
+	t->id = STB_ABI_OWNER_TID(th->tid);
+	t->tid = th->tid;
+	t->state = STB_TASK_RUNNING;
+	t->mode = STB_TRACE_CORE;
+	uint8_t *buf = malloc(THREAD_COPY_MAX);
+	free(pm->thread_frames);
+	pm->thread_frames = calloc(keep ? keep : 1, sizeof(*pm->thread_frames));
+	if (!buf || !pm->thread_frames) {
+		free(buf);
+		return -ENOMEM;
+	}
+	struct stb_capture capt = {0};
+	int rc = thread_capture(pm, th, 0, 0, buf, THREAD_COPY_MAX, &capt, pm->thread_err,
+				sizeof(pm->thread_err));
+	if (rc == 0) {
+		struct stb_frame_sink sink = {.frames = pm->thread_frames, .nframes = keep,
+					      .max = keep};
+		rc = stb_capture_unwind(pm->unw, NULL, &capt, &sink);
+		if (rc >= 0) {
+			t->frames = pm->thread_frames;
+			t->nframes = sink.n;
+			t->truncated = sink.truncated || sink.timed_out;
+			t->beyond_more = sink.truncated;
+			rc = 0;
+		} else {
+			stb_say(pm->thread_err, sizeof(pm->thread_err), "its stack cannot be unwound: %s",
+				strerror(-rc));
+		}
+	}
+	if (rc < 0) {
+		t->err = rc;
+		t->error = pm->thread_err;
+	}
+	free(buf);
+	return 0;
+}
+
+int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *tasks, size_t n,
+			 bool thread, unsigned keep, struct stb_report_task **out, size_t *nout)
+{
+	const struct stb_corefile *c = pm->core;
+	*out = tasks;
+	*nout = n;
+	/* Stacks that are not in the core (a gcore and the stacks' guard pages):
+	 * the notes name the fix. */
+	pm->nostack = 0;
+	for (size_t i = 0; i < n; i++)
+		pm->nostack += tasks[i].err == -ENODATA;
+	pm->ntraced = n;
+	if (!stb_corefile_fatal(c))
+		return 0;
+	pm->signal = (struct stb_report_signal){
+	    .signo = c->signo, .code = c->sig_code, .has_addr = c->sig_has_addr,
+	    .addr = c->sig_addr, .has_sender = c->sig_has_sender, .sender_pid = c->sig_pid,
+	    .sender_uid = c->sig_uid, .tid = c->sig_tid};
+	pm->has_signal = true;
+	/* The task that ran on the thread the signal was delivered to: a
+	 * running bthread (its worker's thread) or a registered pthread. */
+	size_t at = n;
+	for (size_t i = 0; i < n && at == n; i++) {
+		const struct stb_report_task *t = &tasks[i];
+		if (t->tid == c->sig_tid && !t->added &&
+		    (t->state == STB_TASK_RUNNING || t->is_pthread || t->mode == STB_TRACE_CORE))
+			at = i;
+	}
+	if (at == n) {
+		/* None: a thread that is no task (a plain pthread, a worker
+		 * between tasks). It is shown when the run selects running
+		 * tasks without naming ids. */
+		const struct stb_corefile_thread *th = stb_corefile_thread_of(c, c->sig_tid);
+		if (!th || !thread)
+			return 0;
+	}
+	free(pm->order);
+	pm->order = malloc((n + 1) * sizeof(*pm->order));
+	if (!pm->order)
+		return -ENOMEM;
+	size_t k = 0;
+	if (at < n) {
+		pm->order[k] = tasks[at];
+		pm->signal.task = tasks[at].id;
+		pm->signal_pthread = tasks[at].is_pthread != 0;
+	} else if (thread_record(pm, stb_corefile_thread_of(c, c->sig_tid), keep, &pm->order[k]) != 0) {
+		return -ENOMEM;
+	}
+	pm->order[k++].signal = &pm->signal;
+	for (size_t i = 0; i < n; i++)
+		if (i != at)
+			pm->order[k++] = tasks[i];
+	*out = pm->order;
+	*nout = k;
+	return 0;
+}
+
+const struct stb_report_signal *stb_postmortem_signal(const struct stb_postmortem *pm)
+{
+	return pm->has_signal ? &pm->signal : NULL;
 }
 
 /* The monitor passes every few milliseconds while a worker is not parked,
@@ -573,14 +702,33 @@ void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *met
 {
 	const struct stb_corefile *c = pm->core;
 	pm->nnotes = 0;
-	if (c->signo > 0 && c->signo < NSIG) {
+	if (pm->has_signal) {
+		char sig[160];
+		stb_report_signal_text(&pm->signal, sig, sizeof(sig));
+		if (pm->signal.task)
+			note(pm,
+			     "core of process %u, written on %s, taken by %s %" PRIu64
+			     " on thread %u (shown first)",
+			     c->pid, sig, pm->signal_pthread ? "pthread" : "bthread", pm->signal.task,
+			     pm->signal.tid);
+		else
+			note(pm,
+			     "core of process %u, written on %s, taken by thread %u, which ran no "
+			     "task%s",
+			     c->pid, sig, pm->signal.tid,
+			     pm->order ? " (shown first)" : " (not selected)");
+	} else if (c->signo > 0 && c->signo < NSIG && stb_corefile_fatal(c)) {
 		const char *abbrev = sigabbrev_np(c->signo);
 		note(pm, "core of process %u, written on signal %d (SIG%s) in thread %u", c->pid,
-		     c->signo, abbrev ? abbrev : "?", c->nthreads ? c->threads[0].tid : 0);
+		     c->signo, abbrev ? abbrev : "?", c->sig_tid);
 	}
 	if (!stb_postmortem_now(pm))
 		note(pm, "how long tasks were blocked is not shown: every worker was parked when the "
 			 "core was written, and the core does not say since when");
+	if (pm->nostack)
+		note(pm,
+		     "%" PRIu64 " of %" PRIu64 " stacks are not in the core: %s", pm->nostack,
+		     (uint64_t)pm->ntraced, STACK_FIX);
 	module_notes(pm);
 	if (c->truncated || pm->missing)
 		note(pm,

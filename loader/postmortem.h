@@ -51,6 +51,14 @@ struct stb_postmortem {
 	struct stb_mem mem;
 	struct stb_capture_ops ops;
 	char comm[17];
+	/* The core's fatal signal (stb_postmortem_crash). */
+	struct stb_report_signal signal;
+	bool has_signal;
+	bool signal_pthread; /* signal.task is a registered pthread */
+	uint64_t nostack, ntraced; /* tasks whose stack is not in the core, of those traced */
+	struct stb_report_task *order; /* the report's tasks, what took it first */
+	struct stb_frame *thread_frames; /* a thread that is no task: its frames */
+	char thread_err[256];
 	char notes[STB_POSTMORTEM_MAX_NOTES][384];
 	unsigned nnotes;
 };
@@ -95,6 +103,24 @@ void stb_postmortem_collect_src(struct stb_postmortem *pm, struct stb_collect_sr
  * differ or are missing, a truncated file, entries not in it) to meta;
  * the strings live in pm. */
 void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *meta);
+
+/*
+ * What took the core's fatal signal, first: tasks[n] (as collected) with the
+ * task that ran on the thread the signal was delivered to moved first and
+ * flagged (signal), or, when no task ran there, that thread itself added
+ * first -- unwound from its registers (NT_PRSTATUS) and the core's memory,
+ * keep frames at most, a record with is_thread -- when thread is true (the
+ * run selects running tasks and names no ids). *out and *nout: the report's
+ * tasks (tasks and n when the core was not written on a fatal signal, or
+ * nothing is added), valid while pm and tasks are. Also counts the tasks
+ * whose stack is not in the core (-ENODATA), for a note naming the fix.
+ * Call before stb_postmortem_notes. 0, or -ENOMEM (*out = tasks).
+ */
+int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *tasks, size_t n,
+			 bool thread, unsigned keep, struct stb_report_task **out, size_t *nout);
+
+/* The core's fatal signal after stb_postmortem_crash (report meta), NULL: none. */
+const struct stb_report_signal *stb_postmortem_signal(const struct stb_postmortem *pm);
 
 /* CLOCK_MONOTONIC of the core's last monitor pass (the time of the core,
  * within STB_ABI_MONITOR_PERIOD_NS), 0 when unknown. */

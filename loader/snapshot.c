@@ -315,6 +315,18 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 		return STB_EXIT_FAIL;
 	}
 
+	/* A core written on a fatal signal: what took it first. */
+	struct stb_report_task *tasks = cr->tasks;
+	size_t ntasks = cr->n;
+	if (S->pm && !o->leaks &&
+	    stb_postmortem_crash(S->pm, cr->tasks, cr->n,
+				 !o->nids && !o->stuck_ns &&
+				     (!o->state_mask || (o->state_mask & (1u << STB_TASK_RUNNING))),
+				 stb_report_keep(o->max_depth), &tasks, &ntasks) != 0) {
+		fprintf(stderr, "stb-bpf-loader: out of memory\n");
+		return STB_EXIT_FAIL;
+	}
+
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = S->info;
 	char note_bpf[320], note_untraceable[320], note_hwm[192], note_invalid[160], partial[192];
@@ -332,6 +344,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .table_capacity = ti->capacity,
 	    .untraceable = __atomic_load_n(&S->hdr->untraceable, __ATOMIC_RELAXED),
 	    .capture = o->leaks ? NULL : S->pm ? "core" : stb_running_mode(&S->run),
+	    .signal = S->pm ? stb_postmortem_signal(S->pm) : NULL,
 	    .run = true,
 	    .not_traced = cr->not_traced,
 	    .failed = cr->failed,
@@ -416,7 +429,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	};
 	stb_deadline_phase("writing the output");
 	uint64_t write0 = stb_now_ns();
-	int rc = o->leaks ? write_leaks(S, &r) : stb_report_write(&r, cr->tasks, cr->n, o->format);
+	int rc = o->leaks ? write_leaks(S, &r) : stb_report_write(&r, tasks, ntasks, o->format);
 	res->written = true;
 	rc = fflush(out) != 0 && rc == 0 ? -errno : rc;
 	S->write_ns = stb_now_ns() - write0;

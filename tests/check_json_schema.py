@@ -214,8 +214,13 @@ def check_task(t, where, stacks, grouped=False):
         check_holds(t["holds"], f"{where}.holds")
     if "execution_queue" in t:
         check_execq(t["execution_queue"], f"{where}.execution_queue")
+    if "signal" in t:
+        check_signal(t["signal"], f"{where}.signal", False)
+        if t["state"] != "running" and t["kind"] != "pthread":
+            raise Bad(f"{where}: a fatal signal taken by a task that was not running")
     allowed = ["id", "kind", "name", "state", "capture", "tid", "worker", "syscall", "blocked_s",
-               "running_s", "wait", "execution_queue", "created_by", "error", "selected", "holds"]
+               "running_s", "wait", "execution_queue", "created_by", "error", "selected", "holds",
+               "signal"]
     if stacks and grouped:
         # The stack is the group's, written once: a grouped task has none.
         need(t, "group", lambda v: is_int(v) and v >= 0, "a group index", where)
@@ -228,6 +233,29 @@ def check_task(t, where, stacks, grouped=False):
 
 STACK = ["truncated", "truncated_why", "frames", "runtime_frames_hidden", "frames_not_shown"]
 TRUNCATED_WHY = {"copy", "moved", "unreadable", "deadline", "walk-limit", "depth"}
+
+
+def check_signal(sig, where, document):
+    """A core's fatal signal: of the task or thread that took it, or of the
+    document (with the thread, and the task that ran there)."""
+    if not isinstance(sig, dict):
+        raise Bad(f"{where}: not an object")
+    need(sig, "number", lambda v: is_int(v) and 1 <= v <= 64, "a signal number", where)
+    opt(sig, "name", lambda v: is_str(v) and v.startswith("SIG"), "a signal name", where)
+    need(sig, "code", is_int, "an integer", where)
+    opt(sig, "code_name", is_str, "a string", where)
+    opt(sig, "fault_addr", is_hex, "a hex string", where)
+    opt(sig, "sender_pid", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    opt(sig, "sender_uid", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    pair(sig, "sender_pid", "sender_uid", where)
+    if "fault_addr" in sig and "sender_pid" in sig:
+        raise Bad(f"{where}: a fault address and a sender exclude each other")
+    allowed = ["number", "name", "code", "code_name", "fault_addr", "sender_pid", "sender_uid"]
+    if document:
+        need(sig, "tid", lambda v: is_int(v) and v > 0, "a positive integer", where)
+        opt(sig, "task", lambda v: is_int(v) and v > 0, "a positive integer", where)
+        allowed += ["tid", "task"]
+    only(sig, allowed, where)
 
 
 def check_stack(t, where):
@@ -252,7 +280,9 @@ def check_stack(t, where):
 
 
 def check_thread(t, where):
-    """A thread of the process (the "threads" array)."""
+    """A thread of the process that is no task (the "threads" array: every
+    thread of a live process, or the one that took a core's fatal signal),
+    with its stack, or naming the task it runs."""
     if not isinstance(t, dict):
         raise Bad(f"{where}: not an object")
     need(t, "tid", lambda v: is_int(v) and v > 0, "a positive integer", where)
@@ -269,12 +299,15 @@ def check_thread(t, where):
         raise Bad(f"{where}: a thread whose stack is its task's has frames")
     if "syscall" in t:
         check_syscall(t["syscall"], t["state"], f"{where}.syscall")
+    if "signal" in t:
+        check_signal(t["signal"], f"{where}.signal", False)
     opt(t, "error", is_str, "a string", where)
     only(t, ["tid", "name", "state", "capture", "worker", "bthread", "pthread", "syscall",
-             "error"] + STACK, where)
+             "signal", "error"] + STACK, where)
 
 
-META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "freq_hz",
+META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "signal",
+        "freq_hz",
         "complete", "partial", "not_traced", "failed", "finished", "notes", "stats", "time_ns",
         "tasks_by_state", "registered_pthreads", "slots_used"]
 
@@ -363,7 +396,7 @@ def check_stacks(doc, loader, grouped):
         check_task(t, f"tasks[{i}]", True, grouped)
         if grouped and t["group"] >= len(doc.get("groups", [])):
             raise Bad(f"tasks[{i}]: group {t['group']} does not exist")
-    allowed = ["schema", "tasks", "groups", "deadlocks", "deadlocks_elsewhere", "threads"] + META
+    allowed = ["schema", "tasks", "groups", "threads", "deadlocks", "deadlocks_elsewhere"] + META
     if "threads" in doc:
         need(doc, "threads", lambda v: isinstance(v, list) and len(v) > 0, "a non-empty array",
              "document")
@@ -373,6 +406,20 @@ def check_stacks(doc, loader, grouped):
             if t["tid"] in tids:
                 raise Bad(f"threads[{i}]: tid {t['tid']} twice")
             tids.add(t["tid"])
+    if "signal" in doc:
+        check_signal(doc["signal"], "signal", True)
+        took = [t for t in doc["tasks"] if "signal" in t] + \
+            [t for t in doc.get("threads", []) if "signal" in t]
+        if len(took) > 1:
+            raise Bad("document: more than one task or thread took the fatal signal")
+        if took and took[0]["tid"] != doc["signal"]["tid"]:
+            raise Bad("document: the task or thread flagged with the signal is not on its tid")
+        if took and ("id" in took[0]) != ("task" in doc["signal"]):
+            raise Bad("document: signal.task is not the task flagged with it")
+        if any("signal" in t for t in doc["tasks"][1:]):
+            raise Bad("document: the task that took the fatal signal is not first")
+    elif any("signal" in t for t in doc["tasks"] + doc.get("threads", [])):
+        raise Bad("document: a task or thread flagged with a signal without the document's")
     if "deadlocks" in doc or loader:
         check_deadlocks(doc, [t["id"] for t in doc["tasks"]])
     check_meta(doc, loader, False)

@@ -469,7 +469,9 @@ static int dh_write_all(int fd, const char *buf, size_t len, const struct timesp
 			buf += n;
 			len -= (size_t)n;
 		} else if (n < 0 && (stb_dh_errno() == EAGAIN || stb_dh_errno() == EWOULDBLOCK)) {
-			if (bthread_fd_timedwait(fd, EPOLLOUT, until) != 0)
+			/* A stop's interrupt ends the wait with 0 (as bRPC's). */
+			if (bthread_fd_timedwait(fd, EPOLLOUT, until) != 0 ||
+			    __atomic_load_n(&stb_dh.stopping, __ATOMIC_ACQUIRE))
 				return -1;
 		} else if (!(n < 0 && stb_dh_errno() == EINTR)) {
 			return -1;
@@ -513,6 +515,8 @@ static int dh_read_head(int fd, char *buf, const struct timespec *until)
 				return 408;
 			return -1;
 		}
+		if (__atomic_load_n(&stb_dh.stopping, __ATOMIC_ACQUIRE))
+			return -1; /* woken by the stop's interrupt (the wait returns 0) */
 	}
 }
 

@@ -113,22 +113,11 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 						 ? mode_names[t->mode] : "none");
 	if (t->tid)
 		stb_json_kv_u64(j, "tid", t->tid);
+	if (t->signal) {
+		stb_json_key(j, "signal");
+		stb_report_signal_json(j, t->signal, false);
+	}
 	stb_why_json_task(w, j, t);
-	if (t->err < 0)
-		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
-}
-
-/* The members of a thread object up to (not including) "truncated". */
-static void json_thread(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t)
-{
-	stb_json_kv_u64(j, "tid", t->tid);
-	stb_json_kv_string(j, "name", t->name);
-	stb_json_kv_string(j, "state", stb_state_name(t->state));
-	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
-						 ? mode_names[t->mode] : "none");
-	if (t->task)
-		stb_json_kv_u64(j, t->on_worker ? "bthread" : "pthread", t->task);
-	stb_why_json_task(w, j, t); /* worker, syscall */
 	if (t->err < 0)
 		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
 }
@@ -148,6 +137,31 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 	stb_json_key(j, "frames");
 	if (!json_frames_shared(r, j, t))
 		json_frames(r, j, t);
+}
+
+/* A thread of the process that is no task (model.h: is_thread), with its
+ * stack: an object of "threads" -- a worker names the bthread it runs, a
+ * registered pthread's thread its task (whose stack is in "tasks"). */
+static void json_thread(const struct stb_report *r, const struct stb_why *w, struct stb_json *j,
+			struct stb_report_task *t)
+{
+	stb_json_object(j);
+	stb_json_kv_u64(j, "tid", t->tid);
+	stb_json_kv_string(j, "name", t->name);
+	stb_json_kv_string(j, "state", stb_state_name(t->state));
+	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
+						 ? mode_names[t->mode] : "none");
+	if (t->task)
+		stb_json_kv_u64(j, t->on_worker ? "bthread" : "pthread", t->task);
+	if (t->signal) {
+		stb_json_key(j, "signal");
+		stb_report_signal_json(j, t->signal, false);
+	}
+	stb_why_json_task(w, j, t); /* worker, syscall */
+	if (t->err < 0)
+		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
+	json_stack(r, j, t);
+	stb_json_end(j);
 }
 
 /* A document of schema: its metadata, then the array "tasks" opened. */
@@ -180,7 +194,7 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 			free(group_of);
 			return -ENOMEM;
 		}
-		/* The threads are not grouped here: each has its own stack. */
+		/* A thread that is no task is not grouped: "threads" has its stack. */
 		size_t k = 0;
 		for (size_t g = 0; g < ng; g++)
 			if (!leaders[g]->is_thread)
@@ -207,19 +221,6 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		stb_json_end(&j);
 	}
 	stb_json_end(&j);
-	if (nthreads) {
-		stb_json_key(&j, "threads");
-		stb_json_array(&j);
-		for (size_t i = 0; i < n; i++) {
-			if (!tasks[i].is_thread)
-				continue;
-			stb_json_object(&j);
-			json_thread(&w, &j, &tasks[i]);
-			json_stack(r, &j, &tasks[i]);
-			stb_json_end(&j);
-		}
-		stb_json_end(&j);
-	}
 	if (r->group) {
 		stb_json_key(&j, "groups");
 		stb_json_array(&j);
@@ -230,6 +231,10 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 				stb_json_kv_bool(&j, "selected", false);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
+			if (t->signal) {
+				stb_json_key(&j, "signal");
+				stb_report_signal_json(&j, t->signal, false);
+			}
 			stb_why_json_group(&w, &j, t);
 			stb_json_key(&j, "ids");
 			stb_json_array(&j);
@@ -239,6 +244,14 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 			json_stack(r, &j, t);
 			stb_json_end(&j);
 		}
+		stb_json_end(&j);
+	}
+	if (nthreads) {
+		stb_json_key(&j, "threads");
+		stb_json_array(&j);
+		for (size_t i = 0; i < n; i++)
+			if (tasks[i].is_thread)
+				json_thread(r, &w, &j, &tasks[i]);
 		stb_json_end(&j);
 	}
 	stb_why_json_deadlocks(&w, &j);
@@ -257,6 +270,8 @@ int stb_report_json_list(const struct stb_report *r, struct stb_report_task *tas
 	struct stb_json j;
 	doc_begin(&j, r, "stb-tasks/1");
 	for (size_t i = 0; i < n; i++) {
+		if (tasks[i].is_thread)
+			continue;
 		stb_json_object(&j);
 		json_task_head(&w, &j, &tasks[i]);
 		stb_json_end(&j);

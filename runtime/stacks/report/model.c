@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,114 @@ const char *stb_state_name(unsigned state)
 	return state < STB_TASK_NSTATES ? state_names[state] : "invalid";
 }
 
+/* ---- a core's fatal signal ---- */
+
+const char *stb_report_signal_name(int signo)
+{
+	static const char *const names[] = {
+	    [SIGHUP] = "SIGHUP",   [SIGINT] = "SIGINT",       [SIGQUIT] = "SIGQUIT",
+	    [SIGILL] = "SIGILL",   [SIGTRAP] = "SIGTRAP",     [SIGABRT] = "SIGABRT",
+	    [SIGBUS] = "SIGBUS",   [SIGFPE] = "SIGFPE",       [SIGKILL] = "SIGKILL",
+	    [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV",     [SIGUSR2] = "SIGUSR2",
+	    [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM",     [SIGTERM] = "SIGTERM",
+	    [SIGSTKFLT] = "SIGSTKFLT", [SIGCHLD] = "SIGCHLD", [SIGCONT] = "SIGCONT",
+	    [SIGSTOP] = "SIGSTOP", [SIGTSTP] = "SIGTSTP",     [SIGTTIN] = "SIGTTIN",
+	    [SIGTTOU] = "SIGTTOU", [SIGURG] = "SIGURG",       [SIGXCPU] = "SIGXCPU",
+	    [SIGXFSZ] = "SIGXFSZ", [SIGVTALRM] = "SIGVTALRM", [SIGPROF] = "SIGPROF",
+	    [SIGWINCH] = "SIGWINCH", [SIGIO] = "SIGIO",       [SIGPWR] = "SIGPWR",
+	    [SIGSYS] = "SIGSYS",
+	};
+	if (signo <= 0 || (size_t)signo >= sizeof(names) / sizeof(names[0]))
+		return NULL;
+	return names[signo];
+}
+
+const char *stb_report_signal_code_name(int signo, int code)
+{
+	/* Sent by a process (any signal). */
+	switch (code) {
+	case 0: return "SI_USER";
+	case -1: return "SI_QUEUE";
+	case -2: return "SI_TIMER";
+	case -3: return "SI_MESGQ";
+	case -4: return "SI_ASYNCIO";
+	case -6: return "SI_TKILL";
+	case 0x80: return "SI_KERNEL";
+	default: break;
+	}
+	static const char *const segv[] = {NULL, "SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR",
+					   "SEGV_PKUERR", "SEGV_ACCADI", "SEGV_ADIDERR",
+					   "SEGV_ADIPERR", "SEGV_MTEAERR", "SEGV_MTESERR",
+					   "SEGV_CPERR"};
+	static const char *const bus[] = {NULL, "BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR",
+					  "BUS_MCEERR_AR", "BUS_MCEERR_AO"};
+	static const char *const ill[] = {NULL, "ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR",
+					  "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC",
+					  "ILL_BADSTK", "ILL_BADIADDR"};
+	static const char *const fpe[] = {NULL, "FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV",
+					  "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV",
+					  "FPE_FLTSUB", "FPE_FLTUNK", "FPE_CONDTRAP"};
+	static const char *const trap[] = {NULL, "TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH",
+					   "TRAP_HWBKPT", "TRAP_UNK", "TRAP_PERF"};
+#define STB_CODE_IN(t) (code > 0 && (size_t)code < sizeof(t) / sizeof(t[0]) ? t[code] : NULL)
+	switch (signo) {
+	case SIGSEGV: return STB_CODE_IN(segv);
+	case SIGBUS: return STB_CODE_IN(bus);
+	case SIGILL: return STB_CODE_IN(ill);
+	case SIGFPE: return STB_CODE_IN(fpe);
+	case SIGTRAP: return STB_CODE_IN(trap);
+	default: return NULL;
+	}
+#undef STB_CODE_IN
+}
+
+size_t stb_report_signal_text(const struct stb_report_signal *s, char *buf, size_t size)
+{
+	const char *name = stb_report_signal_name(s->signo);
+	const char *code = stb_report_signal_code_name(s->signo, s->code);
+	int k = snprintf(buf, size, "signal %d (%s", s->signo, name ? name : "unknown");
+	size_t n = k > 0 ? (size_t)k : 0;
+	if (code) {
+		k = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, ", %s", code);
+		n += k > 0 ? (size_t)k : 0;
+	}
+	if (s->has_addr)
+		k = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0,
+			     ") at address 0x%" PRIx64, s->addr);
+	else if (s->has_sender)
+		k = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0,
+			     ") sent by pid %" PRIu32 " (uid %" PRIu32 ")", s->sender_pid,
+			     s->sender_uid);
+	else
+		k = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, ")");
+	n += k > 0 ? (size_t)k : 0;
+	return n;
+}
+
+void stb_report_signal_json(struct stb_json *j, const struct stb_report_signal *s, bool thread)
+{
+	const char *name = stb_report_signal_name(s->signo);
+	const char *code = stb_report_signal_code_name(s->signo, s->code);
+	stb_json_object(j);
+	stb_json_kv_i64(j, "number", s->signo);
+	if (name)
+		stb_json_kv_string(j, "name", name);
+	stb_json_kv_i64(j, "code", s->code);
+	if (code)
+		stb_json_kv_string(j, "code_name", code);
+	if (s->has_addr)
+		stb_json_kv_hex(j, "fault_addr", s->addr);
+	if (s->has_sender) {
+		stb_json_kv_u64(j, "sender_pid", s->sender_pid);
+		stb_json_kv_u64(j, "sender_uid", s->sender_uid);
+	}
+	if (thread) {
+		stb_json_kv_u64(j, "tid", s->tid);
+		if (s->task)
+			stb_json_kv_u64(j, "task", s->task);
+	}
+	stb_json_end(j);
+}
 
 void stb_report_meta_note(struct stb_report_meta *m, const char *note)
 {
@@ -225,11 +334,11 @@ static uint64_t group_hash(struct stb_report_task *t)
 {
 	uint64_t h = frames_hash(t);
 	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16 |
-				    (uint64_t)t->added << 24);
+				    (uint64_t)t->added << 24 | (uint64_t)(t->signal || t->is_thread) << 25);
 	/* A task blocked in a system call groups by its call; a thread by the
 	 * task it runs. */
-	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)t->is_thread << 1 |
-				    (uint64_t)(t->in_syscall ? t->syscall_nr : 0) << 32);
+	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)(t->in_syscall ? t->syscall_nr : 0)
+								<< 32);
 	if (t->task)
 		h = stb_hash_mix(h, t->task);
 	return h;
@@ -250,6 +359,10 @@ static bool group_eq(const void *ctx, uint32_t idx, const void *key)
 	    a->in_syscall != b->in_syscall || (a->in_syscall && a->syscall_nr != b->syscall_nr) ||
 	    a->is_thread != b->is_thread || a->task != b->task)
 		return false;
+	/* The task or thread that took a core's fatal signal stands alone
+	 * (threads group among themselves, in their section). */
+	if (a->signal || b->signal)
+		return false;
 	if (a->stack && a->stack == b->stack && view_shared(a) && view_shared(b))
 		return true; /* one interned stack, one view */
 	for (unsigned i = 0; i < a->nframes; i++)
@@ -262,6 +375,8 @@ static int group_cmp(const void *x, const void *y)
 {
 	const struct stb_report_task *a = *(struct stb_report_task *const *)x;
 	const struct stb_report_task *b = *(struct stb_report_task *const *)y;
+	if ((a->signal != NULL) != (b->signal != NULL)) /* what took the fatal signal first */
+		return a->signal ? -1 : 1;
 	if (a->added != b->added) /* the selected tasks first */
 		return a->added ? 1 : -1;
 	if (a->group_count != b->group_count)
@@ -418,6 +533,10 @@ void stb_report_meta_json(struct stb_json *j, const struct stb_report_meta *m)
 	}
 	if (m->capture)
 		stb_json_kv_string(j, "capture", m->capture);
+	if (m->signal) {
+		stb_json_key(j, "signal");
+		stb_report_signal_json(j, m->signal, true);
+	}
 	if (m->freq_hz)
 		stb_json_kv_u64(j, "freq_hz", m->freq_hz);
 	if (m->run) {

@@ -44,6 +44,36 @@ enum stb_report_trunc {
 const char *stb_report_trunc_name(unsigned why);
 const char *stb_report_trunc_text(unsigned why);
 
+/* The fatal signal a core was written on (stb-bpf-loader --core): the
+ * kernel's siginfo and the thread it was delivered to. */
+struct stb_report_signal {
+	int signo;               /* SIGSEGV, ... (1..64) */
+	int code;                /* si_code: > 0 the kernel's (a fault), <= 0 sent */
+	bool has_addr;           /* addr is the fault address (si_addr) */
+	uint64_t addr;
+	bool has_sender;         /* sent by a process: sender_pid, sender_uid */
+	uint32_t sender_pid, sender_uid;
+	uint32_t tid;            /* the thread that took it */
+	uint64_t task;           /* the task running on that thread (0: none, a thread
+				    that is no task) */
+};
+
+/* "SIGSEGV" (NULL: not a known signal) and "SEGV_MAPERR" (NULL: no name for
+ * this code of this signal); constant strings. */
+const char *stb_report_signal_name(int signo);
+const char *stb_report_signal_code_name(int signo, int code);
+
+/* "signal 11 (SIGSEGV, SEGV_MAPERR) at address 0x10", or "... sent by pid
+ * 12 (uid 0)", into buf[size] (snprintf's contract; returns the full
+ * length). */
+size_t stb_report_signal_text(const struct stb_report_signal *s, char *buf, size_t size);
+
+struct stb_json;
+
+/* s as a JSON object (docs/json.md "signal"): thread: with tid and task (the
+ * document's member). */
+void stb_report_signal_json(struct stb_json *j, const struct stb_report_signal *s, bool thread);
+
 /* One traced task. frames hold at least ip/sp/flags; symbols may be filled
  * late from the report's symbolizer. */
 struct stb_report_task {
@@ -51,13 +81,16 @@ struct stb_report_task {
 	unsigned state;          /* enum stb_task_state (< STB_TASK_NSTATES) */
 	unsigned mode;           /* enum stb_trace_mode */
 	int is_pthread;
-	/* A thread of the process, not a task (the report's thread section):
-	 * id is STB_ABI_OWNER_TID(tid) (how owners name a plain pthread), name
-	 * its comm, state RUNNING (or in_syscall); task, when not 0, is the
-	 * bthread its worker runs or the registered pthread it is (whose
-	 * stack is that task's: it has none of its own here). */
+	/* A thread of the process, not a task (the report's thread section,
+	 * or the thread that took a core's fatal signal with no task running
+	 * on it): id is STB_ABI_OWNER_TID(tid) (how owners name a plain
+	 * pthread), name its comm, state RUNNING (or in_syscall); task, when
+	 * not 0, is the bthread its worker runs or the registered pthread it
+	 * is (whose stack is that task's: it has none of its own here). */
 	bool is_thread;
 	uint64_t task;
+	const struct stb_report_signal *signal; /* the fatal signal this task's
+				    thread took (a core: shown first, flagged); NULL: none */
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
 	bool on_worker;          /* a running bthread: worker is the worker it runs on */
 	uint32_t worker;
@@ -165,6 +198,7 @@ struct stb_report_meta {
 	 * count, state "untraceable"). */
 	uint64_t beyond_capacity;
 	const char *capture;     /* how running tasks were captured ("bpf+context", ...) */
+	const struct stb_report_signal *signal; /* a core's fatal signal; NULL: none */
 	bool run;                /* complete, not_traced, failed and finished are set */
 	bool complete;           /* every selected task was traced (or had no stack) */
 	const char *partial;     /* !complete: why ("the target exited during the trace") */

@@ -20,6 +20,7 @@
 static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *t)
 {
 	uint64_t buf[256];
+	char sig[192];
 	uint64_t *ips = t->nframes <= 256 ? buf : malloc(t->nframes * sizeof(*ips));
 	if (!ips)
 		return -ENOMEM;
@@ -33,6 +34,13 @@ static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *
 		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
 		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
+	if (t->signal && !s.leaf) {
+		/* A core's fatal signal: where it was taken, the leaf. */
+		char what[160];
+		stb_report_signal_text(t->signal, what, sizeof(what));
+		snprintf(sig, sizeof(sig), "[killed by %s]", what);
+		s.leaf = sig;
+	}
 	int64_t rc = stb_pprof_stack(p, &s);
 	if (ips != buf)
 		free(ips);
@@ -50,9 +58,9 @@ static const char *pp_state(const struct stb_report_task *t)
 static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 			   const struct stb_report_task *t)
 {
-	char id[24], wbuf[3][32], call[64];
+	char id[24], wbuf[3][32], call[64], addr[24];
 	const char *wkeys[3], *wvals[3];
-	struct stb_pprof_label l[12];
+	struct stb_pprof_label l[14];
 	unsigned n = 0;
 	int64_t one = 1;
 	if (t->is_thread && t->task)
@@ -76,6 +84,14 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 	if (t->is_pthread || t->is_thread)
 		l[n++] = (struct stb_pprof_label){.key = "kind",
 						  .str = t->is_thread ? "thread" : "pthread"};
+	if (t->signal) {
+		const char *sn = stb_report_signal_name(t->signal->signo);
+		l[n++] = (struct stb_pprof_label){.key = "signal", .str = sn ? sn : "unknown"};
+		if (t->signal->has_addr) {
+			snprintf(addr, sizeof(addr), "0x%" PRIx64, t->signal->addr);
+			l[n++] = (struct stb_pprof_label){.key = "fault_addr", .str = addr};
+		}
+	}
 	if (t->state == STB_TASK_SUSPENDED && t->since_ns && r->now_ns > t->since_ns)
 		l[n++] = (struct stb_pprof_label){.key = "blocked",
 						  .num = (int64_t)(r->now_ns - t->since_ns),
@@ -175,9 +191,12 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 			rc = -ENOMEM;
 			goto cleanup;
 		}
-		for (size_t g = 0; g < ng; g++)
-			if ((rc = pp_add_group(p, leaders[g])) != 0)
+		for (size_t g = 0; g < ng; g++) {
+			/* What took a core's fatal signal stands alone, with its labels. */
+			bool alone = leaders[g]->signal || leaders[g]->is_thread;
+			if ((rc = alone ? pp_add_task(p, r, leaders[g]) : pp_add_group(p, leaders[g])) != 0)
 				goto cleanup;
+		}
 	} else {
 		for (size_t i = 0; i < n; i++)
 			if ((rc = pp_add_task(p, r, &tasks[i])) != 0)

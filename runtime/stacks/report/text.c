@@ -244,7 +244,10 @@ int stb_frame_text_add(const struct stb_frame *f, void *arg)
 static void text_header(const struct stb_why *w, const struct stb_report_task *t)
 {
 	FILE *out = w->r->out;
-	fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
+	if (t->is_thread)
+		fprintf(out, "thread %" PRIu32, t->tid);
+	else
+		fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
 	if (t->name[0]) {
 		fputs(" \"", out);
 		stb_text_put(out, t->name);
@@ -252,6 +255,12 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 	}
 	stb_why_text_bracket(w, t);
 	stb_why_text_pins(w, t);
+	if (t->signal) {
+		/* A core's fatal signal, taken on this task's thread. */
+		char sig[160];
+		stb_report_signal_text(t->signal, sig, sizeof(sig));
+		fprintf(out, " -- killed by %s", sig);
+	}
 	stb_why_text_wait(w, t);
 	stb_why_text_execq(w, t);
 	fputc('\n', out);
@@ -407,9 +416,11 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 {
 	(void)f;
 	struct stb_why w;
+	/* The thread section: the threads that are no task, but one that took a
+	 * core's fatal signal, which comes first with the tasks. */
 	size_t nthreads = 0;
 	for (size_t i = 0; i < n; i++)
-		nthreads += tasks[i].is_thread;
+		nthreads += tasks[i].is_thread && !tasks[i].signal;
 	stb_why_init(&w, r, tasks, n);
 	text_first_line(r);
 	text_notes(r);
@@ -419,7 +430,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			bool heading = false;
 			for (size_t i = 0; i < n; i++) {
 				struct stb_report_task *t = &tasks[i];
-				if (t->is_thread || t->added != (added != 0))
+				if ((t->is_thread && !t->signal) || t->added != (added != 0))
 					continue;
 				if (added && !heading)
 					text_added_heading(r);
@@ -435,7 +446,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 		if (nthreads)
 			text_threads_heading(r, nthreads);
 		for (size_t i = 0; i < n; i++) {
-			if (!tasks[i].is_thread)
+			if (!tasks[i].is_thread || tasks[i].signal)
 				continue;
 			stb_why_text_thread(&w, &tasks[i]);
 			fputc('\n', r->out);
@@ -449,8 +460,9 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			stb_why_fini(&w);
 			return -ENOMEM;
 		}
-		/* The tasks' groups (those of selected tasks first:
-		 * stb_report_group), the deadlocks, then the threads' groups. */
+		/* The tasks' groups (what took a core's fatal signal alone and
+		 * first, then those of selected tasks: stb_report_group), the
+		 * deadlocks, then the threads' groups. */
 		for (int threads = 0; threads < 2; threads++) {
 			if (threads) {
 				stb_why_text_deadlocks(&w, text_frames);
@@ -458,14 +470,23 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 					text_threads_heading(r, nthreads);
 			}
 			for (size_t g = 0; g < ng; g++) {
-				if (leaders[g]->is_thread != (threads != 0))
+				struct stb_report_task *t = leaders[g];
+				if ((t->is_thread && !t->signal) != (threads != 0))
 					continue;
-				if (leaders[g]->added && (g == 0 || !leaders[g - 1]->added))
+				if (t->added && (g == 0 || !leaders[g - 1]->added))
 					text_added_heading(r);
-				stb_why_text_group(&w, leaders[g]);
-				stb_why_text_group_holds(&w, leaders[g]);
-				text_frames(r, leaders[g]);
-				stb_why_text_group_created(&w, leaders[g]);
+				if (t->signal) {
+					text_header(&w, t);
+					stb_why_text_holds(&w, t);
+					text_frames(r, t);
+					stb_why_text_created(&w, t);
+					fputc('\n', r->out);
+					continue;
+				}
+				stb_why_text_group(&w, t);
+				stb_why_text_group_holds(&w, t);
+				text_frames(r, t);
+				stb_why_text_group_created(&w, t);
 				fputc('\n', r->out);
 			}
 		}

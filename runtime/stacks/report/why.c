@@ -119,7 +119,7 @@ static void fmt_dur(char *buf, size_t size, uint64_t ns, uint64_t tick)
 
 static const char *kind_word(const struct stb_report_task *t)
 {
-	return t->is_pthread ? "pthread" : "bthread";
+	return t->is_thread ? "thread" : t->is_pthread ? "pthread" : "bthread";
 }
 
 static void put_name(FILE *out, const char *name)
@@ -912,19 +912,8 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 			stb_json_kv_u64(j, "bthread", c->id);
 		if (c->tid)
 			stb_json_kv_u64(j, "tid", c->tid);
-		if (c->ip) {
-			stb_json_kv_hex(j, "ip", c->ip);
-			struct stb_frame f;
-			site_frame(w, c->ip, true, &f);
-			if (f.symbol) {
-				stb_json_kv_string(j, "function", f.symbol);
-				stb_json_kv_u64(j, "offset", f.offset);
-			}
-			if (f.file) {
-				stb_json_kv_string(j, "file", f.file);
-				stb_json_kv_i64(j, "line", f.line);
-			}
-		}
+		if (c->ip)
+			stb_why_json_site(w, j, c->ip);
 		stb_json_end(j);
 	}
 	size_t n;
