@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <stb/abi.h>
 #include <stb/stb.h>
 
 #include "bpf_prog.h"
@@ -733,6 +734,21 @@ struct bench_scale_case {
 	const char *out;           /* "-o" target; NULL: a fresh file each run */
 };
 
+/* VmRSS of process pid in KiB (0 when unknown). */
+static uint64_t bench_rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	uint64_t kb = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %" SCNu64, &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 static void bench_scale(const struct bench_opts *o)
 {
 	static const struct bench_scale_case cases[] = {
@@ -743,11 +759,14 @@ static void bench_scale(const struct bench_opts *o)
 	    {"pprof, -o /dev/null", {"-f", "pprof", NULL}, "/dev/null"},
 	};
 	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+	/* The default table when the tasks fit in it (1,048,576 slots). */
 	char cap[64];
 	snprintf(cap, sizeof(cap), "STB_TABLE_CAPACITY=%u", o->tasks + 4096);
 	char *env[] = {cap, NULL};
+	bool dflt = (uint64_t)o->tasks + 4096 <= STB_ABI_DEFAULT_CAPACITY;
 	struct ts_ltarget t;
-	bench_parked_target(o, &t, env);
+	bench_parked_target(o, &t, dflt ? NULL : env);
+	uint64_t rss_kb = bench_rss_kb(t.pid);
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
 	const char *loaders[2] = {o->loader, o->baseline};
@@ -796,6 +815,9 @@ static void bench_scale(const struct bench_opts *o)
 	rmdir(dir);
 	printf("\n6. %u parked bthreads (+1 heartbeat), each format %u times%s\n", o->tasks, n,
 	       o->baseline ? "; the baseline loader alternating with this one" : "");
+	printf("  table: %s; the target's RSS %.1f MB once parked, %.2f KiB per parked "
+	       "bthread\n", dflt ? "the default capacity" : cap, (double)rss_kb / 1024.0,
+	       o->tasks ? (double)rss_kb / o->tasks : 0.0);
 	bench_header("");
 	for (unsigned l = 0; l < nl; l++) {
 		for (unsigned c0 = 0; c0 < NCASES; c0++) {

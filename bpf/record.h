@@ -35,7 +35,9 @@
  * Request slots: one per worker (index = worker, the perf link's cookie), then
  * STB_RECORD_PTHREAD_SLOTS for registered pthreads (they are not workers: a
  * request in slot >= STB_ABI_MAX_WORKERS is matched against the task entry's
- * tid instead of a worker's current task).
+ * tid instead of a worker's current task) and for threads that are no task
+ * (a thread request: matched against the sampled thread's tid and process,
+ * its stack copied from sp to the first unreadable page).
  */
 #define STB_RECORD_PTHREAD_SLOTS 64u
 #define STB_RECORD_SLOTS (STB_ABI_MAX_WORKERS + STB_RECORD_PTHREAD_SLOTS)

@@ -34,6 +34,7 @@ const volatile __u32 stb_backing = STB_ABI_BACKING_BPF_MAP; /* enum stb_abi_back
 const volatile __u64 stb_table_addr = 0;    /* memfd: table address in the target */
 const volatile __u32 stb_task_capacity = 0; /* task slots in the table */
 const volatile __u32 stb_sample_stack = 0;  /* sample mode: copy the stack too */
+const volatile __u32 stb_target_tgid = 0;   /* the target process (thread requests) */
 
 /*
  * Requests, one per worker, written by user space through the mmapped .bss:
@@ -43,6 +44,9 @@ const volatile __u32 stb_sample_stack = 0;  /* sample mode: copy the stack too *
  */
 __u64 stb_req_id[STB_RECORD_SLOTS];
 __u64 stb_req_tag[STB_RECORD_SLOTS];
+/* Non-zero: the request of that (pthread) slot is for a thread of the target
+ * that is no task: stb_req_id is its tid, and no table entry is read. */
+__u64 stb_req_thread[STB_RECORD_SLOTS];
 
 /* Counters, atomically incremented, read by user space. */
 __u64 stb_cnt_runs;     /* program runs (samples delivered) */
@@ -321,6 +325,23 @@ static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32
 		return 0;
 	}
 	id = STB_READ_ONCE(stb_req_id[w]);
+	if (w >= STB_ABI_MAX_WORKERS && STB_READ_ONCE(stb_req_thread[w])) {
+		/* A thread that is no task: it is the one if the sample ran on
+		 * it, in the target. Its stack's bounds are not known: the copy
+		 * goes from sp up to the first page that cannot be read. */
+		__u64 pt = bpf_get_current_pid_tgid();
+
+		if ((__u32)(pt >> 32) != stb_target_tgid || (__u32)pt != (__u32)id || !stb_target_tgid) {
+			stb_count(&stb_cnt_mismatch);
+			return 0;
+		}
+		t.id = id;
+		t.word = STB_TASK_RUNNING;
+		t.stack_lo = 0;
+		t.stack_hi = ~0ull;
+		t.tid = (__u32)pt;
+		goto record;
+	}
 	if (w < STB_ABI_MAX_WORKERS) {
 		if (stb_read_current(w, &cur)) {
 			stb_count(&stb_cnt_read_err);
@@ -348,6 +369,7 @@ static __always_inline int stb_on_capture(struct bpf_perf_event_data *ctx, __u32
 	}
 	/* The record says what the task is: running (its word says READY). */
 	t.word = (t.word & ~(__u64)0xff) | STB_TASK_RUNNING;
+record:
 	rec = bpf_ringbuf_reserve(&stb_records, sizeof(*rec), 0);
 	if (!rec) {
 		stb_count(&stb_cnt_rb_full);

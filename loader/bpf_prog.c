@@ -292,6 +292,7 @@ struct stb_bpf_prog *stb_bpf_prog_open(pid_t pid, const struct stb_bpf_prog_opts
 	c->skel->rodata->stb_table_addr = c->table_addr;
 	c->skel->rodata->stb_task_capacity = c->task_capacity;
 	c->skel->rodata->stb_sample_stack = opts->sample_stack ? 1 : 0;
+	c->skel->rodata->stb_target_tgid = (__u32)pid;
 	err = bpf_map__set_max_entries(c->skel->maps.stb_records, rb_bytes);
 	if (err)
 		goto cleanup;
@@ -474,9 +475,9 @@ static void relax(void)
 	__asm__ __volatile__("pause" ::: "memory");
 }
 
-int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
-		     unsigned int timeout_us, struct stb_record *out,
-		     struct stb_bpf_prog_timing *timing)
+static int request(struct stb_bpf_prog *c, unsigned int worker, __u64 id, bool thread,
+		   unsigned int timeout_us, struct stb_record *out,
+		   struct stb_bpf_prog_timing *timing)
 {
 	struct stb_bpf_prog_worker *ev;
 	__u64 tag, arm_ns, now, deadline, spin_end;
@@ -484,7 +485,7 @@ int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
 	int err = 0, n;
 
 	if (!c || !out || worker >= STB_RECORD_SLOTS || id == 0 ||
-	    c->mode != STB_RECORD_MODE_REQUEST)
+	    c->mode != STB_RECORD_MODE_REQUEST || (thread && worker < STB_ABI_MAX_WORKERS))
 		return -EINVAL;
 	ev = &c->workers[worker];
 	if (ev->tid == 0)
@@ -503,6 +504,7 @@ int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
 	c->got = false;
 	c->seen_ns = 0;
 	__atomic_store_n(&c->skel->bss->stb_req_id[worker], id, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->skel->bss->stb_req_thread[worker], thread ? 1 : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->skel->bss->stb_req_tag[worker], tag, __ATOMIC_RELEASE);
 
 	/* Arm. Every enable of an event on a running thread interrupts it
@@ -596,6 +598,22 @@ int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
 	c->want_out = NULL;
 	c->want_tag = 0;
 	return err;
+}
+
+int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
+		     unsigned int timeout_us, struct stb_record *out,
+		     struct stb_bpf_prog_timing *timing)
+{
+	return request(c, worker, id, false, timeout_us, out, timing);
+}
+
+int stb_bpf_prog_request_thread(struct stb_bpf_prog *c, unsigned int slot, pid_t tid,
+				unsigned int timeout_us, struct stb_record *out,
+				struct stb_bpf_prog_timing *timing)
+{
+	if (tid <= 0)
+		return -EINVAL;
+	return request(c, slot, (__u64)tid, true, timeout_us, out, timing);
 }
 
 static int sample_ioctl(struct stb_bpf_prog *c, unsigned long req)

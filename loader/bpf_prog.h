@@ -133,6 +133,18 @@ int stb_bpf_prog_request(struct stb_bpf_prog *c, unsigned int worker, __u64 id,
 		     unsigned int timeout_us, struct stb_record *out,
 		     struct stb_bpf_prog_timing *timing);
 
+/*
+ * Captures thread tid of the target, which is no task, while it runs: as
+ * stb_bpf_prog_request on pthread slot `slot` (>= STB_ABI_MAX_WORKERS, its
+ * event opened on tid with stb_bpf_prog_set_worker), matched against the
+ * sampled thread's tid and process instead of a table entry; the stack is
+ * copied from sp to the first page that cannot be read (its top is not
+ * known). Same returns.
+ */
+int stb_bpf_prog_request_thread(struct stb_bpf_prog *c, unsigned int slot, pid_t tid,
+				unsigned int timeout_us, struct stb_record *out,
+				struct stb_bpf_prog_timing *timing);
+
 /* Called by stb_bpf_prog_sample_poll for each record; size is the record's size
  * (STB_RECORD_HDR_SIZE when rec->flags has STB_RECORD_F_NO_STACK).
  * rec is only valid during the call. A non-zero return stops the poll. */

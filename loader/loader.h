@@ -30,6 +30,7 @@ struct stb_loader_opts {
 	bool runtime_frames; /* show the runtime's own frames */
 	bool lines;          /* --lines: file:line and inline frames in text (the default) */
 	bool no_lines;       /* --no-lines: text without them */
+	bool no_threads;     /* --no-threads: leave out the thread section */
 	int format; /* enum stb_format */
 	bool format_set;
 	uint64_t stuck_ns;    /* --stuck: only tasks stuck this long; 0 = all */
@@ -122,6 +123,11 @@ void stb_deadline_phase(const char *phase);
 /* Re-arms the watchdog: the process ends at CLOCK_MONOTONIC end_ns
  * (UINT64_MAX: never, until re-armed). Thread-safe. */
 void stb_deadline_arm(uint64_t end_ns);
+
+/* The sentence of every report about n bthreads created beyond a table of
+ * capacity slots: not in the report, and the capacity that would hold them
+ * (snapshot.c). */
+void stb_loader_untraceable_note(char *buf, size_t len, uint64_t n, uint32_t capacity);
 
 /* The snapshot (snapshot.c) and the profile (profile.c): exit status. */
 int stb_snapshot_run(const struct stb_loader_opts *o);

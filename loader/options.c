@@ -189,6 +189,13 @@ static const struct opt opts[] = {
      "scripts)",
      .kind = OPT_FLAG,
      .field = F(lines)},
+    {.name = "no-threads",
+     .help = "leave out the section of every thread of the process (the\n"
+     "main thread, workers, the runtime's and other pthreads:\n"
+     "name, tid, state, stack), shown after the tasks of a\n"
+     "snapshot without --bthread, --state or --stuck",
+     .kind = OPT_FLAG,
+     .field = F(no_threads)},
     {.name = "format",
      .key = 'f',
      .arg = "FMT",
@@ -346,7 +353,8 @@ static const char usage_tail[] =
     "system call), and says so. --core needs only read access.\n"
     "Exit status: 0 when every selected task was traced (or had no stack); 1 otherwise\n"
     "(a task that could not be traced, a target that exited mid-trace, a requested\n"
-    "bthread that does not exist, the deadline, any other failure); 64 usage error.\n";
+    "bthread that does not exist, bthreads beyond the table's capacity, the deadline,\n"
+    "any other failure); 64 usage error.\n";
 
 /* --help, its option lines made from the table. */
 static void usage(FILE *out)
@@ -486,6 +494,11 @@ static int check_profile_args(struct stb_loader_opts *o, const bool *given)
 	if (o->profile && (o->lines || o->no_lines)) {
 		fprintf(stderr, "stb-bpf-loader: --lines and --no-lines are about text, which "
 				"--profile does not write (pprof and json have the lines)\n");
+		return STB_EXIT_USAGE;
+	}
+	if (o->profile && o->no_threads) {
+		fprintf(stderr, "stb-bpf-loader: --no-threads does not apply to --profile (it "
+				"samples the workers and the bthreads only)\n");
 		return STB_EXIT_USAGE;
 	}
 	const struct stb_format_info *f = stb_format_get(o->format);

@@ -87,6 +87,7 @@ struct stb_prof {
 	uint64_t unlabelled, dropped_stacks; /* samples past the memory bounds */
 	int err;                /* first builder error */
 	bool target_gone;
+	uint64_t untraceable; /* the last profile's bthreads beyond the table capacity */
 	struct stb_bpf_prog_stats cs_base; /* the program's counters at the last profile's end */
 	/* counters */
 	uint64_t oncpu, oncpu_tagged, oncpu_sched, oncpu_kernel;
@@ -409,6 +410,16 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 					stats[i].value);
 	if (rc == 0)
 		rc = stb_pprof_comment(P->pp, line);
+	/* Bthreads beyond the table capacity: their off-CPU time is missing. */
+	char untraceable[320] = "";
+	uint64_t beyond = __atomic_load_n(&P->tg->hdr->untraceable, __ATOMIC_RELAXED);
+	P->untraceable = beyond;
+	if (beyond) {
+		stb_loader_untraceable_note(untraceable, sizeof(untraceable), beyond,
+					    P->tg->info.capacity);
+		if (rc == 0)
+			rc = stb_pprof_comment(P->pp, untraceable);
+	}
 	if (rc == 0 && (P->unlabelled || P->dropped_stacks)) {
 		snprintf(line, sizeof(line),
 			 "the profile reached its memory bounds (%u distinct samples, %u distinct "
@@ -434,10 +445,16 @@ static int prof_write(struct stb_prof *P, FILE *out, uint64_t elapsed, uint64_t 
 		return rc;
 	struct stb_report_meta meta = {
 		.producer = "stb-bpf-loader --profile", .pid = (int)P->o->pid, .comm = P->tg->comm,
-		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone,
-		.partial = P->target_gone ? "the target exited during the profile" : NULL,
+		.table = true, .abi_version = P->tg->info.abi_version,
+		.table_capacity = P->tg->info.capacity, .untraceable = beyond,
+		.freq_hz = P->o->freq, .run = true, .complete = !P->target_gone && !beyond,
+		.partial = P->target_gone ? "the target exited during the profile"
+			   : beyond	  ? "bthreads beyond the table capacity are not in it"
+					  : NULL,
 		.stats = stats, .nstats = nstats,
 	};
+	if (beyond)
+		stb_report_meta_note(&meta, untraceable);
 	const struct stb_profile_out po = {
 		.root_key = "state", .value = STB_PV_SAMPLES, .title = "on-CPU and off-CPU samples",
 		.unit = "samples", .meta = &meta,
@@ -671,6 +688,13 @@ static int prof_once(struct stb_prof *P, FILE *out, bool *written)
 	if (P->target_gone) {
 		fprintf(stderr, "stb-bpf-loader: process %d exited during the profile; the "
 				"profile covers the %.2f s before\n", (int)o->pid, (double)elapsed / 1e9);
+		return 1;
+	}
+	if (P->untraceable) {
+		char note[320];
+		stb_loader_untraceable_note(note, sizeof(note), P->untraceable,
+					    P->tg->info.capacity);
+		fprintf(stderr, "stb-bpf-loader: %s\n", note);
 		return 1;
 	}
 	return 0;

@@ -60,6 +60,26 @@ struct stb_snapshot_session {
 	bool has_prev;
 };
 
+void stb_loader_untraceable_note(char *buf, size_t len, uint64_t n, uint32_t capacity)
+{
+	/* The capacity that would have held them, rounded up to a power of two. */
+	uint64_t need = (uint64_t)capacity + n, want = 1;
+	while (want < need)
+		want <<= 1;
+	if (want > STB_ABI_MAX_CAPACITY)
+		snprintf(buf, len,
+			 "%" PRIu64 " bthreads were created beyond the table capacity (%u): those "
+			 "still live are not in this report, untraceable from outside (the table "
+			 "holds at most %u: STB_TABLE_CAPACITY=%u)",
+			 n, capacity, STB_ABI_MAX_CAPACITY, STB_ABI_MAX_CAPACITY);
+	else
+		snprintf(buf, len,
+			 "%" PRIu64 " bthreads were created beyond the table capacity (%u): those "
+			 "still live are not in this report, untraceable from outside (start the "
+			 "process with STB_TABLE_CAPACITY=%" PRIu64 ")",
+			 n, capacity, want);
+}
+
 /* -vv: one line per trace. */
 static void traced(void *arg, uint64_t id, int rc, const struct stb_capture *capt)
 {
@@ -275,6 +295,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .holders = !o->leaks,
 	    .deadlocks = !o->leaks,
 	    .deadlock_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2,
+	    /* Every thread of the process, after the tasks of a whole snapshot. */
+	    .threads = !o->no_threads,
 	    .traced = traced,
 	    .missing = missing,
 	    .arg = S,
@@ -307,7 +329,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 
 	/* What the report says about the run. */
 	const struct stb_tview_info *ti = S->info;
-	char note_bpf[320], note_untraceable[192], note_hwm[192], note_invalid[160], partial[192];
+	char note_bpf[320], note_untraceable[320], note_hwm[192], note_invalid[160], partial[192];
 	struct stb_report_meta meta = {
 	    .producer = S->pm ? "stb-bpf-loader core" : "stb-bpf-loader snapshot",
 	    .pid = target_pid(S),
@@ -324,11 +346,16 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .capture = o->leaks ? NULL : S->pm ? "core" : stb_running_mode(&S->run),
 	    .signal = S->pm ? stb_postmortem_signal(S->pm) : NULL,
 	    .run = true,
-	    .complete = !cr->target_gone && !cr->not_traced && !(S->pm && S->pm->missing),
 	    .not_traced = cr->not_traced,
 	    .failed = cr->failed,
 	    .finished = cr->finished,
 	};
+	/* A run over the whole table misses the tasks beyond its capacity
+	 * (--bthread ids beyond it are missing ones). */
+	uint64_t beyond = o->nids ? 0 : meta.untraceable;
+	meta.beyond_capacity = beyond;
+	meta.complete = !cr->target_gone && !cr->not_traced && !(S->pm && S->pm->missing) &&
+			!beyond;
 	if (cr->target_gone) {
 		meta.partial = "the target exited during the trace";
 	} else if (S->pm && S->pm->missing && !cr->not_traced) {
@@ -342,6 +369,11 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 			 "first: %" PRIu64 " selected tasks were not traced",
 			 (uint64_t)(o->deadline_ns / 1000000000u), cr->not_traced);
 		meta.partial = partial;
+	} else if (beyond) {
+		snprintf(partial, sizeof(partial),
+			 "%" PRIu64 " bthreads were created beyond the table capacity (%u)", beyond,
+			 ti->capacity);
+		meta.partial = partial;
 	}
 	if (S->pm)
 		stb_postmortem_notes(S->pm, &meta);
@@ -353,10 +385,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 		stb_report_meta_note(&meta, note_bpf);
 	}
 	if (meta.untraceable) {
-		snprintf(note_untraceable, sizeof(note_untraceable),
-			 "%" PRIu64 " bthreads were created beyond the table capacity (%u) and are "
-			 "untraceable from outside (raise STB_TABLE_CAPACITY)",
-			 meta.untraceable, ti->capacity);
+		stb_loader_untraceable_note(note_untraceable, sizeof(note_untraceable),
+					    meta.untraceable, ti->capacity);
 		stb_report_meta_note(&meta, note_untraceable);
 	}
 	if (cr->clamped) {
@@ -390,6 +420,7 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	    .runtime_frames = o->runtime_frames,
 	    .lines = !o->no_lines,
 	    .runtime_hint = "--runtime-frames",
+	    .threads_hint = "--no-threads",
 	    .deadlocks = cr->deadlocks,
 	    .deadlock_hint = "run without --bthread, --state and --stuck to see it",
 	    .refs = cr->refs,
@@ -422,6 +453,8 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 			(int)o->pid);
 	else if (cr->not_traced || (S->pm && S->pm->missing))
 		fprintf(stderr, "stb-bpf-loader: %s; output is partial\n", partial);
+	if (beyond)
+		fprintf(stderr, "stb-bpf-loader: %s\n", note_untraceable);
 	if (cr->failed)
 		fprintf(stderr,
 			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced (see "

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "encode/escape.h"
+#include "table/threads.h"
 #include "target.h"
 
 static int pidfd_open(pid_t pid)
@@ -552,11 +553,24 @@ static const struct stb_abi_worker *collect_worker(void *ctx, uint32_t w)
 	return stb_target_worker(ctx, w);
 }
 
+static int collect_threads(void *ctx, uint32_t *tids, unsigned max)
+{
+	const struct stb_target *t = ctx;
+	return stb_proc_threads(t->pid, tids, max);
+}
+
+static void collect_thread_name(void *ctx, uint32_t tid, char *name, size_t len)
+{
+	const struct stb_target *t = ctx;
+	stb_proc_thread_name(t->pid, tid, name, len);
+}
+
 void stb_target_collect_src(struct stb_target *t, const struct stb_mem *mem,
 			    struct stb_collect_src *src)
 {
 	*src = (struct stb_collect_src){.tasks = collect_tasks, .task = collect_task,
-					.worker = collect_worker, .ctx = t,
+					.worker = collect_worker, .threads = collect_threads,
+					.thread_name = collect_thread_name, .ctx = t,
 					.capacity = t->info.capacity, .owners = mem};
 }
 

@@ -138,6 +138,18 @@ def check_execq(q, where):
     only(q, ["queue", "queued"], where)
 
 
+def check_syscall(s, state, where):
+    """A running task blocked in a system call on its thread (the call)."""
+    if not isinstance(s, dict):
+        raise Bad(f"{where}: not an object")
+    need(s, "nr", lambda v: is_int(v) and v >= 0, "a non-negative integer", where)
+    opt(s, "name", lambda v: is_str(v) and re.match(r"^[a-z0-9_]+$", v), "a call's name", where)
+    opt(s, "fd", is_int, "an integer", where)
+    if state != "running":
+        raise Bad(f"{where}: a system call of a task that is not running ({state})")
+    only(s, ["nr", "name", "fd"], where)
+
+
 def check_created_by(c, where):
     if not isinstance(c, dict):
         raise Bad(f"{where}: not an object")
@@ -188,6 +200,11 @@ def check_task(t, where, stacks, grouped=False):
     if "running_s" in t and t["state"] != "running":
         raise Bad(f"{where}: \"running_s\" of a task that is not running")
     opt(t, "error", is_str, "a string", where)
+    opt(t, "worker", lambda v: is_int(v) and v >= 0, "a worker index", where)
+    if "worker" in t and (t["state"] != "running" or t["kind"] != "bthread"):
+        raise Bad(f"{where}: \"worker\" of a task that is not a running bthread")
+    if "syscall" in t:
+        check_syscall(t["syscall"], t["state"], f"{where}.syscall")
     if "wait" in t:
         check_wait(t["wait"], f"{where}.wait")
     if "created_by" in t:
@@ -201,8 +218,9 @@ def check_task(t, where, stacks, grouped=False):
         check_signal(t["signal"], f"{where}.signal", False)
         if t["state"] != "running" and t["kind"] != "pthread":
             raise Bad(f"{where}: a fatal signal taken by a task that was not running")
-    allowed = ["id", "kind", "name", "state", "capture", "tid", "blocked_s", "running_s",
-               "wait", "execution_queue", "created_by", "error", "selected", "holds", "signal"]
+    allowed = ["id", "kind", "name", "state", "capture", "tid", "worker", "syscall", "blocked_s",
+               "running_s", "wait", "execution_queue", "created_by", "error", "selected", "holds",
+               "signal"]
     if stacks and grouped:
         # The stack is the group's, written once: a grouped task has none.
         need(t, "group", lambda v: is_int(v) and v >= 0, "a group index", where)
@@ -213,7 +231,8 @@ def check_task(t, where, stacks, grouped=False):
     only(t, allowed, where)
 
 
-STACK = ["truncated", "frames", "runtime_frames_hidden", "frames_not_shown"]
+STACK = ["truncated", "truncated_why", "frames", "runtime_frames_hidden", "frames_not_shown"]
+TRUNCATED_WHY = {"copy", "moved", "unreadable", "deadline", "walk-limit", "depth"}
 
 
 def check_signal(sig, where, document):
@@ -239,22 +258,6 @@ def check_signal(sig, where, document):
     only(sig, allowed, where)
 
 
-def check_thread(t, where):
-    """A thread of the process that is no task (the one that took a core's
-    fatal signal), with its stack."""
-    if not isinstance(t, dict):
-        raise Bad(f"{where}: not an object")
-    need(t, "tid", lambda v: is_int(v) and v > 0, "a positive integer", where)
-    need(t, "name", is_str, "a string", where)
-    need(t, "state", lambda v: v == "running", "\"running\"", where)
-    need(t, "capture", lambda v: v in CAPTURES, "a capture mode", where)
-    opt(t, "error", is_str, "a string", where)
-    if "signal" in t:
-        check_signal(t["signal"], f"{where}.signal", False)
-    check_stack(t, where)
-    only(t, ["tid", "name", "state", "capture", "signal", "error"] + STACK, where)
-
-
 def check_stack(t, where):
     """The stack members of a task, or of a group."""
     need(t, "truncated", lambda v: isinstance(v, bool), "a boolean", where)
@@ -271,6 +274,36 @@ def check_stack(t, where):
     opt(t, "frames_not_shown", lambda v: is_int(v) and v > 0, "a positive integer", where)
     if "frames_not_shown" in t and t["truncated"] is not True:
         raise Bad(f"{where}: frames_not_shown without truncated")
+    opt(t, "truncated_why", lambda v: v in TRUNCATED_WHY, "a reason of truncation", where)
+    if ("truncated_why" in t) != (t["truncated"] is True):
+        raise Bad(f"{where}: truncated_why without truncated, or truncated without why")
+
+
+def check_thread(t, where):
+    """A thread of the process that is no task (the "threads" array: every
+    thread of a live process, or the one that took a core's fatal signal),
+    with its stack, or naming the task it runs."""
+    if not isinstance(t, dict):
+        raise Bad(f"{where}: not an object")
+    need(t, "tid", lambda v: is_int(v) and v > 0, "a positive integer", where)
+    need(t, "name", is_str, "a string", where)
+    need(t, "state", lambda v: v == "running", "\"running\"", where)
+    need(t, "capture", lambda v: v in CAPTURES, "a capture mode", where)
+    opt(t, "worker", lambda v: is_int(v) and v >= 0, "a worker index", where)
+    opt(t, "bthread", lambda v: is_int(v) and v > 0, "a bthread id", where)
+    opt(t, "pthread", lambda v: is_int(v) and v > 0, "a task id", where)
+    check_stack(t, where)
+    if "bthread" in t and "worker" not in t:
+        raise Bad(f"{where}: \"bthread\" of a thread that is not a worker")
+    if ("bthread" in t or "pthread" in t) and t["frames"]:
+        raise Bad(f"{where}: a thread whose stack is its task's has frames")
+    if "syscall" in t:
+        check_syscall(t["syscall"], t["state"], f"{where}.syscall")
+    if "signal" in t:
+        check_signal(t["signal"], f"{where}.signal", False)
+    opt(t, "error", is_str, "a string", where)
+    only(t, ["tid", "name", "state", "capture", "worker", "bthread", "pthread", "syscall",
+             "signal", "error"] + STACK, where)
 
 
 META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "signal",
@@ -365,9 +398,14 @@ def check_stacks(doc, loader, grouped):
             raise Bad(f"tasks[{i}]: group {t['group']} does not exist")
     allowed = ["schema", "tasks", "groups", "threads", "deadlocks", "deadlocks_elsewhere"] + META
     if "threads" in doc:
-        need(doc, "threads", lambda v: isinstance(v, list), "an array", "document")
+        need(doc, "threads", lambda v: isinstance(v, list) and len(v) > 0, "a non-empty array",
+             "document")
+        tids = set()
         for i, t in enumerate(doc["threads"]):
             check_thread(t, f"threads[{i}]")
+            if t["tid"] in tids:
+                raise Bad(f"threads[{i}]: tid {t['tid']} twice")
+            tids.add(t["tid"])
     if "signal" in doc:
         check_signal(doc["signal"], "signal", True)
         took = [t for t in doc["tasks"] if "signal" in t] + \
@@ -397,6 +435,8 @@ def check_stacks(doc, loader, grouped):
         if len(g["ids"]) != g["count"]:
             raise Bad(f"{where}: {len(g['ids'])} ids for count {g['count']}")
         check_stack(g, where)
+        if "syscall" in g:
+            check_syscall(g["syscall"], g["state"], f"{where}.syscall")
         if "wait" in g:
             check_wait(g["wait"], f"{where}.wait")
         if "execution_queue" in g:
@@ -415,7 +455,7 @@ def check_stacks(doc, loader, grouped):
                 raise Bad(f"{where}: id {tid} is not a task of this group")
             if t.get("selected", True) != g.get("selected", True):
                 raise Bad(f"{where}: task {tid} and its group differ in \"selected\"")
-        only(g, ["count", "state", "wait", "execution_queue", "shortest_s", "longest_s", "names",
+        only(g, ["count", "state", "syscall", "wait", "execution_queue", "shortest_s", "longest_s", "names",
                  "ids", "selected"] + STACK, where)
     # Every task in exactly one group: each group's ids point back at it
     # (above), and together they are every task once.

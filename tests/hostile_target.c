@@ -6,7 +6,11 @@
  * stack bounds out of range, entries rewritten while they are read, leases
  * that are never given back, tasks that never settle, names that attack a
  * terminal or a JSON parser, a module truncated under its mapping, CFI that
- * loops. Usage: hostile_target MODE [LIB]; prints "pid N" and "ready", then
+ * loops, running stacks deeper than the BPF copy that change all the time or
+ * claim a top far beyond their mapping, hundreds of threads that are no
+ * tasks on stacks of garbage and names made to attack a terminal. Usage:
+ * hostile_target MODE [LIB];
+ * prints "pid N" and "ready", then
  * runs until its standard input closes. test_hostile.c drives it.
  */
 #include <dlfcn.h>
@@ -46,6 +50,9 @@ __asm__(".text\n"
 	".cfi_endproc\n"
 	".size hostile_cfi_loop, .-hostile_cfi_loop\n");
 void hostile_cfi_loop(void);
+
+struct ht;
+static struct ht *ht_threads_of; /* the threads mode's table */
 
 struct ht {
 	const char *mode;
@@ -140,6 +147,130 @@ static void *ht_spin(void *arg)
 	while (!t->stop)
 		__asm__ volatile("pause");
 	return NULL;
+}
+
+/* deep-running: two workers, each running one task whose stack goes 1 KiB
+ * a level up and down between 0 and 96 levels (past the BPF program's 32 KiB
+ * copy, and changing while the rest is read); task 1's entry claims its
+ * stack ends 1 GiB past its real top. */
+struct ht_deep {
+	struct ht *t;
+	uint32_t slot;
+	uint64_t lie;
+	pthread_t th;
+};
+
+static void ht_name(struct ht *t, uint32_t w, uint64_t current, uint32_t tid);
+
+static int ht_deep_rec(volatile int *stop, unsigned level)
+{
+	volatile char pad[1024];
+	pad[0] = (char)level;
+	if (level && !*stop)
+		pad[1] = (char)ht_deep_rec(stop, level - 1);
+	__asm__ volatile("" ::: "memory");
+	return pad[0] + pad[1];
+}
+
+static void *ht_deep_spin(void *arg)
+{
+	struct ht_deep *d = arg;
+	struct ht *t = d->t;
+	pthread_attr_t a;
+	void *lo = NULL;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		pthread_attr_getstack(&a, &lo, &size);
+		pthread_attr_destroy(&a);
+	}
+	struct stb_abi_task *p = ht_task(t, d->slot);
+	p->stack_lo = (uint64_t)(uintptr_t)lo;
+	p->stack_hi = (uint64_t)(uintptr_t)lo + size + d->lie;
+	/* A bthread running on worker slot (abi.h, "Running"): its word says
+	 * READY, the worker's entry names it. */
+	__atomic_store_n(&p->word, (uint64_t)1 << 32 | STB_TASK_READY, __ATOMIC_RELEASE);
+	ht_name(t, d->slot, p->id, (uint32_t)syscall(SYS_gettid));
+	for (unsigned n = 0; !t->stop; n++)
+		ht_deep_rec(&t->stop, n % 97);
+	return NULL;
+}
+
+static int ht_deep(struct ht *t)
+{
+	static struct ht_deep d[2];
+	for (uint32_t s = 0; s < 2; s++) {
+		ht_set(t, s, STB_TASK_CREATED, "deep");
+		d[s] = (struct ht_deep){.t = t, .slot = s, .lie = s ? 1ull << 30 : 0};
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setstacksize(&a, 1u << 20);
+		int rc = pthread_create(&d[s].th, &a, ht_deep_spin, &d[s]);
+		pthread_attr_destroy(&a);
+		if (rc != 0)
+			return -1;
+	}
+	for (uint32_t s = 0; s < 2; s++)
+		while (STB_ABI_STATE(__atomic_load_n(&ht_task(t, s)->word, __ATOMIC_ACQUIRE)) !=
+		       STB_TASK_READY)
+			usleep(100);
+	t->h->nworkers = 2;
+	return 0;
+}
+
+/* threads: HT_THREADS threads that are no tasks, blocked in a read(2) below
+ * 16 KiB of random words (a stack with "frame records" everywhere), a few
+ * spinning over garbage likewise, their names escape sequences. */
+#define HT_THREADS 600u
+#define HT_THREAD_SPINNERS 4u
+
+static int ht_thread_pipe[2] = {-1, -1};
+
+static __attribute__((noinline)) void ht_garbage_then(struct ht *t, unsigned i, bool spin)
+{
+	volatile uint64_t junk[2048];
+	uint64_t r = 0x2545f4914f6cdd1dull ^ i;
+	for (unsigned k = 0; k < 2048; k++)
+		junk[k] = k % 3 ? ht_rand(&r)
+				: (uint64_t)(uintptr_t)&junk[(k + 2) % 2048]; /* bp-like */
+	if (spin) {
+		while (!t->stop)
+			junk[ht_rand(&r) % 2048] = ht_rand(&r);
+	} else {
+		char c;
+		while (read(ht_thread_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+	}
+	__asm__ volatile("" : : "r"(junk) : "memory");
+}
+
+static void *ht_thread(void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+	char name[16];
+	snprintf(name, sizeof(name), "\x1b[%um\x07%c\n%u", i % 50, '"', i);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+	struct ht *t = __atomic_load_n(&ht_threads_of, __ATOMIC_ACQUIRE);
+	ht_garbage_then(t, i, i < HT_THREAD_SPINNERS);
+	return NULL;
+}
+
+static int ht_many_threads(struct ht *t)
+{
+	if (pipe(ht_thread_pipe) != 0)
+		return -1;
+	__atomic_store_n(&ht_threads_of, t, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < HT_THREADS; i++) {
+		pthread_attr_t a;
+		pthread_t th;
+		pthread_attr_init(&a);
+		pthread_attr_setstacksize(&a, 64u << 10);
+		int rc = pthread_create(&th, &a, ht_thread, (void *)(uintptr_t)i);
+		pthread_attr_destroy(&a);
+		if (rc != 0)
+			return -1;
+		pthread_detach(th);
+	}
+	return 0;
 }
 
 /* The rewriters: what another thread of a broken process does meanwhile. */
@@ -343,6 +474,15 @@ static int ht_build(struct ht *t, const char *lib)
 		ntasks = 8;
 	} else if (strcmp(m, "nworkers-beyond") == 0) {
 		state = STB_TASK_READY; /* and named by worker 0 (below) */
+	} else if (strcmp(m, "threads") == 0) {
+		if (ht_many_threads(t) != 0)
+			return -1;
+		ntasks = 16;
+	} else if (strcmp(m, "deep-running") == 0) {
+		if (ht_deep(t) != 0)
+			return -1;
+		ht_publish(t);
+		return 0;
 	} else if (strcmp(m, "changing-ids") == 0 || strcmp(m, "rewrite") == 0) {
 		ntasks = 1024;
 		rewriter = true;

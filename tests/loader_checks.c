@@ -190,6 +190,7 @@ void parse_text(const char *text, struct tout *o)
 	memset(o, 0, sizeof(*o));
 	struct ttask *cur = NULL;
 	const char *s = text;
+	bool threads = false; /* in the thread section: not parsed here */
 	while (*s) {
 		const char *e = strchr(s, '\n');
 		size_t len = e ? (size_t)(e - s) : strlen(s);
@@ -212,6 +213,17 @@ void parse_text(const char *text, struct tout *o)
 			o->runtime_hint = true;
 			continue;
 		}
+		if (strncmp(line, "# ", 2) == 0 && strstr(line, "the output is partial")) {
+			o->partial = true;
+			continue;
+		}
+		if (strncmp(line, "# ", 2) == 0 && strstr(line, " of the process")) {
+			threads = true; /* every thread of the process, after the tasks */
+			o->threads = true;
+			continue;
+		}
+		if (threads)
+			continue;
 		if (strncmp(line, "# ", 2) == 0) {
 			if (o->n == 0 && !o->header[0]) /* the header line */
 				snprintf(o->header, sizeof(o->header), "%s", line);

@@ -64,6 +64,7 @@ struct tout {
 	bool note; /* a "# note:" line */
 	bool partial;
 	bool runtime_hint; /* "# the runtime's own frames ... are not shown" */
+	bool threads;      /* the section of the process's threads (not parsed) */
 	char header[512];  /* the first line, "# stb-bpf-loader snapshot of pid ..." */
 	unsigned n;
 	struct ttask t[MAX_TASKS];

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Target of test_loader_* and bench_loader: bthreads parked in known call
- * chains (butex, sleep, mutex, cond, fd, join, yield, spin, blocking read), a registered
+ * chains (butex, sleep, mutex, cond, fd, join, yield, spin, blocking read, a
+ * spin 64 KiB deep), plain pthreads (one spinning, one asleep), a registered
  * pthread, a heartbeat and a counter of every signal received; ids on stdout,
  * line commands on stdin (ltgt_usage). Built with and without frame pointers.
  */
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +39,7 @@ extern struct stb_abi_header *stb_task_table;
 #define LTGT_NO_TAIL() __asm__ volatile("" ::: "memory")
 
 #define LTGT_MAX_IDS 256
-#define LTGT_MAX_MANY 200000
+#define LTGT_MAX_MANY 4000000
 
 /* ---- state ---- */
 
@@ -47,6 +49,7 @@ static atomic_ullong ltgt_heartbeat;
 static atomic_ullong ltgt_yields;
 static atomic_ullong ltgt_spins;
 static atomic_ullong ltgt_pthread_spins;
+static atomic_ullong ltgt_deep_spins;
 static atomic_ullong ltgt_spin_max_gap_ns; /* longest pause seen by the spin loop */
 static atomic_ullong ltgt_hb_max_gap_ns;   /* longest time between two heartbeats */
 static atomic_int ltgt_woken;          /* butex / many waiters woken normally */
@@ -376,6 +379,89 @@ LTGT_FN static void *ltgt_spin_main(void *arg)
 	return NULL;
 }
 
+/* ---- a spin 64 KiB deep: frames past the BPF program's 32 KiB copy ---- */
+
+#define LTGT_DEEP_LEVELS 64
+
+LTGT_FN static void ltgt_deep_leaf(void)
+{
+	volatile unsigned long n = 0;
+	while (!atomic_load_explicit(&ltgt_stop, memory_order_relaxed)) {
+		if ((++n & 0xfff) == 0)
+			atomic_fetch_add_explicit(&ltgt_deep_spins, 1, memory_order_relaxed);
+	}
+	LTGT_NO_TAIL();
+}
+
+/* 1 KiB of locals per level (no frame pointer in the -fomit-frame-pointer
+ * build: only DWARF over a copy of them finds the callers). */
+LTGT_FN static int ltgt_deep_rec(int level)
+{
+	volatile char pad[1024];
+	pad[0] = (char)level;
+	pad[sizeof(pad) - 1] = 0;
+	if (level > 0)
+		pad[1] = (char)ltgt_deep_rec(level - 1);
+	else
+		ltgt_deep_leaf();
+	LTGT_NO_TAIL();
+	return pad[0] + pad[1] + pad[sizeof(pad) - 1];
+}
+
+LTGT_FN static void *ltgt_deep_main(void *arg)
+{
+	(void)arg;
+	ltgt_deep_rec(LTGT_DEEP_LEVELS);
+	LTGT_NO_TAIL();
+	return NULL;
+}
+
+/* ---- plain pthreads (no tasks): one spinning, one asleep in nanosleep ---- */
+
+static atomic_ullong ltgt_plain_spins;
+static atomic_int ltgt_plain_asleep;
+static atomic_int ltgt_plain_tid[2];
+
+LTGT_FN static void ltgt_plain_spin_leaf(void)
+{
+	volatile unsigned long n = 0;
+	while (!atomic_load_explicit(&ltgt_stop, memory_order_relaxed))
+		if ((++n & 0xfff) == 0)
+			atomic_fetch_add_explicit(&ltgt_plain_spins, 1, memory_order_relaxed);
+	LTGT_NO_TAIL();
+}
+
+LTGT_FN static void *ltgt_plain_spin_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ltgt-plain-spin");
+	atomic_store(&ltgt_plain_tid[0], (int)syscall(SYS_gettid));
+	ltgt_plain_spin_leaf();
+	LTGT_NO_TAIL();
+	return NULL;
+}
+
+LTGT_FN static void ltgt_plain_sleep_leaf(void)
+{
+	atomic_store(&ltgt_plain_asleep, 1);
+	while (!atomic_load_explicit(&ltgt_stop, memory_order_relaxed)) {
+		/* Asleep nearly all the time; quit waits 0.5 s at most. */
+		struct timespec ts = {0, 500000000};
+		nanosleep(&ts, NULL);
+	}
+	LTGT_NO_TAIL();
+}
+
+LTGT_FN static void *ltgt_plain_sleep_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ltgt-plain-nap");
+	atomic_store(&ltgt_plain_tid[1], (int)syscall(SYS_gettid));
+	ltgt_plain_sleep_leaf();
+	LTGT_NO_TAIL();
+	return NULL;
+}
+
 /* ---- heartbeat ---- */
 
 LTGT_FN static void *ltgt_heartbeat_main(void *arg)
@@ -527,7 +613,8 @@ LTGT_FN static void *ltgt_pthread_main(void *arg)
 
 struct ltgt_opts {
 	int workers;
-	int butex, sleep, mutex, cond, fd, join, yield, spin, heartbeat, blocker, pthread;
+	int butex, sleep, mutex, cond, fd, join, yield, spin, heartbeat, blocker, pthread, deep;
+	int plain; /* 1: two plain pthreads, one spinning, one asleep */
 	long many;
 	int finished;     /* bthreads that ran and were joined before "ready" */
 	int fake_abi;     /* >0: publish a fake table with this ABI version */
@@ -550,6 +637,9 @@ static void ltgt_usage(void)
 		"                     \"ltgt-joinee\" bthread waiting on the butex)\n"
 		"                     [--yield N] [--spin N] [--heartbeat N] [--blocker N]\n"
 		"                     [--pthread 0|1|2] [--many N] [--finished N] [--fake-abi VERSION]\n"
+		"                     [--deep 0|1] (a bthread spinning 65 frames of 1 KiB deep)\n"
+		"                     [--plain 0|1] (pthreads that are no tasks: ltgt-plain-spin\n"
+		"                     spins, ltgt-plain-nap sleeps in nanosleep)\n"
 		"--pthread 2: the pthread loops in sched_yield() on CPU 0 beside a hog thread.\n"
 		"Prints 'pid P', one 'ids CHAIN ID...' line per chain, then 'ready'.\n"
 		"Commands on stdin, one per line, each answered by one line:\n"
@@ -621,6 +711,10 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 			o->many = v;
 		else if (strcmp(a, "--fake-abi") == 0)
 			o->fake_abi = (int)v;
+		else if (strcmp(a, "--deep") == 0)
+			o->deep = (int)v;
+		else if (strcmp(a, "--plain") == 0)
+			o->plain = (int)v;
 		else {
 			ltgt_usage();
 			return -1;
@@ -629,7 +723,9 @@ static int ltgt_parse(int argc, char **argv, struct ltgt_opts *o)
 	if (o->butex > LTGT_MAX_IDS || o->sleep > LTGT_MAX_IDS || o->mutex > 1 || o->fd > 1 ||
 	    o->cond < 0 || o->cond > LTGT_MAX_IDS || o->join < 0 || o->join > LTGT_MAX_IDS ||
 	    o->yield > LTGT_MAX_IDS || o->spin > LTGT_MAX_IDS || o->heartbeat > 1 ||
-	    o->blocker > 1 || o->pthread > 2 || o->finished < 0 || o->finished > LTGT_MAX_IDS ||
+	    o->blocker > 1 || o->pthread > 2 || o->deep < 0 || o->deep > 1 || o->plain < 0 ||
+	    o->plain > 1 || o->finished < 0 ||
+	    o->finished > LTGT_MAX_IDS ||
 	    o->many < 0 || o->many > LTGT_MAX_MANY ||
 	    o->workers < 1 || o->workers > 64) {
 		ltgt_usage();
@@ -736,6 +832,10 @@ static int ltgt_settle(struct ltgt_chain *chains, int nchains, bthread_t *many, 
 		if (o->pthread && atomic_load(&ltgt_pthread_spins) == 0)
 			ok = false;
 		if (o->blocker && !atomic_load(&ltgt_blocker_in_read))
+			ok = false;
+		if (o->deep && atomic_load(&ltgt_deep_spins) == 0)
+			ok = false;
+		if (o->plain && (!atomic_load(&ltgt_plain_spins) || !atomic_load(&ltgt_plain_asleep)))
 			ok = false;
 		if (ok)
 			return 0;
@@ -855,6 +955,7 @@ int main(int argc, char **argv)
 		{"heartbeat", ltgt_heartbeat_main, o.heartbeat, BTHREAD_STACKTYPE_NORMAL, {0}, 0},
 		{"blocker", ltgt_block_main, o.blocker, BTHREAD_STACKTYPE_NORMAL, {0},
 		 STB_TASK_RUNNING},
+		{"deep", ltgt_deep_main, o.deep, BTHREAD_STACKTYPE_NORMAL, {0}, STB_TASK_RUNNING},
 	};
 	int nchains = (int)(sizeof(chains) / sizeof(chains[0]));
 	char names[sizeof(chains) / sizeof(chains[0])][32];
@@ -907,6 +1008,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	pthread_t plain[2];
+	if (o.plain && (pthread_create(&plain[0], NULL, ltgt_plain_spin_main, NULL) != 0 ||
+			pthread_create(&plain[1], NULL, ltgt_plain_sleep_main, NULL) != 0)) {
+		fprintf(stderr, "loader_target: pthread_create failed\n");
+		return 1;
+	}
 	if (ltgt_settle(chains, nchains, many, o.many, &o) != 0) {
 		fprintf(stderr, "loader_target: the chains did not settle within 20 s\n");
 		for (int c = 0; c < nchains; c++)
@@ -926,6 +1033,9 @@ int main(int argc, char **argv)
 	}
 	if (o.pthread)
 		printf("ids pthread %llu\n", (unsigned long long)atomic_load(&ltgt_pthread_id));
+	if (o.plain) /* tids: these threads are no tasks */
+		printf("ids plain %d %d\n", atomic_load(&ltgt_plain_tid[0]),
+		       atomic_load(&ltgt_plain_tid[1]));
 	if (o.finished) {
 		printf("ids finished");
 		for (int i = 0; i < o.finished; i++)
@@ -1004,6 +1114,10 @@ int main(int argc, char **argv)
 		joined += pthread_join(pth, NULL) == 0;
 	if (ltgt_pthread_yields)
 		pthread_join(hog, NULL);
+	if (o.plain) {
+		pthread_join(plain[0], NULL);
+		pthread_join(plain[1], NULL);
+	}
 	printf("bye signals=%llu heartbeat=%llu joined=%d woken=%d\n",
 	       (unsigned long long)atomic_load(&ltgt_signals),
 	       (unsigned long long)atomic_load(&ltgt_heartbeat), joined, atomic_load(&ltgt_woken));

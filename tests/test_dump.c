@@ -52,10 +52,18 @@ struct stb_section {
 	struct stb_frame frames[STB_MAX_LINES]; /* symbol = parsed name or NULL */
 };
 
+#define STB_MAX_THREADS 256
+
 struct stb_parsed {
 	char *text;
 	int n;
 	struct stb_section *s;
+	/* The thread section: its sections' header lines and first frame lines
+	 * (not counted in n). */
+	int nthreads;
+	char *thread_header[STB_MAX_THREADS];
+	char *thread_frames[STB_MAX_THREADS];
+	bool threads_heading;
 };
 
 static void stb_parsed_free(struct stb_parsed *p)
@@ -68,6 +76,10 @@ static void stb_parsed_free(struct stb_parsed *p)
 			free(p->s[i].lines[k]);
 			free((char *)p->s[i].frames[k].symbol);
 		}
+	}
+	for (int i = 0; i < p->nthreads && i < STB_MAX_THREADS; i++) {
+		free(p->thread_header[i]);
+		free(p->thread_frames[i]);
 	}
 	free(p->s);
 	free(p->text);
@@ -139,19 +151,44 @@ static bool stb_dump_parse(char *text, struct stb_parsed *p, char *why, size_t s
 	}
 	regex_t hre, gre;
 	/* "bthread N "name" [state, 40 ms, tid T] waiting on ...": the wait clause may
-	 * name an owner with a bracket of its own. */
+	 * name an owner with a bracket of its own. The state of a task blocked in a
+	 * system call is "in system call read(5)". */
 	regcomp(&hre,
-		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[([a-z-]+)((, [^],]+)*)\\]( .*)?$",
+		"^(bthread|pthread) ([0-9]+)( \"([^\"]*)\")? \\[(in system call [^],]+|[a-z-]+)"
+		"((, [^],]+)*)\\]( .*)?$",
 		REG_EXTENDED);
 	regcomp(&gre,
-		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[([a-z-]+)[^]]*\\]( .*)?$",
+		"^([0-9]+) (tasks?|bthreads?|pthreads?) \\[(in system call [^],]+|[a-z-]+)[^]]*\\]( .*)?$",
 		REG_EXTENDED);
 	bool ok = true;
 	char *save = NULL;
 	struct stb_section *cur = NULL;
+	bool in_thread = false;
 	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		/* strtok_r skips empty lines: a header starts each section. */
 		regmatch_t m[9];
+		/* The thread section, after the tasks: "# N threads of the
+		 * process ...", then "thread TID ..." or "N threads [...]"
+		 * sections. */
+		if (strncmp(line, "# ", 2) == 0 && strstr(line, " of the process")) {
+			p->threads_heading = true;
+			in_thread = true;
+			cur = NULL;
+			continue;
+		}
+		if (in_thread && strncmp(line, "# ", 2) != 0) {
+			bool header = strncmp(line, "thread ", 7) == 0 ||
+				      (line[0] >= '1' && line[0] <= '9' && strstr(line, " thread"));
+			if (header) {
+				if (p->nthreads < STB_MAX_THREADS)
+					p->thread_header[p->nthreads] = strdup(line);
+				p->nthreads++;
+			} else if (p->nthreads && p->nthreads <= STB_MAX_THREADS &&
+				   !p->thread_frames[p->nthreads - 1] && line[0] == '#') {
+				p->thread_frames[p->nthreads - 1] = strdup(line);
+			}
+			continue;
+		}
 		if (regexec(&hre, line, 9, m, 0) == 0 || regexec(&gre, line, 6, m, 0) == 0) {
 			if (p->n >= STB_MAX_SECTIONS) {
 				snprintf(why, size, "too many sections");
@@ -540,7 +577,10 @@ static void test_dump_text(void **state)
 	assert_int_equal(count, 1);
 	assert_true(s->is_pthread);
 	assert_string_equal(s->name, "dumppth");
-	assert_string_equal(s->state, "running");
+	/* It blocks in read(2): a state of its own. */
+	char want[48];
+	snprintf(want, sizeof(want), "in system call read(%d)", stb_pth_fds[0]);
+	assert_string_equal(s->state, want);
 	assert_true(s->tid != 0);
 	static const char *const pchain[] = {"stb_pth_f3", "stb_pth_f2", "stb_pth_main"};
 	stb_check_section_chain(s, pchain, false, false);
@@ -622,8 +662,10 @@ static void test_dump_state_mask(void **state)
 	o.state_mask = 1u << STB_TASK_RUNNING;
 	rc = stb_dump_to_parsed(&o, &p);
 	assert_int_equal(rc, p.n);
-	for (int i = 0; i < p.n; i++)
-		assert_string_equal(p.s[i].state, "running");
+	for (int i = 0; i < p.n; i++) /* running, or blocked in a system call */
+		if (strcmp(p.s[i].state, "running") != 0 &&
+		    strncmp(p.s[i].state, "in system call ", 15) != 0)
+			fail_msg("state %s", p.s[i].state);
 	assert_non_null(stb_find_task(&p, stb_spinner, &count));
 	assert_non_null(stb_find_task(&p, stb_pth_id, &count));
 	assert_null(stb_find_task(&p, stb_blocked[0], &count));
@@ -766,6 +808,311 @@ static void test_dump_public_stb_frame(void **state)
 	assert_int_equal(bthread_join(t, &rc), 0);
 	assert_int_equal((intptr_t)rc, 0);
 	butex_destroy(stb_cd_counter);
+	STB_TEST_END();
+}
+
+static bthread_sem_t stb_api_sem;
+static bthread_mutex_t stb_api_mutex;
+static bthread_cond_t stb_api_cond;
+static bthread_id_t stb_api_id;
+static int stb_api_cond_go;
+
+STB_NOIPA static void *stb_api_sem_f(void *arg)
+{
+	(void)arg;
+	int rc = bthread_sem_wait(&stb_api_sem);
+	STB_NO_TAIL();
+	return (void *)(intptr_t)rc;
+}
+
+STB_NOIPA static void *stb_api_cond_f(void *arg)
+{
+	(void)arg;
+	bthread_mutex_lock(&stb_api_mutex);
+	while (!stb_api_cond_go)
+		bthread_cond_wait(&stb_api_cond, &stb_api_mutex);
+	bthread_mutex_unlock(&stb_api_mutex);
+	STB_NO_TAIL();
+	return NULL;
+}
+
+STB_NOIPA static void *stb_api_id_f(void *arg)
+{
+	(void)arg;
+	void *data = NULL;
+	int rc = bthread_id_lock(stb_api_id, &data);
+	STB_NO_TAIL();
+	if (rc == 0)
+		bthread_id_unlock(stb_api_id);
+	return (void *)(intptr_t)rc;
+}
+
+static int stb_api_on_error(bthread_id_t id, void *data, int error)
+{
+	(void)data;
+	(void)error;
+	return bthread_id_unlock_and_destroy(id);
+}
+
+/* A task parked in a public call that calls another public function
+ * (bthread_sem_wait -> bthread_sem_timedwait, bthread_cond_wait ->
+ * bthread_cond_timedwait, bthread_id_lock -> bthread_id_lock_and_reset_range):
+ * the call the user made is #0 and the user's function #1. */
+static void test_dump_api_call_first(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	assert_int_equal(bthread_sem_init(&stb_api_sem, 0), 0);
+	assert_int_equal(bthread_mutex_init(&stb_api_mutex, NULL), 0);
+	assert_int_equal(bthread_cond_init(&stb_api_cond, NULL), 0);
+	assert_int_equal(bthread_id_create(&stb_api_id, NULL, stb_api_on_error), 0);
+	void *data;
+	assert_int_equal(bthread_id_lock(stb_api_id, &data), 0);
+	static const struct {
+		void *(*fn)(void *);
+		const char *api, *user;
+	} want[] = {
+		{stb_api_sem_f, "bthread_sem_wait", "stb_api_sem_f"},
+		{stb_api_cond_f, "bthread_cond_wait", "stb_api_cond_f"},
+		{stb_api_id_f, "bthread_id_lock_verbose", "stb_api_id_f"},
+	};
+	bthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bthread_start_background(&t[i], NULL, want[i].fn, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(STB_WAIT_UNTIL(stb_state_of(t[i]) == STB_TASK_SUSPENDED, 10000));
+	struct stb_dump_opts o = {.state_mask = 1u << STB_TASK_SUSPENDED};
+	struct stb_parsed p;
+	int count;
+	stb_dump_to_parsed(&o, &p);
+	for (int i = 0; i < 3; i++) {
+		const struct stb_section *s = stb_find_task(&p, t[i], &count);
+		assert_non_null(s);
+		assert_true(s->nlines >= 2);
+		if (!stb_sym_is(s->frames[0].symbol, want[i].api) ||
+		    !stb_sym_is(s->frames[1].symbol, want[i].user))
+			fail_msg("%s: #0 %s, #1 %s", want[i].api, s->lines[0], s->lines[1]);
+	}
+	stb_parsed_free(&p);
+	/* With the runtime's frames, the public call it made shows too. */
+	o.runtime_frames = 1;
+	stb_dump_to_parsed(&o, &p);
+	const struct stb_section *s = stb_find_task(&p, t[0], &count);
+	assert_non_null(s);
+	bool timed = false;
+	for (int k = 0; k < s->nlines; k++)
+		timed |= stb_sym_is(s->frames[k].symbol, "bthread_sem_timedwait");
+	assert_true(timed);
+	stb_parsed_free(&p);
+	assert_int_equal(bthread_sem_post(&stb_api_sem), 0);
+	bthread_mutex_lock(&stb_api_mutex);
+	stb_api_cond_go = 1;
+	bthread_cond_signal(&stb_api_cond);
+	bthread_mutex_unlock(&stb_api_mutex);
+	assert_int_equal(bthread_id_unlock(stb_api_id), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bthread_join(t[i], NULL), 0);
+	bthread_id_error(stb_api_id, 0);
+	bthread_sem_destroy(&stb_api_sem);
+	STB_TEST_END();
+}
+
+static int stb_sys_pipe[2] = {-1, -1};
+static int stb_sys_sleep_err = -1; /* nanosleep's errno, 0 when it slept through */
+
+STB_NOIPA static void *stb_sys_read_f(void *arg)
+{
+	(void)arg;
+	char c;
+	ssize_t n;
+	while ((n = read(stb_sys_pipe[0], &c, 1)) < 0 && errno == EINTR)
+		;
+	STB_NO_TAIL();
+	return (void *)(intptr_t)n;
+}
+
+STB_NOIPA static void *stb_sys_sleep_f(void *arg)
+{
+	(void)arg;
+	struct timespec ts = {1, 500000000};
+	int rc = nanosleep(&ts, NULL);
+	__atomic_store_n(&stb_sys_sleep_err, rc == 0 ? 0 : errno, __ATOMIC_RELEASE);
+	STB_NO_TAIL();
+	return NULL;
+}
+
+/* Bthreads blocked in system calls on their workers (a raw read(), a libc
+ * sleep) have a state of their own in every format, with the worker they
+ * block -- and a dump does not cut their calls short (a call that a signal
+ * would end early, the sleep, is read from /proc; the read restarts after
+ * the handler). */
+static void test_dump_in_syscall(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	assert_int_equal(pipe(stb_sys_pipe), 0);
+	bthread_t rd, sl;
+	assert_int_equal(bthread_start_background(&rd, NULL, stb_sys_read_f, NULL), 0);
+	assert_int_equal(bthread_start_background(&sl, NULL, stb_sys_sleep_f, NULL), 0);
+	usleep(300000);
+	struct stb_dump_opts o = {.state_mask = 1u << STB_TASK_RUNNING};
+	struct stb_parsed p;
+	int count;
+	stb_dump_to_parsed(&o, &p);
+	char want[64];
+	snprintf(want, sizeof(want), "in system call read(%d)", stb_sys_pipe[0]);
+	const struct stb_section *s = stb_find_task(&p, rd, &count);
+	assert_non_null(s);
+	if (strcmp(s->state, want) != 0 || !strstr(s->header, " blocks worker ") ||
+	    !strstr(s->header, " (tid ") ||
+	    !stb_sym_is(s->frames[s->nlines - 1].symbol, "stb_sys_read_f"))
+		fail_msg("reader: %s (%s)", s->header, s->state);
+	s = stb_find_task(&p, sl, &count);
+	assert_non_null(s);
+	if (!strstr(s->state, "in system call clock_nanosleep") &&
+	    !strstr(s->state, "in system call nanosleep"))
+		fail_msg("sleeper: %s", s->header);
+	stb_parsed_free(&p);
+	/* Grouped and JSON. */
+	o.group = 1;
+	stb_dump_to_parsed(&o, &p);
+	s = stb_find_task(&p, rd, &count);
+	assert_non_null(s);
+	assert_true(s->is_group);
+	assert_string_equal(s->state, want);
+	stb_parsed_free(&p);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	o.group = 0;
+	o.format = STB_FORMAT_JSON;
+	assert_true(stb_dump(f, &o) >= 2);
+	fclose(f);
+	snprintf(want, sizeof(want), "\"syscall\": {\"nr\": 0, \"name\": \"read\", \"fd\": %d}",
+		 stb_sys_pipe[0]);
+	if (!strstr(buf, want) || !strstr(buf, "\"worker\": "))
+		fail_msg("JSON: %s", buf);
+	free(buf);
+	/* The sleep went on undisturbed. */
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_sys_sleep_err, __ATOMIC_ACQUIRE) >= 0, 10000));
+	assert_int_equal(__atomic_load_n(&stb_sys_sleep_err, __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(write(stb_sys_pipe[1], "x", 1), 1);
+	void *n = NULL;
+	assert_int_equal(bthread_join(rd, &n), 0);
+	assert_int_equal((intptr_t)n, 1);
+	assert_int_equal(bthread_join(sl, NULL), 0);
+	close(stb_sys_pipe[0]);
+	close(stb_sys_pipe[1]);
+	STB_TEST_END();
+}
+
+static int stb_thr_stop;
+static int stb_thr_tid[2];
+
+STB_NOIPA static void stb_thr_nap_leaf(void)
+{
+	/* Asleep nearly all the time (on 2 busy CPUs a thread that wakes
+	 * often is often runnable, and /proc shows no call then). */
+	while (!__atomic_load_n(&stb_thr_stop, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = {0, 500000000};
+		nanosleep(&ts, NULL);
+	}
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *stb_thr_nap(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "dump-nap");
+	__atomic_store_n(&stb_thr_tid[0], (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	stb_thr_nap_leaf();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+STB_NOIPA static void stb_thr_spin_leaf(void)
+{
+	while (!__atomic_load_n(&stb_thr_stop, __ATOMIC_ACQUIRE))
+		__asm__ volatile("pause");
+	STB_NO_TAIL();
+}
+
+STB_NOIPA static void *stb_thr_spin(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "dump-spin-pth");
+	__atomic_store_n(&stb_thr_tid[1], (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	stb_thr_spin_leaf();
+	STB_NO_TAIL();
+	return NULL;
+}
+
+/* Every thread of the process after the tasks: a plain pthread asleep (from
+ * /proc, no signal), one spinning (a signal), the calling thread itself,
+ * the workers naming the bthread they run; no_threads leaves them out. */
+static void test_dump_threads(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(60);
+	pthread_t th[2];
+	__atomic_store_n(&stb_thr_stop, 0, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_create(&th[0], NULL, stb_thr_nap, NULL), 0);
+	assert_int_equal(pthread_create(&th[1], NULL, stb_thr_spin, NULL), 0);
+	assert_true(STB_WAIT_UNTIL(__atomic_load_n(&stb_thr_tid[0], __ATOMIC_ACQUIRE) &&
+				   __atomic_load_n(&stb_thr_tid[1], __ATOMIC_ACQUIRE), 5000));
+	usleep(50000);
+	struct stb_parsed p;
+	struct stb_dump_opts o = {0};
+	stb_dump_to_parsed(&o, &p);
+	assert_true(p.threads_heading);
+	static const struct {
+		const char *name, *leaf;
+	} want[] = {{"\"dump-nap\" [in system call ", "stb_thr_nap_leaf"},
+		    {"\"dump-spin-pth\" [running]", "stb_thr_spin_leaf"}};
+	for (int k = 0; k < 2; k++) {
+		char head[64];
+		snprintf(head, sizeof(head), "thread %d ", stb_thr_tid[k]);
+		bool found = false;
+		for (int i = 0; i < p.nthreads && i < STB_MAX_THREADS; i++)
+			found |= strncmp(p.thread_header[i], head, strlen(head)) == 0 &&
+				 strstr(p.thread_header[i], want[k].name) != NULL;
+		if (!found) {
+			for (int i = 0; i < p.nthreads && i < STB_MAX_THREADS; i++)
+				print_message("%s\n", p.thread_header[i]);
+			fail_msg("no section \"%s...%s\" among %d threads", head, want[k].name,
+				 p.nthreads);
+		}
+	}
+	/* The calling thread, from its caller's frame. */
+	char self[32];
+	snprintf(self, sizeof(self), "thread %d ", (int)syscall(SYS_gettid));
+	bool me = false;
+	for (int i = 0; i < p.nthreads && i < STB_MAX_THREADS; i++)
+		me |= strncmp(p.thread_header[i], self, strlen(self)) == 0;
+	assert_true(me);
+	stb_parsed_free(&p);
+	/* Their frames, in JSON (a thread each). */
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	o.format = STB_FORMAT_JSON;
+	assert_true(stb_dump(f, &o) >= 0);
+	fclose(f);
+	const char *threads = strstr(buf, "\"threads\": [");
+	if (!threads || !strstr(threads, "stb_thr_nap_leaf") || !strstr(threads, "stb_thr_spin_leaf") ||
+	    !strstr(threads, "\"name\": \"bthread_w"))
+		fail_msg("JSON threads: %s", threads ? threads : buf);
+	free(buf);
+	/* Hidden on request. */
+	o.format = STB_FORMAT_TEXT;
+	o.no_threads = 1;
+	stb_dump_to_parsed(&o, &p);
+	assert_false(p.threads_heading);
+	assert_int_equal(p.nthreads, 0);
+	stb_parsed_free(&p);
+	__atomic_store_n(&stb_thr_stop, 1, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_join(th[0], NULL), 0);
+	assert_int_equal(pthread_join(th[1], NULL), 0);
 	STB_TEST_END();
 }
 
@@ -974,6 +1321,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dump_max_depth_and_errors),
 		cmocka_unit_test(test_dump_runtime_frames_hidden),
 		cmocka_unit_test(test_dump_public_stb_frame),
+		cmocka_unit_test(test_dump_api_call_first),
+		cmocka_unit_test(test_dump_in_syscall),
+		cmocka_unit_test(test_dump_threads),
 		cmocka_unit_test(test_dump_on_sigquit),
 		cmocka_unit_test(test_dump_at_exit),
 	};

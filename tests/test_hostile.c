@@ -73,6 +73,8 @@ static const struct want wants[] = {
     {"cfi-loop", -1, NULL, false},
     {"truncated-elf", -1, NULL, false},
     {"truncated-file", -1, NULL, false},
+    {"deep-running", -1, NULL, false},
+    {"threads", -1, NULL, false},
 };
 
 struct target {

@@ -26,6 +26,7 @@
 #include "encode/escape.h"
 #include "encode/json.h"
 #include "report/formats.h"
+#include "report/rtframes.h"
 #include "report/writers.h"
 #include "symbols/symbolize.h"
 
@@ -759,6 +760,58 @@ static void test_formats(void **state)
 	assert_string_equal(stb_state_name(200), "invalid");
 }
 
+/* The runtime frames of a stack end at the call the user made: the
+ * outermost of the public functions calling each other (bthread_sem_wait
+ * calling bthread_sem_timedwait), a bthread:: wrapper in the user's module
+ * included; a public function called from user code after it is not. */
+static void test_rtframes_api_call(void **state)
+{
+	(void)state;
+	static const char lib[] = "/usr/lib/libbthread.so", app[] = "/srv/app";
+	struct case_ {
+		const char *syms[8];
+		const char *mods[8];
+		unsigned inner, outer;
+	} cases[] = {
+	    {{"stb_jump_stack.constprop.0", "stb_sched_suspend", "stb_butex_wait_mono",
+	      "bthread_sem_timedwait", "bthread_sem_wait", "semf", "stb_task_entry",
+	      "stb_ctx_trampoline"},
+	     {lib, lib, lib, lib, lib, app, lib, lib}, 4, 2},
+	    {{"stb_jump_stack", "stb_butex_wait_mono", "bthread_id_lock_and_reset_range_verbose",
+	      "bthread_id_lock_verbose", "idf", NULL},
+	     {lib, lib, lib, lib, app}, 3, 0},
+	    /* A wait relocking the mutex inside cond_wait: one call of the user. */
+	    {{"stb_jump_stack", "mutex_lock_contended", "bthread_mutex_lock",
+	      "bthread_cond_timedwait", "bthread_cond_wait", "bthread::ConditionVariable::wait",
+	      "user_fn", NULL},
+	     {lib, lib, lib, lib, lib, app, app}, 5, 0},
+	    /* The user's function between two public calls stops the block. */
+	    {{"stb_jump_stack", "bthread_mutex_lock", "on_error", "bthread_id_error", "x", NULL},
+	     {lib, lib, app, lib, app}, 1, 0},
+	    /* A public name in another module is not the runtime's. */
+	    {{"stb_jump_stack", "bthread_sem_timedwait", "bthread_sem_wait", NULL},
+	     {lib, lib, app}, 1, 0},
+	    /* Every frame public: one stays. */
+	    {{"stb_jump_stack", "bthread_sem_timedwait", "bthread_sem_wait", NULL},
+	     {lib, lib, lib}, 2, 0},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct stb_frame f[8];
+		unsigned n = 0;
+		memset(f, 0, sizeof(f));
+		for (; n < 8 && cases[c].syms[n]; n++) {
+			f[n].symbol = cases[c].syms[n];
+			f[n].module = cases[c].mods[n];
+			f[n].ip = 0x1000 + n;
+		}
+		unsigned inner, outer;
+		stb_rtframes_find(f, n, true, &inner, &outer);
+		if (inner != cases[c].inner || outer != cases[c].outer)
+			fail_msg("case %zu: inner %u outer %u, want %u %u", c, inner, outer,
+				 cases[c].inner, cases[c].outer);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -769,7 +822,7 @@ int main(void)
 	    cmocka_unit_test(test_text_plain),     cmocka_unit_test(test_frame_line),
 	    cmocka_unit_test(test_frame_line_widths), cmocka_unit_test(test_frame_text_symbols),
 	    cmocka_unit_test(test_reports),        cmocka_unit_test(test_formats),
-	    cmocka_unit_test(test_shared_stacks),
+	    cmocka_unit_test(test_shared_stacks), cmocka_unit_test(test_rtframes_api_call),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -328,6 +328,15 @@ static void test_running_in_syscall(void **state)
 	assert_string_equal(ts_json_str(t, "state"), "running");
 	assert_string_equal(ts_json_str(t, "capture"), "syscall");
 	assert_null(ts_json_str(t, "error"));
+	/* A state of its own: the call, and the worker it blocks. */
+	const struct ts_json *sc = ts_json_get(t, "syscall");
+	assert_non_null(sc);
+	assert_string_equal(ts_json_str(sc, "name"), "read");
+	assert_int_equal(ts_json_u64(sc, "nr", UINT64_MAX), 0);
+	uint64_t fd = ts_json_u64(sc, "fd", UINT64_MAX);
+	assert_true(fd > 2 && fd < 1024);
+	uint64_t worker = ts_json_u64(t, "worker", UINT64_MAX);
+	assert_true(worker < 4);
 	char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
 	unsigned n = json_frames(t, frames, sources);
 	static const char *const want[] = {"ltgt_block_leaf", "ltgt_block_mid", "ltgt_block_main",
@@ -342,6 +351,28 @@ static void test_running_in_syscall(void **state)
 		if (strcmp(frames[k], "ltgt_block_decoy") == 0)
 			fail_msg("blocker: frame %u comes from a stale frame record", k);
 	ts_json_free(doc);
+	run_free(&r);
+	/* Text, grouped, --stuck, folded: "[in system call read(FD), T] --
+	 * blocks worker W (tid N)". */
+	char bracket[64], pins[64];
+	snprintf(bracket, sizeof(bracket), "[in system call read(%" PRIu64 "), ", fd);
+	snprintf(pins, sizeof(pins), "] \xe2\x80\x94 blocks worker %" PRIu64 " (tid ", worker);
+	const char *const modes[][4] = {{"--bthread", id, NULL}, {"--group", NULL},
+					{"--stuck", "50ms", "--group", NULL}};
+	for (unsigned m = 0; m < 3; m++) {
+		run_loader(&r, "--pid", pid_arg(&tg), modes[m][0], modes[m][1], modes[m][2], NULL);
+		expect_exit(&r, 0, NULL);
+		const char *line = strstr(r.out, bracket);
+		const char *eol = line ? strchr(line, '\n') : NULL;
+		const char *p = line ? strstr(line, pins) : NULL;
+		if (!line || !p || (eol && p > eol))
+			fail_msg("%s: no \"%s ... %s\" line:\n%s", modes[m][0], bracket, pins, r.out);
+		run_free(&r);
+	}
+	run_loader(&r, "--pid", pid_arg(&tg), "--bthread", id, "--format", "folded", NULL);
+	expect_exit(&r, 0, NULL);
+	if (strncmp(r.out, "syscall;", 8) != 0 || !strstr(r.out, "ltgt_block_leaf"))
+		fail_msg("folded: %s", r.out);
 	run_free(&r);
 	char reply[64];
 	assert_int_equal(ts_ltarget_cmd(&tg, "release", reply, sizeof(reply)), 0);
@@ -418,6 +449,188 @@ static void test_missing_bthread(void **state)
 	target_finish(&tg, DEFAULT_TASKS);
 }
 
+/*
+ * A running bthread 64 KiB deep, past the BPF program's 32 KiB copy, in both
+ * builds: without frame pointers only DWARF over the whole stack finds the
+ * outer frames (the rest is read after the capture and checked against it).
+ * Every frame, down to stb_ctx_trampoline, and not truncated.
+ */
+static void test_deep_running(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--deep", "1", "--spin", "0", "--yield", "0", NULL};
+	const char *paths[] = {target_path, target_nofp_path};
+	for (int b = 0; b < 2; b++) {
+		struct ts_ltarget tg;
+		target_start(&tg, paths[b], args, NULL);
+		char id[32];
+		snprintf(id, sizeof(id), "%" PRIu64, chain_id(&tg, "deep", 0));
+		for (int round = 0; round < 3; round++) {
+			struct run r;
+			run_loader(&r, "--pid", pid_arg(&tg), "--bthread", id, "--format", "json",
+				   "--max-depth", "200", "--timeout", CAPTURE_TIMEOUT, NULL);
+			expect_exit(&r, 0, NULL);
+			struct ts_json *doc = parse_json(r.out);
+			const struct ts_json *t = json_task(doc, chain_id(&tg, "deep", 0));
+			assert_non_null(t);
+			assert_string_equal(ts_json_str(t, "capture"), "bpf");
+			char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+			unsigned n = json_frames(t, frames, sources);
+			unsigned levels = 0;
+			for (unsigned k = 0; k < n; k++)
+				levels += fn_match(frames[k], "ltgt_deep_rec");
+			if (levels != 65 || !n || strcmp(frames[n - 1], "stb_ctx_trampoline") != 0 ||
+			    ts_json_bool(t, "truncated") != 0) {
+				dump_frames("deep", chain_id(&tg, "deep", 0), frames, n);
+				fail_msg("%s build: %u of 65 levels, truncated %s", b ? "nofp" : "fp",
+					 levels, ts_json_str(t, "truncated_why") ?: "(no why)");
+			}
+			ts_json_free(doc);
+			run_free(&r);
+		}
+		target_finish(&tg, 10u); /* butex 3, sleep 2, mutex, fd, heartbeat, pthread, deep */
+	}
+}
+
+/* The thread of tid in the "threads" array of doc, or NULL. */
+static const struct ts_json *json_thread(const struct ts_json *doc, uint64_t tid)
+{
+	const struct ts_json *a = ts_json_get(doc, "threads");
+	for (const struct ts_json *t = a ? a->child : NULL; t; t = t->next)
+		if (ts_json_u64(t, "tid", 0) == tid)
+			return t;
+	return NULL;
+}
+
+/*
+ * Every thread of the process, after the tasks: the main thread blocked in
+ * read(0) with its frames down to main, the workers (each naming the
+ * bthread it runs), the runtime's threads, a registered pthread naming its
+ * task, a plain pthread spinning (captured by BPF on its tid) and one
+ * asleep (from /proc) with their chains; in text, grouped and JSON
+ * (checked against the schema); --no-threads leaves them out.
+ */
+static void test_threads(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--plain", "1", NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, args, NULL);
+	uint64_t spin = chain_id(&tg, "plain", 0), nap = chain_id(&tg, "plain", 1);
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--format", "json", "--timeout", CAPTURE_TIMEOUT,
+		   NULL);
+	expect_exit(&r, 0, NULL);
+	char path[] = "/tmp/stb-test-threads-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, r.out, strlen(r.out)), (ssize_t)strlen(r.out));
+	close(fd);
+	const char *py = getenv("STB_PYTHON3"), *checker = getenv("STB_JSON_CHECKER");
+	if (!py || !*py || !checker || !*checker)
+		fail_msg("STB_PYTHON3 and STB_JSON_CHECKER are needed (python3)");
+	char cmd[PATH_MAX * 3];
+	snprintf(cmd, sizeof(cmd), "%s %s %s --loader", py, checker, path);
+	assert_int_equal(system(cmd), 0);
+	unlink(path);
+	struct ts_json *doc = parse_json(r.out);
+	char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+	/* The main thread, in fgets on its stdin. */
+	const struct ts_json *t = json_thread(doc, (uint64_t)tg.pid);
+	assert_non_null(t);
+	assert_string_equal(ts_json_str(ts_json_get(t, "syscall"), "name"), "read");
+	unsigned n = json_frames(t, frames, sources);
+	static const char *const main_chain[] = {"main", NULL};
+	if (!frames_have(frames, n, main_chain)) {
+		dump_frames("main thread", (uint64_t)tg.pid, frames, n);
+		fail_msg("main thread: no main frame");
+	}
+	/* The plain pthreads. */
+	t = json_thread(doc, spin);
+	assert_non_null(t);
+	assert_string_equal(ts_json_str(t, "name"), "ltgt-plain-spin");
+	assert_string_equal(ts_json_str(t, "capture"), "bpf");
+	n = json_frames(t, frames, sources);
+	static const char *const spin_chain[] = {"ltgt_plain_spin_leaf", "ltgt_plain_spin_main",
+						 NULL};
+	if (!frames_have(frames, n, spin_chain)) {
+		dump_frames("plain spin", spin, frames, n);
+		fail_msg("spinning plain pthread: its chain is missing");
+	}
+	t = json_thread(doc, nap);
+	assert_non_null(t);
+	assert_string_equal(ts_json_str(t, "capture"), "syscall");
+	assert_non_null(strstr(ts_json_str(ts_json_get(t, "syscall"), "name"), "nanosleep"));
+	n = json_frames(t, frames, sources);
+	static const char *const nap_chain[] = {"ltgt_plain_sleep_leaf", "ltgt_plain_sleep_main",
+						NULL};
+	if (!frames_have(frames, n, nap_chain)) {
+		dump_frames("plain nap", nap, frames, n);
+		fail_msg("sleeping plain pthread: its chain is missing");
+	}
+	/* Workers name what they run; the registered pthread its task. */
+	unsigned workers = 0, running = 0;
+	const struct ts_json *a = ts_json_get(doc, "threads");
+	for (t = a->child; t; t = t->next) {
+		const char *name = ts_json_str(t, "name");
+		if (name && strncmp(name, "bthread_w", 9) == 0) {
+			assert_true(ts_json_u64(t, "worker", UINT64_MAX) < 4);
+			workers++;
+			running += ts_json_u64(t, "bthread", 0) == chain_id(&tg, "spin", 0);
+		}
+		if (ts_json_u64(t, "pthread", 0))
+			assert_int_equal(ts_json_u64(t, "pthread", 0), chain_id(&tg, "pthread", 0));
+	}
+	if (workers != 4 || running != 1)
+		fail_msg("%u of 4 workers in the threads, %u running the spinning bthread:\n%.6000s",
+			 workers, running, r.out);
+	ts_json_free(doc);
+	run_free(&r);
+	/* Text and grouped: a section of their own, after the tasks. */
+	const char *const modes[][2] = {{"--timeout", CAPTURE_TIMEOUT}, {"--group", NULL}};
+	for (unsigned m = 0; m < 2; m++) {
+		run_loader(&r, "--pid", pid_arg(&tg), modes[m][0], modes[m][1], NULL);
+		expect_exit(&r, 0, NULL);
+		const char *sec = strstr(r.out, "threads of the process (--no-threads hides them):");
+		if (!sec || !strstr(sec, "\"ltgt-plain-nap\"") || !strstr(sec, "ltgt_plain_sleep_leaf") ||
+		    !strstr(sec, "\"bthread_w") || strstr(r.out, "bthread ") > sec)
+			fail_msg("%s: no thread section after the tasks:\n%s", modes[m][0], r.out);
+		run_free(&r);
+	}
+	run_loader(&r, "--pid", pid_arg(&tg), "--no-threads", NULL);
+	expect_exit(&r, 0, NULL);
+	assert_null(strstr(r.out, "of the process"));
+	assert_null(strstr(r.out, "ltgt-plain"));
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS);
+}
+
+/* 100,000 parked bthreads with the default settings: every one of them is
+ * in the table, and so in the loader's report (a table of 65,536 slots left
+ * a third out). */
+static void test_many_default_capacity(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--many", "100000", NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, args, NULL);
+	struct run r;
+	run_loader(&r, "--pid", pid_arg(&tg), "--group", "--state", "suspended", NULL);
+	expect_exit(&r, 0, NULL);
+	if (!strstr(r.out, "100000 bthreads [suspended") || strstr(r.out, "# note:"))
+		fail_msg("grouped output of 100,000 parked bthreads:\n%.2000s", r.out);
+	run_free(&r);
+	run_loader(&r, "--pid", pid_arg(&tg), "--state", "suspended", "--format", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	/* (100,000 tasks: too many for the tests' JSON parser) */
+	const char *u = strstr(r.out, "\"untraceable\": ");
+	if (!u || u[15] != '0' || (u[16] >= '0' && u[16] <= '9') ||
+	    !strstr(r.out, "\"complete\": true"))
+		fail_msg("JSON of 100,000 parked bthreads:\n%.2000s", r.out);
+	run_free(&r);
+	target_finish(&tg, DEFAULT_TASKS + 100000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +643,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_missing_bthread, teardown),
 		cmocka_unit_test_teardown(test_running_in_syscall, teardown),
 		cmocka_unit_test_teardown(test_running_in_sched_yield, teardown),
+		cmocka_unit_test_teardown(test_deep_running, teardown),
+		cmocka_unit_test_teardown(test_threads, teardown),
+		cmocka_unit_test_teardown(test_many_default_capacity, teardown),
 	};
 	return loader_checks_main(tests, sizeof(tests) / sizeof(tests[0]), "test_loader_stacks");
 }

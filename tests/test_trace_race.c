@@ -279,12 +279,15 @@ static void stb_race_account(struct stb_race_counts *c, bthread_t id, int rc,
 	}
 	bool has_family;
 	int n = rc < STB_RACE_NFRAMES ? rc : STB_RACE_NFRAMES;
-	if (info->truncated || (info->mode != STB_TRACE_CONTEXT && info->mode != STB_TRACE_SIGNAL) ||
-	    stb_race_check_frames(f, n, stb_race_family(id), info->mode == STB_TRACE_SIGNAL,
-				  &has_family, why, sizeof(why)) != 0) {
+	/* A running task whose worker blocks in a system call (the runtime's own
+	 * lock while it switches, a sleep) is read from /proc, without a signal. */
+	bool running = info->mode == STB_TRACE_SIGNAL || info->mode == STB_TRACE_SYSCALL;
+	if (info->truncated || (info->mode != STB_TRACE_CONTEXT && !running) ||
+	    stb_race_check_frames(f, n, stb_race_family(id), running, &has_family, why,
+				  sizeof(why)) != 0) {
 		if (info->truncated)
 			snprintf(why, sizeof(why), "truncated");
-		else if (info->mode != STB_TRACE_CONTEXT && info->mode != STB_TRACE_SIGNAL)
+		else if (info->mode != STB_TRACE_CONTEXT && !running)
 			snprintf(why, sizeof(why), "mode %u", info->mode);
 		c->wrong++;
 		if (!c->first_wrong[0]) {

@@ -32,7 +32,7 @@ static struct {
 	pthread_mutex_t lock;
 	unsigned n;
 	uint64_t at_ns[16];
-	uint64_t running[16], blocked[16], longest[16];
+	uint64_t running[16], blocked[16], longest[16], in_syscall[16];
 	char *text[16];
 } got = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -46,6 +46,7 @@ static void on_report(const struct stb_watchdog_report *r, void *arg)
 		got.running[got.n] = r->running;
 		got.blocked[got.n] = r->blocked;
 		got.longest[got.n] = r->longest_ns;
+		got.in_syscall[got.n] = r->in_syscall;
 		got.text[got.n] = strdup(r->text);
 	}
 	got.n++;
@@ -54,7 +55,7 @@ static void on_report(const struct stb_watchdog_report *r, void *arg)
 
 /* Report i as received (a copy: asserts must not run with got.lock held). */
 struct rep {
-	uint64_t at_ns, running, blocked, longest;
+	uint64_t at_ns, running, blocked, longest, in_syscall;
 	char text[65536];
 };
 
@@ -65,6 +66,7 @@ static void snapshot(unsigned i, struct rep *r)
 	r->running = got.running[i];
 	r->blocked = got.blocked[i];
 	r->longest = got.longest[i];
+	r->in_syscall = got.in_syscall[i];
 	snprintf(r->text, sizeof(r->text), "%s", got.text[i] ? got.text[i] : "");
 	pthread_mutex_unlock(&got.lock);
 }
@@ -114,6 +116,18 @@ __attribute__((noinline)) static void *wdog_spin_hog(void *arg)
 	spin_started_ns = ts_now_ns();
 	while (!__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE))
 		__asm__ volatile("pause");
+	return NULL;
+}
+
+static int reader_pipe[2] = {-1, -1};
+
+/* Pins its worker in read(2) until the pipe is written. */
+__attribute__((noinline)) static void *wdog_reader(void *arg)
+{
+	(void)arg;
+	char c;
+	while (read(reader_pipe[0], &c, 1) < 0 && errno == EINTR)
+		;
 	return NULL;
 }
 
@@ -208,6 +222,35 @@ static void test_spin_reported_with_stack(void **state)
 	assert_non_null(strstr(rep0.text, "without a switch"));
 	if (!strstr(rep0.text, "wdog_spin_hog"))
 		fail_msg("the report does not show the spinning bthread's stack:\n%s", rep0.text);
+	reset();
+}
+
+/* A bthread blocked in read(2) on its worker runs without a switch: the
+ * report gives it its state, the call and the worker it blocks. */
+static void test_syscall_reported(void **state)
+{
+	(void)state;
+	reset();
+	assert_int_equal(pipe(reader_pipe), 0);
+	bthread_t th;
+	assert_int_equal(bthread_start_background(&th, NULL, wdog_reader, NULL), 0);
+	assert_int_equal(stb_watchdog_start(300 * MS, on_report, &got), 0);
+	bool caught = wait_reports(1, 3000);
+	assert_int_equal(stb_watchdog_stop(), 0);
+	assert_int_equal(write(reader_pipe[1], "x", 1), 1);
+	assert_int_equal(bthread_join(th, NULL), 0);
+	assert_true(caught);
+	snapshot(0, &rep0);
+	char want[64];
+	snprintf(want, sizeof(want), "[in system call read(%d), ", reader_pipe[0]);
+	close(reader_pipe[0]);
+	close(reader_pipe[1]);
+	if (!strstr(rep0.text, want) || !strstr(rep0.text, "blocks worker") ||
+	    !strstr(rep0.text, "1 of them blocking their worker in a system call") ||
+	    !strstr(rep0.text, "wdog_reader"))
+		fail_msg("the report of a bthread in read():\n%s", rep0.text);
+	assert_int_equal(rep0.in_syscall, 1);
+	assert_true(rep0.running >= 1);
 	reset();
 }
 
@@ -484,6 +527,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_start_stop),
 		cmocka_unit_test(test_spin_reported_with_stack),
+		cmocka_unit_test(test_syscall_reported),
 		cmocka_unit_test(test_blocked_once_per_episode_rate_limited),
 		cmocka_unit_test(test_rate_limit_between_episodes),
 		cmocka_unit_test(test_silent_for_yielders_and_churn),

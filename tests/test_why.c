@@ -234,8 +234,11 @@ static void test_grouped(void **state)
 		fail_msg("grouped JSON (%zu bytes) is not much smaller than the flat one (%zu)",
 			 strlen(json), strlen(flat));
 	unsigned nframes = 0, ngroups = 0;
+	/* (The threads of the process, after the groups, each have a stack of
+	 * their own.) */
+	const char *threads = strstr(json, "\"threads\": ["), *groups = strstr(json, "\"groups\": [");
 	for (const char *p = strstr(json, "\"frames\": ["); p; p = strstr(p + 1, "\"frames\": ["))
-		nframes++;
+		nframes += !(threads && groups && threads > groups && p > threads);
 	for (const char *p = strstr(json, "\"ids\": ["); p; p = strstr(p + 1, "\"ids\": ["))
 		ngroups++;
 	if (nframes != ngroups)

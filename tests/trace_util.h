@@ -113,7 +113,8 @@ static inline int stb_text_check(const char *text, const struct stb_frame *f, in
 				 size_t size)
 {
 	regex_t re;
-	if (regcomp(&re, "^#([0-9]+) 0x[0-9a-f]{16} (.+)\\+0x[0-9a-f]+$", REG_EXTENDED) != 0) {
+	/* " [fp]": a frame found by a frame-pointer scan (a thread blocked in a system call). */
+	if (regcomp(&re, "^#([0-9]+) 0x[0-9a-f]{16} (.+)\\+0x[0-9a-f]+( \\[fp\\])?$", REG_EXTENDED) != 0) {
 		snprintf(why, size, "regcomp failed");
 		return -1;
 	}

@@ -440,14 +440,14 @@ void why_check_header(const char *text, const char *producer, int pid)
 	time_t t = timegm(&tm);
 	if (labs((long)(t - time(NULL))) > 60)
 		fail_msg("the header's time is not now: %s", line);
-	/* Tasks by state, and the table's slots. */
+	/* Tasks by state, and the table's slots (of the default capacity). */
 	const char *tasks = strstr(at, " UTC: ");
 	unsigned n = 0, used = 0;
 	char cap[32];
 	if (!tasks || sscanf(tasks, " UTC: %u bthreads", &n) != 1 || n < 10 ||
 	    !strstr(tasks, " suspended") || !strstr(tasks, "; ") ||
 	    sscanf(strstr(tasks, "; "), "; %u of %31s table slots used", &used, cap) != 2 ||
-	    used < n || strcmp(cap, "65,536") != 0 || strcmp(line + strlen(line) - 17,
+	    used < n || strcmp(cap, "1,048,576") != 0 || strcmp(line + strlen(line) - 17,
 							      " table slots used") != 0)
 		fail_msg("no tasks by state and table slots in the header: %s", line);
 }

@@ -150,7 +150,11 @@
  * while they run tasks. */
 #define STB_ABI_MONITOR_PERIOD_NS 10000000u
 #define STB_ABI_LEASE_SHIFT    10u   /* lease deadline unit: 1024 ns */
-#define STB_ABI_DEFAULT_CAPACITY 65536u
+/* Task slots published by default: a memfd table costs memory only for the
+ * slots written (sparse), a BPF map all of its entries at once (kernel
+ * memory), so a map gets fewer. */
+#define STB_ABI_DEFAULT_CAPACITY 1048576u
+#define STB_ABI_DEFAULT_MAP_CAPACITY 65536u
 #define STB_ABI_MAX_CAPACITY   (1u << 22)
 /* Slots (published or not) stay below this: bit 31 of an id is free for
  * STB_ABI_CURRENT_SWITCHING. */

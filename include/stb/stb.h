@@ -19,9 +19,12 @@ STB_BEGIN_DECLS
 /* ---- configuration ---- */
 
 /*
- * Sets how many task slots the shared table publishes (default 65536, or
- * $STB_TABLE_CAPACITY). Bthreads beyond it still run but cannot be traced
- * from outside the process. Call before the first bthread call.
+ * Sets how many task slots the shared table publishes (default 1048576,
+ * 65536 for a BPF-map table ($STB_TABLE=bpf), or $STB_TABLE_CAPACITY; a
+ * memfd table costs memory only for the slots used). Bthreads beyond it
+ * still run but cannot be traced from outside the process: the runtime says
+ * so once on stderr, stb-bpf-loader how many. Call before the first bthread
+ * call.
  * Returns 0, -EINVAL (0 or above 4194304) or -EBUSY (runtime already started).
  */
 STB_EXPORT int stb_table_set_capacity(uint32_t capacity);
@@ -219,6 +222,10 @@ struct stb_dump_opts {
 	                         bthreads by creation site (file:line of the
 	                         bthread_start_* call), with count, oldest and median
 	                         age and states; text or JSON ("stb-leaks/1") */
+	int no_threads;       /* non-zero: leave out the section of every thread of the
+	                         process (main, workers, the runtime's and other
+	                         pthreads: name, tid, state, stack), which follows the
+	                         tasks when neither state_mask nor stuck_ns selects */
 };
 
 /*
@@ -228,10 +235,14 @@ struct stb_dump_opts {
  * others wait on, how long, who created it, and the deadlocks of the
  * selected tasks ("Found 1 deadlock:" in text, "deadlocks" in JSON;
  * docs/json.md). With state_mask or stuck_ns, the tasks a selected one waits
- * on are written too, after the others. With leaks, the leak view instead.
+ * on are written too, after the others. Without them, every thread of the
+ * process follows with its stack (unless no_threads: a blocked thread read
+ * from /proc, a running one by a signal; "threads" in JSON). With leaks, the
+ * leak view instead.
  * Each task is held only while its own stack is read; the program runs on.
- * opts NULL = defaults. Returns the number of tasks written (leaks: of
- * bthreads viewed), or -errno (-EINVAL: a format leaks does not write).
+ * opts NULL = defaults. Returns the number of tasks written (threads not
+ * counted; leaks: of bthreads viewed), or -errno (-EINVAL: a format leaks
+ * does not write).
  * Thread-safe; blocks for the duration of the dump.
  */
 STB_EXPORT int stb_dump(FILE *out, const struct stb_dump_opts *opts);
@@ -283,6 +294,8 @@ struct stb_watchdog_report {
 	const char *text;      /* the grouped report with stacks, NUL-terminated; valid
 	                          during the call only */
 	size_t len;            /* strlen(text) */
+	uint64_t in_syscall;   /* of running: those blocked in a system call on their
+	                          worker (a blocking read(), sleep(), a pthread mutex) */
 };
 
 /* Receives a watchdog report, on the watchdog's own thread. */

@@ -318,6 +318,9 @@ struct stb_abi_worker *stb_table_worker(uint32_t index);
 struct stb_abi_header *stb_table_workers_header(void);
 struct stb_abi_task *stb_table_task(uint32_t slot);   /* NULL beyond capacity */
 void stb_table_count(__u64 *counter, uint64_t n);  /* atomic add to a header counter */
+/* A task slot beyond the capacity: counted in header.untraceable, and said
+ * once on stderr (naming STB_TABLE_CAPACITY). Thread-safe. */
+void stb_table_untraceable(uint32_t slot);
 
 /* ---- workers and scheduling (sched.c) ---- */
 

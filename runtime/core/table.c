@@ -7,6 +7,7 @@
  * BPF maps. Owns the mapping and its fd.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/bpf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,8 @@ static int stb_table_create_memfd(size_t size)
 	return fd;
 }
 
-static uint32_t stb_table_capacity_config(void)
+/* The capacity asked for, else the default of the backing (bpf: a map). */
+static uint32_t stb_table_capacity_config(bool bpf)
 {
 	uint32_t cap = __atomic_load_n(&stb_table_capacity_req, __ATOMIC_ACQUIRE);
 	if (cap)
@@ -79,10 +81,13 @@ static uint32_t stb_table_capacity_config(void)
 		unsigned long v = strtoul(env, &end, 10);
 		if (errno == 0 && *end == '\0' && v > 0 && v <= STB_ABI_MAX_CAPACITY)
 			return (uint32_t)v;
-		fprintf(stderr, "stb: ignoring STB_TABLE_CAPACITY=%s (want 1..%u)\n", env,
-			STB_ABI_MAX_CAPACITY);
+		static bool warned; /* called again for a memfd when the map failed */
+		if (!warned)
+			fprintf(stderr, "stb: ignoring STB_TABLE_CAPACITY=%s (want 1..%u)\n", env,
+				STB_ABI_MAX_CAPACITY);
+		warned = true;
 	}
-	return STB_ABI_DEFAULT_CAPACITY;
+	return bpf ? STB_ABI_DEFAULT_MAP_CAPACITY : STB_ABI_DEFAULT_CAPACITY;
 }
 #endif /* STB_TRACER */
 
@@ -91,16 +96,17 @@ int stb_table_init(void)
 #if !STB_TRACER
 	return 0;
 #else
-	uint32_t cap = stb_table_capacity_config();
-	size_t size = STB_ABI_TABLE_SIZE(cap);
 	const char *mode = getenv("STB_TABLE");
+	bool bpf = mode && strcmp(mode, "bpf") == 0;
+	uint32_t cap = stb_table_capacity_config(bpf);
+	size_t size = STB_ABI_TABLE_SIZE(cap);
 	int backing = STB_ABI_BACKING_BPF_MAP;
 	int fd = -EPERM;
 	void *base = MAP_FAILED;
 
 	if (mode && *mode && strcmp(mode, "memfd") != 0 && strcmp(mode, "bpf") != 0)
 		fprintf(stderr, "stb: ignoring STB_TABLE=%s (want memfd or bpf)\n", mode);
-	if (mode && strcmp(mode, "bpf") == 0) {
+	if (bpf) {
 		fd = stb_table_create_map(STB_ABI_TASK_BASE + cap);
 		if (fd >= 0) {
 			base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -111,7 +117,11 @@ int stb_table_init(void)
 		}
 	}
 	if (fd < 0) {
+		/* No map (not asked for, or not allowed): a memfd, with the
+		 * memfd's default capacity unless one was given. */
 		backing = STB_ABI_BACKING_MEMFD;
+		cap = stb_table_capacity_config(false);
+		size = STB_ABI_TABLE_SIZE(cap);
 		fd = stb_table_create_memfd(size);
 		if (fd < 0)
 			return fd;
@@ -174,4 +184,22 @@ struct stb_abi_task *stb_table_task(uint32_t slot)
 void stb_table_count(__u64 *counter, uint64_t n)
 {
 	__atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+void stb_table_untraceable(uint32_t slot)
+{
+	static bool said;
+	stb_table_count(&stb_table.hdr->untraceable, 1);
+	if (__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		return;
+	uint64_t want = (uint64_t)stb_table.capacity * 2;
+	if (want > STB_ABI_MAX_CAPACITY)
+		want = STB_ABI_MAX_CAPACITY;
+	fprintf(stderr,
+		"stb: more bthreads than the task table's %u slots (task slot %u): this one and "
+		"the others beyond it run, but cannot be traced from outside the process "
+		"(stb-bpf-loader reports how many; start the process with "
+		"STB_TABLE_CAPACITY=%" PRIu64 ", at most %u, or call stb_table_set_capacity() "
+		"before the first bthread)\n",
+		stb_table.capacity, slot, want, STB_ABI_MAX_CAPACITY);
 }

@@ -110,7 +110,7 @@ static int stb_task_init_slot(struct stb_task *t, uint32_t slot)
 		t->pub = &t->own;
 #if STB_TRACER
 		if (stb_table.hdr)
-			stb_table_count(&stb_table.hdr->untraceable, 1);
+			stb_table_untraceable(slot);
 #endif
 	}
 	return 0;

@@ -124,6 +124,7 @@ struct stb_dh_query {
 	bool runtime_frames; /* runtime_frames=1 */
 	bool lines;          /* lines=0 turns it off */
 	bool all_ids;        /* v=1 */
+	bool no_threads;     /* threads=0 */
 	uint64_t stuck_ns;   /* stuck=SECONDS */
 };
 
@@ -136,8 +137,9 @@ static bool dh_flag(const char *v, size_t vlen, bool *out)
 	return true;
 }
 
-/* Parses "k=v&k=v": st, runtime_frames, lines and v (0|1), format (text, json,
- * pprof, folded, flamegraph, html), stuck=SECONDS; other keys are ignored. */
+/* Parses "k=v&k=v": st, runtime_frames, lines, threads and v (0|1), format
+ * (text, json, pprof, folded, flamegraph, html), stuck=SECONDS; other keys
+ * are ignored. */
 static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, char *why,
 			       size_t whylen)
 {
@@ -195,6 +197,13 @@ static bool dh_parse_query(const char *q, size_t len, struct stb_dh_query *out, 
 				snprintf(why, whylen, "lines must be 0 or 1");
 				return false;
 			}
+		} else if (klen == 7 && memcmp(kv, "threads", 7) == 0) {
+			bool threads;
+			if (!dh_flag(v, vlen, &threads)) {
+				snprintf(why, whylen, "threads must be 0 or 1");
+				return false;
+			}
+			out->no_threads = !threads;
 		}
 		i = j + 1;
 	}
@@ -206,7 +215,8 @@ static const char stb_dh_index[] =
 	"  /bthreads               live bthreads: id, name, state (tid when running)\n"
 	"  /bthreads/<id>          one bthread; ?st=1 adds its stack\n"
 	"  /bthreads/all           every stack, grouped by identical stack and wait, with the\n"
-	"                          count, times, ids (?v=1: every member) and the deadlocks\n"
+	"                          count, times, ids (?v=1: every member) and the deadlocks,\n"
+	"                          then every thread of the process (?threads=0: not them)\n"
 	"  /bthreads/leaks         bthreads by creation site: count, oldest and median age,\n"
 	"                          states\n"
 	"Add ?stuck=S for the tasks blocked, or running without a switch, S seconds or more.\n"
@@ -321,7 +331,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	}
 	const struct stb_self_opts so = {
 		.only = one ? id : 0, .stacks = stacks, .stuck_ns = q->stuck_ns,
-		.deadlocks = !leaks, .holders = !leaks,
+		.deadlocks = !leaks, .holders = !leaks, .threads = all && !leaks && !q->no_threads,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
@@ -352,6 +362,7 @@ static __attribute__((noinline)) void stb_dh_render(const char *path, size_t ple
 	r.lines = q->lines;
 	r.runtime_hint = "?runtime_frames=1";
 	r.deadlock_hint = "/bthreads/all shows it";
+	r.threads_hint = "?threads=0";
 	if (stacks)
 		rc = stb_report_write(&r, set.res.tasks, set.res.n, format);
 	else

@@ -17,6 +17,7 @@
 #include "internal.h"
 #include "report/formats.h"
 #include "report/leaks.h"
+#include "table/threads.h"
 #include "trace.h"
 
 #define STB_DUMP_DEFAULT_DEPTH 64u
@@ -58,23 +59,23 @@ static const struct stb_abi_worker *self_worker(void *ctx, uint32_t w)
 	return stb_table_worker(w);
 }
 
-/* Reads memory of this process that may be gone (an owner word of a
- * destroyed mutex): process_vm_readv fails where a load would fault. */
-static int read_self_checked(void *ctx, uint64_t addr, void *dst, size_t len)
+static int self_threads(void *ctx, uint32_t *tids, unsigned max)
 {
 	(void)ctx;
-	struct iovec l = {.iov_base = dst, .iov_len = len};
-	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
-	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EFAULT;
+	return stb_proc_threads(0, tids, max);
 }
 
-static const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
+static void self_thread_name(void *ctx, uint32_t tid, char *name, size_t len)
+{
+	(void)ctx;
+	stb_proc_thread_name(0, tid, name, len);
+}
 
 void stb_self_source(struct stb_collect_src *src)
 {
 	*src = (struct stb_collect_src){
 	    .tasks = self_tasks, .task = self_task, .worker = self_worker,
+	    .threads = self_threads, .thread_name = self_thread_name,
 	    .capacity = UINT32_MAX, /* every slot, published or private */
 	    .owners = &stb_self_checked_mem,
 	};
@@ -140,6 +141,7 @@ int stb_self_collect(const struct stb_self_opts *o, struct stb_self_set *set)
 	    .holders = o->holders,
 	    .deadlocks = o->deadlocks,
 	    .deadlock_end = stb_now_ns() + STB_DUMP_DEADLOCK_MS * 1000000ull,
+	    .threads = o->threads,
 	    .traced = self_traced,
 	};
 	rc = stb_collect(set->c, &co, &set->res);
@@ -219,7 +221,7 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	const struct stb_self_opts so = {
 		.depth = o->max_depth, .state_mask = o->state_mask, .stacks = !o->leaks,
 		.stuck_ns = o->leaks ? 0 : o->stuck_ns, .deadlocks = !o->leaks,
-		.holders = !o->leaks,
+		.holders = !o->leaks, .threads = !o->leaks && !o->no_threads,
 		.self_ip = self_ip, .self_sp = self_sp, .self_bp = self_bp,
 	};
 	int rc = stb_self_collect(&so, &set);
@@ -241,11 +243,12 @@ __attribute__((noinline)) int stb_dump(FILE *out, const struct stb_dump_opts *op
 	r.lines = !o->no_lines;
 	r.runtime_hint = "stb_dump_opts.runtime_frames = 1";
 	r.deadlock_hint = "a dump without state_mask and stuck_ns shows it";
+	r.threads_hint = "stb_dump_opts.no_threads = 1";
 	/* Every format: runtime/stacks/report/, shared with stb-bpf-loader. */
 	rc = stb_report_write(&r, set.res.tasks, set.res.n, o->format);
 	fflush(out);
 	if (rc == 0)
-		rc = (int)set.res.n;
+		rc = (int)(set.res.n - set.res.threads); /* the tasks */
 	stb_self_set_free(&set);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 
 #include "internal.h"
@@ -18,6 +19,7 @@
 #include "stb/stb.h"
 #include "symbols/symbolize.h"
 #include "table/driver.h"
+#include "table/insyscall.h"
 #include "trace.h"
 #include "unwind/unwind.h"
 #include "util.h"
@@ -40,6 +42,7 @@ struct stb_slot {
 	uint32_t busy;
 	uint64_t state;          /* tag << 8 | phase */
 	bthread_t want;
+	uint32_t want_tid;       /* non-zero: a thread that is no task (want 0) */
 	struct stb_regs regs;
 	uint64_t addr;           /* address of buf[0] in the task's stack */
 	size_t len;
@@ -153,6 +156,49 @@ static struct stb_task *thread_task(void)
 	return t ? t : stb_tls_pthread_task;
 }
 
+/* The registers of the interrupted code, from the signal's context. */
+static void regs_of(struct stb_slot *s, const greg_t *g)
+{
+	s->regs.ip = (uint64_t)g[REG_RIP];
+	s->regs.sp = (uint64_t)g[REG_RSP];
+	s->regs.bp = (uint64_t)g[REG_RBP];
+	s->regs.bx = (uint64_t)g[REG_RBX];
+	s->regs.r12 = (uint64_t)g[REG_R12];
+	s->regs.r13 = (uint64_t)g[REG_R13];
+	s->regs.r14 = (uint64_t)g[REG_R14];
+	s->regs.r15 = (uint64_t)g[REG_R15];
+	s->regs.flags = 0;
+}
+
+/* A thread that is no task: its stack's bounds are not known here, so it
+ * is copied from the red zone up with process_vm_readv, a page at a time,
+ * up to the first page that cannot be read (a system call: async-signal-
+ * safe, and it fails where a load would fault). */
+static void thread_capture(struct stb_slot *s, const greg_t *g, uint64_t tag, uint64_t start)
+{
+	if ((uint32_t)syscall(SYS_gettid) != s->want_tid) {
+		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
+		return;
+	}
+	regs_of(s, g);
+	uint64_t from = s->regs.sp > STB_RED_ZONE ? s->regs.sp - STB_RED_ZONE : 0;
+	size_t got = 0, step = 4096 - (size_t)(from & 4095);
+	pid_t self = getpid();
+	while (got < STB_COPY_MAX) {
+		size_t n = step < STB_COPY_MAX - got ? step : STB_COPY_MAX - got;
+		struct iovec l = {.iov_base = s->buf + got, .iov_len = n};
+		struct iovec r = {.iov_base = (void *)(uintptr_t)(from + got), .iov_len = n};
+		if (process_vm_readv(self, &l, 1, &r, 1, 0) != (ssize_t)n)
+			break;
+		got += n;
+		step = 4096;
+	}
+	s->addr = from;
+	s->len = got;
+	s->handler_ns = stb_now_ns() - start;
+	__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DONE, __ATOMIC_RELEASE);
+}
+
 static void signal_handler(int sig, siginfo_t *si, void *uctx)
 {
 	(void)sig;
@@ -169,23 +215,19 @@ static void signal_handler(int sig, siginfo_t *si, void *uctx)
 	if (!__atomic_compare_exchange_n(&s->state, &armed, tag << 8 | STB_SLOT_WRITING, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		goto out; /* stale request: its buffer may belong to someone else now */
-	struct stb_task *t = thread_task();
 	const greg_t *g = ((ucontext_t *)uctx)->uc_mcontext.gregs;
 	uint64_t sp = (uint64_t)g[REG_RSP];
+	if (s->want_tid) {
+		thread_capture(s, g, tag, start);
+		goto out;
+	}
+	struct stb_task *t = thread_task();
 	uint64_t lo = t ? t->pub->stack_lo : 0, hi = t ? t->pub->stack_hi : 0;
 	if (!t || stb_task_id(t) != s->want || !stb_task_running_here(t) || sp < lo || sp >= hi) {
 		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_DECLINED, __ATOMIC_RELEASE);
 		goto out;
 	}
-	s->regs.ip = (uint64_t)g[REG_RIP];
-	s->regs.sp = sp;
-	s->regs.bp = (uint64_t)g[REG_RBP];
-	s->regs.bx = (uint64_t)g[REG_RBX];
-	s->regs.r12 = (uint64_t)g[REG_R12];
-	s->regs.r13 = (uint64_t)g[REG_R13];
-	s->regs.r14 = (uint64_t)g[REG_R14];
-	s->regs.r15 = (uint64_t)g[REG_R15];
-	s->regs.flags = 0;
+	regs_of(s, g);
 	/* Copy the 128-byte red zone below sp too: interrupted in an epilogue,
 	 * frame 0's CFI still finds the caller's rbp (and rbx...) in the slots
 	 * just popped (e.g. rbp at CFA-16 on `ret`). The kernel left them intact
@@ -291,16 +333,19 @@ static bool unanswered(void)
 #endif
 
 /*
- * Signal mode: asks the handler on the task's thread to copy its registers
- * and stack into slot s. A request with no reply by the deadline is asked
- * once more, for timeout_ms: the handler may only be late (its thread was not
- * scheduled in time on a busy machine). Only then does the thread's /proc
- * status say whether the signal is blocked or ignored there; a blocked mask
- * seen once may be a handler running at that instant. 0 = captured, -EAGAIN
- * = the task was not running there any more (retry), other -errno = failure.
+ * Signal mode: asks the handler on thread ktid to copy its registers and
+ * stack into slot s: of task want running there, or (want_tid) of the thread
+ * itself. A request with no reply by the deadline is asked once more, for
+ * timeout_ms: the handler may only be late (its thread was not scheduled in
+ * time on a busy machine). Only then does the thread's /proc status say
+ * whether the signal is blocked or ignored there; a blocked mask seen once
+ * may be a handler running at that instant. 0 = captured, -EAGAIN = the task
+ * was not running there any more (retry), -ESRCH = thread want_tid is gone,
+ * other -errno = failure.
  */
-static int signal_request(bthread_t tid, pid_t ktid, struct stb_slot *s, uint64_t deadline,
-			  int timeout_ms, struct stb_capture *capt, char *err, size_t errlen)
+static int signal_request(bthread_t want, uint32_t want_tid, pid_t ktid, struct stb_slot *s,
+			  uint64_t deadline, int timeout_ms, struct stb_capture *capt, char *err,
+			  size_t errlen)
 {
 	int signo = trace_signo();
 	pthread_once(&stb_handler_once, install_handler_once);
@@ -323,7 +368,8 @@ static int signal_request(bthread_t tid, pid_t ktid, struct stb_slot *s, uint64_
 	uint64_t st = 0, tag = 0;
 	for (unsigned attempt = 0;; attempt++) {
 		tag = __atomic_add_fetch(&stb_slot_tag, 1, __ATOMIC_RELAXED);
-		s->want = tid;
+		s->want = want;
+		s->want_tid = want_tid;
 		__atomic_store_n(&s->state, tag << 8 | STB_SLOT_ARMED, __ATOMIC_RELEASE);
 		siginfo_t si;
 		memset(&si, 0, sizeof(si));
@@ -336,8 +382,8 @@ static int signal_request(bthread_t tid, pid_t ktid, struct stb_slot *s, uint64_
 		    syscall(SYS_rt_tgsigqueueinfo, getpid(), ktid, signo, &si) != 0) {
 			int e = errno;
 			__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
-			if (e == ESRCH)
-				return -EAGAIN; /* the thread is gone: re-read the task */
+			if (e == ESRCH) /* the thread is gone: re-read the task */
+				return want_tid ? -ESRCH : -EAGAIN;
 			stb_say(err, errlen, "cannot signal thread %d: %s", (int)ktid, strerror(e));
 			return -e;
 		}
@@ -403,6 +449,7 @@ static int self_capture(struct stb_self_tracer *st, struct stb_abi_task *p,
 	capt->copy.addr = st->sp;
 	capt->copy.bytes = s->buf;
 	capt->copy.len = len;
+	capt->cut = st->sp + len < hi ? STB_CUT_COPY : STB_CUT_NONE;
 	capt->regs.ip = st->ip;
 	capt->regs.sp = st->sp;
 	capt->regs.bp = st->bp;
@@ -420,19 +467,107 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 {
 	struct stb_self_tracer *st = ctx;
 	struct stb_slot *s = st->slot;
-	(void)w1;
 	(void)buf;
 	(void)cap;
 	if (id && id == st->self_id)
 		return self_capture(st, p, capt);
-	int rc = signal_request(id, (pid_t)at->tid, s, deadline, st->timeout_ms, capt, err, errlen);
+	/* Blocked in a system call on its thread: the call from /proc. One
+	 * that a signal would cut short (sleep() and epoll_wait() return
+	 * early) is read with its stack from there too; any other is restarted
+	 * after the handler (SA_RESTART), whose registers give the exact walk,
+	 * and keeps its state when the handler interrupted that very call. */
+	int tid = (int)at->tid;
+	uint64_t lo = __atomic_load_n(&p->stack_lo, __ATOMIC_RELAXED);
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	int rc = hi && tid > 0 ? stb_insyscall_capture(&stb_self_checked_mem, 0, tid, lo, hi,
+						       s->buf, STB_COPY_MAX, capt)
+			       : -EAGAIN;
+	struct stb_capture call = {0};
+	if (rc == 0) {
+		if (stb_run_at_moved(at, p, id, w1))
+			return -EAGAIN; /* the call may be its thread's after it left */
+		if (stb_syscall_cut_by_signal(capt->syscall_nr))
+			return 0;
+		call = *capt;
+	} else if (rc == -EBUSY) {
+		return -EAGAIN; /* it left the call meanwhile: read it again */
+	}
+	rc = signal_request(id, 0, (pid_t)tid, s, deadline, st->timeout_ms, capt, err, errlen);
 	if (rc != 0)
 		return rc;
+	capt->unwind = NULL;
+	capt->unwind_ctx = NULL;
+	/* Interrupted in the call /proc showed (at its syscall instruction,
+	 * rewound for the restart, or just after it): still blocked in it. */
+	capt->in_syscall = call.in_syscall && s->regs.sp == call.regs.sp &&
+			   (s->regs.ip == call.regs.ip || s->regs.ip + 2 == call.regs.ip);
+	capt->syscall_nr = capt->in_syscall ? call.syscall_nr : 0;
+	capt->syscall_arg0 = capt->in_syscall ? call.syscall_arg0 : 0;
 	capt->regs = s->regs;
 	capt->copy.addr = s->addr;
 	capt->copy.bytes = s->buf;
 	capt->copy.len = s->len;
 	capt->mode = STB_TRACE_SIGNAL;
+	/* The handler copied STB_COPY_MAX bytes at most. */
+	hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	capt->cut = s->addr + s->len < hi ? STB_CUT_COPY : STB_CUT_NONE;
+	return 0;
+}
+
+/* The calling thread, which is no task (a pthread calling stb_dump): from
+ * its caller's frame, its stack up to its top. */
+static int self_thread_capture(struct stb_self_tracer *st, struct stb_capture *capt)
+{
+	struct stb_slot *s = st->slot;
+	uint64_t hi = 0;
+	pthread_attr_t a;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		void *lo;
+		size_t size;
+		if (pthread_attr_getstack(&a, &lo, &size) == 0)
+			hi = (uint64_t)(uintptr_t)lo + size;
+		pthread_attr_destroy(&a);
+	}
+	if (hi <= st->sp)
+		return -EPROTO;
+	size_t len = hi - st->sp < STB_COPY_MAX ? (size_t)(hi - st->sp) : STB_COPY_MAX;
+	stb_unw_copy_raw(s->buf, (const void *)(uintptr_t)st->sp, len);
+	capt->copy = (struct stb_stack_copy){.addr = st->sp, .bytes = s->buf, .len = len};
+	capt->cut = st->sp + len < hi ? STB_CUT_COPY : STB_CUT_NONE;
+	capt->regs = (struct stb_regs){.ip = st->ip, .sp = st->sp, .bp = st->bp,
+				       .flags = STB_UNW_IP_IS_RETURN};
+	capt->mode = STB_TRACE_SELF;
+	capt->tid = (uint32_t)stb_gettid();
+	capt->state = STB_TASK_RUNNING;
+	return 0;
+}
+
+/* A thread of this process that is no task (driver.h capture_thread):
+ * blocked in a system call, from /proc and its stack; else by a signal. */
+static int tracer_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf,
+				 size_t cap, struct stb_capture *capt, char *err, size_t errlen)
+{
+	struct stb_self_tracer *st = ctx;
+	struct stb_slot *s = st->slot;
+	(void)buf;
+	(void)cap;
+	if (tid == 0 || tid > INT32_MAX)
+		return -EINVAL;
+	if (tid == (uint32_t)stb_gettid())
+		return self_thread_capture(st, capt);
+	int rc = stb_insyscall_capture(&stb_self_checked_mem, 0, (int)tid, 0, 0, s->buf,
+				       STB_COPY_MAX, capt);
+	if (rc == -EBUSY)
+		return -EAGAIN; /* it left the call meanwhile: again */
+	if (rc != -EAGAIN)
+		return rc;
+	rc = signal_request(0, tid, (pid_t)tid, s, deadline, st->timeout_ms, capt, err, errlen);
+	if (rc != 0)
+		return rc;
+	capt->regs = s->regs;
+	capt->copy = (struct stb_stack_copy){.addr = s->addr, .bytes = s->buf, .len = s->len};
+	capt->mode = STB_TRACE_SIGNAL;
+	capt->state = STB_TASK_RUNNING;
 	return 0;
 }
 
@@ -456,6 +591,19 @@ static unsigned read_self_many(void *ctx, const struct stb_mem_seg *segs, unsign
 
 static const struct stb_mem stb_self_mem = {
     .read = read_self, .read_many = read_self_many, .flags = STB_MEM_F_FAULTS};
+
+/* Reads memory of this process that may be gone or never was: process_vm_readv
+ * fails where a load would fault. */
+static int read_self_checked(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	(void)ctx;
+	struct iovec l = {.iov_base = dst, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EFAULT;
+}
+
+const struct stb_mem stb_self_checked_mem = {.read = read_self_checked};
 
 /* ---- unwinding and symbols ---- */
 
@@ -511,7 +659,8 @@ int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t 
 	st->sp = self_sp;
 	st->bp = self_bp;
 	st->timeout_ms = stb_trace_timeout_ms();
-	st->ops = (struct stb_capture_ops){.capture = tracer_capture, .ctx = st};
+	st->ops = (struct stb_capture_ops){
+	    .capture = tracer_capture, .capture_thread = tracer_capture_thread, .ctx = st};
 	st->drv = (struct stb_driver){
 	    .mem = &stb_self_mem, .capture = &st->ops, .flags = STB_DRIVER_F_LEASE,
 	    .buf = st->slot->buf, .cap = STB_COPY_MAX, .workers = stb_self_wsrc(),

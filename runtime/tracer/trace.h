@@ -62,6 +62,10 @@ int stb_self_tracer_open(struct stb_self_tracer *st, uint64_t self_ip, uint64_t 
 			 uint64_t self_bp, uint64_t deadline, char *err, size_t errlen);
 void stb_self_tracer_close(struct stb_self_tracer *st);
 
+/* This process's memory read with checks (process_vm_readv): an address
+ * that is not mapped is -EFAULT, never a fault. */
+extern const struct stb_mem stb_self_checked_mem;
+
 /* Counts a trace made outside stb_trace (a collection's) in stb_get_stats. */
 void stb_trace_count(int rc, const struct stb_capture *capt);
 
@@ -94,6 +98,7 @@ struct stb_self_opts {
 	uint64_t stuck_ns;    /* only tasks stuck this long (stb_collect_stuck) */
 	bool deadlocks;       /* search the whole table's wait-for graph too */
 	bool holders;         /* the tasks selected ones wait on, and names (collect.h) */
+	bool threads;         /* every thread of the process too (collect.h) */
 	uint64_t self_ip, self_sp, self_bp; /* the caller's frame, for the calling task */
 };
 

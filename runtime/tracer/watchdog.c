@@ -99,9 +99,10 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 			continue; /* not stuck: a stuck task waits on it */
 		n++;
 		uint64_t ns = stb_report_stuck_ns(t, now);
-		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE)
+		if (t->state == STB_TASK_RUNNING && !t->is_pthread && t->wait.kind == STB_WAIT_NONE) {
 			rep.running++; /* not a bthread blocked on its worker's stack */
-		else
+			rep.in_syscall += t->in_syscall;
+		} else
 			rep.blocked++;
 		if (ns > rep.longest_ns)
 			rep.longest_ns = ns;
@@ -110,10 +111,14 @@ static size_t report(uint64_t threshold, stb_watchdog_fn fn, void *arg)
 	size_t len = 0;
 	FILE *out = n ? open_memstream(&text, &len) : NULL;
 	if (out) {
+		char calls[96] = "";
+		if (rep.in_syscall)
+			snprintf(calls, sizeof(calls), " (%" PRIu64 " of them blocking their worker in a "
+				 "system call)", rep.in_syscall);
 		fprintf(out,
-			"==== stb watchdog (pid %d): %" PRIu64 " bthreads running without a switch "
+			"==== stb watchdog (pid %d): %" PRIu64 " bthreads running without a switch%s "
 			"and %" PRIu64 " tasks blocked for %.3f s or more ====\n",
-			(int)getpid(), rep.running, rep.blocked, (double)threshold / 1e9);
+			(int)getpid(), rep.running, calls, rep.blocked, (double)threshold / 1e9);
 		struct stb_report_meta meta;
 		struct stb_report r;
 		stb_self_report(&r, &meta, out, "stb watchdog", &set);

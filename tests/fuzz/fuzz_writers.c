@@ -176,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    {.ip = 0x1000, .symbol = str[3], .module = str[4], .file = str[5], .line = 7},
 	    {.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
 	};
-	struct stb_report_task t[4];
+	struct stb_report_task t[6];
 	memset(t, 0, sizeof(t));
 	t[0].id = 1ull << 32;
 	t[0].state = size % STB_TASK_NSTATES;
@@ -184,6 +184,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[0].nframes = 2;
 	t[0].frames = frames;
 	snprintf(t[0].name, sizeof(t[0].name), "%s", str[1]);
+	/* A system call of any number and first argument (names, fds, the
+	 * numbers beyond the table). */
+	uint64_t word = 0;
+	memcpy(&word, data, size < 8 ? size : 8);
+	t[0].in_syscall = size & 2;
+	t[0].syscall_nr = (uint32_t)(word >> 16);
+	t[0].syscall_arg0 = word;
+	t[0].on_worker = size & 4;
+	t[0].worker = (uint32_t)word;
+	t[0].tid = (uint32_t)(word >> 32);
+	t[0].truncated = (word >> 60) & 1;
+	t[0].truncated_why = (unsigned)(word >> 61);
 	t[1].id = 2ull << 32;
 	t[1].state = STB_TASK_SUSPENDED;
 	t[1].since_ns = 1;
@@ -209,6 +221,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t[i].frames = t[i].stack ? t[i].stack->frames : frames;
 		t[i].nframes = 2;
 		snprintf(t[i].name, sizeof(t[i].name), "%s", str[1]);
+		/* A group blocked in one call, on the same fd or not. */
+		t[i].in_syscall = (size >> 3) & 1;
+		t[i].syscall_nr = (uint32_t)(word & 0x1ff);
+		t[i].syscall_arg0 = (size >> 4) & 1 ? (uint64_t)i : 5;
+		t[i].on_worker = true;
+		t[i].worker = (unsigned)i;
+		t[i].tid = 100u + (unsigned)i;
 		t[i].execq = (size >> 4) & 1 ? 0x7f0000000080ull * (unsigned)i : t[0].execq;
 		t[i].execq_queued_known = true;
 		t[i].execq_queued = (uint64_t)i;
@@ -246,6 +265,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct stb_deadlocks dl = {.members = members, .nmembers = 3, .starts = starts,
 				   .ncycles = 2, .holds = holds, .nholds = 2,
 				   .partial = (size >> 2) & 1};
+	/* Threads of the process (their section): one with a stack (truncated
+	 * for any reason, even one out of range), one naming its task. */
+	for (unsigned i = 0; i < 2; i++, nt++) {
+		struct stb_report_task *th = &t[nt];
+		th->is_thread = true;
+		th->tid = (uint32_t)(word >> (8 * i)) | 1u;
+		th->id = STB_ABI_OWNER_TID(th->tid);
+		th->state = STB_TASK_RUNNING;
+		snprintf(th->name, sizeof(th->name), "%s", str[1 + i]);
+		th->on_worker = i == 1;
+		th->worker = (uint32_t)size;
+		th->task = i == 1 ? word | 1 : 0;
+		th->in_syscall = (word >> 5) & 1;
+		th->syscall_nr = (uint32_t)(word >> 40);
+		th->syscall_arg0 = word >> 3;
+		if (i == 0) {
+			th->mode = STB_TRACE_SYSCALL;
+			th->frames = frames;
+			th->nframes = 2;
+			th->truncated = 1;
+			th->truncated_why = (unsigned)(word >> 56);
+		}
+	}
 	struct stb_report_meta m = {
 	    .producer = "fuzz",
 	    .pid = 1,

@@ -5,6 +5,7 @@
  * to the producer, the deadlocks searched.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,6 +44,7 @@ struct reuse {
 	struct stb_stackset_entry *stack;
 	unsigned nframes, beyond;
 	bool truncated, beyond_more;
+	unsigned char truncated_why;
 	int64_t user[2];
 };
 
@@ -126,6 +128,7 @@ static void reuse_store(struct stb_collector *c, const struct pending *q)
 	c->reuse[*s - 1] = (struct reuse){
 	    .slot = slot, .id = t->id, .seq = q->ct.seq, .pass = c->pass, .stack = t->stack,
 	    .nframes = t->nframes, .beyond = t->beyond, .truncated = t->truncated != 0,
+	    .truncated_why = (unsigned char)t->truncated_why,
 	    .beyond_more = t->beyond_more, .user = {q->ct.user[0], q->ct.user[1]}};
 }
 
@@ -183,6 +186,15 @@ void stb_collect_entry(const struct stb_collect_src *src, struct stb_abi_task *p
 				    src->owners);
 }
 
+/* Where running task t (entry copy v) runs: its worker (a bthread). */
+static void on_worker(struct stb_report_task *t, const struct stb_tview_task *v)
+{
+	if (t->state == STB_TASK_RUNNING && !t->is_pthread && v->worker < STB_ABI_MAX_WORKERS) {
+		t->on_worker = true;
+		t->worker = v->worker;
+	}
+}
+
 static bool gone(const struct stb_collector *c)
 {
 	const struct stb_mem *m = c->src.drv.mem;
@@ -223,6 +235,12 @@ static bool settle(struct stb_collector *c, struct pending *q, const struct stb_
 	t->mode = capt->mode;
 	t->tid = capt->tid ? capt->tid
 			   : (t->state == STB_TASK_RUNNING || t->is_pthread ? v->tid : 0);
+	on_worker(t, v);
+	if (capt->in_syscall && t->state == STB_TASK_RUNNING) {
+		t->in_syscall = true;
+		t->syscall_nr = capt->syscall_nr;
+		t->syscall_arg0 = capt->syscall_arg0;
+	}
 	if (!o->no_why)
 		stb_report_task_why_recheck(t, q->p);
 	if (!t->added && !stb_collect_stuck(o, t, c->now))
@@ -264,6 +282,7 @@ static bool reuse_try(struct stb_collector *c, struct pending *q)
 		t->nframes = k->stack ? k->nframes : 0;
 		t->beyond = k->beyond;
 		t->truncated = k->truncated;
+		t->truncated_why = k->truncated_why;
 		t->beyond_more = k->beyond_more;
 		q->reusable = true;
 	}
@@ -274,16 +293,12 @@ static bool reuse_try(struct stb_collector *c, struct pending *q)
 	return true;
 }
 
-/* A job is traced: what its record needs from the capture, its frames. */
-static void job_done(void *arg, struct stb_driver_job *j)
+/* Walks capt into t's frames (interned, or scratch for each()). *reusable:
+ * the stack may serve a later pass. false: out of memory (the pass stops). */
+static bool walk_into(struct stb_collector *c, struct stb_report_task *t,
+		      const struct stb_capture *capt, bool *reusable)
 {
-	struct stb_collector *c = arg;
-	struct pending *q = j->arg;
-	struct stb_report_task *t = &q->ct.t;
-	const struct stb_capture *capt = &j->capt;
 	const struct stb_collect_opts *o = c->o;
-	if (!settle(c, q, capt, j->rc, true))
-		return;
 	/* The whole stack is walked (up to walk_max frames) so that the report
 	 * can say how many frames it does not show; keep are kept. */
 	struct stb_frame_sink sink = {
@@ -296,29 +311,47 @@ static void job_done(void *arg, struct stb_driver_job *j)
 		o->phase("unwinding a stack");
 	stb_capture_unwind(c->src.unw, c->memo, capt, &sink);
 	unsigned keep = sink.n < c->keep ? sink.n : c->keep;
-	t->truncated = sink.truncated || sink.timed_out;
+	/* A copy that ends before the stack's top may miss frames, or have
+	 * them from a chain nothing checked: truncated, and why. */
+	unsigned cut = capt->cut < STB_CUT_NKINDS ? capt->cut : STB_CUT_COPY;
+	t->truncated = sink.truncated || sink.timed_out || cut;
+	t->truncated_why = sink.timed_out ? STB_REPORT_TRUNC_DEADLINE
+			   : cut	  ? cut
+			   : sink.truncated ? STB_REPORT_TRUNC_WALK_MAX
+					    : STB_REPORT_TRUNC_NONE;
 	t->beyond = sink.n - keep;
 	t->beyond_more = sink.truncated;
 	if (!keep)
-		return;
+		return true;
 	bool context = capt->mode == STB_TRACE_CONTEXT;
 	if (!c->intern) {
 		t->frames = c->scratch; /* handed to each() before the next walk */
-		q->reusable = context;
+		*reusable = context;
 	} else if ((t->stack = stb_stackset_add(c->stacks, c->scratch, keep,
 						stb_report_stack_key(t))) != NULL) {
 		/* Tasks with the same stack share one copy of it. */
 		t->frames = t->stack->frames;
-		q->reusable = context;
+		*reusable = context;
 	} else if ((t->frames = malloc(keep * sizeof(*t->frames))) != NULL) {
 		memcpy(t->frames, c->scratch, keep * sizeof(*t->frames));
 	} else {
 		c->res->err = -ENOMEM;
 		c->stop = true;
-		q->keep = false;
-		return;
+		return false;
 	}
 	t->nframes = keep;
+	return true;
+}
+
+/* A job is traced: what its record needs from the capture, its frames. */
+static void job_done(void *arg, struct stb_driver_job *j)
+{
+	struct stb_collector *c = arg;
+	struct pending *q = j->arg;
+	if (!settle(c, q, &j->capt, j->rc, true))
+		return;
+	if (!walk_into(c, &q->ct.t, &j->capt, &q->reusable))
+		q->keep = false;
 }
 
 /* The next record of the result, NULL without memory. */
@@ -445,6 +478,7 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 		t->mode = STB_TRACE_NO_STACK;
 		if (v->state == STB_TASK_RUNNING || t->is_pthread)
 			t->tid = v->tid;
+		on_worker(t, v);
 		q->keep = true;
 	} else if (reuse_try(c, q)) {
 		/* Its stack from an earlier pass. */
@@ -583,6 +617,203 @@ static void scan_ids(struct stb_collector *c)
 		take(c, slot, p, &v);
 		flush(c); /* one at a time: the next is looked up in its turn */
 	}
+}
+
+/* ---- the threads ---- */
+
+/* Threads looked at at most (the rest is counted in threads_left). */
+#define STB_COLLECT_THREADS_MAX 16384u
+
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* What runs on a thread: a worker (its index, the bthread it runs) or a
+ * registered pthread (its task id), and that task's system call (copied:
+ * the records move as the result grows). */
+struct role {
+	uint32_t tid;
+	uint32_t worker; /* UINT32_MAX: not a worker */
+	uint64_t task;   /* 0: none */
+	bool in_syscall;
+	uint32_t syscall_nr;
+	uint64_t syscall_arg0;
+};
+
+static void role_call(struct role *r, const struct stb_report_task *t)
+{
+	r->in_syscall = t->in_syscall;
+	r->syscall_nr = t->syscall_nr;
+	r->syscall_arg0 = t->syscall_arg0;
+}
+
+static int role_by_tid(const void *x, const void *y)
+{
+	const struct role *a = x, *b = y;
+	return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+static int role_by_task(const void *x, const void *y)
+{
+	const struct role *a = x, *b = y;
+	return a->task < b->task ? -1 : a->task > b->task;
+}
+
+/* The roles of the target's threads, sorted by tid: its workers' entries,
+ * and one pass over the tasks collected. *n: how many. NULL without memory. */
+static struct role *roles_of(struct stb_collector *c, size_t *n)
+{
+	size_t k = 0, cap = STB_ABI_MAX_WORKERS + 16;
+	struct role *r = malloc(cap * sizeof(*r));
+	if (!r)
+		return NULL;
+	for (uint32_t w = 0; c->src.worker && w < STB_ABI_MAX_WORKERS; w++) {
+		const struct stb_abi_worker *e = c->src.worker(c->src.ctx, w);
+		uint32_t tid = e ? __atomic_load_n(&e->tid, __ATOMIC_RELAXED) : 0;
+		if (!tid)
+			continue;
+		/* What it names, switching to it or on its stack (abi.h). */
+		uint64_t cur = STB_ABI_CURRENT_ID(__atomic_load_n(&e->current, __ATOMIC_ACQUIRE));
+		bool runs = __atomic_load_n(&e->state, __ATOMIC_RELAXED) == STB_WORKER_RUNNING;
+		r[k++] = (struct role){.tid = tid, .worker = w, .task = runs ? cur : 0};
+	}
+	size_t nw = k;
+	qsort(r, nw, sizeof(*r), role_by_task);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct stb_report_task *t = &c->tasks[i];
+		if (t->is_thread)
+			continue;
+		if (t->is_pthread && t->tid) {
+			if (k == cap) {
+				struct role *g = cap < SIZE_MAX / 2 / sizeof(*r)
+						     ? realloc(r, 2 * cap * sizeof(*r))
+						     : NULL;
+				if (!g)
+					break; /* the rest: threads of their own */
+				r = g;
+				cap *= 2;
+			}
+			r[k] = (struct role){.tid = t->tid, .worker = UINT32_MAX, .task = t->id};
+			role_call(&r[k++], t);
+			continue;
+		}
+		struct role key = {.task = t->id}, *w = nw && t->state == STB_TASK_RUNNING
+							 ? bsearch(&key, r, nw, sizeof(*r), role_by_task)
+							 : NULL;
+		if (w)
+			role_call(w, t);
+	}
+	qsort(r, k, sizeof(*r), role_by_tid);
+	*n = k;
+	return r;
+}
+
+/* One thread into record t: its name, what runs there, its stack. */
+static void thread_one(struct stb_collector *c, uint32_t tid, const struct role *role,
+		       struct stb_report_task *t)
+{
+	const struct stb_collect_opts *o = c->o;
+	memset(t, 0, sizeof(*t));
+	t->is_thread = true;
+	t->id = STB_ABI_OWNER_TID(tid);
+	t->tid = tid;
+	t->state = STB_TASK_RUNNING;
+	if (c->src.thread_name)
+		c->src.thread_name(c->src.ctx, tid, t->name, sizeof(t->name));
+	t->name[sizeof(t->name) - 1] = '\0';
+	if (role) {
+		t->task = role->task;
+		t->on_worker = role->worker != UINT32_MAX;
+		t->worker = role->worker;
+		/* The bthread it runs (or the pthread it is) blocks in a call. */
+		t->in_syscall = role->in_syscall;
+		t->syscall_nr = role->syscall_nr;
+		t->syscall_arg0 = role->syscall_arg0;
+	}
+	const struct stb_capture_ops *ops = c->src.drv.capture;
+	if (t->task || !ops || !ops->capture_thread || !o->stacks)
+		return; /* its stack is its task's (or none is wanted) */
+	uint64_t now = stb_now_ns(), deadline = o->trace_end ? o->trace_end : UINT64_MAX;
+	if (o->timeout_ns && now + o->timeout_ns < deadline)
+		deadline = now + o->timeout_ns;
+	struct stb_capture capt;
+	char err[128] = "";
+	int rc;
+	do {
+		memset(&capt, 0, sizeof(capt));
+		rc = ops->capture_thread(ops->ctx, tid, deadline, c->src.drv.buf, c->src.drv.cap,
+					 &capt, err, sizeof(err));
+	} while (rc == -EAGAIN && stb_now_ns() < deadline);
+	if (rc == 0) {
+		t->mode = capt.mode;
+		t->in_syscall = capt.in_syscall;
+		t->syscall_nr = capt.syscall_nr;
+		t->syscall_arg0 = capt.syscall_arg0;
+		bool reusable;
+		walk_into(c, t, &capt, &reusable);
+		return;
+	}
+	if (rc == -ESRCH && !err[0]) {
+		t->err = 0; /* it exited meanwhile: no stack */
+		return;
+	}
+	t->err = rc < 0 ? rc : -EIO;
+	if (!err[0])
+		snprintf(err, sizeof(err), "%s", rc == -EAGAIN ? "it did not settle in time"
+								: strerror(-t->err));
+	t->error = strdup(err);
+	c->res->failed++;
+}
+
+/* Every thread of the target after the tasks (opts.threads). */
+static void collect_threads(struct stb_collector *c)
+{
+	const struct stb_collect_opts *o = c->o;
+	struct stb_collect_result *res = c->res;
+	uint32_t *tids = malloc(STB_COLLECT_THREADS_MAX * sizeof(*tids));
+	if (!tids) {
+		res->err = -ENOMEM;
+		return;
+	}
+	if (o->phase)
+		o->phase("reading the threads");
+	int n = c->src.threads(c->src.ctx, tids, STB_COLLECT_THREADS_MAX);
+	size_t nroles = 0;
+	struct role *roles = roles_of(c, &nroles);
+	if (!roles) {
+		free(tids);
+		res->err = -ENOMEM;
+		return;
+	}
+	unsigned k = n < 0 ? 0 : (unsigned)n < STB_COLLECT_THREADS_MAX ? (unsigned)n
+								    : STB_COLLECT_THREADS_MAX;
+	if (n > (int)k)
+		res->threads_left += (unsigned)n - k;
+	qsort(tids, k, sizeof(*tids), cmp_u32);
+	for (unsigned i = 0; i < k && !c->stop; i++) {
+		if (o->trace_end && stb_now_ns() >= o->trace_end) {
+			res->threads_left += k - i;
+			break;
+		}
+		if (gone(c)) {
+			res->target_gone = true;
+			break;
+		}
+		struct stb_report_task *t = new_task(c);
+		if (!t) {
+			res->err = -ENOMEM;
+			break;
+		}
+		struct role key = {.tid = tids[i]};
+		const struct role *role = bsearch(&key, roles, nroles, sizeof(*roles), role_by_tid);
+		thread_one(c, tids[i], role, t);
+		c->n++;
+		res->threads++;
+	}
+	free(roles);
+	free(tids);
 }
 
 /* ---- holders and names ---- */
@@ -791,6 +1022,11 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 		res->census = true;
 		res->tasks_by_state = r.census;
 	}
+	/* The threads, after the tasks (a registered pthread's record is found
+	 * among them). */
+	if (o->threads && c->src.threads && !o->nids && !o->state_mask && !o->stuck_ns &&
+	    !o->each && !res->target_gone && !res->err && !c->stop)
+		collect_threads(c);
 	if (holders) {
 		add_refs(c);
 		res->refs = c->refs;

@@ -40,6 +40,12 @@ struct stb_collect_src {
 	struct stb_abi_task *(*task)(void *ctx, uint32_t slot);
 	/* Worker w's entry (what the monitor published), NULL when unknown. */
 	const struct stb_abi_worker *(*worker)(void *ctx, uint32_t w);
+	/* The target's threads: up to max tids into tids, returning how many
+	 * there are (more than max: the rest is left out) or -errno; and one
+	 * thread's name (NUL-terminated, "" when unknown). NULL: threads are
+	 * not collected. Captured with drv.capture->capture_thread. */
+	int (*threads)(void *ctx, uint32_t *tids, unsigned max);
+	void (*thread_name)(void *ctx, uint32_t tid, char *name, size_t len);
 	void *ctx;
 	uint32_t capacity; /* slots of the published table: ids beyond are not in it */
 	/* Owner words of mutexes, rwlocks and ids are read again with this
@@ -113,6 +119,11 @@ struct stb_collect_opts {
 				trace_end), marked added; and the names (refs) of the
 				tasks the result mentions but does not hold (creators,
 				owners) */
+	bool threads;        /* every thread of the target too (src->threads), after
+				the tasks, each a record with is_thread set: a worker
+				running a bthread, and a registered pthread, name that
+				task instead of a stack of their own. Whole-table
+				passes only (not with ids, state_mask or stuck_ns) */
 	uint64_t deadlock_end; /* CLOCK_MONOTONIC: the search ends by then (0: none) */
 	/* Every selected task, once traced (or reused, late, failed); NULL: kept
 	 * in the result. Non-zero: stop the pass. */
@@ -149,6 +160,8 @@ struct stb_collect_result {
 	uint64_t missing;     /* ids that are not live tasks */
 	uint64_t reused;      /* stacks taken from an earlier pass */
 	uint64_t late;        /* tasks reached after trace_end (LATE_PASS) */
+	uint64_t threads;     /* threads among tasks (is_thread; the last ones) */
+	uint64_t threads_left; /* threads not collected: beyond the bound, or the deadline */
 	uint64_t held, held_sum_ns, held_max_ns; /* traces and how long each held its task */
 	uint32_t at_slot;     /* LATE_STOP, LATE_PASS: the first slot reached late
 				 (where the next pass should start) */

@@ -131,14 +131,19 @@ static void json_stack(const struct stb_report *r, struct stb_json *j, struct st
 	if (t->not_shown)
 		stb_json_kv_u64(j, "frames_not_shown", t->not_shown);
 	stb_json_kv_bool(j, "truncated", t->truncated != 0);
+	const char *why = t->truncated ? stb_report_trunc_name(t->truncated_why) : NULL;
+	if (why)
+		stb_json_kv_string(j, "truncated_why", why);
 	stb_json_key(j, "frames");
 	if (!json_frames_shared(r, j, t))
 		json_frames(r, j, t);
 }
 
 /* A thread of the process that is no task (model.h: is_thread), with its
- * stack: an object of "threads". */
-static void json_thread(const struct stb_report *r, struct stb_json *j, struct stb_report_task *t)
+ * stack: an object of "threads" -- a worker names the bthread it runs, a
+ * registered pthread's thread its task (whose stack is in "tasks"). */
+static void json_thread(const struct stb_report *r, const struct stb_why *w, struct stb_json *j,
+			struct stb_report_task *t)
 {
 	stb_json_object(j);
 	stb_json_kv_u64(j, "tid", t->tid);
@@ -146,10 +151,13 @@ static void json_thread(const struct stb_report *r, struct stb_json *j, struct s
 	stb_json_kv_string(j, "state", stb_state_name(t->state));
 	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
 						 ? mode_names[t->mode] : "none");
+	if (t->task)
+		stb_json_kv_u64(j, t->on_worker ? "bthread" : "pthread", t->task);
 	if (t->signal) {
 		stb_json_key(j, "signal");
 		stb_report_signal_json(j, t->signal, false);
 	}
+	stb_why_json_task(w, j, t); /* worker, syscall */
 	if (t->err < 0)
 		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
 	json_stack(r, j, t);
@@ -243,7 +251,7 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 		stb_json_array(&j);
 		for (size_t i = 0; i < n; i++)
 			if (tasks[i].is_thread)
-				json_thread(r, &j, &tasks[i]);
+				json_thread(r, &w, &j, &tasks[i]);
 		stb_json_end(&j);
 	}
 	stb_why_json_deadlocks(&w, &j);

@@ -148,6 +148,30 @@ void stb_report_meta_note(struct stb_report_meta *m, const char *note)
 		m->notes[m->nnotes++] = note;
 }
 
+static const char *const trunc_names[STB_REPORT_TRUNC_NKINDS] = {
+	NULL, "copy", "moved", "unreadable", "deadline", "walk-limit", "depth",
+};
+
+static const char *const trunc_texts[STB_REPORT_TRUNC_NKINDS] = {
+	NULL,
+	"the stack copy ends before the stack's base (the capture's limit)",
+	"the part of the stack past the first copy changed while it was read",
+	"the part of the stack past the first copy could not be read",
+	"the walk's deadline passed",
+	"the walk ended at its frame limit",
+	"the depth limit",
+};
+
+const char *stb_report_trunc_name(unsigned why)
+{
+	return why < STB_REPORT_TRUNC_NKINDS ? trunc_names[why] : NULL;
+}
+
+const char *stb_report_trunc_text(unsigned why)
+{
+	return why < STB_REPORT_TRUNC_NKINDS ? trunc_texts[why] : NULL;
+}
+
 bool stb_trace_mode_exact(unsigned mode)
 {
 	return mode == STB_TRACE_SIGNAL || mode == STB_TRACE_BPF || mode == STB_TRACE_SYSCALL ||
@@ -221,6 +245,7 @@ void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool
 		t->not_shown = k->not_shown;
 		t->inexact = k->inexact;
 		t->truncated = k->truncated;
+		t->truncated_why = k->truncated_why;
 		return;
 	}
 	unsigned inner = 0, outer = 0;
@@ -241,8 +266,12 @@ void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool
 		t->inexact = true;
 	}
 	t->nframes = shown;
-	if (t->not_shown)
+	if (t->not_shown) {
 		t->truncated = 1;
+		if (!t->truncated_why)
+			t->truncated_why = t->beyond_more ? STB_REPORT_TRUNC_WALK_MAX
+							  : STB_REPORT_TRUNC_DEPTH;
+	}
 	/* A view made once the symbol deadline passed may lack names (and so
 	 * runtime frames): not kept for the stack's other tasks and later
 	 * snapshots, which view it again. */
@@ -254,6 +283,7 @@ void stb_report_view(const struct stb_report *r, struct stb_report_task *t, bool
 		k->not_shown = t->not_shown;
 		k->inexact = t->inexact;
 		k->truncated = t->truncated != 0;
+		k->truncated_why = t->truncated_why;
 	}
 }
 
@@ -267,9 +297,10 @@ uint64_t stb_report_waits_for(const struct stb_report_task *t)
 
 uint32_t stb_report_stack_key(const struct stb_report_task *t)
 {
-	uint32_t beyond = t->beyond < (1u << 28) ? t->beyond : (1u << 28) - 1;
-	return beyond << 3 | (uint32_t)(t->truncated != 0) << 2 | (uint32_t)t->beyond_more << 1 |
-	       (uint32_t)stb_report_task_exact(t);
+	uint32_t beyond = t->beyond < (1u << 25) ? t->beyond : (1u << 25) - 1;
+	uint32_t why = t->truncated_why < 8 ? t->truncated_why : 7;
+	return beyond << 6 | why << 3 | (uint32_t)(t->truncated != 0) << 2 |
+	       (uint32_t)t->beyond_more << 1 | (uint32_t)stb_report_task_exact(t);
 }
 
 
@@ -297,13 +328,19 @@ static uint64_t frames_hash(struct stb_report_task *t)
 	return h;
 }
 
-/* Groups: the same state, failed or not, wait kind, added or not, and
- * frame ips. */
+/* Groups: the same state, failed or not, wait kind, added or not, system
+ * call, thread or not (and the task it runs), and frame ips. */
 static uint64_t group_hash(struct stb_report_task *t)
 {
 	uint64_t h = frames_hash(t);
 	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16 |
 				    (uint64_t)t->added << 24 | (uint64_t)(t->signal || t->is_thread) << 25);
+	/* A task blocked in a system call groups by its call; a thread by the
+	 * task it runs. */
+	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)(t->in_syscall ? t->syscall_nr : 0)
+								<< 32);
+	if (t->task)
+		h = stb_hash_mix(h, t->task);
 	return h;
 }
 
@@ -318,11 +355,13 @@ static bool group_eq(const void *ctx, uint32_t idx, const void *key)
 	const struct stb_report_task *a = &((const struct stb_report_task *)ctx)[idx];
 	const struct stb_report_task *b = key;
 	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
-	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added)
+	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added ||
+	    a->in_syscall != b->in_syscall || (a->in_syscall && a->syscall_nr != b->syscall_nr) ||
+	    a->is_thread != b->is_thread || a->task != b->task)
 		return false;
-	/* The task or thread that took a core's fatal signal, and a thread that
-	 * is no task, stand alone. */
-	if (a->signal || b->signal || a->is_thread || b->is_thread)
+	/* The task or thread that took a core's fatal signal stands alone
+	 * (threads group among themselves, in their section). */
+	if (a->signal || b->signal)
 		return false;
 	if (a->stack && a->stack == b->stack && view_shared(a) && view_shared(b))
 		return true; /* one interned stack, one view */

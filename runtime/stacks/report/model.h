@@ -17,6 +17,7 @@
 #include "report/stackset.h"
 #include "stb/abi.h"
 #include "stb/stb.h"
+#include "table/driver.h"
 #include "table/tview.h"
 #include "table/wait.h"
 
@@ -24,6 +25,24 @@ struct stb_sym;
 struct stb_unw_proc;
 struct stb_deadlocks;
 struct stb_mem;
+
+/* Why a stack is truncated (stb_report_task.truncated_why): the first three
+ * are the capture's (enum stb_cut of table/driver.h). */
+enum stb_report_trunc {
+	STB_REPORT_TRUNC_NONE = 0,
+	STB_REPORT_TRUNC_COPY = STB_CUT_COPY,             /* the copy's limit */
+	STB_REPORT_TRUNC_MOVED = STB_CUT_MOVED,           /* changed while it was read */
+	STB_REPORT_TRUNC_UNREADABLE = STB_CUT_UNREADABLE, /* the rest could not be read */
+	STB_REPORT_TRUNC_DEADLINE,                        /* the walk's deadline passed */
+	STB_REPORT_TRUNC_WALK_MAX,                        /* STB_REPORT_WALK_MAX frames walked */
+	STB_REPORT_TRUNC_DEPTH,                           /* the report's depth limit */
+	STB_REPORT_TRUNC_NKINDS,
+};
+
+/* "copy", "moved", "unreadable", "deadline", "walk-limit", "depth" (JSON),
+ * and the sentence of the text; NULL for NONE or out of range. */
+const char *stb_report_trunc_name(unsigned why);
+const char *stb_report_trunc_text(unsigned why);
 
 /* The fatal signal a core was written on (stb-bpf-loader --core): the
  * kernel's siginfo and the thread it was delivered to. */
@@ -62,13 +81,25 @@ struct stb_report_task {
 	unsigned state;          /* enum stb_task_state (< STB_TASK_NSTATES) */
 	unsigned mode;           /* enum stb_trace_mode */
 	int is_pthread;
-	/* A thread of the process, not a task: id is STB_ABI_OWNER_TID(tid)
-	 * (how owners name a plain pthread), state RUNNING; the thread that took
-	 * a core's fatal signal with no task running on it. */
+	/* A thread of the process, not a task (the report's thread section,
+	 * or the thread that took a core's fatal signal with no task running
+	 * on it): id is STB_ABI_OWNER_TID(tid) (how owners name a plain
+	 * pthread), name its comm, state RUNNING (or in_syscall); task, when
+	 * not 0, is the bthread its worker runs or the registered pthread it
+	 * is (whose stack is that task's: it has none of its own here). */
 	bool is_thread;
+	uint64_t task;
 	const struct stb_report_signal *signal; /* the fatal signal this task's
 				    thread took (a core: shown first, flagged); NULL: none */
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
+	bool on_worker;          /* a running bthread: worker is the worker it runs on */
+	uint32_t worker;
+	/* A running task whose thread is blocked in a system call (a bthread
+	 * there pins its worker): the call (x86_64 number) and its first
+	 * argument (table/syscall.h names it). */
+	bool in_syscall;
+	uint32_t syscall_nr;
+	uint64_t syscall_arg0;
 	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
 				    pthread in a wait), 0 = unknown */
 	uint64_t run_since_ns;   /* running bthreads: CLOCK_MONOTONIC since when it runs
@@ -85,6 +116,7 @@ struct stb_report_task {
 	int err;                 /* < 0: the trace failed */
 	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */
 	int truncated;           /* the walk ended at a limit (or the report cut it) */
+	unsigned truncated_why;  /* enum stb_report_trunc: why (NONE when not truncated) */
 	unsigned nframes;
 	struct stb_frame *frames;
 	struct stb_stackset_entry *stack; /* non-NULL: frames are stack->frames, shared with the
@@ -161,6 +193,10 @@ struct stb_report_meta {
 	unsigned abi_version;
 	uint32_t table_capacity;
 	uint64_t untraceable;
+	/* Tasks of the selection that are beyond the table's capacity: in no
+	 * task of the report (pprof and folded: one synthetic sample of that
+	 * count, state "untraceable"). */
+	uint64_t beyond_capacity;
 	const char *capture;     /* how running tasks were captured ("bpf+context", ...) */
 	const struct stb_report_signal *signal; /* a core's fatal signal; NULL: none */
 	bool run;                /* complete, not_traced, failed and finished are set */
@@ -197,6 +233,8 @@ struct stb_report {
 	bool lines;              /* text: file:line and inline frames */
 	const char *runtime_hint; /* text: how to show hidden runtime frames
 	                            ("--runtime-frames"); NULL: no hint */
+	const char *threads_hint; /* text: how to hide the thread section
+	                            ("--no-threads"); NULL: no hint */
 	const struct stb_deadlocks *deadlocks; /* the table's deadlocks; NULL: not searched */
 	const char *deadlock_hint; /* text: how to see a deadlock of tasks not in the report
 				    ("run without --bthread, --state and --stuck"); NULL: none */

@@ -26,6 +26,7 @@ struct stb_unw_proc;
 #define STB_PPROF_NOTE_FAILED "[trace failed]"
 #define STB_PPROF_NOTE_TRUNCATED "[truncated]"
 #define STB_PPROF_NOTE_KERNEL "[kernel]"
+#define STB_PPROF_NOTE_UNTRACEABLE "[beyond the table capacity]"
 
 struct stb_pprof_type {
 	const char *type; /* e.g. "samples", "cpu" */

@@ -118,6 +118,18 @@ void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, uns
 				break;
 			}
 		}
+		/* The call the user made is the outermost of the public functions
+		 * calling each other there (bthread_sem_wait calls
+		 * bthread_sem_timedwait, bthread_id_lock_verbose calls
+		 * bthread_id_lock_and_reset_range_verbose): those it called are
+		 * hidden too. A C++ wrapper of the headers (bthread::Mutex::lock)
+		 * is compiled into its caller's module. */
+		for (unsigned i = *inner + 1; *inner && i < n; i++) {
+			if (!f[i].symbol || !is_api(f[i].symbol) ||
+			    (!same_module(&f[i], &f[0]) && !has_prefix(f[i].symbol, "bthread::")))
+				break;
+			*inner = i;
+		}
 	}
 	if (complete) {
 		while (*outer < n - *inner) {

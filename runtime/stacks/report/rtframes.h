@@ -26,8 +26,11 @@
  * function it is part of; for frames of the C library or the vdso, the
  * function that called them) and a public API frame (bthread_*, butex_*, bthread::, a
  * public stb_* function such as stb_countdown_wait) of the same module
- * follows within STB_RTFRAMES_INNER_MAX frames; that frame
- * and everything beyond stay. Never hides every frame. Pure; thread-safe.
+ * follows within STB_RTFRAMES_INNER_MAX frames. Public frames right after it
+ * (the public functions calling each other: bthread_sem_wait calling
+ * bthread_sem_timedwait; a bthread:: wrapper in its caller's module) are
+ * hidden too but the outermost, the call the user made: that frame and
+ * everything beyond stay. Never hides every frame. Pure; thread-safe.
  */
 void stb_rtframes_find(const struct stb_frame *f, unsigned n, bool complete, unsigned *inner,
 		       unsigned *outer);

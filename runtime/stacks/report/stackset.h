@@ -29,6 +29,7 @@ struct stb_stackset_entry {
 	bool viewed;
 	unsigned first, shown, hidden, not_shown;
 	bool inexact, truncated;
+	unsigned char truncated_why; /* enum stb_report_trunc of the view */
 	bool view_hashed;  /* view_hash is the hash of the view's ips (grouping) */
 	uint64_t view_hash;
 	char *json;        /* its frames as JSON, written once (jsondoc.c); freed with it */

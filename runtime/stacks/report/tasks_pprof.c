@@ -14,6 +14,7 @@
 #include "report/pprof.h"
 #include "report/why.h"
 #include "report/writers.h"
+#include "table/syscall.h"
 
 /* The stack of task t. */
 static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *t)
@@ -46,23 +47,38 @@ static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *
 	return rc;
 }
 
+/* The state label: a running task blocked in a system call has its own,
+ * "syscall", and the threads of the process "thread" (folded stacks and
+ * flame graphs start with it). */
+static const char *pp_state(const struct stb_report_task *t)
+{
+	return t->is_thread ? "thread" : t->in_syscall ? "syscall" : stb_state_name(t->state);
+}
+
 static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 			   const struct stb_report_task *t)
 {
-	char id[24], wbuf[3][32], addr[24];
+	char id[24], wbuf[3][32], call[64], addr[24];
 	const char *wkeys[3], *wvals[3];
-	struct stb_pprof_label l[13];
+	struct stb_pprof_label l[14];
 	unsigned n = 0;
 	int64_t one = 1;
+	if (t->is_thread && t->task)
+		return 0; /* its stack is its task's sample */
 	int64_t st = pp_task_stack(p, t);
 	if (st < 0)
 		return (int)st;
 	snprintf(id, sizeof(id), "%" PRIu64, t->id);
 	if (!t->is_thread)
 		l[n++] = (struct stb_pprof_label){.key = "bthread_id", .str = id};
-	l[n++] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(t->state)};
+	l[n++] = (struct stb_pprof_label){.key = "state", .str = pp_state(t)};
+	if (t->in_syscall) {
+		stb_syscall_format(call, sizeof(call), t->syscall_nr, t->syscall_arg0);
+		l[n++] = (struct stb_pprof_label){.key = "syscall", .str = call};
+	}
 	if (t->tid)
-		l[n++] = (struct stb_pprof_label){.key = "worker_tid", .num = t->tid};
+		l[n++] = (struct stb_pprof_label){.key = t->is_thread ? "tid" : "worker_tid",
+						  .num = t->tid};
 	if (t->name[0])
 		l[n++] = (struct stb_pprof_label){.key = "name", .str = t->name};
 	if (t->is_pthread || t->is_thread)
@@ -92,6 +108,8 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 
 static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
 {
+	if (lead->is_thread && lead->task)
+		return 0; /* its stack is its task's sample */
 	int64_t st = pp_task_stack(p, lead);
 	if (st < 0)
 		return (int)st;
@@ -101,13 +119,17 @@ static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
 	int rc = -ENOMEM;
 	if (!l || !ids)
 		goto cleanup;
-	l[0] = (struct stb_pprof_label){.key = "state", .str = stb_state_name(lead->state)};
+	l[0] = (struct stb_pprof_label){.key = "state", .str = pp_state(lead)};
 	size_t k = 1;
 	if (lead->wait.kind != STB_WAIT_NONE) /* a group has one wait kind */
 		l[k++] = (struct stb_pprof_label){.key = "wait_kind",
 						  .str = stb_wait_kind_name(lead->wait.kind)};
 	size_t first = k;
 	for (const struct stb_report_task *m = lead; m && k < n; m = m->group_next, k++) {
+		if (m->is_thread) {
+			l[k] = (struct stb_pprof_label){.key = "tid", .num = m->tid};
+			continue;
+		}
 		snprintf(ids[k - first], sizeof(ids[k - first]), "%" PRIu64, m->id);
 		l[k] = (struct stb_pprof_label){.key = "bthread_id", .str = ids[k - first]};
 	}
@@ -123,6 +145,20 @@ cleanup:
 static int pp_comment(void *arg, const char *line)
 {
 	return stb_pprof_comment(arg, line);
+}
+
+/* The tasks the report could not trace, beyond the table's capacity: one
+ * sample of their count, so that no format leaves them out silently. */
+static int pp_add_beyond(struct stb_pprof *p, uint64_t n)
+{
+	struct stb_pprof_stack s = {.leaf = STB_PPROF_NOTE_UNTRACEABLE};
+	int64_t st = stb_pprof_stack(p, &s);
+	if (st < 0)
+		return (int)st;
+	struct stb_pprof_label l = {.key = "state", .str = "untraceable"};
+	int64_t count = n > INT64_MAX ? INT64_MAX : (int64_t)n;
+	int64_t rc = stb_pprof_sample(p, (uint32_t)st, &l, 1, &count);
+	return rc < 0 ? (int)rc : 0;
 }
 
 int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
@@ -166,6 +202,9 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 			if ((rc = pp_add_task(p, r, &tasks[i])) != 0)
 				goto cleanup;
 	}
+	if (r->meta && r->meta->beyond_capacity &&
+	    (rc = pp_add_beyond(p, r->meta->beyond_capacity)) != 0)
+		goto cleanup;
 	/* The comments of pprof hold the metadata already (meta_lines). */
 	const struct stb_profile_out po = {
 	    .root_key = "state", .title = "bthreads by stack", .unit = "bthreads", .meta = r->meta,

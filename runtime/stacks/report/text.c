@@ -254,6 +254,7 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 		fputc('"', out);
 	}
 	stb_why_text_bracket(w, t);
+	stb_why_text_pins(w, t);
 	if (t->signal) {
 		/* A core's fatal signal, taken on this task's thread. */
 		char sig[160];
@@ -315,6 +316,14 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 		fputs(")\n", out);
 		return;
 	}
+	if (t->nframes == 0 && t->is_thread) {
+		if (t->task)
+			fprintf(out, "(its stack is %s %" PRIu64 "'s, above)\n",
+				t->on_worker ? "bthread" : "pthread", t->task);
+		else
+			fputs("(no stack: the thread exited, or its capture was not asked for)\n", out);
+		return;
+	}
 	if (t->nframes == 0) {
 		fprintf(out, "(no stack: %s)\n", stb_state_name(t->state));
 		return;
@@ -329,11 +338,14 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 			fputs(line, out);
 		}
 	}
+	const char *why = stb_report_trunc_text(t->truncated_why);
+	bool cut = t->truncated_why && t->truncated_why <= STB_REPORT_TRUNC_DEADLINE;
 	if (t->not_shown)
-		fprintf(out, "(%s%u more %s not shown)\n", t->beyond_more ? "over " : "",
-			t->not_shown, t->not_shown == 1 ? "frame" : "frames");
+		fprintf(out, "(%s%u more %s not shown%s%s)\n", t->beyond_more ? "over " : "",
+			t->not_shown, t->not_shown == 1 ? "frame" : "frames",
+			cut ? "; and the walk ended early: " : "", cut ? why : "");
 	else if (t->truncated)
-		fprintf(out, "(more frames not shown: the walk ended early)\n");
+		fprintf(out, "(more frames not shown: %s)\n", why ? why : "the walk ended early");
 }
 
 /* The header line, a comment as the notes are ("# stb_dump of pid ..."):
@@ -386,11 +398,29 @@ static void text_footer(const struct stb_report *r, const struct stb_report_task
 }
 
 
+/* The heading of the thread section: "# 12 threads (--no-threads hides
+ * them)". */
+static void text_threads_heading(const struct stb_report *r, size_t nthreads)
+{
+	fprintf(r->out, "# %zu thread%s of the process", nthreads, nthreads == 1 ? "" : "s");
+	if (r->threads_hint) {
+		fputs(" (", r->out);
+		stb_text_put(r->out, r->threads_hint);
+		fputs(" hides them)", r->out);
+	}
+	fputs(":\n\n", r->out);
+}
+
 int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, size_t n,
 		    const struct stb_format_info *f)
 {
 	(void)f;
 	struct stb_why w;
+	/* The thread section: the threads that are no task, but one that took a
+	 * core's fatal signal, which comes first with the tasks. */
+	size_t nthreads = 0;
+	for (size_t i = 0; i < n; i++)
+		nthreads += tasks[i].is_thread && !tasks[i].signal;
 	stb_why_init(&w, r, tasks, n);
 	text_first_line(r);
 	text_notes(r);
@@ -400,7 +430,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			bool heading = false;
 			for (size_t i = 0; i < n; i++) {
 				struct stb_report_task *t = &tasks[i];
-				if (t->added != (added != 0))
+				if ((t->is_thread && !t->signal) || t->added != (added != 0))
 					continue;
 				if (added && !heading)
 					text_added_heading(r);
@@ -412,6 +442,17 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 				fputc('\n', r->out);
 			}
 		}
+		stb_why_text_deadlocks(&w, text_frames);
+		if (nthreads)
+			text_threads_heading(r, nthreads);
+		for (size_t i = 0; i < n; i++) {
+			if (!tasks[i].is_thread || tasks[i].signal)
+				continue;
+			stb_why_text_thread(&w, &tasks[i]);
+			fputc('\n', r->out);
+			text_frames(r, &tasks[i]);
+			fputc('\n', r->out);
+		}
 	} else {
 		size_t ng;
 		struct stb_report_task **leaders = stb_report_group(tasks, n, &ng);
@@ -419,28 +460,38 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			stb_why_fini(&w);
 			return -ENOMEM;
 		}
-		for (size_t g = 0; g < ng; g++) {
-			/* Groups of selected tasks come first (stb_report_group). */
-			if (leaders[g]->added && (g == 0 || !leaders[g - 1]->added))
-				text_added_heading(r);
-			if (leaders[g]->signal || leaders[g]->is_thread) {
-				/* Alone, first: what took a core's fatal signal. */
-				text_header(&w, leaders[g]);
-				stb_why_text_holds(&w, leaders[g]);
-				text_frames(r, leaders[g]);
-				stb_why_text_created(&w, leaders[g]);
-				fputc('\n', r->out);
-				continue;
+		/* The tasks' groups (what took a core's fatal signal alone and
+		 * first, then those of selected tasks: stb_report_group), the
+		 * deadlocks, then the threads' groups. */
+		for (int threads = 0; threads < 2; threads++) {
+			if (threads) {
+				stb_why_text_deadlocks(&w, text_frames);
+				if (nthreads)
+					text_threads_heading(r, nthreads);
 			}
-			stb_why_text_group(&w, leaders[g]);
-			stb_why_text_group_holds(&w, leaders[g]);
-			text_frames(r, leaders[g]);
-			stb_why_text_group_created(&w, leaders[g]);
-			fputc('\n', r->out);
+			for (size_t g = 0; g < ng; g++) {
+				struct stb_report_task *t = leaders[g];
+				if ((t->is_thread && !t->signal) != (threads != 0))
+					continue;
+				if (t->added && (g == 0 || !leaders[g - 1]->added))
+					text_added_heading(r);
+				if (t->signal) {
+					text_header(&w, t);
+					stb_why_text_holds(&w, t);
+					text_frames(r, t);
+					stb_why_text_created(&w, t);
+					fputc('\n', r->out);
+					continue;
+				}
+				stb_why_text_group(&w, t);
+				stb_why_text_group_holds(&w, t);
+				text_frames(r, t);
+				stb_why_text_group_created(&w, t);
+				fputc('\n', r->out);
+			}
 		}
 		free(leaders);
 	}
-	stb_why_text_deadlocks(&w, text_frames);
 	stb_why_fini(&w);
 	text_footer(r, tasks, n);
 	return ferror(r->out) ? -EIO : 0;

@@ -16,6 +16,7 @@
 #include "report/why.h"
 #include "symbols/symbolize.h"
 #include "table/deadlock.h"
+#include "table/syscall.h"
 #include "util.h"
 
 #define STB_WHY_GROUP_IDS 10u /* ids of a group shown before "and N more" */
@@ -130,6 +131,20 @@ static void put_name(FILE *out, const char *name)
 	fputc('"', out);
 }
 
+/* "in system call read(5)" (one_arg: with its fd) or the state's name. */
+static void put_state(FILE *out, const struct stb_report_task *t, bool one_arg)
+{
+	if (t->in_syscall) {
+		char call[64];
+		stb_syscall_format(call, sizeof(call), t->syscall_nr, one_arg ? t->syscall_arg0 : 0);
+		if (!one_arg && stb_syscall_name(t->syscall_nr))
+			snprintf(call, sizeof(call), "%s", stb_syscall_name(t->syscall_nr));
+		fprintf(out, "in system call %s", call);
+	} else {
+		fputs(stb_state_name(t->state), out);
+	}
+}
+
 void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task *t)
 {
 	FILE *out = w->r->out;
@@ -137,12 +152,16 @@ void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task 
 	uint64_t ns = 0;
 	bool known = stb_why_in_state_ns(w, t, &ns);
 	bool thread_wait = t->state == STB_TASK_RUNNING && t->wait.kind != STB_WAIT_NONE;
-	fprintf(out, " [%s", stb_state_name(t->state));
+	fputs(" [", out);
+	put_state(out, t, true);
 	if (known && !thread_wait) {
 		fmt_dur(d, sizeof(d), ns, w->tick_ns);
 		fprintf(out, ", %s", d);
 	}
-	if (t->tid && (t->state == STB_TASK_RUNNING || t->is_pthread))
+	/* A bthread pinning its worker in a system call names the thread in
+	 * its "blocks worker" clause. */
+	if (t->tid && (t->state == STB_TASK_RUNNING || t->is_pthread) &&
+	    !(t->in_syscall && t->on_worker))
 		fprintf(out, ", tid %u", t->tid);
 	if (known && thread_wait) {
 		fmt_dur(d, sizeof(d), ns, w->tick_ns);
@@ -254,6 +273,36 @@ static void put_wait_what(FILE *out, const struct stb_wait_view *v, bool one_obj
 			fprintf(out, " (mutex 0x%" PRIx64 ")", v->extra);
 		return;
 	}
+}
+
+/* " -- worker 3, runs bthread N" of thread t (nothing for a plain one). */
+static void put_thread_role(FILE *out, const struct stb_report_task *t)
+{
+	if (t->on_worker) {
+		fprintf(out, " \xe2\x80\x94 worker %u", t->worker); /* U+2014 */
+		if (t->task)
+			fprintf(out, ", runs bthread %" PRIu64, t->task);
+	} else if (t->task) {
+		fprintf(out, " \xe2\x80\x94 registered: pthread %" PRIu64, t->task);
+	}
+}
+
+void stb_why_text_thread(const struct stb_why *w, const struct stb_report_task *t)
+{
+	FILE *out = w->r->out;
+	fprintf(out, "thread %u", t->tid);
+	put_name(out, t->name);
+	fputs(" [", out);
+	put_state(out, t, true);
+	fputc(']', out);
+	put_thread_role(out, t);
+}
+
+void stb_why_text_pins(const struct stb_why *w, const struct stb_report_task *t)
+{
+	if (t->in_syscall && t->on_worker)
+		fprintf(w->r->out, " \xe2\x80\x94 blocks worker %u (tid %u)", t->worker,
+			t->tid); /* U+2014 */
 }
 
 void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
@@ -482,7 +531,9 @@ struct group_sum {
 	uint64_t min_ns, max_ns;
 	const char *first, *last; /* names in natural order; NULL: none named */
 	bool one_name;
-	unsigned kinds; /* bit 0 bthreads, bit 1 pthreads */
+	bool one_arg;    /* in a system call: the same first argument */
+	unsigned on_workers; /* members that pin a worker */
+	unsigned kinds; /* bit 0 bthreads, bit 1 pthreads, bit 2 threads */
 	bool one_execq;  /* every member works on the same execution queue */
 	bool any_execq;  /* some member works on one */
 };
@@ -506,18 +557,22 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		      struct group_sum *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = s->one_execq = true;
+	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = s->one_arg = true;
+	s->one_execq = true;
 	const struct stb_wait_view *a = &lead->wait;
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		const struct stb_wait_view *b = &m->wait;
 		if (!same_wait(a, b))
 			s->one_wait = false;
+		if (m->syscall_arg0 != lead->syscall_arg0)
+			s->one_arg = false;
+		s->on_workers += m->in_syscall && m->on_worker;
 		if (m->creator.ip != lead->creator.ip)
 			s->one_creator_ip = false;
 		if (m->creator.ip != lead->creator.ip || m->creator.id != lead->creator.id ||
 		    m->creator.tid != lead->creator.tid)
 			s->one_creator = false;
-		s->kinds |= m->is_pthread ? 2u : 1u;
+		s->kinds |= m->is_thread ? 4u : m->is_pthread ? 2u : 1u;
 		if (works_on_execq(m))
 			s->any_execq = true;
 		if (!works_on_execq(m) || m->execq != lead->execq)
@@ -552,11 +607,14 @@ static void put_group_ids(const struct stb_why *w, const struct stb_report_task 
 {
 	FILE *out = w->r->out;
 	unsigned n = lead->group_count, shown = 0;
-	size_t col = sizeof("  ids") - 1;
-	fputs(n == 1 ? "  id" : "  ids", out);
+	const char *label = lead->is_thread ? (n == 1 ? "  tid" : "  tids") /* threads: tids */
+					    : (n == 1 ? "  id" : "  ids");
+	size_t col = strlen(label);
+	fputs(label, out);
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		char id[24], more[48], c[32];
-		int len = snprintf(id, sizeof(id), " %" PRIu64, m->id);
+		int len = m->is_thread ? snprintf(id, sizeof(id), " %u", m->tid)
+				       : snprintf(id, sizeof(id), " %" PRIu64, m->id);
 		/* Room kept for " and N more" unless this is the last id. */
 		stb_report_count_text(c, sizeof(c), n - shown - 1);
 		int tail = m->group_next ? snprintf(more, sizeof(more), " and %s more", c) : 0;
@@ -600,8 +658,12 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 	struct group_sum s;
 	summarize(w, lead, &s);
 	unsigned n = lead->group_count;
-	const char *what = s.kinds == 1 ? "bthread" : s.kinds == 2 ? "pthread" : "task";
-	fprintf(out, "%u %s%s [%s", n, what, n == 1 ? "" : "s", stb_state_name(lead->state));
+	const char *what = s.kinds == 1   ? "bthread"
+			   : s.kinds == 2 ? "pthread"
+			   : s.kinds == 4 ? "thread"
+					  : "task";
+	fprintf(out, "%u %s%s [", n, what, n == 1 ? "" : "s");
+	put_state(out, lead, s.one_arg);
 	if (s.any_time) {
 		char a[32], b[32];
 		fmt_dur(a, sizeof(a), s.min_ns, w->tick_ns);
@@ -612,6 +674,13 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 			fprintf(out, ", %s .. %s", a, b);
 	}
 	fputc(']', out);
+	if (lead->is_thread) {
+		if (n == 1)
+			put_thread_role(out, lead);
+	} else if (n == 1)
+		stb_why_text_pins(w, lead);
+	else if (s.on_workers)
+		fprintf(out, " \xe2\x80\x94 blocks %u workers", s.on_workers);
 	if (lead->wait.kind != STB_WAIT_NONE && lead->wait.kind != STB_WAIT_YIELD) {
 		if (s.one_wait) {
 			/* The whole clause, without a time left (it differs). */
@@ -789,6 +858,22 @@ static void json_wait_members(const struct stb_why *w, struct stb_json *j,
 	}
 }
 
+/* "syscall": {"nr", "name", "fd" (one_arg: of the calls that take one first)}. */
+static void json_syscall(struct stb_json *j, const struct stb_report_task *t, bool one_arg)
+{
+	if (!t->in_syscall)
+		return;
+	stb_json_key(j, "syscall");
+	stb_json_object(j);
+	stb_json_kv_u64(j, "nr", t->syscall_nr);
+	const char *name = stb_syscall_name(t->syscall_nr);
+	if (name)
+		stb_json_kv_string(j, "name", name);
+	if (one_arg && stb_syscall_fd_first(t->syscall_nr))
+		stb_json_kv_i64(j, "fd", (int32_t)t->syscall_arg0);
+	stb_json_end(j);
+}
+
 /* "execution_queue": {"queue": "0x...", "queued": N} of a consumer. */
 static void json_execq(struct stb_json *j, const struct stb_report_task *t)
 {
@@ -807,6 +892,9 @@ void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_r
 	if (t->added)
 		stb_json_kv_bool(j, "selected", false);
 	uint64_t ns;
+	if (t->on_worker)
+		stb_json_kv_u64(j, "worker", t->worker);
+	json_syscall(j, t, true);
 	if (stb_why_in_state_ns(w, t, &ns))
 		json_seconds(j, stb_report_blocked(t) ? "blocked_s" : "running_s", ns);
 	if (t->wait.kind != STB_WAIT_NONE) {
@@ -849,6 +937,7 @@ void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 {
 	struct group_sum s;
 	summarize(w, lead, &s);
+	json_syscall(j, lead, s.one_arg);
 	if (lead->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);

@@ -38,9 +38,17 @@ struct stb_report_task *stb_why_find(const struct stb_why *w, uint64_t id);
  * pthread in a wait) or running without a switch. false: not known. */
 bool stb_why_in_state_ns(const struct stb_why *w, const struct stb_report_task *t, uint64_t *ns);
 
-/* Text: t's " [state, time, tid N]" bracket; its " waiting on ..." clause
- * (owners named with their bracket); its "created by ..." line. */
+/* Text: t's " [state, time, tid N]" bracket (" [in system call read(5),
+ * 1.5 s]" for a task blocked in one); " \u2014 blocks worker 3 (tid N)" of a
+ * bthread pinning its worker in a system call (nothing otherwise); its
+ * " waiting on ..." clause (owners named with their bracket); its "created
+ * by ..." line. */
 void stb_why_text_bracket(const struct stb_why *w, const struct stb_report_task *t);
+void stb_why_text_pins(const struct stb_why *w, const struct stb_report_task *t);
+
+/* Text: the header of thread t (is_thread), without its newline: "thread
+ * 1234 "comm" [in system call futex] \u2014 worker 3, runs bthread N". */
+void stb_why_text_thread(const struct stb_why *w, const struct stb_report_task *t);
 void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t);
 /* Text: ", working on execution queue 0x... (N queued)" of a consumer. */
 void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t);
@@ -78,12 +86,13 @@ void stb_why_text_duration(const struct stb_why *w, uint64_t ns, char *buf, size
  * with "offset", "file" with "line". */
 void stb_why_json_site(const struct stb_why *w, struct stb_json *j, uint64_t ip);
 
-/* JSON members of task t: "selected" (false when added), blocked_s /
- * running_s, "wait", "execution_queue", "created_by", "holds". */
+/* JSON members of task t: "selected" (false when added), "worker",
+ * "syscall", blocked_s / running_s, "wait", "execution_queue",
+ * "created_by", "holds". */
 void stb_why_json_task(const struct stb_why *w, struct stb_json *j, struct stb_report_task *t);
 
-/* JSON members of group lead: "wait", "execution_queue" (when its members
- * share one), "shortest_s", "longest_s", "names". */
+/* JSON members of group lead: "syscall", "wait", "execution_queue" (when
+ * its members share one), "shortest_s", "longest_s", "names". */
 void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 			const struct stb_report_task *lead);
 

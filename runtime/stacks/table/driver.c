@@ -34,6 +34,14 @@ static void relax(unsigned spins)
 		sched_yield();
 }
 
+/* Does the copy of a saved context end before its stack's top (the buffer's
+ * limit)? Read under the lease: stack_hi is the one the copy was planned with. */
+static unsigned cut_of(struct stb_abi_task *p, const struct stb_capture *capt)
+{
+	uint64_t hi = __atomic_load_n(&p->stack_hi, __ATOMIC_RELAXED);
+	return capt->copy.addr + capt->copy.len < hi ? STB_CUT_COPY : STB_CUT_NONE;
+}
+
 /* The copy of a ready or suspended task's saved context. */
 static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint64_t id,
 			uint64_t w1, uint64_t lease, struct stb_capture *capt, char *err,
@@ -60,6 +68,7 @@ static int copy_context(const struct stb_driver *d, struct stb_abi_task *p, uint
 	}
 	if (rc == 0) {
 		capt->mode = STB_TRACE_CONTEXT;
+		capt->cut = cut_of(p, capt);
 		return 0;
 	}
 	if (rc == -EAGAIN || rc == -ETIMEDOUT)
@@ -332,6 +341,7 @@ static void batch_check(const struct stb_driver *d, struct stb_driver_job *j, vo
 	struct stb_capture *capt = &j->capt;
 	int rc = stb_hold_copy_check(j->p, j->id, j->w1, &d->workers, &j->plan, bytes,
 				     got ? 0 : -EFAULT, &capt->regs, &capt->copy);
+	unsigned cut = rc == 0 ? cut_of(j->p, capt) : STB_CUT_NONE; /* still held */
 	uint64_t held = now - j->held_from;
 	stb_hold_release(j->p, j->lease);
 	j->copied = rc == 0;
@@ -342,6 +352,7 @@ static void batch_check(const struct stb_driver *d, struct stb_driver_job *j, vo
 	capt->state = STB_ABI_STATE(j->w1);
 	capt->seq = STB_ABI_SEQ(j->w1);
 	capt->mode = STB_TRACE_CONTEXT;
+	capt->cut = cut;
 	capt->lease_ns = capt->held_ns = held;
 	if (j->errlen)
 		j->err[0] = '\0';

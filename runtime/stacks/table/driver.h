@@ -68,6 +68,17 @@ typedef int (*stb_capture_unwind_fn)(void *ctx, struct stb_unw_proc *unw,
 				      const struct stb_capture *s, unsigned max_depth,
 				      stb_unw_frame_fn fn, void *arg);
 
+/* Why a capture's stack copy ends before the stack's top (stb_capture.cut):
+ * the frames past it are missing, or come from a frame-pointer chain that
+ * nothing checked. */
+enum stb_cut {
+	STB_CUT_NONE = 0,  /* the copy reaches the top of the stack */
+	STB_CUT_COPY,      /* the capture copies at most so much (its buffer) */
+	STB_CUT_MOVED,     /* the part past the first copy changed while it was read */
+	STB_CUT_UNREADABLE, /* the part past the first copy could not be read */
+	STB_CUT_NKINDS,
+};
+
 /* What a trace got: the registers of the innermost frame and a stack copy. */
 struct stb_capture {
 	struct stb_regs regs;
@@ -80,6 +91,13 @@ struct stb_capture {
 	uint64_t lease_ns; /* how long its lease was held in all */
 	unsigned retries;  /* attempts discarded because the task moved */
 	bool target_gone;  /* the trace failed because the target exited */
+	unsigned cut;      /* enum stb_cut: the copy ends before the stack's top */
+	/* A running task whose thread was blocked in a system call when it was
+	 * captured (/proc showed the call, and the capture is of that call):
+	 * the call's number (x86_64) and its first argument. */
+	bool in_syscall;
+	uint32_t syscall_nr;
+	uint64_t syscall_arg0;
 	stb_capture_unwind_fn unwind; /* NULL: stb_unw_walk of regs and copy */
 	void *unwind_ctx;
 };
@@ -117,6 +135,13 @@ struct stb_capture_ops {
 	int (*capture)(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
 		       const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
 		       struct stb_capture *capt, char *err, size_t errlen);
+	/* Thread tid of the target, which is no task (nothing of the table
+	 * describes it): blocked in a system call, from /proc and its stack;
+	 * running, as capture() takes a running task; from a core, its
+	 * registers there. Same contract as capture() (-EAGAIN: try again);
+	 * NULL: threads are not captured. */
+	int (*capture_thread)(void *ctx, uint32_t tid, uint64_t deadline, void *buf, size_t cap,
+			      struct stb_capture *capt, char *err, size_t errlen);
 	void *ctx;
 };
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Running-but-blocked tasks (see insyscall.h): /proc/PID/task/TID/syscall gives
- * the user sp and pc at the system call; the stack is stable while the call
- * blocks. rbp is not published there, so the frame-pointer chain is found by
- * scanning for a saved rbp whose neighbour is a return address after a call.
+ * Running-but-blocked tasks and threads (insyscall.h):
+ * /proc/PID/task/TID/syscall gives the user sp and pc at the system call;
+ * the stack is stable while the call blocks. rbp is not published there, so
+ * the frame-pointer chain is found by scanning for a saved rbp whose
+ * neighbour is a return address after a call.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,63 +12,61 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "insyscall.h"
+#include "table/insyscall.h"
 
 #define STB_INSYSCALL_RED_ZONE 128u
 #define STB_INSYSCALL_SCAN 16384u /* bytes scanned above the last DWARF frame */
 
-/* Parses /proc/PID/task/TID/syscall: "nr a1 .. a6 sp pc". -EAGAIN if running. */
-static int read_syscall(pid_t pid, pid_t tid, long *nr, uint64_t *sp, uint64_t *pc)
+int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t stack_lo,
+			  uint64_t stack_hi, void *buf, size_t cap, struct stb_capture *capt)
 {
-	char path[96], line[512];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	int rc = -EAGAIN;
-	if (fgets(line, sizeof(line), f)) {
-		unsigned long long a[6], s, p;
-		long n;
-		if (sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &n, &a[0], &a[1], &a[2],
-			   &a[3], &a[4], &a[5], &s, &p) == 9) {
-			*nr = n;
-			*sp = s;
-			*pc = p;
-			rc = 0;
-		}
-	}
-	fclose(f);
-	return rc;
-}
-
-int stb_insyscall_read(struct stb_target *tg, pid_t tid, uint64_t stack_hi, void *buf, size_t cap,
-		    struct stb_regs *regs, struct stb_stack_copy *copy, long *nr)
-{
-	uint64_t sp, pc, sp2, pc2;
-	long nr2;
-	int rc = read_syscall(tg->pid, tid, nr, &sp, &pc);
+	struct stb_syscall_regs sc, again;
+	int rc = stb_syscall_read(pid, tid, &sc);
 	if (rc != 0)
-		return rc;
-	if (sp <= STB_INSYSCALL_RED_ZONE || sp >= stack_hi)
-		return -EAGAIN; /* not on its stack (a signal stack?): not this way */
+		return rc == -EPROTO ? -EAGAIN : rc;
+	uint64_t sp = sc.sp, pc = sc.pc;
+	if (sp <= STB_INSYSCALL_RED_ZONE || (stack_hi && (sp >= stack_hi || sp < stack_lo)))
+		return -EAGAIN; /* not on its stack (its scheduler's, a signal stack): not this way */
 	uint64_t from = sp - STB_INSYSCALL_RED_ZONE;
-	size_t len = stack_hi - from < cap ? (size_t)(stack_hi - from) : cap;
-	rc = stb_target_read(tg, from, buf, len);
+	size_t len = cap;
+	if (stack_hi && stack_hi - from < cap)
+		len = (size_t)(stack_hi - from);
+	rc = mem->read(mem->ctx, from, buf, len);
+	if (rc == -EFAULT && !stack_hi) {
+		/* The stack's top is not known: as much of it as is mapped, read
+		 * from the red zone to the end of sp's page, then page by page. */
+		size_t got = 0, step = 4096 - (size_t)(from & 4095);
+		while (got < len && mem->read(mem->ctx, from + got, (char *)buf + got,
+					      step < len - got ? step : len - got) == 0) {
+			got += step < len - got ? step : len - got;
+			step = 4096;
+		}
+		len = got;
+		rc = len > STB_INSYSCALL_RED_ZONE ? 0 : -EFAULT;
+	}
 	if (rc != 0)
 		return rc;
 	/* Still blocked in the same call: the copy is consistent. */
-	rc = read_syscall(tg->pid, tid, &nr2, &sp2, &pc2);
+	rc = stb_syscall_read(pid, tid, &again);
 	if (rc != 0)
-		return rc;
-	if (nr2 != *nr || sp2 != sp || pc2 != pc)
-		return -EAGAIN;
-	memset(regs, 0, sizeof(*regs));
-	regs->ip = pc;
-	regs->sp = sp;
-	regs->flags = STB_UNW_COPY_ONLY;
-	copy->addr = from;
-	copy->bytes = buf;
-	copy->len = len;
+		return rc == -EPROTO || rc == -EAGAIN ? -EBUSY : rc;
+	if (again.nr != sc.nr || again.sp != sp || again.pc != pc)
+		return -EBUSY; /* it moved during the copy: again */
+	memset(&capt->regs, 0, sizeof(capt->regs));
+	capt->regs.ip = pc;
+	capt->regs.sp = sp;
+	capt->regs.flags = STB_UNW_COPY_ONLY;
+	capt->copy.addr = from;
+	capt->copy.bytes = buf;
+	capt->copy.len = len;
+	capt->cut = stack_hi && from + len < stack_hi ? STB_CUT_COPY : STB_CUT_NONE;
+	capt->mode = STB_TRACE_SYSCALL;
+	capt->tid = (uint32_t)tid;
+	capt->in_syscall = true;
+	capt->syscall_nr = sc.nr > UINT32_MAX ? UINT32_MAX : (uint32_t)sc.nr;
+	capt->syscall_arg0 = sc.args[0];
+	capt->unwind = stb_insyscall_unwind;
+	capt->unwind_ctx = (void *)mem;
 	return 0;
 }
 
@@ -83,10 +82,10 @@ enum { STB_RET_NO = 0, STB_RET_INDIRECT = 1, STB_RET_DIRECT = 2 };
 
 /* A call to a PLT stub goes where its GOT slot points (the call being
  * blocked has run through it: the slot is bound). Returns that, or addr. */
-static uint64_t plt_target(struct stb_target *tg, uint64_t addr)
+static uint64_t plt_target(const struct stb_mem *mem, uint64_t addr)
 {
 	uint8_t c[11];
-	if (stb_target_read(tg, addr, c, sizeof(c)) != 0)
+	if (mem->read(mem->ctx, addr, c, sizeof(c)) != 0)
 		return addr;
 	unsigned at = 0;
 	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
@@ -98,7 +97,7 @@ static uint64_t plt_target(struct stb_target *tg, uint64_t addr)
 	int32_t rel;
 	memcpy(&rel, c + at + 2, sizeof(rel));
 	uint64_t slot = addr + at + 6 + (uint64_t)(int64_t)rel, fn;
-	if (stb_target_read(tg, slot, &fn, sizeof(fn)) != 0 || fn == 0)
+	if (mem->read(mem->ctx, slot, &fn, sizeof(fn)) != 0 || fn == 0)
 		return addr;
 	return fn;
 }
@@ -106,20 +105,20 @@ static uint64_t plt_target(struct stb_target *tg, uint64_t addr)
 /* Is ret a return address: inside a module, right after a call instruction?
  * For a direct call (rel32), *target is the function it called (through its
  * PLT stub). */
-static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t ret,
+static int return_kind(struct stb_unw_proc *unw, const struct stb_mem *mem, uint64_t ret,
 			   uint64_t *target)
 {
 	struct stb_unw_module_info mi;
 	uint8_t code[7];
 	if (ret < 8 || stb_unw_proc_module(unw, ret, &mi) != 0)
 		return STB_RET_NO;
-	if (stb_target_read(tg, ret - 7, code, sizeof(code)) != 0)
+	if (mem->read(mem->ctx, ret - 7, code, sizeof(code)) != 0)
 		return STB_RET_NO;
 	if (code[2] == 0xe8) { /* call rel32 */
 		int32_t rel;
 		memcpy(&rel, code + 3, sizeof(rel));
 		*target = ret + (uint64_t)(int64_t)rel;
-		*target = plt_target(tg, *target);
+		*target = plt_target(mem, *target);
 		return STB_RET_DIRECT;
 	}
 	if (code[5] == 0xff && (code[6] & 0x38) == 0x10) /* call *%reg */
@@ -142,12 +141,12 @@ static int return_kind(struct stb_unw_proc *unw, struct stb_target *tg, uint64_t
  * ".part.0") is a call to that body. Any jmp/jcc whose target is exactly
  * `to` counts: a false match inside another instruction would have to hit
  * that one address. */
-static bool jumps_to(struct stb_target *tg, uint64_t fn, uint64_t to)
+static bool jumps_to(const struct stb_mem *mem, uint64_t fn, uint64_t to)
 {
 	uint8_t c[STB_INSYSCALL_TAIL_SCAN];
 	if (fn == to)
 		return true;
-	if (stb_target_read(tg, fn, c, sizeof(c)) != 0)
+	if (mem->read(mem->ctx, fn, c, sizeof(c)) != 0)
 		return false;
 	for (unsigned i = 0; i < sizeof(c); i++) {
 		int32_t rel32;
@@ -185,10 +184,10 @@ static int fwd_frame(const struct stb_unw_frame *f, void *arg)
 	return w->stop;
 }
 
-int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct stb_capture *s,
+int stb_insyscall_unwind(void *mem_ctx, struct stb_unw_proc *unw, const struct stb_capture *s,
 			 unsigned max, stb_unw_frame_fn fn, void *arg)
 {
-	struct stb_target *tg = tg_ctx;
+	const struct stb_mem *mem = mem_ctx;
 	const struct stb_regs *regs = &s->regs;
 	const struct stb_stack_copy *copy = &s->copy;
 	struct fwd w = {.fn = fn, .arg = arg};
@@ -220,25 +219,30 @@ int stb_insyscall_unwind(void *tg_ctx, struct stb_unw_proc *unw, const struct st
 			break;
 		if (saved_bp != 0 && (saved_bp <= x || saved_bp >= hi))
 			continue;
-		int kind = return_kind(unw, tg, ret, &target);
+		int kind = return_kind(unw, mem, ret, &target);
 		if (kind == STB_RET_NO)
 			continue;
 		/* A call to the last frame's function (through its PLT stub or
 		 * a wrapper that tail-calls it) is taken at once; then a call to
-		 * code just before it; otherwise the lowest plausible record. */
-		unsigned fit = 1;
-		if (kind == STB_RET_DIRECT && fn_known && jumps_to(tg, target, fn_lo))
-			fit = 3;
+		 * code just before it; then any other plausible record; last, a
+		 * record that returns into the last frame's own function: one of
+		 * its earlier callees left it (its own record returns into its
+		 * caller -- unless it recurses). The lowest of the best. */
+		unsigned fit = 2;
+		if (kind == STB_RET_DIRECT && fn_known && jumps_to(mem, target, fn_lo))
+			fit = 4;
 		else if (kind == STB_RET_DIRECT && target <= callee_ip &&
 			 callee_ip - target < STB_INSYSCALL_FN_SPAN)
-			fit = 2;
+			fit = 3;
+		if (fn_known && ret - 1 >= fn_lo && ret - 1 < fn_hi && fit < 4)
+			fit = 1;
 		if (fit > pick_fit) {
 			pick = x;
 			pick_bp = saved_bp;
 			pick_ret = ret;
 			pick_fit = fit;
 		}
-		if (fit == 3)
+		if (fit == 4)
 			break;
 	}
 	if (pick) {
