@@ -301,9 +301,11 @@ def check_thread(t, where):
         check_syscall(t["syscall"], t["state"], f"{where}.syscall")
     if "signal" in t:
         check_signal(t["signal"], f"{where}.signal", False)
+    if "holds" in t:
+        check_holds(t["holds"], f"{where}.holds")
     opt(t, "error", is_str, "a string", where)
     only(t, ["tid", "name", "state", "capture", "worker", "bthread", "pthread", "syscall",
-             "signal", "error"] + STACK, where)
+             "signal", "holds", "error"] + STACK, where)
 
 
 META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "signal",
