@@ -4,10 +4,13 @@
  * tracer and gdb: a full dump of 10,000 suspended bthreads, the capture of a
  * running one (BPF program vs signal handler), the yield throughput of a
  * target dumped periodically, and the same bthreads read from a core file
- * (--core) against gdb with bench/gdb_stb_dump.py on that core. Needs root. Results: docs/benchmarks.md.
+ * (--core) against gdb with bench/gdb_stb_dump.py on that core; --only scale:
+ * every format on N parked bthreads and what a parked bthread costs the
+ * target. Needs root. Results: docs/benchmarks.md.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -33,6 +36,7 @@
 struct bench_opts {
 	const char *loader, *target, *gdb_script;
 	const char *baseline; /* --baseline: another stb-bpf-loader measured beside it (scale) */
+	unsigned formats;   /* scale: the cases to run (bit per case), 0 = all */
 	unsigned tasks;     /* suspended bthreads in the dump benchmark */
 	unsigned rounds;    /* loader / in-process dumps */
 	unsigned captures;  /* running-task captures */
@@ -729,44 +733,149 @@ static void bench_every(const struct bench_opts *o)
 /* ---- 6. many stacks: formats, time and memory, against a baseline loader ---- */
 
 struct bench_scale_case {
+	const char *key;           /* its name in --formats */
 	const char *what;
 	const char *const args[4]; /* after --pid P */
 	const char *out;           /* "-o" target; NULL: a fresh file each run */
 };
 
-/* VmRSS of process pid in KiB (0 when unknown). */
-static uint64_t bench_rss_kb(pid_t pid)
+static const struct bench_scale_case bench_scale_cases[] = {
+    {"group", "grouped text (--group), -o /dev/null", {"--group", NULL}, "/dev/null"},
+    {"text", "text, -o /dev/null", {NULL}, "/dev/null"},
+    {"json", "JSON, -o /dev/null", {"-f", "json", NULL}, "/dev/null"},
+    {"json-file", "JSON, -o a new file", {"-f", "json", NULL}, NULL},
+    {"pprof", "pprof, -o /dev/null", {"-f", "pprof", NULL}, "/dev/null"},
+};
+enum { BENCH_NCASES = sizeof(bench_scale_cases) / sizeof(bench_scale_cases[0]) };
+
+/* --formats LIST (comma-separated case keys) as a mask; 0 on an unknown key. */
+static unsigned bench_formats(const char *list)
 {
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	unsigned mask = 0;
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", list);
+	char *save = NULL;
+	for (char *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+		unsigned c = 0;
+		while (c < BENCH_NCASES && strcmp(k, bench_scale_cases[c].key) != 0)
+			c++;
+		if (c == BENCH_NCASES)
+			return 0;
+		mask |= 1u << c;
+	}
+	return mask;
+}
+
+/* What the target's parked bthreads cost, read from outside once they are
+ * parked and before any loader run: RSS and PSS (smaps_rollup), the task
+ * table's mapping and the heap (smaps), and the resident pages of every
+ * parked task's usable stack [stack_lo, stack_hi) (pagemap, as root). */
+struct bench_mem {
+	uint64_t rss_kb, pss_kb, table_kb, heap_kb;
+	uint64_t slots;       /* table slots in use (slot_hwm) */
+	uint64_t stacks;      /* suspended tasks whose stack pages were read */
+	uint64_t stack_pages; /* their resident pages */
+	uint64_t one_page;    /* of them, stacks with exactly one resident page */
+};
+
+static void bench_mem_read(pid_t pid, struct bench_mem *m)
+{
+	memset(m, 0, sizeof(*m));
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
 	FILE *f = fopen(path, "re");
-	uint64_t kb = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %" SCNu64, &kb) == 1)
-			break;
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "Rss: %" SCNu64, &m->rss_kb);
+		sscanf(line, "Pss: %" SCNu64, &m->pss_kb);
+	}
 	if (f)
 		fclose(f);
-	return kb;
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	f = fopen(path, "re");
+	int kind = 0; /* of the mapping the lines belong to: 1 table, 2 heap */
+	while (f && fgets(line, sizeof(line), f)) {
+		uint64_t kb;
+		if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f'))
+			kind = strstr(line, "/memfd:" STB_ABI_TABLE_NAME) ? 1
+			       : strstr(line, "[heap]")                   ? 2
+									  : 0;
+		else if (sscanf(line, "Rss: %" SCNu64, &kb) == 1 && kind)
+			*(kind == 1 ? &m->table_kb : &m->heap_kb) += kb;
+	}
+	if (f)
+		fclose(f);
+
+	char err[512];
+	struct stb_target *tg = stb_target_open(pid, err, sizeof(err));
+	if (!tg)
+		bench_die("%s", err);
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
+	int pm = open(path, O_RDONLY | O_CLOEXEC);
+	if (pm < 0)
+		bench_die("cannot open the target's pagemap: %s", strerror(errno));
+	uint64_t hwm = __atomic_load_n(&tg->hdr->slot_hwm, __ATOMIC_RELAXED);
+	m->slots = hwm < tg->info.capacity ? hwm : tg->info.capacity;
+	uint64_t pages[512]; /* stacks up to 2 MiB: every small and default one */
+	for (uint32_t s = 0; s < m->slots; s++) {
+		struct stb_abi_task *e = stb_target_task(tg, s);
+		if (!e || STB_ABI_STATE(__atomic_load_n(&e->word, __ATOMIC_ACQUIRE)) !=
+			      STB_TASK_SUSPENDED)
+			continue;
+		uint64_t lo = e->stack_lo & ~4095ull, hi = e->stack_hi;
+		if (hi <= lo || hi - lo > sizeof(pages) / 8 * 4096)
+			continue;
+		size_t np = (size_t)((hi - lo + 4095) / 4096);
+		if (pread(pm, pages, np * 8, (off_t)(lo / 4096 * 8)) != (ssize_t)(np * 8))
+			continue;
+		unsigned r = 0;
+		for (size_t i = 0; i < np; i++)
+			r += (unsigned)(pages[i] >> 63);
+		m->stacks++;
+		m->stack_pages += r;
+		m->one_page += r == 1;
+	}
+	close(pm);
+	stb_target_close(tg);
+}
+
+static void bench_mem_print(const struct bench_mem *m, unsigned tasks)
+{
+	double n = tasks ? tasks : 1, stack_kb = (double)m->stack_pages * 4.0;
+	double rest = (double)m->rss_kb - (double)m->table_kb - (double)m->heap_kb - stack_kb;
+	printf("  the target once parked: RSS %.1f MB, PSS %.1f MB: %.0f / %.0f bytes per parked "
+	       "bthread\n",
+	       (double)m->rss_kb / 1024.0, (double)m->pss_kb / 1024.0,
+	       (double)m->rss_kb * 1024.0 / n, (double)m->pss_kb * 1024.0 / n);
+	printf("    task table (memfd) %.1f MB, %.0f bytes per slot in use (%" PRIu64 " slots)\n",
+	       (double)m->table_kb / 1024.0,
+	       m->slots ? (double)m->table_kb * 1024.0 / (double)m->slots : 0.0, m->slots);
+	printf("    stacks %.1f MB resident: %.0f bytes per parked stack, %.3f pages "
+	       "(%" PRIu64 " of %" PRIu64 " with one page)\n",
+	       stack_kb / 1024.0, m->stacks ? stack_kb * 1024.0 / (double)m->stacks : 0.0,
+	       m->stacks ? (double)m->stack_pages / (double)m->stacks : 0.0, m->one_page,
+	       m->stacks);
+	printf("    heap %.1f MB (%.0f bytes per bthread); the rest (task records, workers, "
+	       "code) %.1f MB (%.0f bytes per bthread)\n",
+	       (double)m->heap_kb / 1024.0, (double)m->heap_kb * 1024.0 / n, rest / 1024.0,
+	       rest * 1024.0 / n);
 }
 
 static void bench_scale(const struct bench_opts *o)
 {
-	static const struct bench_scale_case cases[] = {
-	    {"grouped text (--group), -o /dev/null", {"--group", NULL}, "/dev/null"},
-	    {"text, -o /dev/null", {NULL}, "/dev/null"},
-	    {"JSON, -o /dev/null", {"-f", "json", NULL}, "/dev/null"},
-	    {"JSON, -o a new file", {"-f", "json", NULL}, NULL},
-	    {"pprof, -o /dev/null", {"-f", "pprof", NULL}, "/dev/null"},
-	};
-	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+	const struct bench_scale_case *cases = bench_scale_cases;
+	enum { NCASES = BENCH_NCASES };
+	unsigned mask = o->formats ? o->formats : (1u << NCASES) - 1;
 	/* The default table when the tasks fit in it (1,048,576 slots). */
 	char cap[64];
 	snprintf(cap, sizeof(cap), "STB_TABLE_CAPACITY=%u", o->tasks + 4096);
 	char *env[] = {cap, NULL};
 	bool dflt = (uint64_t)o->tasks + 4096 <= STB_ABI_DEFAULT_CAPACITY;
 	struct ts_ltarget t;
+	uint64_t s0 = ts_now_ns();
 	bench_parked_target(o, &t, dflt ? NULL : env);
-	uint64_t rss_kb = bench_rss_kb(t.pid);
+	double start_s = (double)(ts_now_ns() - s0) / 1e9;
+	struct bench_mem mem;
+	bench_mem_read(t.pid, &mem);
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)t.pid);
 	const char *loaders[2] = {o->loader, o->baseline};
@@ -791,7 +900,7 @@ static void bench_scale(const struct bench_opts *o)
 	}
 	for (unsigned i = 0; i < n; i++) {
 		for (unsigned c0 = 0; c0 < NCASES; c0++) {
-			for (unsigned k = 0; k < nl; k++) {
+			for (unsigned k = 0; k < nl && (mask >> c0 & 1); k++) {
 				unsigned l = (i + k) % nl; /* who goes first alternates */
 				lo.loader = loaders[l];
 				char *a[12];
@@ -815,16 +924,16 @@ static void bench_scale(const struct bench_opts *o)
 	rmdir(dir);
 	printf("\n6. %u parked bthreads (+1 heartbeat), each format %u times%s\n", o->tasks, n,
 	       o->baseline ? "; the baseline loader alternating with this one" : "");
-	printf("  table: %s; the target's RSS %.1f MB once parked, %.2f KiB per parked "
-	       "bthread\n", dflt ? "the default capacity" : cap, (double)rss_kb / 1024.0,
-	       o->tasks ? (double)rss_kb / o->tasks : 0.0);
+	printf("  table: %s; the target started and parked them in %.1f s\n",
+	       dflt ? "the default capacity" : cap, start_s);
+	bench_mem_print(&mem, o->tasks);
 	bench_header("");
 	for (unsigned l = 0; l < nl; l++) {
 		for (unsigned c0 = 0; c0 < NCASES; c0++) {
 			char what[128];
 			static const char *const kinds[3][2] = {
 			    {"wall", "ms"}, {"CPU", "ms"}, {"max RSS", "MB"}};
-			for (unsigned k = 0; k < 3; k++) {
+			for (unsigned k = 0; k < 3 && (mask >> c0 & 1); k++) {
 				snprintf(what, sizeof(what), "%s%s: %s", l ? "baseline " : "",
 					 cases[c0].what, kinds[k][0]);
 				bench_row(what, kinds[k][1], &SCALE_V(l, c0, k, 0), n);
@@ -833,12 +942,17 @@ static void bench_scale(const struct bench_opts *o)
 	}
 	/* Medians (bench_stats sorted each row). */
 	double g = SCALE_V(0, 0, 0, n / 2);
-	printf("  JSON / grouped wall (this loader): %.2f to /dev/null, %.2f to a file\n",
-	       SCALE_V(0, 2, 0, n / 2) / g, SCALE_V(0, 3, 0, n / 2) / g);
+	if ((mask & 1) && (mask & 4))
+		printf("  JSON / grouped wall (this loader): %.2f to /dev/null\n",
+		       SCALE_V(0, 2, 0, n / 2) / g);
+	if ((mask & 1) && (mask & 8))
+		printf("  JSON / grouped wall (this loader): %.2f to a file\n",
+		       SCALE_V(0, 3, 0, n / 2) / g);
 	for (unsigned c0 = 0; c0 < NCASES && nl == 2; c0++)
-		printf("  this / baseline, %s: wall %.2f, max RSS %.2f\n", cases[c0].what,
-		       SCALE_V(0, c0, 0, n / 2) / SCALE_V(1, c0, 0, n / 2),
-		       SCALE_V(0, c0, 2, n / 2) / SCALE_V(1, c0, 2, n / 2));
+		if (mask >> c0 & 1)
+			printf("  this / baseline, %s: wall %.2f, max RSS %.2f\n", cases[c0].what,
+			       SCALE_V(0, c0, 0, n / 2) / SCALE_V(1, c0, 0, n / 2),
+			       SCALE_V(0, c0, 2, n / 2) / SCALE_V(1, c0, 2, n / 2));
 #undef SCALE_V
 	free(v);
 	bench_quit(&t);
@@ -881,6 +995,13 @@ int main(int argc, char **argv)
 			}
 		} else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc) {
 			o.baseline = argv[++i];
+		} else if (strcmp(argv[i], "--formats") == 0 && i + 1 < argc) {
+			o.formats = bench_formats(argv[++i]);
+			if (!o.formats) {
+				fprintf(stderr, "bench_loader: --formats wants a list of "
+						"group,text,json,json-file,pprof\n");
+				return 2;
+			}
 		} else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
 			o.rounds = (unsigned)strtoul(argv[++i], NULL, 10);
 			if (o.rounds == 0 || o.rounds > 1000) {
@@ -894,8 +1015,10 @@ int main(int argc, char **argv)
 				"usage: bench_loader [--quick] [--no-gdb] [--tasks N] [--rounds N]\n"
 				"                    [--only dump|capture|yield|core|every|scale]\n"
 				"                    [--baseline OTHER-STB-BPF-LOADER]\n"
-				"scale (only with --only scale): every output format on --tasks parked\n"
-				"bthreads, wall/CPU/max RSS, beside the --baseline loader if given.\n"
+				"                    [--formats group,text,json,json-file,pprof]\n"
+				"scale (only with --only scale): every output format (or those of\n"
+				"--formats) on --tasks parked bthreads, wall/CPU/max RSS, beside the\n"
+				"--baseline loader if given, and what a parked bthread costs the target.\n"
 				"Needs root. Paths: $STB_LOADER, $STB_LOADER_TARGET, $STB_GDB_SCRIPT.\n");
 			return 2;
 		}
