@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "table/syscall.h"
+#include "table/threads.h"
 
 static const char *const names[] = {
 	[0] = "read",
@@ -513,19 +514,12 @@ int stb_syscall_parse(const char *line, size_t len, struct stb_syscall_regs *out
 
 int stb_syscall_read(int pid, int tid, struct stb_syscall_regs *out)
 {
-	char path[64], line[STB_SYSCALL_LINE];
+	char line[STB_SYSCALL_LINE];
 	memset(out, 0, sizeof(*out));
-	if (pid > 0)
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	ssize_t n = read(fd, line, sizeof(line) - 1);
-	int e = errno;
-	close(fd);
+	if (tid <= 0)
+		return -ESRCH;
+	long n = stb_proc_task_read(pid, (uint32_t)tid, "syscall", line, sizeof(line) - 1);
 	if (n < 0)
-		return e == ESRCH ? -ESRCH : -e;
+		return (int)n;
 	return stb_syscall_parse(line, (size_t)n, out);
 }

@@ -40,21 +40,27 @@ int stb_proc_threads(int pid, uint32_t *tids, unsigned max)
 	return (int)all;
 }
 
-void stb_proc_thread_name(int pid, uint32_t tid, char *name, size_t len)
+long stb_proc_task_read(int pid, uint32_t tid, const char *leaf, char *buf, size_t len)
 {
 	char path[96];
-	if (!len)
-		return;
-	name[0] = '\0';
 	if (pid > 0)
-		snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", pid, tid);
+		snprintf(path, sizeof(path), "/proc/%d/task/%u/%s", pid, tid, leaf);
 	else
-		snprintf(path, sizeof(path), "/proc/self/task/%u/comm", tid);
+		snprintf(path, sizeof(path), "/proc/self/task/%u/%s", tid, leaf);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
-	ssize_t n = read(fd, name, len - 1);
+		return errno == ENOENT ? -ESRCH : -errno;
+	ssize_t n = read(fd, buf, len);
+	int e = errno;
 	close(fd);
+	return n < 0 ? -e : (long)n;
+}
+
+void stb_proc_thread_name(int pid, uint32_t tid, char *name, size_t len)
+{
+	if (!len)
+		return;
+	long n = stb_proc_task_read(pid, tid, "comm", name, len - 1);
 	name[n > 0 ? n : 0] = '\0';
 	name[strcspn(name, "\n")] = '\0';
 }

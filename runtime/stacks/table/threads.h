@@ -19,6 +19,13 @@
  */
 int stb_proc_threads(int pid, uint32_t *tids, unsigned max);
 
+/*
+ * Reads at most len bytes of /proc/PID/task/TID/<leaf> (pid <= 0: this
+ * process) into buf, without a terminating NUL. Returns how many, or -errno
+ * (-ESRCH: no such thread). May block briefly (/proc). Thread-safe.
+ */
+long stb_proc_task_read(int pid, uint32_t tid, const char *leaf, char *buf, size_t len);
+
 /* Thread tid's name (/proc/PID/task/TID/comm) into name[len], without its
  * newline; "" when it cannot be read. Thread-safe. */
 void stb_proc_thread_name(int pid, uint32_t tid, char *name, size_t len);
