@@ -147,7 +147,9 @@ while [ $attempt -lt 8 ]; do
   grep -q ' retry_backoff_sleep+' "$out/loader.txt" || missing+=(retry_backoff_sleep)
   [ -n "$caught" ] || missing+=("a running cpu_heavy_checksum")
   [ ${#missing[@]} -eq 0 ] && break
-  echo "      (attempt $attempt: at that instant no request was in ${missing[*]}; retrying)"
+  what=${missing[0]}
+  for m in "${missing[@]:1}"; do what="$what, nor in $m"; done
+  echo "      (attempt $attempt: at that instant no request was in $what; retrying)"
   sleep 0.3
 done
 ntasks=0

@@ -745,6 +745,53 @@ static void test_shared_stacks(void **state)
 	stb_stackset_free(set);
 }
 
+/* A group waiting on one mutex whose holder changed while its members were
+ * read (each member's owner is the one seen when it was read): one lock,
+ * "held by several in turn", and the JSON's object without an owner; other
+ * objects make it "(several)". */
+static void test_group_one_lock(void **state)
+{
+	(void)state;
+	struct stb_report_task t[4];
+	struct stb_frame own[6];
+	struct stb_stackset *set = stb_stackset_new();
+	assert_non_null(set);
+	for (int objects = 1; objects <= 2; objects++) {
+		stb_stackset_clear(set);
+		shared_tasks(t, set, own);
+		for (unsigned i = 0; i < 4; i++) {
+			t[i].wait.kind = STB_WAIT_MUTEX;
+			t[i].wait.object = objects == 1 || i < 2 ? 0x5000 : 0x6000;
+			t[i].wait.extra = t[i].wait.object;
+			t[i].wait.owner = (uint64_t)(10 + i % 2) << 32; /* two holders in turn */
+		}
+		char *text = shared_report(t, 4, set, STB_FORMAT_TEXT, true);
+		bool one = strstr(text, "waiting on mutex 0x5000, held by several in turn") != NULL;
+		bool several = strstr(text, "waiting on mutex (several)") != NULL;
+		if (objects == 1 ? !one || several : one || !several)
+			fail_msg("%d object(s):\n%s", objects, text);
+		free(text);
+		stb_stackset_clear(set);
+		shared_tasks(t, set, own);
+		for (unsigned i = 0; i < 4; i++) {
+			t[i].wait.kind = STB_WAIT_MUTEX;
+			t[i].wait.object = objects == 1 || i < 2 ? 0x5000 : 0x6000;
+			t[i].wait.extra = t[i].wait.object;
+			t[i].wait.owner = (uint64_t)(10 + i % 2) << 32;
+		}
+		char *json = shared_report(t, 4, set, STB_FORMAT_JSON, true);
+		python_parses(json);
+		const char *g = strstr(json, "\"groups\"");
+		assert_non_null(g);
+		const char *want = objects == 1 ? "\"wait\": {\"kind\": \"mutex\", \"object\": \"0x5000\"}"
+						: "\"wait\": {\"kind\": \"mutex\"}";
+		if (!strstr(g, want))
+			fail_msg("%d object(s): no %s in\n%s", objects, want, g);
+		free(json);
+	}
+	stb_stackset_free(set);
+}
+
 static void test_formats(void **state)
 {
 	(void)state;
@@ -822,7 +869,8 @@ int main(void)
 	    cmocka_unit_test(test_text_plain),     cmocka_unit_test(test_frame_line),
 	    cmocka_unit_test(test_frame_line_widths), cmocka_unit_test(test_frame_text_symbols),
 	    cmocka_unit_test(test_reports),        cmocka_unit_test(test_formats),
-	    cmocka_unit_test(test_shared_stacks), cmocka_unit_test(test_rtframes_api_call),
+	    cmocka_unit_test(test_shared_stacks), cmocka_unit_test(test_group_one_lock),
+	    cmocka_unit_test(test_rtframes_api_call),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -526,6 +526,7 @@ static int natural_cmp(const char *a, const char *b)
 /* What a group's members have in common, and their spread. */
 struct group_sum {
 	bool one_wait;   /* same object, owner, fd, events */
+	bool one_object; /* same object, owners aside (they move while tasks are read) */
 	bool one_creator, one_creator_ip;
 	bool any_time;
 	uint64_t min_ns, max_ns;
@@ -558,12 +559,15 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 {
 	memset(s, 0, sizeof(*s));
 	s->one_wait = s->one_creator = s->one_creator_ip = s->one_name = s->one_arg = true;
-	s->one_execq = true;
+	s->one_execq = s->one_object = true;
 	const struct stb_wait_view *a = &lead->wait;
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		const struct stb_wait_view *b = &m->wait;
 		if (!same_wait(a, b))
 			s->one_wait = false;
+		if (a->kind != b->kind || a->object != b->object || a->extra != b->extra ||
+		    !stb_wait_has_owner_word(a->kind))
+			s->one_object = s->one_object && same_wait(a, b);
 		if (m->syscall_arg0 != lead->syscall_arg0)
 			s->one_arg = false;
 		s->on_workers += m->in_syscall && m->on_worker;
@@ -687,6 +691,11 @@ void stb_why_text_group(const struct stb_why *w, const struct stb_report_task *l
 			struct stb_report_task one = *lead;
 			one.wait.deadline = 0;
 			stb_why_text_wait(w, &one);
+		} else if (s.one_object) {
+			/* One lock, whose holder changed while its waiters were
+			 * read (each one's: -v). */
+			put_wait_what(out, &lead->wait, true);
+			fputs(", held by several in turn", out);
 		} else {
 			put_wait_what(out, &lead->wait, false);
 			fputs(" (several)", out);
@@ -941,7 +950,15 @@ void stb_why_json_group(const struct stb_why *w, struct stb_json *j,
 	if (lead->wait.kind != STB_WAIT_NONE) {
 		stb_json_key(j, "wait");
 		stb_json_object(j);
-		json_wait_members(w, j, lead, s.one_wait);
+		if (!s.one_wait && s.one_object) {
+			/* One lock, its holder changed while its waiters were read:
+			 * the object without an owner (each task's has its own). */
+			struct stb_report_task one = *lead;
+			one.wait.owner = 0;
+			json_wait_members(w, j, &one, true);
+		} else {
+			json_wait_members(w, j, lead, s.one_wait);
+		}
 		stb_json_end(j);
 	}
 	if (s.one_execq)
