@@ -233,7 +233,7 @@ fail:
 static int write_leaks(struct stb_snapshot_session *S, const struct stb_report *r)
 {
 	struct stb_leaks l;
-	int rc = stb_leaks_build(&l, S->res.tasks, S->res.n, r->now_ns);
+	int rc = stb_leaks_build(&l, S->res.tasks, S->res.n, r->now_ns, r);
 	if (rc != 0)
 		return rc;
 	if (S->has_prev)

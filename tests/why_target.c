@@ -60,7 +60,8 @@ static uint64_t wt_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static bthread_t start(void *(*fn)(void *), void *arg, const char *name)
+/* Out of line with every compiler: the leak view names it as the creator. */
+WT_FN static bthread_t start(void *(*fn)(void *), void *arg, const char *name)
 {
 	bthread_attr_t attr = BTHREAD_ATTR_NORMAL;
 	bthread_attr_set_name(&attr, name);

@@ -197,7 +197,7 @@ int stb_self_leaks(FILE *out, const char *producer, const struct stb_self_set *s
 	struct stb_report r;
 	stb_self_report(&r, &meta, out, producer, set);
 	struct stb_leaks l;
-	int rc = stb_leaks_build(&l, set->res.tasks, set->res.n, r.now_ns);
+	int rc = stb_leaks_build(&l, set->res.tasks, set->res.n, r.now_ns, &r);
 	if (rc != 0)
 		return rc;
 	rc = stb_report_leaks(&r, &l, format);

@@ -335,8 +335,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	/* The leak view, alone and against an earlier one. */
 	struct stb_leaks prev, cur;
-	if (stb_leaks_build(&prev, t, 2, num[0]) == 0) {
-		if (stb_leaks_build(&cur, t, nt, num[1]) == 0) {
+	if (stb_leaks_build(&prev, t, 2, num[0], NULL) == 0) {
+		if (stb_leaks_build(&cur, t, nt, num[1], NULL) == 0) {
 			stb_leaks_growth(&cur, &prev);
 			for (int json = 0; json < 2; json++) {
 				char *out = NULL;

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "report/leaks.h"
+#include "symbols/symbolize.h"
+#include "util.h"
 
 /* One bthread of the view: its site, age and state. */
 struct one {
@@ -35,8 +37,109 @@ static int site_cmp(const void *x, const void *y)
 	return a->ip < b->ip ? -1 : a->ip > b->ip;
 }
 
+/* What a creation site's address is in the source (known: function, file
+ * and line, and those of the innermost call inlined there). */
+struct line_key {
+	uint64_t ip;
+	const char *fn, *file, *ifn, *ifile;
+	int line, iline;
+	bool known;
+};
+
+struct ip_map {
+	uint64_t ip, to;
+};
+
+static int strnull_cmp(const char *a, const char *b)
+{
+	return a == b ? 0 : !a ? -1 : !b ? 1 : strcmp(a, b);
+}
+
+/* Known lines first, equal lines together, each line's lowest ip first. */
+static int key_cmp(const void *x, const void *y)
+{
+	const struct line_key *a = x, *b = y;
+	int c = 0;
+	if (a->known != b->known)
+		return a->known ? -1 : 1;
+	if (a->known && ((c = strnull_cmp(a->fn, b->fn)) || (c = strnull_cmp(a->file, b->file)) ||
+			 (c = (a->line > b->line) - (a->line < b->line)) ||
+			 (c = strnull_cmp(a->ifn, b->ifn)) || (c = strnull_cmp(a->ifile, b->ifile)) ||
+			 (c = (a->iline > b->iline) - (a->iline < b->iline))))
+		return c;
+	return a->ip < b->ip ? -1 : a->ip > b->ip;
+}
+
+static bool same_line(const struct line_key *a, const struct line_key *b)
+{
+	return a->known && b->known && !strnull_cmp(a->fn, b->fn) && !strnull_cmp(a->file, b->file) &&
+	       a->line == b->line && !strnull_cmp(a->ifn, b->ifn) &&
+	       !strnull_cmp(a->ifile, b->ifile) && a->iline == b->iline;
+}
+
+static int map_cmp(const void *x, const void *y)
+{
+	const struct ip_map *a = x, *b = y;
+	return a->ip < b->ip ? -1 : a->ip > b->ip;
+}
+
+/*
+ * Makes each ip of all[0 .. k) (sorted by ip) the lowest address of its
+ * source line, and sorts all by ip again. Without memory, a symbolizer or
+ * time (r's symbol deadline), addresses stay apart.
+ */
+static void merge_lines(struct one *all, size_t k, const struct stb_report *r)
+{
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		u += i == 0 || all[i].ip != all[i - 1].ip;
+	if (!r || !r->sym || u < 2)
+		return;
+	struct line_key *keys = calloc(u, sizeof(*keys));
+	struct ip_map *map = calloc(u, sizeof(*map));
+	if (!keys || !map)
+		goto cleanup;
+	size_t j = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (i > 0 && all[i].ip == all[i - 1].ip)
+			continue;
+		struct line_key *q = &keys[j++];
+		struct stb_sym_info si;
+		q->ip = all[i].ip;
+		if (!q->ip || (r->sym_deadline && stb_now_ns() >= r->sym_deadline) ||
+		    stb_sym_lookup(r->sym, q->ip, STB_SYM_RETURN, &si) != 0 || !si.function ||
+		    !si.file || si.line <= 0)
+			continue;
+		q->known = true;
+		q->fn = si.function;
+		q->file = si.file;
+		q->line = si.line;
+		if (si.ninline && si.inlines) {
+			q->ifn = si.inlines[0].function;
+			q->ifile = si.inlines[0].file;
+			q->iline = si.inlines[0].line;
+		}
+	}
+	qsort(keys, u, sizeof(*keys), key_cmp);
+	for (size_t i = 0; i < u; i++) {
+		map[i].ip = keys[i].ip;
+		map[i].to = i > 0 && same_line(&keys[i], &keys[i - 1]) ? map[i - 1].to : keys[i].ip;
+	}
+	qsort(map, u, sizeof(*map), map_cmp);
+	for (size_t i = 0; i < k; i++) {
+		struct ip_map want = {.ip = all[i].ip};
+		const struct ip_map *m = bsearch(&want, map, u, sizeof(*map), map_cmp);
+		if (m)
+			all[i].ip = m->to;
+	}
+	qsort(all, k, sizeof(*all), one_cmp);
+cleanup:
+	free(keys);
+	free(map);
+}
+
 int stb_leaks_build(struct stb_leaks *l, const struct stb_report_task *tasks, size_t n,
-		    uint64_t now_ns)
+		    uint64_t now_ns, const struct stb_report *r)
 {
 	memset(l, 0, sizeof(*l));
 	l->now_ns = now_ns;
@@ -55,6 +158,7 @@ int stb_leaks_build(struct stb_leaks *l, const struct stb_report_task *tasks, si
 	}
 	l->bthreads = k;
 	qsort(all, k, sizeof(*all), one_cmp);
+	merge_lines(all, k, r);
 	size_t nsites = 0;
 	for (size_t i = 0; i < k; i++)
 		nsites += i == 0 || all[i].ip != all[i - 1].ip;

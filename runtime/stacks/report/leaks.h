@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The leak view: the bthreads of a report grouped by the site that created
- * them (the return address of their bthread_start_* call), each site with
+ * them (the return address of their bthread_start_* call; the addresses of
+ * one source line are one site), each site with
  * its count, its states, the age of its oldest and of its median bthread,
  * and its growth since the producer's previous view. Built from the report
  * model (tasks with their creator and creation time); written by the text
@@ -38,10 +39,14 @@ struct stb_leaks {
 /*
  * The view of tasks[0 .. n) at now_ns (CLOCK_MONOTONIC_COARSE; creation
  * times after it count as age 0) into *l (free it with stb_leaks_free).
- * Returns 0 or -ENOMEM. Memory: a few words per bthread while it runs.
+ * With r's symbolizer (r may be NULL; its symbol deadline is kept), the
+ * addresses of one source line are one site, named by the lowest of them: a
+ * compiler may call bthread_start_* from two copies of one line (clang peels
+ * a loop's first iteration). Returns 0 or -ENOMEM. Memory: a few words per
+ * bthread while it runs. Thread-safety: as r's symbolizer.
  */
 int stb_leaks_build(struct stb_leaks *l, const struct stb_report_task *tasks, size_t n,
-		    uint64_t now_ns);
+		    uint64_t now_ns, const struct stb_report *r);
 
 /* Sets the growth of each site of l against prev (an earlier view of the
  * same process; a site it did not have grew by its whole count). */
