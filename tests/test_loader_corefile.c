@@ -840,10 +840,7 @@ static void crash_run(const char *mode, struct crash *c)
 	if (pid == 0) {
 		dup2(fds[1], 1);
 		/* Sanitizers: the fault is the kernel's to handle (and dump). */
-		const char *a = getenv("ASAN_OPTIONS");
-		char opts[1200];
-		snprintf(opts, sizeof(opts), "%s%shandle_segv=0", a ? a : "", a && *a ? ":" : "");
-		setenv("ASAN_OPTIONS", opts, 1);
+		ts_sanitizer_opt("ASAN_OPTIONS", "handle_segv=0");
 		setenv("TSAN_OPTIONS", "handle_segv=0", 1);
 		execl(crash_path, crash_path, mode, (char *)NULL);
 		_exit(127);
@@ -1093,11 +1090,7 @@ int main(void)
 #if defined(__SANITIZE_ADDRESS__)
 	/* A sanitized target dumps no core unless told to (its shadow is
 	 * terabytes): allow it, without the shadow. Inherited by the targets. */
-	const char *asan = getenv("ASAN_OPTIONS");
-	char opts[1024];
-	snprintf(opts, sizeof(opts), "%s%sdisable_coredump=0:use_madv_dontdump=1", asan ? asan : "",
-		 asan && *asan ? ":" : "");
-	setenv("ASAN_OPTIONS", opts, 1);
+	ts_sanitizer_opt("ASAN_OPTIONS", "disable_coredump=0:use_madv_dontdump=1");
 #endif
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_core_abort, teardown),

@@ -483,6 +483,7 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 						       s->buf, STB_COPY_MAX, capt)
 			       : -EAGAIN;
 	struct stb_capture call = {0};
+	bool in_call = rc == 0;
 	if (rc == 0) {
 		if (stb_run_at_moved(at, p, id, w1))
 			return -EAGAIN; /* the call may be its thread's after it left */
@@ -493,6 +494,15 @@ static int tracer_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64
 		return -EAGAIN; /* it left the call meanwhile: read it again */
 	}
 	rc = signal_request(id, 0, (pid_t)tid, s, deadline, st->timeout_ms, capt, err, errlen);
+	if (rc == -ETIMEDOUT && in_call) {
+		/* No handler ran while it blocked (a sanitizer defers signals in
+		 * its blocking calls; a mask we cannot see): the call and its
+		 * stack from /proc, as stb-bpf-loader reads them. */
+		if (stb_insyscall_capture(&stb_self_checked_mem, 0, tid, lo, hi, s->buf,
+					  STB_COPY_MAX, capt) == 0 &&
+		    !stb_run_at_moved(at, p, id, w1))
+			return 0;
+	}
 	if (rc != 0)
 		return rc;
 	capt->unwind = NULL;

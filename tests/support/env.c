@@ -118,3 +118,11 @@ void ts_path(char *dst, size_t size, const char *env, const char *sibling)
 		*slash = '\0';
 	snprintf(dst, size, "%s/%s", self, sibling);
 }
+
+void ts_sanitizer_opt(const char *name, const char *opt)
+{
+	const char *old = getenv(name);
+	char buf[2048];
+	snprintf(buf, sizeof(buf), "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", opt);
+	setenv(name, buf, 1);
+}

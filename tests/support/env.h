@@ -24,6 +24,10 @@ bool ts_privileged(void);
  * lacks them: 77 (skipped), or 1 with STB_REQUIRE_BPF=1. 0 when privileged. */
 int ts_require_privilege(const char *test);
 
+/* Appends opt ("key=value") to the sanitizer option variable name
+ * (ASAN_OPTIONS, ...), keeping what is set there; inherited by children. */
+void ts_sanitizer_opt(const char *name, const char *opt);
+
 /* A private temporary directory with HOME and GOCACHE pointing into it, so
  * that `go tool pprof` works for any user (root in CI); removed at exit.
  * Returns its path. */
