@@ -745,6 +745,21 @@ static void test_shared_stacks(void **state)
 	stb_stackset_free(set);
 }
 
+/* shared_tasks' four tasks waiting on mutexes: one (objects 1) or two,
+ * held by two tasks in turn as they were read. */
+static void one_lock_tasks(struct stb_report_task *t, struct stb_stackset *set,
+			   struct stb_frame *own, int objects)
+{
+	stb_stackset_clear(set);
+	shared_tasks(t, set, own);
+	for (unsigned i = 0; i < 4; i++) {
+		t[i].wait.kind = STB_WAIT_MUTEX;
+		t[i].wait.object = objects == 1 || i < 2 ? 0x5000 : 0x6000;
+		t[i].wait.extra = t[i].wait.object;
+		t[i].wait.owner = (uint64_t)(10 + i % 2) << 32;
+	}
+}
+
 /* A group waiting on one mutex whose holder changed while its members were
  * read (each member's owner is the one seen when it was read): one lock,
  * "held by several in turn", and the JSON's object without an owner; other
@@ -757,28 +772,14 @@ static void test_group_one_lock(void **state)
 	struct stb_stackset *set = stb_stackset_new();
 	assert_non_null(set);
 	for (int objects = 1; objects <= 2; objects++) {
-		stb_stackset_clear(set);
-		shared_tasks(t, set, own);
-		for (unsigned i = 0; i < 4; i++) {
-			t[i].wait.kind = STB_WAIT_MUTEX;
-			t[i].wait.object = objects == 1 || i < 2 ? 0x5000 : 0x6000;
-			t[i].wait.extra = t[i].wait.object;
-			t[i].wait.owner = (uint64_t)(10 + i % 2) << 32; /* two holders in turn */
-		}
+		one_lock_tasks(t, set, own, objects);
 		char *text = shared_report(t, 4, set, STB_FORMAT_TEXT, true);
 		bool one = strstr(text, "waiting on mutex 0x5000, held by several in turn") != NULL;
 		bool several = strstr(text, "waiting on mutex (several)") != NULL;
 		if (objects == 1 ? !one || several : one || !several)
 			fail_msg("%d object(s):\n%s", objects, text);
 		free(text);
-		stb_stackset_clear(set);
-		shared_tasks(t, set, own);
-		for (unsigned i = 0; i < 4; i++) {
-			t[i].wait.kind = STB_WAIT_MUTEX;
-			t[i].wait.object = objects == 1 || i < 2 ? 0x5000 : 0x6000;
-			t[i].wait.extra = t[i].wait.object;
-			t[i].wait.owner = (uint64_t)(10 + i % 2) << 32;
-		}
+		one_lock_tasks(t, set, own, objects);
 		char *json = shared_report(t, 4, set, STB_FORMAT_JSON, true);
 		python_parses(json);
 		const char *g = strstr(json, "\"groups\"");
