@@ -110,20 +110,27 @@ static inline void clear_bits(bthread_rwlock_t *rw, unsigned bits)
 }
 
 /*
- * Under rw->lock, with no writer holding: gives a read lock to every reader
- * blocked now. Returns true when readers must be woken (after the unlock).
+ * Under rw->lock: gives a read lock to every reader blocked now, in the
+ * same CAS that releases the writer's hold when unlocking (else a writer
+ * taking the free lock in between would hold it beside them); without
+ * unlocking, not while a writer holds the lock (its unlock grants them).
+ * Returns true when readers must be woken (after the unlock).
  */
-static bool grant_readers(bthread_rwlock_t *rw)
+static bool grant_readers(bthread_rwlock_t *rw, bool unlocking)
 {
 	unsigned n = rw->nrd_waiting;
-	if (n == 0) {
-		clear_bits(rw, RD_WAITING);
-		return false;
-	}
 	unsigned s = __atomic_load_n(&rw->state, __ATOMIC_RELAXED);
-	while (!__atomic_compare_exchange_n(&rw->state, &s, (s + n) & ~RD_WAITING, true,
-					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		;
+	for (;;) {
+		if (!unlocking && (s & WR_HELD) && n)
+			return false;
+		unsigned ns = unlocking ? s & ~WR_HELD : s;
+		ns = (ns + n) & ~RD_WAITING;
+		if (__atomic_compare_exchange_n(&rw->state, &s, ns, true, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (n == 0)
+		return false;
 	rw->nrd_waiting = 0;
 	rw->grant_gen++;
 	__atomic_fetch_add(rw->rd_seq, 1, __ATOMIC_RELEASE);
@@ -236,8 +243,7 @@ static int wrlock_slow(bthread_rwlock_t *rw, uint64_t deadline)
 			if (--rw->nwr_waiting == 0) {
 				/* Readers held back by this writer alone may go now. */
 				clear_bits(rw, WR_WAITING);
-				if (!(__atomic_load_n(&rw->state, __ATOMIC_RELAXED) & WR_HELD))
-					readers = grant_readers(rw);
+				readers = grant_readers(rw, false);
 			} else if (!(__atomic_load_n(&rw->state, __ATOMIC_RELAXED) &
 				     (WR_HELD | RD_MASK))) {
 				writer = poke_writer(rw); /* a wake meant for us may be lost */
@@ -304,8 +310,7 @@ static void wrunlock(bthread_rwlock_t *rw)
 		return;
 	struct stb_lock *l = stb_lock_at(&rw->lock);
 	stb_lock(l);
-	clear_bits(rw, WR_HELD);
-	bool readers = grant_readers(rw);
+	bool readers = grant_readers(rw, true);
 	bool writer = !readers && poke_writer(rw);
 	stb_unlock(l);
 	wake(rw, readers, writer);
