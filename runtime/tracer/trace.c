@@ -553,7 +553,11 @@ static int self_thread_capture(struct stb_self_tracer *st, struct stb_capture *c
 }
 
 /* A thread of this process that is no task (driver.h capture_thread):
- * blocked in a system call, from /proc and its stack; else by a signal. */
+ * blocked in a system call, from /proc and its stack. It is never signalled:
+ * a handler would end its next call early where SA_RESTART does not hold
+ * (connect or recv with a socket timeout, sleep, poll: EINTR in code that is
+ * not ours). On a CPU it is left out with an error; stb-bpf-loader's BPF
+ * capture reads it without a signal. */
 static int tracer_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf,
 				 size_t cap, struct stb_capture *capt, char *err, size_t errlen)
 {
@@ -565,20 +569,21 @@ static int tracer_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, voi
 		return -EINVAL;
 	if (tid == (uint32_t)stb_gettid())
 		return self_thread_capture(st, capt);
-	int rc = stb_insyscall_capture(&stb_self_checked_mem, 0, (int)tid, 0, 0, s->buf,
-				       STB_COPY_MAX, capt);
+	int rc = -EAGAIN;
+	/* Between two calls for an instant, maybe: look again, briefly. */
+	for (int look = 0; look < 3 && rc == -EAGAIN && stb_now_ns() < deadline; look++) {
+		if (look)
+			usleep(1000);
+		rc = stb_insyscall_capture(&stb_self_checked_mem, 0, (int)tid, 0, 0, s->buf,
+					   STB_COPY_MAX, capt);
+	}
 	if (rc == -EBUSY)
 		return -EAGAIN; /* it left the call meanwhile: again */
 	if (rc != -EAGAIN)
 		return rc;
-	rc = signal_request(0, tid, (pid_t)tid, s, deadline, st->timeout_ms, capt, err, errlen);
-	if (rc != 0)
-		return rc;
-	capt->regs = s->regs;
-	capt->copy = (struct stb_stack_copy){.addr = s->addr, .bytes = s->buf, .len = s->len};
-	capt->mode = STB_TRACE_SIGNAL;
-	capt->state = STB_TASK_RUNNING;
-	return 0;
+	stb_say(err, errlen, "on a CPU: a thread that is no task is not signalled in process "
+			     "(stb-bpf-loader captures it)");
+	return -ENOTSUP;
 }
 
 /* Reads this process's memory (the memory backend: the range is mapped while
