@@ -44,20 +44,10 @@ unsigned stb_record_unwind(struct stb_unw_proc *unw, const struct stb_record *re
 			   size_t size, unsigned max, stb_unw_frame_fn fn, void *arg)
 {
 	struct stb_record_walk w = {.fn = fn, .arg = arg};
-	bool have_copy = !(rec->flags & STB_RECORD_F_NO_STACK) && rec->stack_size &&
-			 rec->stack_size <= STB_RECORD_STACK_MAX &&
-			 STB_RECORD_HDR_SIZE + rec->stack_size <= size;
-	if (have_copy) {
-		unsigned below = rec->red_zone_len <= STB_RECORD_RED_ZONE ? rec->red_zone_len : 0;
-		struct stb_regs regs = {
-			.ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp,
-			.bx = rec->regs.bx, .r12 = rec->regs.r12, .r13 = rec->regs.r13,
-			.r14 = rec->regs.r14, .r15 = rec->regs.r15, .flags = STB_UNW_COPY_ONLY,
-		};
-		/* red_zone[] ends where stack[] begins (bpf/record.h). */
-		struct stb_stack_copy copy = {.addr = rec->regs.sp - below,
-					      .bytes = rec->stack - below,
-					      .len = rec->stack_size + below};
+	struct stb_regs regs;
+	struct stb_stack_copy copy;
+	if (stb_record_copy(rec, size, &regs, &copy) == 0) {
+		regs.flags = STB_UNW_COPY_ONLY;
 		stb_unw_walk(unw, &regs, &copy, 0, max, record_frame, &w);
 	}
 	if (w.n == 0) {
@@ -85,6 +75,7 @@ int stb_record_copy(const struct stb_record *rec, size_t size, struct stb_regs *
 	*regs = (struct stb_regs){
 	    .ip = rec->regs.ip, .sp = rec->regs.sp, .bp = rec->regs.bp, .bx = rec->regs.bx,
 	    .r12 = rec->regs.r12, .r13 = rec->regs.r13, .r14 = rec->regs.r14, .r15 = rec->regs.r15};
+	/* red_zone[] ends where stack[] begins (bpf/record.h). */
 	*copy = (struct stb_stack_copy){.addr = rec->regs.sp - below, .bytes = rec->stack - below,
 					.len = rec->stack_size + below};
 	return 0;
