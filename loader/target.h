@@ -20,9 +20,11 @@
 #include "table/driver.h"
 #include "table/tview.h"
 
-/* Task slots mapped at once (32 MiB): the table of a target is never mapped
- * whole when it is larger, and never beyond the slots in use. */
-#define STB_TARGET_WINDOW_SLOTS (1u << 17)
+/* Task slots mapped at once (4 MiB; two windows at most): the table of a
+ * target is never mapped whole when it is larger, and never beyond the slots
+ * in use. The pages read stay in the loader's RSS while mapped: 32 MiB
+ * windows held 52 MiB of a million tasks' table (docs/benchmarks.md). */
+#define STB_TARGET_WINDOW_SLOTS (1u << 14)
 /* Slots mapped beyond slot_hwm, for tasks started meanwhile. */
 #define STB_TARGET_SLOT_SLACK 1024u
 

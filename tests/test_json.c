@@ -541,7 +541,7 @@ static char *report_of(int format, bool list)
 	    .nframes = 2,
 	    .frames = frames,
 	};
-	memcpy(t.name, hostile, sizeof(hostile));
+	t.name = hostile;
 	struct stb_report_task failed = {.id = 2ull << 32, .state = STB_TASK_RUNNING, .err = -EIO};
 	failed.error = "boom \x1b[5m\"x\"\n";
 	struct stb_report_task tasks[2] = {t, failed};

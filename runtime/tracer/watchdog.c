@@ -69,7 +69,8 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 	struct check *c = arg;
 	(void)slot;
 	struct stb_report_task d;
-	stb_collect_entry(&c->src, p, v, &d, true);
+	struct stb_wait_seen seen;
+	stb_collect_entry(&c->src, p, v, &d, &seen);
 	if (!stb_collect_stuck(&c->opts, &d, c->now))
 		return 0;
 	struct keys *ks = c->cur;

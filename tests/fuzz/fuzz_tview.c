@@ -285,7 +285,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct stb_report_task rt;
 		memset(&rt, 0, sizeof(rt));
 		rt.id = tasks[i].id;
-		stb_report_task_why(&rt, &tasks[i], NULL, &mem);
+		struct stb_wait_seen seen;
+		stb_report_task_why(&rt, &tasks[i], NULL, &mem, &seen);
 		if (rt.wait.kind >= STB_WAIT_NKINDS || (rt.execq_queued_known && (rt.execq & 63)) ||
 		    (rt.wait_queued_known && rt.wait.kind != STB_WAIT_EXECQ))
 			__builtin_trap();

@@ -183,7 +183,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[0].mode = (unsigned)(size % 7);
 	t[0].nframes = 2;
 	t[0].frames = frames;
-	snprintf(t[0].name, sizeof(t[0].name), "%s", str[1]);
+	static char name0[STB_ABI_NAME_LEN]; /* names are table-sized */
+	snprintf(name0, sizeof(name0), "%s", str[1]);
+	t[0].name = name0;
 	/* A system call of any number and first argument (names, fds, the
 	 * numbers beyond the table). */
 	uint64_t word = 0;
@@ -220,7 +222,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t[i].stack = stb_stackset_add(set, frames, 2, stb_report_stack_key(&t[i]));
 		t[i].frames = t[i].stack ? t[i].stack->frames : frames;
 		t[i].nframes = 2;
-		snprintf(t[i].name, sizeof(t[i].name), "%s", str[1]);
+		t[i].name = name0;
 		/* A group blocked in one call, on the same fd or not. */
 		t[i].in_syscall = (size >> 3) & 1;
 		t[i].syscall_nr = (uint32_t)(word & 0x1ff);
@@ -240,7 +242,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* t[0] waits on a mutex t[1] holds; t[1] is added for it; t[0] was
 	 * created by a task the report names only (a ref). */
 	t[0].wait = (struct stb_wait_view){.kind = STB_WAIT_MUTEX, .object = num[0],
-					   .owner = t[1].id, .since_ns = 1};
+					   .owner = t[1].id};
+	t[0].since_ns = 1;
 	t[0].creator = (struct stb_creator){.id = 9ull << 32, .ip = num[1] | 1,
 					    .created_ns = num[2]};
 	t[1].added = true;
@@ -273,7 +276,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		th->tid = (uint32_t)(word >> (8 * i)) | 1u;
 		th->id = STB_ABI_OWNER_TID(th->tid);
 		th->state = STB_TASK_RUNNING;
-		snprintf(th->name, sizeof(th->name), "%s", str[1 + i]);
+		static char thname[2][STB_ABI_NAME_LEN];
+		snprintf(thname[i], sizeof(thname[i]), "%s", str[1 + i]);
+		th->name = thname[i];
 		th->on_worker = i == 1;
 		th->worker = (uint32_t)size;
 		th->task = i == 1 ? word | 1 : 0;

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "collect/collect.h"
+#include "collect/names.h"
 #include "collect/taskwhy.h"
 #include "hashset.h"
 #include "symbols/frames.h"
@@ -18,11 +19,11 @@
 #include "util.h"
 
 /* The task records live in a mapping of their own, grown with mremap (no
- * copy) and in transparent huge pages where the system allows them (the
- * "madvise" mode) once they are many: 100,000 records fault ~20 times
- * instead of 7,000 (a fault costs ~6 us here). */
+ * copy). Not in huge pages: where the hypervisor takes freed memory back
+ * (free page reporting), a fresh 2 MiB page costs the loader ~5 ms to
+ * fault, six times as much as its 512 small pages (docs/benchmarks.md, "A
+ * million bthreads"). */
 #define STB_COLLECT_TASKS_FIRST ((size_t)64 << 10)
-#define STB_COLLECT_TASKS_HUGE ((size_t)4 << 20) /* small runs: no 2 MiB page to clear */
 
 /* A task between the scan and its place in the report: traced in batches of
  * up to STB_DRIVER_MANY_MAX (one read copies their stacks). */
@@ -31,6 +32,7 @@ struct pending {
 	char error[128];
 	struct stb_abi_task *p;
 	struct stb_tview_task v;
+	struct stb_wait_seen seen; /* the words its why was read with (taskwhy.h) */
 	bool keep;     /* traced (or failed, or late) and selected */
 	bool reusable; /* copied while ready or suspended, stack kept */
 };
@@ -66,13 +68,16 @@ struct stb_collector {
 	uint32_t window; /* the source window of the pending entries */
 	struct stb_report_task *tasks;
 	size_t n, cap, tasks_bytes;
+	struct stb_names names; /* the tasks' names */
 	struct reuse *reuse;
 	size_t nreuse, capreuse;
 	struct stb_hashset reuse_set;
 	uint64_t pass, forgot; /* this pass; the first pass REUSE_ANY may use */
-	/* Holders (opts.holders): the ids of tasks[0 .. nset), the ids looked
-	 * up to be added, the tasks named (refs; refids: their ids). */
-	struct idset ids, tried, refids;
+	/* Holders (opts.holders): tasks[0 .. nset) by id (indices into tasks:
+	 * no copy of a million ids), the ids looked up to be added, the tasks
+	 * named (refs; refids: their ids). */
+	struct stb_hashset taskset;
+	struct idset tried, refids;
 	size_t nset;
 	struct stb_report_ref *refs;
 	size_t nrefs, caprefs;
@@ -173,17 +178,18 @@ bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report
 }
 
 void stb_collect_entry(const struct stb_collect_src *src, struct stb_abi_task *p,
-		       const struct stb_tview_task *v, struct stb_report_task *t, bool why)
+		       const struct stb_tview_task *v, struct stb_report_task *t,
+		       struct stb_wait_seen *why)
 {
 	memset(t, 0, sizeof(*t));
 	t->id = v->id;
-	memcpy(t->name, v->name, sizeof(t->name));
+	t->name = v->name; /* v's copy: the caller's, interned when kept */
 	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
 	/* Why it is there, read before the trace (which then must not see it move). */
 	if (why)
 		stb_report_task_why(t, p, src->worker ? src->worker(src->ctx, v->worker) : NULL,
-				    src->owners);
+				    src->owners, why);
 }
 
 /* Where running task t (entry copy v) runs: its worker (a bthread). */
@@ -242,7 +248,7 @@ static bool settle(struct stb_collector *c, struct pending *q, const struct stb_
 		t->syscall_arg0 = capt->syscall_arg0;
 	}
 	if (!o->no_why)
-		stb_report_task_why_recheck(t, q->p);
+		stb_report_task_why_recheck(t, q->p, &q->seen);
 	if (!t->added && !stb_collect_stuck(o, t, c->now))
 		return false; /* it moved on meanwhile: not stuck */
 	q->keep = true;
@@ -364,8 +370,6 @@ static struct stb_report_task *new_task(struct stb_collector *c)
 					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (m == MAP_FAILED)
 			return NULL;
-		if (bytes >= STB_COLLECT_TASKS_HUGE) /* a hint: its failure changes nothing */
-			madvise(m, bytes, MADV_HUGEPAGE);
 		c->tasks = m;
 		c->tasks_bytes = bytes;
 		c->cap = bytes / sizeof(*c->tasks);
@@ -401,6 +405,14 @@ static void deliver(struct stb_collector *c, struct pending *q)
 		return;
 	}
 	*d = *t;
+	/* One copy of each name for the whole result. */
+	if (!(d->name = stb_names_intern(&c->names, q->v.name, sizeof(q->v.name)))) {
+		if (own)
+			free(t->frames);
+		c->res->err = -ENOMEM;
+		c->stop = true;
+		return;
+	}
 	c->res->added += d->added;
 	if (d->err < 0 && q->error[0])
 		d->error = strdup(q->error); /* NULL: strerror(-err) */
@@ -460,7 +472,7 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 		return 1;
 	struct pending *q = &c->pend[c->npend];
 	memset(&q->ct, 0, sizeof(q->ct));
-	stb_collect_entry(&c->src, p, v, &q->ct.t, !o->no_why);
+	stb_collect_entry(&c->src, p, v, &q->ct.t, o->no_why ? NULL : &q->seen);
 	q->ct.t.added = c->adding;
 	if (!c->adding && !stb_collect_stuck(o, &q->ct.t, c->now))
 		return 0; /* not stuck: not selected */
@@ -468,6 +480,7 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 	q->ct.seq = v->seq;
 	q->p = p;
 	q->v = *v;
+	q->ct.t.name = q->v.name;
 	q->keep = false;
 	q->reusable = false;
 	q->error[0] = '\0';
@@ -720,9 +733,14 @@ static void thread_one(struct stb_collector *c, uint32_t tid, const struct role 
 	t->id = STB_ABI_OWNER_TID(tid);
 	t->tid = tid;
 	t->state = STB_TASK_RUNNING;
+	char comm[STB_ABI_NAME_LEN] = "";
 	if (c->src.thread_name)
-		c->src.thread_name(c->src.ctx, tid, t->name, sizeof(t->name));
-	t->name[sizeof(t->name) - 1] = '\0';
+		c->src.thread_name(c->src.ctx, tid, comm, sizeof(comm));
+	if (!(t->name = stb_names_intern(&c->names, comm, sizeof(comm)))) {
+		c->res->err = -ENOMEM;
+		c->stop = true;
+		return;
+	}
 	if (role) {
 		t->task = role->task;
 		t->on_worker = role->worker != UINT32_MAX;
@@ -830,11 +848,6 @@ static bool idset_eq(const void *ctx, uint32_t idx, const void *key)
 	return s->v[idx] == *(const uint64_t *)key;
 }
 
-static bool idset_has(const struct idset *s, uint64_t id)
-{
-	return stb_hashset_get(&s->set, stb_hash_u64(id), s, idset_eq, &id) >= 0;
-}
-
 /* Adds id to s: 1 when it is new, 0 when it was there, -ENOMEM. */
 static int idset_add(struct idset *s, uint64_t id)
 {
@@ -863,14 +876,33 @@ static void idset_free(struct idset *s)
 	memset(s, 0, sizeof(*s));
 }
 
+static uint64_t task_hash(const void *ctx, uint32_t idx)
+{
+	const struct stb_collector *c = ctx;
+	return stb_hash_u64(c->tasks[idx].id);
+}
+
+static bool task_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct stb_collector *c = ctx;
+	return c->tasks[idx].id == *(const uint64_t *)key;
+}
+
 /* Is task id in the result? (The set is brought up to date first.) false
  * without memory: the caller then adds or names a task twice at worst. */
 static bool in_result(struct stb_collector *c, uint64_t id)
 {
-	for (; c->nset < c->n; c->nset++)
-		if (idset_add(&c->ids, c->tasks[c->nset].id) < 0)
+	for (; c->nset < c->n; c->nset++) {
+		uint64_t k = c->tasks[c->nset].id;
+		if (c->nset >= UINT32_MAX - 1 || stb_hashset_reserve(&c->taskset, c, task_hash) != 0)
 			return false;
-	return idset_has(&c->ids, id);
+		uint32_t *e = stb_hashset_find(&c->taskset, stb_hash_u64(k), c, task_eq, &k);
+		if (!*e) {
+			*e = (uint32_t)c->nset + 1;
+			c->taskset.n++;
+		}
+	}
+	return stb_hashset_get(&c->taskset, stb_hash_u64(id), c, task_eq, &id) >= 0;
 }
 
 /* Adds the tasks the result's tasks wait on, and those they wait on, until
@@ -944,9 +976,10 @@ static void pass_reset(struct stb_collector *c)
 		free((char *)c->tasks[i].error);
 	}
 	c->n = 0;
+	stb_names_clear(&c->names);
 	c->npend = c->njobs = 0;
 	c->stop = c->late = false;
-	idset_clear(&c->ids);
+	stb_hashset_clear(&c->taskset);
 	idset_clear(&c->tried);
 	idset_clear(&c->refids);
 	c->nset = c->nrefs = 0;
@@ -1070,9 +1103,10 @@ void stb_collector_free(struct stb_collector *c)
 	pass_reset(c);
 	if (c->tasks)
 		munmap(c->tasks, c->tasks_bytes);
+	stb_names_free(&c->names);
 	free(c->reuse);
 	stb_hashset_free(&c->reuse_set);
-	idset_free(&c->ids);
+	stb_hashset_free(&c->taskset);
 	idset_free(&c->tried);
 	idset_free(&c->refids);
 	free(c->refs);

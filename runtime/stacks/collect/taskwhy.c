@@ -25,19 +25,20 @@ static bool execq_queued(const struct stb_mem *mem, uint64_t q, uint64_t *queued
 }
 
 void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
-			 const struct stb_abi_worker *w, const struct stb_mem *mem)
+			 const struct stb_abi_worker *w, const struct stb_mem *mem,
+			 struct stb_wait_seen *seen)
 {
 	uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
 	t->since_ns = 0;
 	t->run_since_ns = 0;
-	if (stb_wait_read(p, &t->wait)) {
-		t->since_ns = t->wait.since_ns;
+	if (stb_wait_read(p, &t->wait, seen)) {
+		t->since_ns = seen->since_ns;
 		uint64_t o;
 		if (mem && stb_wait_has_owner_word(t->wait.kind) && t->wait.extra &&
 		    !(t->wait.extra & 7) && mem->read(mem->ctx, t->wait.extra, &o, sizeof(o)) == 0)
 			t->wait.owner = o; /* who holds it now */
 	} else {
-		t->wait.word = word;
+		seen->word = word;
 		/* t->state as the worker entries say (a running bthread's word
 		 * says READY: abi.h); w is the worker that names it. */
 		if (t->state == STB_TASK_RUNNING && !t->is_pthread && w)
@@ -50,10 +51,11 @@ void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p
 			       execq_queued(mem, t->wait.object, &t->wait_queued);
 }
 
-void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p)
+void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p,
+				 const struct stb_wait_seen *seen)
 {
-	bool moved = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != t->wait.word ||
-		     (t->wait.kind != STB_WAIT_NONE && !stb_wait_current(p, &t->wait));
+	bool moved = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != seen->word ||
+		     (t->wait.kind != STB_WAIT_NONE && !stb_wait_current(p, &t->wait, seen));
 	if (!moved)
 		return;
 	memset(&t->wait, 0, sizeof(t->wait));

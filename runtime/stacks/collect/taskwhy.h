@@ -19,13 +19,17 @@
  * current owner of a mutex, rwlock or bthread_id, and the tasks queued in an
  * execution queue, re-read with mem (NULL: the owner seen when it blocked, no
  * queued count); for a running bthread the time since its last switch from
- * worker entry w (NULL: unknown). Reads only; thread-safe.
+ * worker entry w (NULL: unknown). *seen: the words the recheck compares.
+ * Reads only; thread-safe.
  */
 void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
-			 const struct stb_abi_worker *w, const struct stb_mem *mem);
+			 const struct stb_abi_worker *w, const struct stb_mem *mem,
+			 struct stb_wait_seen *seen);
 
 /* After the trace: drops the wait and times of t when its entry p says that
- * it moved since stb_report_task_why (they would not describe its stack). */
-void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p);
+ * it moved since stb_report_task_why (seen: what that read; they would not
+ * describe its stack). */
+void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p,
+				 const struct stb_wait_seen *seen);
 
 #endif /* STB_RUNTIME_STACKS_COLLECT_TASKWHY_H */

@@ -107,7 +107,7 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 {
 	stb_json_kv_u64(j, "id", t->id);
 	stb_json_kv_string(j, "kind", t->is_pthread ? "pthread" : "bthread");
-	stb_json_kv_string(j, "name", t->name);
+	stb_json_kv_string(j, "name", stb_report_task_name(t));
 	stb_json_kv_string(j, "state", stb_state_name(t->state));
 	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
 						 ? mode_names[t->mode] : "none");
@@ -147,7 +147,7 @@ static void json_thread(const struct stb_report *r, const struct stb_why *w, str
 {
 	stb_json_object(j);
 	stb_json_kv_u64(j, "tid", t->tid);
-	stb_json_kv_string(j, "name", t->name);
+	stb_json_kv_string(j, "name", stb_report_task_name(t));
 	stb_json_kv_string(j, "state", stb_state_name(t->state));
 	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
 						 ? mode_names[t->mode] : "none");

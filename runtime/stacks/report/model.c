@@ -344,17 +344,36 @@ static uint64_t group_hash(struct stb_report_task *t)
 	return h;
 }
 
+/* The groups being made: their leaders, and by group index their last
+ * members and hashes (the set holds group indices; the tasks keep none of
+ * it). */
+struct groups {
+	struct stb_report_task **lead;
+	struct group_end {
+		struct stb_report_task *tail;
+		uint64_t hash;
+	} *end;
+	size_t caplead, capend;
+};
+
+/* A task looked for among the groups: it and its hash. */
+struct group_key {
+	const struct stb_report_task *t;
+	uint64_t hash;
+};
+
 static uint64_t group_rehash(const void *ctx, uint32_t idx)
 {
-	const struct stb_report_task *tasks = ctx;
-	return tasks[idx].hash;
+	return ((const struct groups *)ctx)->end[idx].hash;
 }
 
 static bool group_eq(const void *ctx, uint32_t idx, const void *key)
 {
-	const struct stb_report_task *a = &((const struct stb_report_task *)ctx)[idx];
-	const struct stb_report_task *b = key;
-	if (a->hash != b->hash || a->state != b->state || a->nframes != b->nframes ||
+	const struct groups *g = ctx;
+	const struct group_key *k = key;
+	const struct stb_report_task *a = g->lead[idx];
+	const struct stb_report_task *b = k->t;
+	if (g->end[idx].hash != k->hash || a->state != b->state || a->nframes != b->nframes ||
 	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added ||
 	    a->in_syscall != b->in_syscall || (a->in_syscall && a->syscall_nr != b->syscall_nr) ||
 	    a->is_thread != b->is_thread || a->task != b->task)
@@ -388,38 +407,43 @@ struct stb_report_task **stb_report_group(struct stb_report_task *tasks, size_t 
 					  size_t *ngroups)
 {
 	struct stb_hashset set = {0};
-	struct stb_report_task **leaders = NULL;
+	struct groups g = {0};
 	size_t ng = 0;
-	if (n >= UINT32_MAX || !(leaders = calloc(n ? n : 1, sizeof(*leaders))))
+	if (n >= UINT32_MAX || stb_grow(&g.lead, &g.caplead, 1, sizeof(*g.lead)) != 0)
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
 		struct stb_report_task *t = &tasks[i];
-		t->hash = group_hash(t);
+		struct group_key k = {.t = t, .hash = group_hash(t)};
 		t->group_next = NULL;
-		t->group_tail = t;
 		t->group_count = 1;
-		if (stb_hashset_reserve(&set, tasks, group_rehash) != 0)
+		if (stb_hashset_reserve(&set, &g, group_rehash) != 0)
 			goto fail;
-		uint32_t *slot = stb_hashset_find(&set, t->hash, tasks, group_eq, t);
+		uint32_t *slot = stb_hashset_find(&set, k.hash, &g, group_eq, &k);
 		if (*slot) {
-			struct stb_report_task *lead = &tasks[*slot - 1];
-			lead->group_tail->group_next = t;
-			lead->group_tail = t;
-			lead->group_count++;
-		} else {
-			*slot = (uint32_t)i + 1;
-			set.n++;
-			leaders[ng++] = t;
+			struct group_end *e = &g.end[*slot - 1];
+			e->tail->group_next = t;
+			e->tail = t;
+			g.lead[*slot - 1]->group_count++;
+			continue;
 		}
+		if (stb_grow(&g.lead, &g.caplead, ng + 1, sizeof(*g.lead)) != 0 ||
+		    stb_grow(&g.end, &g.capend, ng + 1, sizeof(*g.end)) != 0)
+			goto fail;
+		g.lead[ng] = t;
+		g.end[ng] = (struct group_end){.tail = t, .hash = k.hash};
+		*slot = (uint32_t)++ng;
+		set.n++;
 	}
 	/* The order is the groups' (count, then first id), never the hash's. */
-	qsort(leaders, ng, sizeof(*leaders), group_cmp);
+	qsort(g.lead, ng, sizeof(*g.lead), group_cmp);
 	stb_hashset_free(&set);
+	free(g.end);
 	*ngroups = ng;
-	return leaders;
+	return g.lead;
 fail:
 	stb_hashset_free(&set);
-	free(leaders);
+	free(g.lead);
+	free(g.end);
 	errno = ENOMEM;
 	return NULL;
 }

@@ -77,28 +77,21 @@ void stb_report_signal_json(struct stb_json *j, const struct stb_report_signal *
 /* One traced task. frames hold at least ip/sp/flags; symbols may be filled
  * late from the report's symbolizer. */
 struct stb_report_task {
+	/* Laid out for a million of them (a loader's grouped run): words
+	 * first, then the 32-bit fields, the small ones and the flags last. */
 	uint64_t id;
-	unsigned state;          /* enum stb_task_state (< STB_TASK_NSTATES) */
-	unsigned mode;           /* enum stb_trace_mode */
-	int is_pthread;
 	/* A thread of the process, not a task (the report's thread section,
 	 * or the thread that took a core's fatal signal with no task running
 	 * on it): id is STB_ABI_OWNER_TID(tid) (how owners name a plain
 	 * pthread), name its comm, state RUNNING (or in_syscall); task, when
 	 * not 0, is the bthread its worker runs or the registered pthread it
 	 * is (whose stack is that task's: it has none of its own here). */
-	bool is_thread;
 	uint64_t task;
 	const struct stb_report_signal *signal; /* the fatal signal this task's
 				    thread took (a core: shown first, flagged); NULL: none */
-	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
-	bool on_worker;          /* a running bthread: worker is the worker it runs on */
-	uint32_t worker;
 	/* A running task whose thread is blocked in a system call (a bthread
-	 * there pins its worker): the call (x86_64 number) and its first
-	 * argument (table/syscall.h names it). */
-	bool in_syscall;
-	uint32_t syscall_nr;
+	 * there pins its worker): the call (x86_64 number, syscall_nr) and its
+	 * first argument (table/syscall.h names it). */
 	uint64_t syscall_arg0;
 	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
 				    pthread in a wait), 0 = unknown */
@@ -106,34 +99,56 @@ struct stb_report_task {
 				    without a switch (the monitor's), 0 = unknown */
 	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
 	struct stb_creator creator; /* who started it (all 0: unknown) */
-	bool added;              /* not of the run's selection: in the report because a
-				    selected task waits on it (stb_report_waits_for) */
 	uint64_t execq;          /* execution queue it consumes now (abi.h), 0 = none */
 	uint64_t execq_queued;   /* tasks queued there, when execq_queued_known */
-	uint64_t wait_queued;    /* EXECQ waits: tasks queued in the queue waited for, */
-	bool execq_queued_known, wait_queued_known; /* when known (read from the target) */
-	char name[STB_ABI_NAME_LEN];
-	int err;                 /* < 0: the trace failed */
-	const char *error;       /* and why (owned by the producer); NULL: strerror(-err) */
-	int truncated;           /* the walk ended at a limit (or the report cut it) */
-	unsigned truncated_why;  /* enum stb_report_trunc: why (NONE when not truncated) */
-	unsigned nframes;
+	uint64_t wait_queued;    /* EXECQ waits: tasks queued in the queue waited for,
+				    when wait_queued_known (read from the target) */
+	/* Its name, NUL-terminated, never NULL where a producer filled it (a
+	 * zeroed record has none: stb_report_task_name). Not owned: the
+	 * collector's pool (collect/names.h), the table view's copy, or a
+	 * constant. */
+	const char *name;
+	const char *error;       /* why the trace failed (owned by the producer); NULL:
+				    strerror(-err) */
 	struct stb_frame *frames;
 	struct stb_stackset_entry *stack; /* non-NULL: frames are stack->frames, shared with the
 				    other tasks of that stack (stackset.h) */
+	struct stb_report_task *group_next; /* stb_report_group: next member of the same group */
+	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
+	uint32_t worker;         /* a running bthread's worker, when on_worker */
+	uint32_t syscall_nr;
+	int err;                 /* < 0: the trace failed */
+	unsigned nframes;
 	unsigned beyond;         /* frames the walk found past frames[nframes) (not kept) */
-	bool beyond_more;        /* the walk stopped at its limit: even more exist */
 	/* Set by stb_report_write (the view of the stack it wrote). */
-	bool trimmed;            /* the fields below are set; frames were trimmed */
-	bool inexact;            /* frames[0] is no longer the walk's frame 0 */
 	unsigned hidden;         /* runtime frames left out (rtframes.h) */
 	unsigned not_shown;      /* other frames left out: the depth limit, beyond */
-	/* grouping */
-	uint64_t hash;
-	struct stb_report_task *group_next; /* next member of the same group */
-	struct stb_report_task *group_tail; /* leaders: last member */
-	unsigned group_count;               /* leaders: members */
+	unsigned group_count;    /* stb_report_group: a leader's members */
+	uint8_t state;           /* enum stb_task_state (< STB_TASK_NSTATES) */
+	uint8_t mode;            /* enum stb_trace_mode */
+	uint8_t truncated_why;   /* enum stb_report_trunc: why (NONE when not truncated) */
+	bool is_pthread : 1;
+	bool is_thread : 1;
+	bool on_worker : 1;      /* a running bthread: worker is the worker it runs on */
+	bool in_syscall : 1;
+	bool added : 1;          /* not of the run's selection: in the report because a
+				    selected task waits on it (stb_report_waits_for) */
+	bool execq_queued_known : 1, wait_queued_known : 1;
+	bool truncated : 1;      /* the walk ended at a limit (or the report cut it) */
+	bool beyond_more : 1;    /* the walk stopped at its limit: even more exist */
+	bool trimmed : 1;        /* stb_report_write: hidden, not_shown set; trimmed */
+	bool inexact : 1;        /* frames[0] is no longer the walk's frame 0 */
 };
+
+/* A million records are what a loader holds for a million tasks: the size is
+ * the loader's memory per task (docs/benchmarks.md, "A million bthreads"). */
+_Static_assert(sizeof(struct stb_report_task) <= 240, "the report record grew");
+
+/* t's name; "" when it has none. */
+static inline const char *stb_report_task_name(const struct stb_report_task *t)
+{
+	return t->name ? t->name : "";
+}
 
 /* A task that a report names without showing it -- a creator, an owner
  * past the run's deadline -- as the table said when the report was made. */

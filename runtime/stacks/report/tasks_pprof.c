@@ -79,7 +79,7 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 	if (t->tid)
 		l[n++] = (struct stb_pprof_label){.key = t->is_thread ? "tid" : "worker_tid",
 						  .num = t->tid};
-	if (t->name[0])
+	if (stb_report_task_name(t)[0])
 		l[n++] = (struct stb_pprof_label){.key = "name", .str = t->name};
 	if (t->is_pthread || t->is_thread)
 		l[n++] = (struct stb_pprof_label){.key = "kind",

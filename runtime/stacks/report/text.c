@@ -248,7 +248,7 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 		fprintf(out, "thread %" PRIu32, t->tid);
 	else
 		fprintf(out, "%s %" PRIu64, t->is_pthread ? "pthread" : "bthread", t->id);
-	if (t->name[0]) {
+	if (stb_report_task_name(t)[0]) {
 		fputs(" \"", out);
 		stb_text_put(out, t->name);
 		fputc('"', out);

@@ -41,15 +41,19 @@ void stb_why_init(struct stb_why *w, const struct stb_report *r, struct stb_repo
 	w->tick_ns = clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0
 			     ? (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec
 			     : 4000000u;
-	if (!n || !(w->byid = malloc(n * sizeof(*w->byid))))
-		return;
 	bool sorted = true;
-	for (size_t i = 0; i < n; i++) {
-		w->byid[i] = &tasks[i];
-		sorted = sorted && (i == 0 || tasks[i - 1].id < tasks[i].id);
+	for (size_t i = 1; i < n && sorted; i++)
+		sorted = tasks[i - 1].id < tasks[i].id;
+	if (sorted) {
+		w->sorted = tasks;
+		w->n = n;
+		return;
 	}
-	if (!sorted) /* a scan in slot order mostly is in id order already */
-		qsort(w->byid, n, sizeof(*w->byid), by_id);
+	if (!(w->byid = malloc(n * sizeof(*w->byid))))
+		return;
+	for (size_t i = 0; i < n; i++)
+		w->byid[i] = &tasks[i];
+	qsort(w->byid, n, sizeof(*w->byid), by_id);
 	w->n = n;
 }
 
@@ -64,10 +68,10 @@ struct stb_report_task *stb_why_find(const struct stb_why *w, uint64_t id)
 	size_t lo = 0, hi = w->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		uint64_t m = w->byid[mid]->id;
-		if (m == id)
-			return w->byid[mid];
-		if (m < id)
+		struct stb_report_task *t = w->byid ? w->byid[mid] : &w->sorted[mid];
+		if (t->id == id)
+			return t;
+		if (t->id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -180,7 +184,7 @@ static void put_task(const struct stb_why *w, uint64_t id, bool with_state)
 	fprintf(out, " %s %" PRIu64,
 		o ? kind_word(o) : ref && ref->is_pthread ? "pthread" : "bthread", id);
 	if (o || ref)
-		put_name(out, o ? o->name : ref->name);
+		put_name(out, o ? stb_report_task_name(o) : ref->name);
 	if (o && with_state)
 		stb_why_text_bracket(w, o);
 }
@@ -291,7 +295,7 @@ void stb_why_text_thread(const struct stb_why *w, const struct stb_report_task *
 {
 	FILE *out = w->r->out;
 	fprintf(out, "thread %u", t->tid);
-	put_name(out, t->name);
+	put_name(out, stb_report_task_name(t));
 	fputs(" [", out);
 	put_state(out, t, true);
 	fputc(']', out);
@@ -589,7 +593,7 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 				s->max_ns = ns;
 			s->any_time = true;
 		}
-		if (!m->name[0])
+		if (!stb_report_task_name(m)[0])
 			continue;
 		if (!s->first) {
 			s->first = s->last = m->name;
@@ -646,7 +650,7 @@ static void put_group_members(const struct stb_why *w, const struct stb_report_t
 	FILE *out = w->r->out;
 	for (const struct stb_report_task *m = lead; m; m = m->group_next) {
 		fprintf(out, "  %" PRIu64, m->id);
-		put_name(out, m->name);
+		put_name(out, stb_report_task_name(m));
 		if (!one_wait) {
 			struct stb_report_task one = *m;
 			one.wait.deadline = 0;
@@ -789,18 +793,18 @@ void stb_why_text_deadlocks(const struct stb_why *w,
 				/* Blocked: suspended, or a thread in a wait (a
 				 * worker-stack bthread's word says READY_NO_STACK
 				 * while it runs: abi.h). */
-				unsigned st = STB_ABI_STATE(m[i].wait.word);
+				unsigned st = STB_ABI_STATE(m[i].word);
 				shown_task.state = STB_ABI_RUNNABLE(st) ? STB_TASK_RUNNING : st;
-				shown_task.since_ns = m[i].wait.since_ns;
+				shown_task.since_ns = m[i].since_ns;
 				const struct stb_report_ref *ref = find_ref(w->r, m[i].id);
 				if (ref)
-					memcpy(shown_task.name, ref->name, sizeof(shown_task.name));
+					shown_task.name = ref->name;
 			}
 			shown_task.wait = m[i].wait;
 			shown_task.wait.owner = m[i].held_by;
 			shown_task.wait.deadline = 0;
 			fprintf(out, "%s %" PRIu64, kind_word(&shown_task), shown_task.id);
-			put_name(out, shown_task.name);
+			put_name(out, stb_report_task_name(&shown_task));
 			stb_why_text_bracket(w, &shown_task);
 			stb_why_text_wait(w, &shown_task);
 			fputc('\n', out);

@@ -20,7 +20,11 @@ struct stb_json;
  * deadlock members are named from them) and the clock's tick. */
 struct stb_why {
 	const struct stb_report *r;
-	struct stb_report_task **byid; /* sorted by id; NULL (out of memory): nothing named */
+	/* The tasks by id: the report's own array when it is in id order (a
+	 * scan in slot order mostly is: no copy), else byid, sorted; n is 0 out
+	 * of memory (nothing named). */
+	struct stb_report_task *sorted;
+	struct stb_report_task **byid;
 	size_t n;
 	uint64_t tick_ns; /* resolution of CLOCK_MONOTONIC_COARSE */
 };

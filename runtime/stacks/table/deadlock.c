@@ -63,7 +63,8 @@ int stb_deadlock_scan_add(struct stb_deadlock_scan *f, uint32_t slot, struct stb
 		return 0;
 	bool pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	struct stb_wait_view w;
-	if (!stb_wait_read(p, &w) || (!stb_wait_has_owner_word(w.kind) && w.kind != STB_WAIT_JOIN))
+	struct stb_wait_seen seen;
+	if (!stb_wait_read(p, &w, &seen) || (!stb_wait_has_owner_word(w.kind) && w.kind != STB_WAIT_JOIN))
 		return 0;
 	uint64_t owner = edge_owner(f->mem, &w);
 	if (!owner)
@@ -77,7 +78,7 @@ int stb_deadlock_scan_add(struct stb_deadlock_scan *f, uint32_t slot, struct stb
 		return 1;
 	}
 	f->nodes[f->n++] = (struct node){
-		.id = v->id, .word = w.word, .wait_word = w.wait_word, .object = w.object,
+		.id = v->id, .word = seen.word, .wait_word = seen.wait_word, .object = w.object,
 		.extra = w.extra, .owner = owner, .slot = slot, .next = NONE, .pthread = pthread,
 	};
 	return 0;
@@ -126,13 +127,15 @@ static bool still(const struct stb_deadlock_scan *f, const struct node *x,
 	if (!p || __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != x->id)
 		return false;
 	struct stb_wait_view w;
-	if (!stb_wait_read(p, &w) || w.word != x->word || w.wait_word != x->wait_word ||
+	struct stb_wait_seen seen;
+	if (!stb_wait_read(p, &w, &seen) || seen.word != x->word || seen.wait_word != x->wait_word ||
 	    w.object != x->object || w.extra != x->extra || edge_owner(f->mem, &w) != x->owner ||
 	    __atomic_load_n(&p->id, __ATOMIC_ACQUIRE) != x->id)
 		return false;
 	if (m)
 		*m = (struct stb_deadlock_member){.id = x->id, .slot = x->slot,
 						  .is_pthread = x->pthread, .wait = w,
+						  .word = seen.word, .since_ns = seen.since_ns,
 						  .held_by = x->owner};
 	return true;
 }

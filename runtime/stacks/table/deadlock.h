@@ -34,6 +34,8 @@ struct stb_deadlock_member {
 	uint32_t slot;
 	bool is_pthread;
 	struct stb_wait_view wait;
+	uint64_t word;     /* its task word when the wait was read */
+	uint64_t since_ns; /* when it blocked, 0 = unknown */
 	uint64_t held_by; /* the next member's id */
 };
 

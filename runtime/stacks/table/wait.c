@@ -36,18 +36,24 @@ bool stb_wait_has_owner_word(unsigned kind)
 /* The fields of the block (no validation). Acquire loads (plain loads on x86):
  * the caller's re-read of the words cannot pass them, which is what validates
  * the copy (a fence would do, but TSan does not support fences). */
-static void read_block(const struct stb_abi_task *p, struct stb_wait_view *w)
+static void read_block(const struct stb_abi_task *p, struct stb_wait_view *w,
+		       struct stb_wait_seen *seen)
 {
 	w->object = ACQUIRE(p->wait_object);
 	w->owner = ACQUIRE(p->wait_owner);
 	w->deadline = ACQUIRE(p->wait_deadline);
 	w->extra = ACQUIRE(p->wait_extra);
-	w->since_ns = ACQUIRE(p->since_ns);
+	seen->since_ns = ACQUIRE(p->since_ns);
 }
 
-bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
+bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w,
+		   struct stb_wait_seen *seen)
 {
+	struct stb_wait_seen none;
+	if (!seen)
+		seen = &none;
 	memset(w, 0, sizeof(*w));
+	memset(seen, 0, sizeof(*seen));
 	uint64_t w1 = ACQUIRE(p->word);
 	uint32_t flags = LOAD(p->flags);
 	unsigned st = STB_ABI_STATE(w1);
@@ -59,12 +65,13 @@ bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
 	    !(thread && (st == STB_TASK_RUNNING || STB_ABI_RUNNABLE(st))))
 		return false;
 	uint64_t k1 = ACQUIRE(p->wait_word);
-	read_block(p, w);
+	read_block(p, w, seen);
 	uint64_t k2 = LOAD(p->wait_word);
 	uint64_t w2 = LOAD(p->word);
 	unsigned kind = STB_ABI_WAIT_KIND(k1);
 	if (w1 != w2 || k1 != k2 || kind == STB_WAIT_NONE || kind >= STB_WAIT_NKINDS) {
 		memset(w, 0, sizeof(*w));
+		memset(seen, 0, sizeof(*seen));
 		return false;
 	}
 	w->kind = kind;
@@ -80,15 +87,16 @@ bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w)
 		w->owner = 0;
 	if (!stb_wait_has_owner_word(kind) && kind != STB_WAIT_COND)
 		w->extra = 0;
-	w->word = w1;
-	w->wait_word = k1;
+	seen->word = w1;
+	seen->wait_word = k1;
 	return true;
 }
 
-bool stb_wait_current(const struct stb_abi_task *p, const struct stb_wait_view *w)
+bool stb_wait_current(const struct stb_abi_task *p, const struct stb_wait_view *w,
+		      const struct stb_wait_seen *seen)
 {
-	return w->kind != STB_WAIT_NONE && ACQUIRE(p->word) == w->word &&
-	       ACQUIRE(p->wait_word) == w->wait_word;
+	return w->kind != STB_WAIT_NONE && ACQUIRE(p->word) == seen->word &&
+	       ACQUIRE(p->wait_word) == seen->wait_word;
 }
 
 bool stb_wait_creator(const struct stb_abi_task *p, uint64_t id, struct stb_creator *c)

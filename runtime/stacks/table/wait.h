@@ -27,6 +27,12 @@ struct stb_wait_view {
 	uint64_t owner;     /* STB_ABI_OWNER_* when it blocked; JOIN: the joined bthread */
 	uint64_t deadline;  /* CLOCK_MONOTONIC ns, 0 = none */
 	uint64_t extra;     /* COND: its mutex; MUTEX, RWLOCK_*, ID: the owner word's address */
+};
+
+/* When a wait was read, and the words that made it valid (what
+ * stb_wait_current checks again); kept apart from the view, which a report
+ * holds for every task. */
+struct stb_wait_seen {
 	uint64_t since_ns;  /* CLOCK_MONOTONIC_COARSE when it blocked, 0 = unknown */
 	uint64_t word;      /* the task word the block was valid with */
 	uint64_t wait_word; /* and its wait word */
@@ -40,10 +46,13 @@ struct stb_wait_view {
  * *w and returns true; otherwise w->kind is STB_WAIT_NONE and it returns
  * false. Reads only; thread-safe.
  */
-bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w);
+bool stb_wait_read(const struct stb_abi_task *p, struct stb_wait_view *w,
+		   struct stb_wait_seen *seen);
 
-/* Is w still p's current wait (task word and wait word unchanged)? */
-bool stb_wait_current(const struct stb_abi_task *p, const struct stb_wait_view *w);
+/* Is w (read with seen) still p's current wait (task word and wait word
+ * unchanged)? */
+bool stb_wait_current(const struct stb_abi_task *p, const struct stb_wait_view *w,
+		      const struct stb_wait_seen *seen);
 
 /* Do waits of this kind name an owner word at extra (MUTEX, RWLOCK_*, ID)? */
 bool stb_wait_has_owner_word(unsigned kind);
