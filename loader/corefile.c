@@ -18,6 +18,7 @@
 
 #include "corefile.h"
 #include "hashset.h"
+#include "table/driver.h" /* enum stb_cut */
 #include "util.h"
 
 #define PRSTATUS_PID 32u
@@ -98,6 +99,18 @@ static int file_cmp(const void *a, const void *b)
 
 /* ---- notes ---- */
 
+/* x86_64 errno values of a system call that blocks (the kernel's -ENOSYS
+ * until it returns) or that the dump interrupted (-EINTR, -ERESTARTSYS,
+ * -ERESTARTNOINTR, -ERESTARTNOHAND, -ERESTART_RESTARTBLOCK). */
+static bool call_pending(uint64_t rax)
+{
+	int64_t v = (int64_t)rax;
+	return v == -ENOSYS || v == -EINTR || (v <= -512 && v >= -516 && v != -515);
+}
+
+/* Calls numbered at most this (x86_64 has about 460). */
+#define SYSCALL_NR_MAX 1024u
+
 static void note_prstatus(struct stb_corefile *c, const uint8_t *d, uint64_t len)
 {
 	if (len < PRSTATUS_MIN) {
@@ -107,14 +120,16 @@ static void note_prstatus(struct stb_corefile *c, const uint8_t *d, uint64_t len
 	if (c->nthreads >= STB_COREFILE_MAX_THREADS)
 		return;
 	uint32_t tid = get32(d + PRSTATUS_PID);
-	if (tid == 0 || stb_corefile_thread_of(c, tid))
-		return; /* one entry per thread: the first */
+	if (tid == 0)
+		return;
+	/* A thread given twice keeps its first note (threads_index). */
 	if (stb_grow(&c->threads, &c->capthreads, c->nthreads + 1, sizeof(*c->threads)) != 0)
 		return;
 	const uint8_t *r = d + PRSTATUS_REGS;
 	struct stb_corefile_thread *t = &c->threads[c->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
+	t->has_regs = true;
 	uint16_t sig;
 	memcpy(&sig, d + PRSTATUS_CURSIG, sizeof(sig));
 	t->signo = sig;
@@ -128,6 +143,126 @@ static void note_prstatus(struct stb_corefile *c, const uint8_t *d, uint64_t len
 	t->regs.bx = get64(r + 5 * 8);
 	t->regs.ip = get64(r + 16 * 8);
 	t->regs.sp = get64(r + 19 * 8);
+	uint64_t orig_rax = get64(r + 15 * 8);
+	if (orig_rax < SYSCALL_NR_MAX && call_pending(get64(r + 10 * 8))) {
+		t->in_syscall = true;
+		t->syscall_nr = (uint32_t)orig_rax;
+		t->syscall_arg0 = get64(r + 14 * 8);
+	}
+}
+
+/* A saved core's list of threads (corefile.h): kept until the notes are
+ * read, then merged into the threads (threads_index). */
+static void note_threads(struct stb_corefile *c, const uint8_t *d, uint64_t len)
+{
+	const size_t one = sizeof(struct stb_corefile_note_thread);
+	if (len % one) {
+		c->bad_notes++;
+		return;
+	}
+	for (uint64_t at = 0; at < len && c->nlisted < STB_COREFILE_MAX_THREADS; at += one) {
+		if (stb_grow(&c->listed, &c->caplisted, c->nlisted + 1, one) != 0)
+			return;
+		memcpy(&c->listed[c->nlisted++], d + at, one);
+	}
+}
+
+struct tid_at {
+	uint32_t tid, at; /* a thread's tid, its index in note order */
+};
+
+static int tid_at_cmp(const void *a, const void *b)
+{
+	const struct tid_at *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static int listed_cmp(const void *a, const void *b)
+{
+	const struct stb_corefile_note_thread *x = a, *y = b;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* c->by_tid for c->threads: their indices by tid, then in note order.
+ * 0 or -ENOMEM. */
+static int sort_threads(struct stb_corefile *c)
+{
+	size_t n = c->nthreads ? c->nthreads : 1;
+	struct tid_at *v = malloc(n * sizeof(*v));
+	free(c->by_tid);
+	c->by_tid = malloc(n * sizeof(*c->by_tid));
+	if (!v || !c->by_tid) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < c->nthreads; i++)
+		v[i] = (struct tid_at){c->threads[i].tid, (uint32_t)i};
+	qsort(v, c->nthreads, sizeof(*v), tid_at_cmp);
+	for (size_t i = 0; i < c->nthreads; i++)
+		c->by_tid[i] = v[i].at;
+	free(v);
+	return 0;
+}
+
+/* After the notes: one entry per thread (its first NT_PRSTATUS, in note
+ * order), the saved core's list merged in -- names and how stacks were read
+ * for threads with registers, entries without for the others -- and the
+ * index by tid. 0 or -ENOMEM. */
+static int threads_index(struct stb_corefile *c)
+{
+	int rc = sort_threads(c);
+	if (rc)
+		return rc;
+	/* Duplicates after the first of a tid are dropped, the order kept. */
+	bool *dup = calloc(c->nthreads ? c->nthreads : 1, sizeof(*dup));
+	if (!dup)
+		return -ENOMEM;
+	for (size_t i = 1; i < c->nthreads; i++)
+		dup[c->by_tid[i]] = c->threads[c->by_tid[i]].tid == c->threads[c->by_tid[i - 1]].tid;
+	size_t k = 0;
+	for (size_t i = 0; i < c->nthreads; i++)
+		if (!dup[i])
+			c->threads[k++] = c->threads[i];
+	free(dup);
+	c->nthreads = k;
+	rc = sort_threads(c);
+	if (rc || !c->nlisted)
+		return rc;
+	qsort(c->listed, c->nlisted, sizeof(*c->listed), listed_cmp);
+	size_t with_regs = c->nthreads;
+	for (size_t i = 0; i < c->nlisted; i++) {
+		const struct stb_corefile_note_thread *l = &c->listed[i];
+		if (l->tid == 0 || (i && l->tid == c->listed[i - 1].tid))
+			continue;
+		/* The threads with registers, by tid (the index covers them). */
+		size_t lo = 0, hi = with_regs;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (c->threads[c->by_tid[mid]].tid < l->tid)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		struct stb_corefile_thread *t = NULL;
+		if (lo < with_regs && c->threads[c->by_tid[lo]].tid == l->tid) {
+			t = &c->threads[c->by_tid[lo]];
+		} else if (c->nthreads < STB_COREFILE_MAX_THREADS &&
+			   stb_grow(&c->threads, &c->capthreads, c->nthreads + 1,
+				    sizeof(*c->threads)) == 0) {
+			t = &c->threads[c->nthreads++];
+			memset(t, 0, sizeof(*t));
+			t->tid = l->tid;
+		}
+		if (!t)
+			continue;
+		memcpy(t->name, l->name, sizeof(t->name) - 1);
+		t->name[sizeof(t->name) - 1] = '\0';
+		t->flags = l->flags & STB_COREFILE_THREAD_SP_ONLY;
+		t->cut = l->cut < STB_CUT_NKINDS ? l->cut : STB_CUT_COPY;
+	}
+	return sort_threads(c);
 }
 
 static void note_prpsinfo(struct stb_corefile *c, const uint8_t *d, uint64_t len)
@@ -263,6 +398,10 @@ static int parse_notes(struct stb_corefile *c, const uint8_t *buf, uint64_t len)
 		const uint8_t *desc = buf + p + name_pad;
 		p += name_pad + desc_pad;
 		bool core = namesz == 5 && memcmp(name, "CORE", 5) == 0;
+		if (namesz == sizeof(STB_COREFILE_NOTE_OWNER) &&
+		    memcmp(name, STB_COREFILE_NOTE_OWNER, namesz) == 0 &&
+		    type == STB_COREFILE_NT_THREADS)
+			note_threads(c, desc, descsz);
 		if (!core)
 			continue;
 		switch (type) {
@@ -475,11 +614,17 @@ struct stb_corefile *stb_corefile_open_fd(int fd, const char *name, char *err, s
 		if (w == 0 || c->segs[i].vaddr >= c->segs[w - 1].vaddr + c->segs[w - 1].memsz)
 			c->segs[w++] = c->segs[i];
 	c->nsegs = w;
+	rc = threads_index(c);
+	free(c->listed);
+	c->listed = NULL;
+	c->nlisted = 0;
+	if (rc)
+		goto cleanup;
 	if (!c->pid && c->nthreads)
 		c->pid = c->threads[0].tid;
-	if (!c->signo && c->nthreads)
+	if (!c->signo && c->nthreads && c->threads[0].has_regs)
 		c->signo = c->threads[0].signo;
-	if (c->nthreads)
+	if (c->nthreads && c->threads[0].has_regs)
 		c->sig_tid = c->threads[0].tid;
 cleanup:
 	free(ph);
@@ -518,6 +663,8 @@ void stb_corefile_close(struct stb_corefile *c)
 		close(c->fd);
 	free(c->segs);
 	free(c->threads);
+	free(c->by_tid);
+	free(c->listed);
 	free(c->files);
 	free(c->file_names);
 	free(c);
@@ -568,12 +715,27 @@ const struct stb_corefile_map *stb_corefile_map_at(const struct stb_corefile *c,
 	return addr < f->end ? f : NULL;
 }
 
+const struct stb_corefile_thread *stb_corefile_thread_any(const struct stb_corefile *c,
+							  uint32_t tid)
+{
+	size_t lo = 0, hi = c->by_tid ? c->nthreads : 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint32_t t = c->threads[c->by_tid[mid]].tid;
+		if (t == tid)
+			return &c->threads[c->by_tid[mid]];
+		if (t < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 const struct stb_corefile_thread *stb_corefile_thread_of(const struct stb_corefile *c, uint32_t tid)
 {
-	for (size_t i = 0; i < c->nthreads; i++)
-		if (c->threads[i].tid == tid)
-			return &c->threads[i];
-	return NULL;
+	const struct stb_corefile_thread *t = stb_corefile_thread_any(c, tid);
+	return t && t->has_regs ? t : NULL;
 }
 
 int stb_corefile_read(void *ctx, uint64_t addr, void *dst, size_t len)

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * An ELF core file of an x86_64 Linux process, as written by the kernel or by
- * gdb's gcore, read as untrusted input: its memory segments (PT_LOAD), its
- * threads' registers (NT_PRSTATUS), its mapped files (NT_FILE), auxiliary
- * vector (NT_AUXV) and process info (NT_PRPSINFO). Nothing is mapped: every
- * read is a bounded pread of the file, checked against the file's size.
+ * An ELF core file of an x86_64 Linux process, as written by the kernel, by
+ * gdb's gcore or by stb-bpf-loader --save, read as untrusted input: its
+ * memory segments (PT_LOAD), its threads' registers (NT_PRSTATUS), its
+ * mapped files (NT_FILE), auxiliary vector (NT_AUXV), process info
+ * (NT_PRPSINFO) and, in a saved core, its threads' names and how their
+ * stacks were read (the "STB" note below). Nothing is mapped: every read is
+ * a bounded pread of the file, checked against the file's size.
  */
 #ifndef STB_LOADER_COREFILE_H
 #define STB_LOADER_COREFILE_H
@@ -30,10 +32,44 @@ struct stb_corefile_seg {
 	bool cut;              /* the file ends inside this segment's bytes */
 };
 
+/*
+ * The note of a saved core (stb-bpf-loader --save, corefile_write.h) that
+ * lists the threads of the process: owner "STB", type
+ * STB_COREFILE_NT_THREADS, an array of struct stb_corefile_note_thread, one
+ * per thread (with or without an NT_PRSTATUS). Kernel and gdb cores have
+ * none: their threads have no names.
+ */
+#define STB_COREFILE_NOTE_OWNER "STB"
+#define STB_COREFILE_NT_THREADS 0x54485244u /* "THRD" */
+/* stb_corefile_note_thread.flags */
+#define STB_COREFILE_THREAD_SP_ONLY                                          \
+	0x1u /* of the registers only ip and sp are known (a thread blocked \
+		in a system call, read from /proc): the frame pointer is    \
+		found on its stack (table/insyscall.h) */
+struct stb_corefile_note_thread {
+	uint32_t tid;
+	uint32_t flags;  /* STB_COREFILE_THREAD_* */
+	uint32_t cut;    /* enum stb_cut (table/driver.h): its stack as saved ends early */
+	uint32_t zero;
+	char name[16];   /* /proc/PID/task/TID/comm, NUL-padded (untrusted bytes) */
+};
+_Static_assert(sizeof(struct stb_corefile_note_thread) == 32, "the note's layout");
+
 struct stb_corefile_thread {
 	uint32_t tid;
 	int signo; /* pr_cursig: the signal that stopped it (0: none) */
+	bool has_regs; /* false: listed by a saved core's note only (no NT_PRSTATUS) */
 	struct stb_regs regs;
+	/* Blocked in a system call (x86_64: orig_rax a call's number and rax
+	 * what a blocked or interrupted call holds: -ENOSYS, -EINTR, -ERESTART*):
+	 * the call and its first argument (rdi). */
+	bool in_syscall;
+	uint32_t syscall_nr;
+	uint64_t syscall_arg0;
+	/* From a saved core's note (zero otherwise). */
+	char name[16]; /* NUL-terminated, untrusted bytes: escape on output */
+	unsigned flags; /* STB_COREFILE_THREAD_* */
+	unsigned cut;   /* enum stb_cut, range-checked */
 };
 
 struct stb_corefile_map {
@@ -47,8 +83,13 @@ struct stb_corefile {
 	uint64_t size; /* of the file */
 	struct stb_corefile_seg *segs; /* sorted by vaddr, not overlapping */
 	size_t nsegs;
-	struct stb_corefile_thread *threads; /* in note order: the first one dumped the core */
+	/* In note order (the first one dumped the core), then those a saved
+	 * core's note lists without registers (has_regs false). */
+	struct stb_corefile_thread *threads;
 	size_t nthreads, capthreads;
+	uint32_t *by_tid; /* indices of threads sorted by tid */
+	struct stb_corefile_note_thread *listed; /* the reader's, while the notes are read */
+	size_t nlisted, caplisted;
 	struct stb_corefile_map *files; /* sorted by start */
 	size_t nfiles;
 	char *file_names;            /* storage of the paths */
@@ -103,8 +144,12 @@ int stb_corefile_read(void *c, uint64_t addr, void *dst, size_t len);
 /* The segment holding addr, or NULL. */
 const struct stb_corefile_seg *stb_corefile_seg_at(const struct stb_corefile *c, uint64_t addr);
 
-/* The thread tid, or NULL. */
+/* The thread tid with its registers (NT_PRSTATUS), or NULL. */
 const struct stb_corefile_thread *stb_corefile_thread_of(const struct stb_corefile *c, uint32_t tid);
+
+/* The thread tid, with or without registers (has_regs), or NULL. */
+const struct stb_corefile_thread *stb_corefile_thread_any(const struct stb_corefile *c,
+							  uint32_t tid);
 
 /* Was the core written because of a fatal signal (one whose default action
  * dumps core: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS,

@@ -18,6 +18,7 @@
 #include <sys/user.h>
 #include <unistd.h>
 
+#include "corefile.h" /* the "STB" note */
 #include "corefile_write.h"
 #include "hashset.h"
 #include "util.h"
@@ -54,6 +55,8 @@ struct stb_corewrite {
 	size_t nnotes_len, capnotes;
 	uint32_t *tids;
 	size_t ntids, captids;
+	struct stb_corefile_note_thread *listed; /* the "STB" note */
+	size_t nlisted, caplisted;
 	struct wfile *files;
 	size_t nfiles, capfiles;
 	char *names;
@@ -83,20 +86,32 @@ static int write_at(int fd, uint64_t off, const void *src, size_t len)
 	return 0;
 }
 
-static int note_add(struct stb_corewrite *w, uint32_t type, const void *desc, size_t len)
+/* A note of owner "CORE", or of owner (at most 7 bytes) when not NULL. */
+static int note_of(struct stb_corewrite *w, const char *owner, uint32_t type, const void *desc,
+		   size_t len)
 {
-	/* namesz, descsz, type; "CORE\0" padded to 8; desc padded to 4. */
-	size_t pad = (len + 3) & ~(size_t)3, need = w->nnotes_len + stb_corewrite_note_size(len);
+	/* namesz, descsz, type; the owner NUL-terminated, padded to 4; desc
+	 * padded to 4. */
+	char name[8] = "CORE";
+	if (owner)
+		strncpy(name, owner, sizeof(name) - 1);
+	size_t namesz = strlen(name) + 1, name_pad = (namesz + 3) & ~(size_t)3;
+	size_t pad = (len + 3) & ~(size_t)3, need = w->nnotes_len + 12 + name_pad + pad;
 	if (len > UINT32_MAX || stb_grow(&w->notes, &w->capnotes, need, 1) != 0)
 		return -ENOMEM;
 	uint8_t *p = w->notes + w->nnotes_len;
-	uint32_t hdr[3] = {5, (uint32_t)len, type};
+	uint32_t hdr[3] = {(uint32_t)namesz, (uint32_t)len, type};
 	memcpy(p, hdr, sizeof(hdr));
-	memcpy(p + 12, "CORE\0\0\0\0", 8);
-	memcpy(p + 20, desc, len);
-	memset(p + 20 + len, 0, pad - len);
+	memcpy(p + 12, name, name_pad);
+	memcpy(p + 12 + name_pad, desc, len);
+	memset(p + 12 + name_pad + len, 0, pad - len);
 	w->nnotes_len = need;
 	return 0;
+}
+
+static int note_add(struct stb_corewrite *w, uint32_t type, const void *desc, size_t len)
+{
+	return note_of(w, NULL, type, desc, len);
 }
 
 size_t stb_corewrite_note_size(size_t desc_len)
@@ -250,7 +265,8 @@ int stb_corewrite_more(struct stb_corewrite *w, const void *bytes, size_t len, u
 	return rc;
 }
 
-int stb_corewrite_thread(struct stb_corewrite *w, uint32_t tid, const struct stb_regs *regs)
+int stb_corewrite_thread(struct stb_corewrite *w, uint32_t tid, const struct stb_regs *regs,
+			 int64_t syscall_nr, uint64_t arg0)
 {
 	for (size_t i = 0; i < w->ntids; i++)
 		if (w->tids[i] == tid)
@@ -260,13 +276,33 @@ int stb_corewrite_thread(struct stb_corewrite *w, uint32_t tid, const struct stb
 	w->tids[w->ntids++] = tid;
 	struct user_regs_struct r = {.r15 = regs->r15, .r14 = regs->r14, .r13 = regs->r13,
 				     .r12 = regs->r12, .rbp = regs->bp, .rbx = regs->bx,
-				     .rip = regs->ip, .rsp = regs->sp};
+				     .rip = regs->ip, .rsp = regs->sp, .orig_rax = UINT64_MAX};
+	if (syscall_nr >= 0) {
+		r.orig_rax = (uint64_t)syscall_nr;
+		r.rax = (uint64_t)-ENOSYS;
+		r.rdi = arg0;
+	}
 	struct elf_prstatus ps;
 	memset(&ps, 0, sizeof(ps));
 	ps.pr_pid = (pid_t)tid;
 	ps.pr_ppid = 0;
 	memcpy(&ps.pr_reg, &r, sizeof(r));
 	return note_add(w, NT_PRSTATUS, &ps, sizeof(ps));
+}
+
+int stb_corewrite_thread_info(struct stb_corewrite *w, uint32_t tid, const char *name,
+			      unsigned flags, unsigned cut)
+{
+	if (stb_grow(&w->listed, &w->caplisted, w->nlisted + 1, sizeof(*w->listed)) != 0)
+		return -ENOMEM;
+	struct stb_corefile_note_thread *l = &w->listed[w->nlisted++];
+	memset(l, 0, sizeof(*l));
+	l->tid = tid;
+	l->flags = flags;
+	l->cut = cut;
+	if (name)
+		strncpy(l->name, name, sizeof(l->name) - 1);
+	return 0;
 }
 
 int stb_corewrite_process(struct stb_corewrite *w, uint32_t pid, const char *comm)
@@ -331,9 +367,16 @@ static void untangle(struct stb_corewrite *w)
 	w->nloads = k;
 }
 
-/* The notes other than the threads': process, auxv, files. */
+/* The notes other than the threads' registers: the list of threads,
+ * process, auxv, files. */
 static int tail_notes(struct stb_corewrite *w)
 {
+	if (w->nlisted) {
+		int rc = note_of(w, STB_COREFILE_NOTE_OWNER, STB_COREFILE_NT_THREADS, w->listed,
+				 w->nlisted * sizeof(*w->listed));
+		if (rc)
+			return rc;
+	}
 	struct elf_prpsinfo ps;
 	memset(&ps, 0, sizeof(ps));
 	ps.pr_pid = (pid_t)w->pid;
@@ -483,6 +526,7 @@ void stb_corewrite_abort(struct stb_corewrite *w)
 	free(w->loads);
 	free(w->notes);
 	free(w->tids);
+	free(w->listed);
 	free(w->files);
 	free(w->names);
 	free(w);

@@ -3,7 +3,8 @@
  * The writer of the ELF core files that corefile.h reads, for --save: an
  * ELF64 ET_CORE file of x86_64 with PT_LOAD segments (memory bytes streamed
  * to the file as they come) and one PT_NOTE (NT_PRSTATUS per thread,
- * NT_PRPSINFO, NT_AUXV, NT_FILE), the layout the kernel writes. The file is
+ * NT_PRPSINFO, NT_AUXV, NT_FILE, and the "STB" list of threads of
+ * corefile.h), the layout the kernel writes. The file is
  * built unnamed (O_TMPFILE, else PATH.tmp.PID), within a byte budget, and
  * appears at its path only once complete and synced (mode 0600).
  */
@@ -32,7 +33,7 @@ struct stb_corewrite *stb_corewrite_open(const char *path, bool force, uint64_t 
 					 size_t max_segs, size_t notes_room, char *err,
 					 size_t errlen);
 
-/* The bytes a note of desc_len bytes takes (for notes_room). */
+/* The bytes a note of desc_len bytes takes at most (for notes_room). */
 size_t stb_corewrite_note_size(size_t desc_len);
 
 /* Bytes kept out of the budget for must segments still to come. */
@@ -58,11 +59,18 @@ int stb_corewrite_load(struct stb_corewrite *w, uint64_t vaddr, uint64_t memsz, 
  * memsz), with the same flags' budget rule. Same returns. */
 int stb_corewrite_more(struct stb_corewrite *w, const void *bytes, size_t len, unsigned flags);
 
-/* Notes: a thread's registers (pr_cursig 0: no fatal signal), the
- * process's id and command name, its auxiliary vector (raw), a file
- * mapping [start, end) at file offset off (a multiple of 4096). 0 or
- * -ENOMEM; a thread given twice is kept once. */
-int stb_corewrite_thread(struct stb_corewrite *w, uint32_t tid, const struct stb_regs *regs);
+/* Notes: a thread's registers (pr_cursig 0: no fatal signal; syscall_nr
+ * >= 0: blocked in that system call, with first argument arg0, as the
+ * kernel holds such a thread's registers: orig_rax the call, rax -ENOSYS),
+ * a thread of the "STB" list (corefile.h: its name, STB_COREFILE_THREAD_*
+ * flags, enum stb_cut), the process's id and command name, its auxiliary
+ * vector (raw), a file mapping [start, end) at file offset off (a multiple
+ * of 4096). 0 or -ENOMEM. A thread given twice keeps its first registers;
+ * the caller gives each thread of the list once. */
+int stb_corewrite_thread(struct stb_corewrite *w, uint32_t tid, const struct stb_regs *regs,
+			 int64_t syscall_nr, uint64_t arg0);
+int stb_corewrite_thread_info(struct stb_corewrite *w, uint32_t tid, const char *name,
+			      unsigned flags, unsigned cut);
 int stb_corewrite_process(struct stb_corewrite *w, uint32_t pid, const char *comm);
 int stb_corewrite_auxv(struct stb_corewrite *w, const void *auxv, size_t len);
 int stb_corewrite_file(struct stb_corewrite *w, uint64_t start, uint64_t end, uint64_t off,

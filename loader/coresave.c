@@ -2,8 +2,10 @@
 /*
  * stb-bpf-loader --save (coresave.h): one pass of the collector over the
  * live target, as a snapshot takes it, whose traces are kept -- each stack
- * copy as it was validated, each running task's registers -- together with
- * the owner words the pass read, then the table (header, workers, the
+ * copy as it was validated (a deep running stack with the part read past
+ * the BPF copy), each running task's registers, every thread of the
+ * process with its registers, stack, name and how it was read -- together
+ * with the owner words the pass read, then the table (header, workers, the
  * entries in use) set to what the traces saw, the modules' first pages and
  * the file mappings, written as an ELF core (corefile_write.h) that
  * postmortem.c reads like a kernel's. Nothing the target wrote is trusted:
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "collect/collect.h"
+#include "corefile.h" /* the "STB" note's flags */
 #include "corefile_write.h"
 #include "coresave.h"
 #include "hashset.h"
@@ -47,14 +50,21 @@
 #define MAPS_LINES_MAX (4u << 20)
 #define PAGE 4096u
 
-/* One trace kept: what the table entry must say for its stack to be read. */
+/* One trace kept: what the table entry must say for its stack to be read;
+ * for a running task or a thread, what its thread's notes say. */
 struct kept {
-	uint64_t id;
+	uint64_t id; /* a task's, or STB_ABI_OWNER_TID(tid) of a thread */
 	struct stb_regs regs;
 	uint32_t tid;
 	unsigned state, seq;
 	uint32_t order; /* of the traces */
-	bool running;
+	bool running;   /* a running task */
+	bool thread;    /* a thread that is no task */
+	bool in_syscall;
+	uint32_t syscall_nr;
+	uint64_t syscall_arg0;
+	unsigned flags; /* STB_COREFILE_THREAD_* */
+	unsigned cut;   /* enum stb_cut */
 };
 
 struct piece {
@@ -63,13 +73,18 @@ struct piece {
 	uint8_t bytes[READ_MAX];
 };
 
+struct range {
+	uint64_t start, end;
+};
+
 struct save {
 	const struct stb_loader_opts *o;
 	struct stb_target *tg;
 	struct stb_unw_proc *unw;
 	struct stb_running run;
 	struct stb_mem mem, owners;
-	struct stb_capture_ops ops;
+	struct stb_capture_ops ops;      /* the live backend (running.h) */
+	struct stb_capture_ops save_ops; /* it, keeping each thread's capture */
 	struct stb_collector *coll;
 	struct stb_corewrite *w;
 	uint8_t *buf;
@@ -77,7 +92,10 @@ struct save {
 	size_t nkept, capkept;
 	struct piece *reads;
 	size_t nreads, capreads;
+	struct range *named; /* the named mappings (files, memfds, [vdso]), by address */
+	size_t nnamed;
 	uint64_t stacks, stack_bytes, left_out, reads_left_out, moved, gone;
+	uint64_t deep_left_out; /* deep stacks kept only as far as the BPF copy */
 	int werr; /* writing failed: the file is lost */
 };
 
@@ -103,31 +121,72 @@ static int owners_read(void *ctx, uint64_t addr, void *dst, size_t len)
 	return rc;
 }
 
-/* Each trace as it is made: its stack goes to the file at once, its
- * context is kept for the table. */
-static void traced(void *arg, uint64_t id, int rc, const struct stb_capture *capt)
+/* The registers and stack copy a capture's walk reads: a BPF record's own
+ * (running.c leaves unwind_ctx the record unless it read the stack past the
+ * record's copy), else capt's. 0 or -ENODATA. */
+static int capture_copy(const struct stb_capture *capt, struct stb_regs *regs,
+			struct stb_stack_copy *c)
 {
-	struct save *S = arg;
-	if (rc != 0 || S->werr || capt->mode == STB_TRACE_NO_STACK)
+	if (capt->mode == STB_TRACE_BPF && capt->unwind_ctx)
+		return stb_record_copy(capt->unwind_ctx, sizeof(struct stb_record), regs, c);
+	*regs = capt->regs;
+	*c = capt->copy;
+	return c->bytes && c->len ? 0 : -ENODATA;
+}
+
+/* A thread's stack copy [addr, addr + len) read up from sp as far as the
+ * target could be read (its top is not known): it ends before the first
+ * named mapping above sp (a memfd such as the task table, a module), whose
+ * bytes it would otherwise stand for in the file. The new length. */
+static size_t clip_thread(const struct save *S, uint64_t sp, uint64_t addr, size_t len)
+{
+	size_t lo = 0, hi = S->nnamed;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (S->named[mid].start <= sp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < S->nnamed && S->named[lo].start > addr && S->named[lo].start - addr < len)
+		return (size_t)(S->named[lo].start - addr);
+	return len;
+}
+
+/* Capture capt of task id (thread: of thread capt->tid, which is no task)
+ * kept: its stack into the file at once, its context for the table and the
+ * notes. A deep running stack that does not fit the size budget is kept as
+ * far as the BPF record's copy, cut there. */
+static void keep(struct save *S, uint64_t id, const struct stb_capture *capt, bool thread)
+{
+	struct stb_stack_copy c;
+	struct stb_regs regs;
+	bool running = !thread && capt->state == STB_TASK_RUNNING;
+	unsigned cut = capt->cut < STB_CUT_NKINDS ? capt->cut : STB_CUT_COPY;
+	if (S->werr || capture_copy(capt, &regs, &c) != 0 || ((running || thread) && !capt->tid))
 		return;
-	struct stb_stack_copy bpf_copy;
-	struct stb_regs regs = capt->regs;
-	const struct stb_stack_copy *c = &capt->copy;
-	bool running = capt->state == STB_TASK_RUNNING;
-	/* A BPF capture's registers and stack are in its record (running.c). */
-	if (capt->mode == STB_TRACE_BPF &&
-	    (!capt->unwind_ctx ||
-	     stb_record_copy(capt->unwind_ctx, sizeof(struct stb_record), &regs, &bpf_copy) != 0))
-		return;
-	if (capt->mode == STB_TRACE_BPF)
-		c = &bpf_copy;
-	if (!c->bytes || !c->len || (running && !capt->tid))
-		return;
+	if (thread)
+		c.len = clip_thread(S, regs.sp, c.addr, c.len);
 	if (stb_grow(&S->kept, &S->capkept, S->nkept + 1, sizeof(*S->kept)) != 0) {
 		S->werr = -ENOMEM;
 		return;
 	}
-	int wr = stb_corewrite_load(S->w, c->addr, c->len, c->bytes, c->len, PF_R | PF_W);
+	int wr = stb_corewrite_load(S->w, c.addr, c.len, c.bytes, c.len, PF_R | PF_W);
+	/* Read past the record's copy (running.c): the record is still the
+	 * last capture's, with the same registers. */
+	struct stb_stack_copy rc_copy;
+	struct stb_regs rc_regs;
+	if ((wr == -EFBIG || wr == -E2BIG) && capt->mode == STB_TRACE_BPF && !capt->unwind_ctx &&
+	    stb_record_copy(S->run.rec, sizeof(struct stb_record), &rc_regs, &rc_copy) == 0 &&
+	    rc_regs.sp == regs.sp && rc_regs.ip == regs.ip && rc_copy.len < c.len) {
+		wr = stb_corewrite_load(S->w, rc_copy.addr, rc_copy.len, rc_copy.bytes, rc_copy.len,
+					PF_R | PF_W);
+		if (wr == 0) {
+			c = rc_copy;
+			cut = STB_CUT_COPY;
+			S->deep_left_out++;
+		}
+	}
 	if (wr == -EFBIG || wr == -E2BIG || wr == -EINVAL) {
 		S->left_out++;
 		return;
@@ -137,10 +196,42 @@ static void traced(void *arg, uint64_t id, int rc, const struct stb_capture *cap
 		return;
 	}
 	S->stacks++;
-	S->stack_bytes += c->len;
-	S->kept[S->nkept++] = (struct kept){.id = id, .regs = regs, .tid = capt->tid,
-					    .state = capt->state, .seq = capt->seq,
-					    .order = (uint32_t)S->nkept, .running = running};
+	S->stack_bytes += c.len;
+	S->kept[S->nkept++] = (struct kept){
+	    .id = id, .regs = regs, .tid = capt->tid, .state = capt->state, .seq = capt->seq,
+	    .order = (uint32_t)S->nkept, .running = running, .thread = thread,
+	    .in_syscall = capt->in_syscall, .syscall_nr = capt->syscall_nr,
+	    .syscall_arg0 = capt->syscall_arg0,
+	    /* Read from /proc: its frame pointer is not known. */
+	    .flags = capt->mode == STB_TRACE_SYSCALL ? STB_COREFILE_THREAD_SP_ONLY : 0,
+	    .cut = cut};
+}
+
+/* Each trace as it is made (collect.h, traced). */
+static void traced(void *arg, uint64_t id, int rc, const struct stb_capture *capt)
+{
+	if (rc == 0 && capt->mode != STB_TRACE_NO_STACK)
+		keep(arg, id, capt, false);
+}
+
+/* The capture backend of the pass: the live one (running.h), each thread
+ * that is no task kept as it is captured. */
+static int save_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
+			const struct stb_run_at *at, uint64_t deadline, void *buf, size_t cap,
+			struct stb_capture *capt, char *err, size_t errlen)
+{
+	struct save *S = ctx;
+	return S->ops.capture(S->ops.ctx, p, id, w1, at, deadline, buf, cap, capt, err, errlen);
+}
+
+static int save_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf, size_t cap,
+			       struct stb_capture *capt, char *err, size_t errlen)
+{
+	struct save *S = ctx;
+	int rc = S->ops.capture_thread(S->ops.ctx, tid, deadline, buf, cap, capt, err, errlen);
+	if (rc == 0 && capt->tid == tid)
+		keep(S, STB_ABI_OWNER_TID(tid), capt, true);
+	return rc;
 }
 
 /* ---- modules and mappings ---- */
@@ -451,6 +542,71 @@ static int save_reads(struct save *S)
 	return 0;
 }
 
+/* ---- the threads ---- */
+
+/* One thread of the list: its name (the pass's record of it) and how its
+ * stack was read (the first capture kept on it). */
+struct listed {
+	uint32_t tid, order;
+	unsigned flags, cut;
+	const char *name; /* NULL: from a capture */
+};
+
+static int listed_cmp(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The list of threads (corefile.h, the "STB" note): every thread the pass
+ * listed, and every thread whose registers are kept. 0 or -errno. */
+static int save_threads(struct save *S, const struct stb_collect_result *res)
+{
+	size_t n = 0, cap = S->nkept + res->threads + 1;
+	struct listed *l = malloc(cap * sizeof(*l));
+	int rc = 0;
+	if (!l)
+		return -ENOMEM;
+	for (size_t i = 0; i < S->nkept && n < cap; i++) {
+		const struct kept *e = &S->kept[i];
+		if (!e->running && !e->thread)
+			continue;
+		l[n] = (struct listed){.tid = e->tid, .order = (uint32_t)n, .flags = e->flags,
+				       .cut = e->cut};
+		n++;
+	}
+	for (size_t i = 0; i < res->n && n < cap; i++) {
+		const struct stb_report_task *t = &res->tasks[i];
+		if (!t->is_thread || !t->tid)
+			continue;
+		l[n] = (struct listed){.tid = t->tid, .order = (uint32_t)n, .name = t->name};
+		n++;
+	}
+	qsort(l, n, sizeof(*l), listed_cmp);
+	for (size_t i = 0; i < n && !rc;) {
+		/* A tid's entries: the first capture's flags, the record's name. */
+		size_t j = i;
+		const char *name = NULL;
+		bool captured = false;
+		unsigned flags = 0, cut = 0;
+		for (; j < n && l[j].tid == l[i].tid; j++) {
+			if (l[j].name && !name)
+				name = l[j].name;
+			if (!l[j].name && !captured) {
+				captured = true;
+				flags = l[j].flags;
+				cut = l[j].cut;
+			}
+		}
+		rc = stb_corewrite_thread_info(S->w, l[i].tid, name, flags, cut);
+		i = j;
+	}
+	free(l);
+	return rc;
+}
+
 /* ---- the run ---- */
 
 static void save_close(struct save *S)
@@ -463,6 +619,7 @@ static void save_close(struct save *S)
 	free(S->buf);
 	free(S->kept);
 	free(S->reads);
+	free(S->named);
 }
 
 /* The threads of pid now (bounded), 0 when unknown. */
@@ -512,12 +669,14 @@ static int save_open(struct save *S, char *err, size_t errlen)
 		return -EFBIG;
 	}
 	/* The notes: the process, its auxv, its file mappings, a thread's
-	 * registers per running task (at most its threads now, and more
-	 * started meanwhile: the rest go after the data). */
+	 * registers and an entry of the list of threads per thread (its
+	 * threads now, and more started meanwhile: the rest go after the
+	 * data). */
+	size_t threads = count_threads(o->pid) + 64;
 	size_t notes = stb_corewrite_note_size(sizeof(struct elf_prpsinfo)) +
 		       stb_corewrite_note_size(4096) + stb_corewrite_note_size(16) +
-		       (count_threads(o->pid) + 64) *
-			   stb_corewrite_note_size(sizeof(struct elf_prstatus));
+		       threads * stb_corewrite_note_size(sizeof(struct elf_prstatus)) +
+		       stb_corewrite_note_size(threads * sizeof(struct stb_corefile_note_thread));
 	for (size_t i = 0; i < nmaps; i++)
 		notes += 24 + strlen(maps[i].path) + 1;
 	S->w = stb_corewrite_open(o->save, o->overwrite, budget, max_segs, notes, err, errlen);
@@ -527,6 +686,14 @@ static int save_open(struct save *S, char *err, size_t errlen)
 		return rc;
 	}
 	stb_corewrite_reserve(S->w, table);
+	S->named = malloc((nmaps ? nmaps : 1) * sizeof(*S->named));
+	if (!S->named) {
+		maps_free(maps, nmaps);
+		stb_say(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nmaps; i++) /* /proc lists them by address */
+		S->named[S->nnamed++] = (struct range){maps[i].start, maps[i].end};
 	stb_deadline_phase("saving the target's modules");
 	rc = save_modules(S, maps, nmaps, err, errlen);
 	maps_free(maps, nmaps);
@@ -554,10 +721,12 @@ static int save_open(struct save *S, char *err, size_t errlen)
 	S->owners.read_many = NULL;
 	S->owners.ctx = S;
 	stb_running_ops(&S->run, &S->ops);
+	S->save_ops = (struct stb_capture_ops){
+	    .capture = save_capture, .capture_thread = save_capture_thread, .ctx = S};
 	stb_target_collect_src(S->tg, &S->mem, &src);
 	src.owners = &S->owners;
 	src.drv = (struct stb_driver){.mem = &S->mem,
-				      .capture = &S->ops,
+				      .capture = &S->save_ops,
 				      .flags = STB_DRIVER_F_LEASE,
 				      .buf = S->buf,
 				      .cap = COPY_MAX,
@@ -591,6 +760,7 @@ int stb_coresave_run(const struct stb_loader_opts *o)
 	    .late = STB_COLLECT_LATE_COUNT,
 	    .holders = true,
 	    .deadlocks = true,
+	    .threads = true, /* every thread of the process: keep() has their stacks */
 	    .deadlock_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2,
 	    .traced = traced,
 	    .arg = &S,
@@ -621,9 +791,15 @@ int stb_coresave_run(const struct stb_loader_opts *o)
 		if (k == 0 || S.kept[k - 1].id != S.kept[i].id)
 			S.kept[k++] = S.kept[i];
 	S.nkept = k;
-	for (size_t i = 0; i < S.nkept && !rc; i++)
-		if (S.kept[i].running)
-			rc = stb_corewrite_thread(S.w, S.kept[i].tid, &S.kept[i].regs);
+	for (size_t i = 0; i < S.nkept && !rc; i++) {
+		const struct kept *e = &S.kept[i];
+		if (e->running || e->thread)
+			rc = stb_corewrite_thread(S.w, e->tid, &e->regs,
+						  e->in_syscall ? (int64_t)e->syscall_nr : -1,
+						  e->syscall_arg0);
+	}
+	if (!rc)
+		rc = save_threads(&S, &res);
 	if (!rc)
 		rc = save_reads(&S);
 	if (rc) {
@@ -642,17 +818,25 @@ int stb_coresave_run(const struct stb_loader_opts *o)
 		fprintf(stderr, "stb-bpf-loader: %s\n", err);
 		goto cleanup;
 	}
+	size_t ntasks = res.n - res.threads;
 	fprintf(stderr,
-		"stb-bpf-loader: process %d saved to %s: %zu tasks, %" PRIu64 " stacks (%.1f MiB), "
-		"%" PRIu64 " MiB in all; read it with --core %s\n",
-		(int)o->pid, o->save, res.n, S.stacks, (double)S.stack_bytes / (1u << 20),
-		(size + (1u << 20) - 1) >> 20, o->save);
+		"stb-bpf-loader: process %d saved to %s: %zu tasks, %" PRIu64 " threads, %" PRIu64
+		" stacks (%.1f MiB), %" PRIu64 " MiB in all; read it with --core %s\n",
+		(int)o->pid, o->save, ntasks, res.threads, S.stacks,
+		(double)S.stack_bytes / (1u << 20), (size + (1u << 20) - 1) >> 20, o->save);
 	if (o->verbose)
 		fprintf(stderr,
-			"stb-bpf-loader: %zu tasks traced in %.3f ms (%" PRIu64 " failed), %" PRIu64
-			" entries set back to what their trace saw, %zu owner words kept\n",
+			"stb-bpf-loader: %zu tasks and threads traced in %.3f ms (%" PRIu64
+			" failed), %" PRIu64 " entries set back to what their trace saw, %zu owner "
+			"words kept\n",
 			res.n, (double)(t1 - t0) / 1e6, res.failed, S.moved, S.nreads);
-	bool ok = true;
+	bool ok = !S.deep_left_out;
+	if (S.deep_left_out)
+		fprintf(stderr,
+			"stb-bpf-loader: the size budget (--save-max %u MiB) was reached: %" PRIu64
+			" deep running stacks are in the file only as far as the BPF copy (--core "
+			"shows them truncated); raise --save-max\n",
+			o->save_max_mib, S.deep_left_out);
 	if (S.left_out || S.reads_left_out) {
 		fprintf(stderr,
 			"stb-bpf-loader: the size budget (--save-max %u MiB) was reached: %" PRIu64
@@ -668,11 +852,21 @@ int stb_coresave_run(const struct stb_loader_opts *o)
 			res.not_traced);
 		ok = false;
 	}
-	if (res.failed) {
+	uint64_t failed_threads = 0;
+	for (size_t i = 0; i < res.n; i++)
+		failed_threads += res.tasks[i].is_thread && res.tasks[i].err < 0;
+	if (res.failed > failed_threads) {
 		fprintf(stderr,
 			"stb-bpf-loader: %" PRIu64 " of %zu tasks could not be traced: their stacks "
 			"are not in the file (--core shows why)\n",
-			res.failed, res.n);
+			res.failed - failed_threads, ntasks);
+		ok = false;
+	}
+	if (failed_threads || res.threads_left) {
+		fprintf(stderr,
+			"stb-bpf-loader: %" PRIu64 " of %" PRIu64 " threads could not be read: their "
+			"stacks are not in the file (--pid shows why)\n",
+			failed_threads + res.threads_left, res.threads + res.threads_left);
 		ok = false;
 	}
 	if (S.run.tried && !S.run.prog)

@@ -93,10 +93,11 @@ static const struct opt opts[] = {
      .arg = "FILE",
      .help = "with --pid: write a core file of the process to FILE\n"
      "instead of a report -- the task table, every task's stack\n"
-     "as traced, the running ones' registers, its modules'\n"
-     "build ids -- for --core later, here or elsewhere (mode\n"
-     "0600, written whole or not at all; works where gcore\n"
-     "loses the stacks: docs/postmortem.md)",
+     "as traced (deep running ones whole), every thread's\n"
+     "registers, stack and name, its modules' build ids -- for\n"
+     "--core later, here or elsewhere (mode 0600, written whole\n"
+     "or not at all; works where gcore loses the stacks:\n"
+     "docs/postmortem.md)",
      .kind = OPT_STRING,
      .field = F(save)},
     {.name = "overwrite",

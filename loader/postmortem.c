@@ -20,6 +20,7 @@
 #include "postmortem.h"
 #include "symbols/frames.h"
 #include "symbols/symbolize.h"
+#include "table/insyscall.h"
 #include "unwind/modules.h"
 #include "unwind/unwind.h"
 #include "util.h"
@@ -279,10 +280,29 @@ static const struct stb_abi_worker *collect_worker(void *ctx, uint32_t w)
 	return w < STB_ABI_MAX_WORKERS ? &pm->workers[w] : NULL;
 }
 
+/* The core's threads (collect.h, threads): every NT_PRSTATUS, and those a
+ * saved core lists without registers. */
+static int collect_threads(void *ctx, uint32_t *tids, unsigned max)
+{
+	const struct stb_corefile *c = ((struct stb_postmortem *)ctx)->core;
+	for (size_t i = 0; i < c->nthreads && i < max; i++)
+		tids[i] = c->threads[i].tid;
+	return c->nthreads < INT32_MAX ? (int)c->nthreads : INT32_MAX;
+}
+
+/* A thread's name: a saved core's list has them, other cores do not. */
+static void collect_thread_name(void *ctx, uint32_t tid, char *name, size_t len)
+{
+	const struct stb_corefile_thread *th =
+	    stb_corefile_thread_any(((struct stb_postmortem *)ctx)->core, tid);
+	snprintf(name, len, "%s", th ? th->name : "");
+}
+
 void stb_postmortem_collect_src(struct stb_postmortem *pm, struct stb_collect_src *src)
 {
 	*src = (struct stb_collect_src){.tasks = collect_tasks, .task = collect_task,
-					.worker = collect_worker, .ctx = pm,
+					.worker = collect_worker, .threads = collect_threads,
+					.thread_name = collect_thread_name, .ctx = pm,
 					.capacity = pm->info.capacity, .owners = &pm->mem};
 }
 
@@ -313,7 +333,11 @@ static const struct stb_corefile_thread *worker_on_stack(const struct stb_postmo
 
 /* Thread th as a capture (the core's registers and a copy of its stack from
  * just below sp, within its segment and, when sp is on it, the task's stack
- * [lo, hi)) into capt, the copy in buf[cap]. 0, or -ENODATA with err set
+ * [lo, hi)) into capt, the copy in buf[cap]. A thread blocked in a system
+ * call says so; one a saved core read from /proc (only ip and sp known) is
+ * unwound as the live loader unwinds it (table/insyscall.h); a stack the
+ * core holds only in part is cut (the saved core's note says why, else:
+ * the core ends before the task's stack does). 0, or -ENODATA with err set
  * when its stack is not in the core. */
 static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_thread *th,
 			  uint64_t lo, uint64_t hi, void *buf, size_t cap, struct stb_capture *capt,
@@ -325,12 +349,15 @@ static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_t
 	uint64_t sp = th->regs.sp, from = sp >= REDZONE ? sp - REDZONE : 0;
 	const struct stb_corefile_seg *s = stb_corefile_seg_at(pm->core, sp);
 	size_t len = 0;
+	bool short_of_top = false;
 	if (s && sp - s->vaddr < s->filesz) {
 		if (from < s->vaddr)
 			from = s->vaddr;
 		uint64_t end = s->vaddr + s->filesz;
-		if (lo < hi && sp >= lo && sp < hi && hi < end)
+		bool on_task = lo < hi && sp >= lo && sp < hi;
+		if (on_task && hi < end)
 			end = hi;
+		short_of_top = on_task && end < hi;
 		len = end - from < cap ? (size_t)(end - from) : cap;
 		if (stb_corefile_read(pm->core, from, buf, len) != 0)
 			len = 0;
@@ -352,9 +379,36 @@ static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_t
 	capt->copy = (struct stb_stack_copy){.addr = from, .bytes = buf, .len = len};
 	capt->mode = STB_TRACE_CORE;
 	capt->tid = th->tid;
-	capt->unwind = pm_unwind;
-	capt->unwind_ctx = pm;
+	capt->cut = th->cut ? th->cut : short_of_top ? STB_CUT_COPY : STB_CUT_NONE;
+	capt->in_syscall = th->in_syscall;
+	capt->syscall_nr = th->syscall_nr;
+	capt->syscall_arg0 = th->syscall_arg0;
+	if (th->flags & STB_COREFILE_THREAD_SP_ONLY) {
+		capt->unwind = stb_insyscall_unwind;
+		capt->unwind_ctx = &pm->mem;
+	} else {
+		capt->unwind = pm_unwind;
+		capt->unwind_ctx = pm;
+	}
 	return 0;
+}
+
+/* A thread that is no task (capture_thread of driver.h): its registers in
+ * the core. */
+static int pm_capture_thread(void *ctx, uint32_t tid, uint64_t deadline, void *buf, size_t cap,
+			     struct stb_capture *capt, char *err, size_t errlen)
+{
+	struct stb_postmortem *pm = ctx;
+	(void)deadline;
+	const struct stb_corefile_thread *th = stb_corefile_thread_of(pm->core, tid);
+	if (!th) {
+		stb_say(err, errlen,
+			"its registers are not in the core (the save could not read its stack)");
+		return -ENOENT;
+	}
+	memset(capt, 0, sizeof(*capt));
+	capt->state = STB_TASK_RUNNING;
+	return thread_capture(pm, th, 0, 0, buf, cap, capt, err, errlen);
 }
 
 static int pm_capture(void *ctx, struct stb_abi_task *p, uint64_t id, uint64_t w1,
@@ -550,7 +604,8 @@ struct stb_postmortem *stb_postmortem_open(const struct stb_loader_opts *o, char
 	if (rc)
 		goto cleanup;
 	pm->mem = (struct stb_mem){.read = stb_corefile_read, .ctx = pm->core, .flags = STB_MEM_F_FROZEN};
-	pm->ops = (struct stb_capture_ops){.capture = pm_capture, .ctx = pm};
+	pm->ops = (struct stb_capture_ops){
+	    .capture = pm_capture, .capture_thread = pm_capture_thread, .ctx = pm};
 cleanup:
 	if (rc) {
 		stb_postmortem_close(pm);
@@ -588,6 +643,7 @@ static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_th
 	t->tid = th->tid;
 	t->state = STB_TASK_RUNNING;
 	t->mode = STB_TRACE_CORE;
+	snprintf(t->name, sizeof(t->name), "%s", th->name);
 	uint8_t *buf = malloc(THREAD_COPY_MAX);
 	free(pm->thread_frames);
 	pm->thread_frames = calloc(keep ? keep : 1, sizeof(*pm->thread_frames));
@@ -603,9 +659,16 @@ static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_th
 					      .max = keep};
 		rc = stb_capture_unwind(pm->unw, NULL, &capt, &sink);
 		if (rc >= 0) {
+			t->in_syscall = capt.in_syscall;
+			t->syscall_nr = capt.syscall_nr;
+			t->syscall_arg0 = capt.syscall_arg0;
 			t->frames = pm->thread_frames;
 			t->nframes = sink.n;
-			t->truncated = sink.truncated || sink.timed_out;
+			t->truncated = sink.truncated || sink.timed_out || capt.cut;
+			t->truncated_why = sink.timed_out ? STB_REPORT_TRUNC_DEADLINE
+					   : capt.cut	  ? capt.cut
+					   : sink.truncated ? STB_REPORT_TRUNC_WALK_MAX
+							    : STB_REPORT_TRUNC_NONE;
 			t->beyond_more = sink.truncated;
 			rc = 0;
 		} else {
@@ -642,14 +705,22 @@ int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *task
 	pm->has_signal = true;
 	/* The task that ran on the thread the signal was delivered to: a
 	 * running bthread (its worker's thread) or a registered pthread. */
-	size_t at = n;
+	size_t at = n, thread_at = n;
 	for (size_t i = 0; i < n && at == n; i++) {
 		const struct stb_report_task *t = &tasks[i];
+		if (t->is_thread) {
+			/* The thread section's record of it, when no task ran there. */
+			if (t->tid == c->sig_tid && !t->task && thread_at == n)
+				thread_at = i;
+			continue;
+		}
 		if (t->tid == c->sig_tid && !t->added &&
 		    (t->state == STB_TASK_RUNNING || t->is_pthread || t->mode == STB_TRACE_CORE))
 			at = i;
 	}
-	if (at == n) {
+	if (at == n && thread_at < n) {
+		at = thread_at; /* moved first, out of the thread section */
+	} else if (at == n) {
 		/* None: a thread that is no task (a plain pthread, a worker
 		 * between tasks). It is shown when the run selects running
 		 * tasks without naming ids. */
@@ -662,7 +733,9 @@ int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *task
 	if (!pm->order)
 		return -ENOMEM;
 	size_t k = 0;
-	if (at < n) {
+	if (at < n && tasks[at].is_thread) {
+		pm->order[k] = tasks[at];
+	} else if (at < n) {
 		pm->order[k] = tasks[at];
 		pm->signal.task = tasks[at].id;
 		pm->signal_pthread = tasks[at].is_pthread != 0;

@@ -535,6 +535,123 @@ static void test_core_save(void **state)
 	unlink(core);
 }
 
+/* A thread record of doc's "threads" named name, NULL when there is none. */
+static const struct ts_json *json_thread_named(const struct ts_json *doc, const char *name)
+{
+	const struct ts_json *th = ts_json_get(doc, "threads");
+	for (const struct ts_json *t = th ? th->child : NULL; t; t = t->next) {
+		const char *n = ts_json_str(t, "name");
+		if (n && strcmp(n, name) == 0)
+			return t;
+	}
+	return NULL;
+}
+
+/* Saved, a running bthread 65 KiB deep in code without frame pointers
+ * (past the BPF program's 32 KiB copy: the live loader reads the rest) has
+ * the same frames in --core of the file as live, and says so when cut; the
+ * threads that run no task are in the file with their names, states and
+ * stacks: a plain pthread spinning, one asleep in nanosleep. */
+static void test_core_save_deep(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--deep", "1", "--plain", "1", NULL};
+	struct ts_ltarget tg;
+	target_start(&tg, target_nofp_path, args, NULL);
+	const struct ts_chain *deep = ts_ltarget_chain(&tg, "deep");
+	assert_non_null(deep);
+	char core[PATH_MAX + 32];
+	snprintf(core, sizeof(core), "%s/saved-deep.%d", core_dir, (int)tg.pid);
+	struct run live, r;
+	run_loader(&live, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "-f", "json", NULL);
+	expect_exit(&live, 0, NULL);
+	bool all_frames = run_loader_all_frames;
+	run_loader_all_frames = false;
+	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "--save", core, NULL);
+	run_loader_all_frames = all_frames;
+	expect_exit(&r, 0, NULL);
+	run_free(&r);
+	run_loader(&r, "--core", core, "-f", "json", NULL);
+	expect_exit(&r, 0, NULL);
+	struct ts_json *ldoc = parse_json(live.out), *cdoc = parse_json(r.out);
+
+	/* The deep spinner: it stays at one depth, so its frames are fixed. */
+	const struct ts_json *lt = json_task(ldoc, deep->ids[0]), *ct = json_task(cdoc, deep->ids[0]);
+	assert_non_null(lt);
+	assert_non_null(ct);
+	if (ts_json_str(ct, "error"))
+		fail_msg("the deep bthread in the saved core: %s", ts_json_str(ct, "error"));
+	char lf[MAX_FRAMES][96], cf[MAX_FRAMES][96], ls[MAX_FRAMES][8], cs[MAX_FRAMES][8];
+	unsigned ln = json_frames(lt, lf, ls), cn = json_frames(ct, cf, cs);
+	unsigned rec = 0;
+	for (unsigned k = 0; k < ln; k++)
+		rec += strcmp(lf[k], "ltgt_deep_rec") == 0;
+	if (rec < 40)
+		fail_msg("live: the deep bthread shows %u ltgt_deep_rec frames of 65", rec);
+	if (ln != cn || ts_json_u64(lt, "frames_not_shown", 0) != ts_json_u64(ct, "frames_not_shown", 0)) {
+		dump_frames("live", deep->ids[0], lf, ln);
+		dump_frames("saved", deep->ids[0], cf, cn);
+		fail_msg("the deep bthread: %u frames (%" PRIu64 " not shown) live, %u (%" PRIu64
+			 ") in the saved core",
+			 ln, ts_json_u64(lt, "frames_not_shown", 0), cn,
+			 ts_json_u64(ct, "frames_not_shown", 0));
+	}
+	for (unsigned k = 0; k < ln; k++)
+		if (strcmp(lf[k], cf[k]) != 0)
+			fail_msg("the deep bthread, frame %u: %s live, %s in the saved core", k, lf[k],
+				 cf[k]);
+	const char *lw = ts_json_str(lt, "truncated_why"), *cw = ts_json_str(ct, "truncated_why");
+	assert_int_equal(ts_json_bool(lt, "truncated"), ts_json_bool(ct, "truncated"));
+	if ((lw != NULL) != (cw != NULL) || (lw && strcmp(lw, cw) != 0))
+		fail_msg("the deep bthread is truncated by %s live, by %s in the saved core",
+			 lw ? lw : "nothing", cw ? cw : "nothing");
+
+	/* The plain pthreads: named, in their state, with their own frames. */
+	static const struct {
+		const char *name, *frame;
+		bool syscall;
+	} plain[] = {{"ltgt-plain-spin", "ltgt_plain_spin_leaf", false},
+		     {"ltgt-plain-nap", "ltgt_plain_sleep_leaf", true}};
+	for (unsigned i = 0; i < 2; i++) {
+		const struct ts_json *l = json_thread_named(ldoc, plain[i].name);
+		const struct ts_json *c = json_thread_named(cdoc, plain[i].name);
+		if (!l || !c)
+			fail_msg("thread %s is not in the %s", plain[i].name,
+				 l ? "saved core" : "live snapshot");
+		assert_int_equal(ts_json_u64(l, "tid", 0), ts_json_u64(c, "tid", 0));
+		unsigned n = json_frames(c, cf, cs);
+		bool has = false;
+		for (unsigned k = 0; k < n; k++)
+			has |= strcmp(cf[k], plain[i].frame) == 0;
+		if (!has) {
+			dump_frames(plain[i].name, ts_json_u64(c, "tid", 0), cf, n);
+			fail_msg("thread %s in the saved core: no frame of %s", plain[i].name,
+				 plain[i].frame);
+		}
+		const struct ts_json *sc = ts_json_get(c, "syscall");
+		if (plain[i].syscall != (sc != NULL))
+			fail_msg("thread %s in the saved core: %s a system call", plain[i].name,
+				 sc ? "in" : "not in");
+		if (sc && !strstr(ts_json_str(sc, "name") ? ts_json_str(sc, "name") : "", "nanosleep"))
+			fail_msg("thread %s in the saved core: in %s, not nanosleep", plain[i].name,
+				 ts_json_str(sc, "name") ? ts_json_str(sc, "name") : "?");
+	}
+	/* Every thread of the live snapshot, by tid and name. */
+	const struct ts_json *lth = ts_json_get(ldoc, "threads");
+	assert_non_null(lth);
+	for (const struct ts_json *l = lth->child; l; l = l->next) {
+		const char *name = ts_json_str(l, "name");
+		const struct ts_json *c = name ? json_thread_named(cdoc, name) : NULL;
+		if (!c && name)
+			fail_msg("thread %s of the live snapshot is not in the saved core", name);
+	}
+	ts_json_free(ldoc);
+	ts_json_free(cdoc);
+	run_free(&r);
+	run_free(&live);
+	unlink(core);
+}
+
 /* Yielders switch all the time: a core catches some mid-switch (about to
  * run, suspending). Such a task is unwound from its worker's registers when
  * they are on its stack, else named as caught in a switch; every other
@@ -964,9 +1081,21 @@ static void test_core_crash_bthread(void **state)
 	assert_int_equal(ts_json_u64(dsig, "tid", 0), ts_json_u64(first, "tid", 1));
 	assert_int_equal(ts_json_u64(dsig, "task", 0), c.who);
 	uint64_t tid = ts_json_u64(dsig, "tid", 0);
-	assert_null(ts_json_get(doc, "threads"));
 	for (const struct ts_json *t = first->next; t; t = t->next)
 		assert_null(ts_json_get(t, "signal"));
+	/* Every thread of the core, none flagged: the crasher's thread names
+	 * the bthread it ran. */
+	const struct ts_json *threads = ts_json_get(doc, "threads");
+	assert_non_null(threads);
+	bool crasher_thread = false;
+	for (const struct ts_json *t = threads->child; t; t = t->next) {
+		assert_null(ts_json_get(t, "signal"));
+		if (ts_json_u64(t, "tid", 0) == tid) {
+			assert_int_equal(ts_json_u64(t, "bthread", 0), c.who);
+			crasher_thread = true;
+		}
+	}
+	assert_true(crasher_thread);
 	check_sleepers(doc, &c);
 	ts_json_free(doc);
 	run_free(&r);
@@ -1016,10 +1145,15 @@ static void test_core_crash_pthread(void **state)
 	expect_exit(&r, 0, NULL);
 	why_check_schema(r.out, "--loader", NULL);
 	struct ts_json *doc = parse_json(r.out);
+	/* Every thread of the core, the crasher first and alone flagged. */
 	const struct ts_json *threads = ts_json_get(doc, "threads");
 	assert_non_null(threads);
-	assert_int_equal(threads->n, 1);
+	assert_true(threads->n > 1);
 	const struct ts_json *th = threads->child;
+	for (const struct ts_json *t = th->next; t; t = t->next) {
+		assert_null(ts_json_get(t, "signal"));
+		assert_true(ts_json_u64(t, "tid", 0) != c.who);
+	}
 	assert_int_equal(ts_json_u64(th, "tid", 0), c.who);
 	assert_string_equal(ts_json_str(th, "capture"), "core");
 	assert_null(ts_json_str(th, "error"));
@@ -1098,6 +1232,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore_default, teardown),
 	    cmocka_unit_test_teardown(test_core_save, teardown),
+	    cmocka_unit_test_teardown(test_core_save_deep, teardown),
 	    cmocka_unit_test_teardown(test_core_midswitch, teardown),
 	    cmocka_unit_test_teardown(test_core_sysroot, teardown),
 	    cmocka_unit_test_teardown(test_core_why_mutex, why_teardown),

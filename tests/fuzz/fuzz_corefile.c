@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "corefile.h"
+#include "table/driver.h" /* enum stb_cut */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -48,8 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	size_t threads = c->nthreads < 64 ? c->nthreads : 64;
-	for (size_t i = 0; i < threads; i++)
-		(void)stb_corefile_thread_of(c, c->threads[i].tid);
+	for (size_t i = 0; i < threads; i++) {
+		const struct stb_corefile_thread *t = stb_corefile_thread_any(c, c->threads[i].tid);
+		if (!t || (t->has_regs && stb_corefile_thread_of(c, t->tid) != t) ||
+		    t->name[sizeof(t->name) - 1] != '\0' || t->cut >= STB_CUT_NKINDS)
+			__builtin_trap(); /* the index, a name's end and a cut's range hold */
+	}
 	size_t files = c->nfiles < 64 ? c->nfiles : 64;
 	for (size_t i = 0; i < files; i++)
 		if (c->files[i].path)
