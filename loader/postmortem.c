@@ -643,7 +643,7 @@ static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_th
 	t->tid = th->tid;
 	t->state = STB_TASK_RUNNING;
 	t->mode = STB_TRACE_CORE;
-	snprintf(t->name, sizeof(t->name), "%s", th->name);
+	t->name = th->name; /* the core's, which outlives the report */
 	uint8_t *buf = malloc(THREAD_COPY_MAX);
 	free(pm->thread_frames);
 	pm->thread_frames = calloc(keep ? keep : 1, sizeof(*pm->thread_frames));
