@@ -292,6 +292,10 @@ int stb_snapshot_once(struct stb_snapshot_session *S, uint64_t start_ns, FILE *o
 	     * previous snapshot are not copied again. */
 	    .reuse = S->tg && o->every_ns ? STB_COLLECT_REUSE_LAST : STB_COLLECT_REUSE_NONE,
 	    .intern = true,
+	    /* A live target: its stacks are copied on a thread of their own
+	     * while the previous batch is unwound (a million stacks: the
+	     * kernel's half of the run overlaps the rest). */
+	    .pipeline = S->tg != NULL,
 	    .holders = !o->leaks,
 	    .deadlocks = !o->leaks,
 	    .deadlock_end = stb_loader_deadline(o) - stb_loader_reserve_ns(o) / 2,

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "collect/collect.h"
+#include "collect/copier.h"
 #include "collect/names.h"
 #include "collect/taskwhy.h"
 #include "hashset.h"
@@ -25,8 +26,14 @@
  * million bthreads"). */
 #define STB_COLLECT_TASKS_FIRST ((size_t)64 << 10)
 
+/* Copies made on the copier's thread (opts.pipeline): tasks per batch, and
+ * each batch's buffer (a stack that does not fit is traced alone). */
+#define STB_COLLECT_PIPE_BATCH 512u
+#define STB_COLLECT_PIPE_BUF ((size_t)2 << 20)
+
 /* A task between the scan and its place in the report: traced in batches of
- * up to STB_DRIVER_MANY_MAX (one read copies their stacks). */
+ * up to STB_DRIVER_MANY_MAX (one read copies their stacks), or
+ * STB_COLLECT_PIPE_BATCH when a copier copies them. */
 struct pending {
 	struct stb_collect_task ct;
 	char error[128];
@@ -62,9 +69,20 @@ struct stb_collector {
 	struct stb_stackset *stacks;
 	struct stb_walkmemo *memo;
 	struct stb_frame *scratch; /* one walk: STB_REPORT_WALK_MAX frames */
-	struct pending *pend;
-	struct stb_driver_job jobs[STB_DRIVER_MANY_MAX];
-	unsigned npend, njobs;
+	/* The batch being filled, b[cur]; with a copier, b[cur ^ 1] is the one
+	 * before: being copied (inflight) while this one fills, handed over
+	 * next. */
+	struct batch {
+		struct pending *pend;
+		struct stb_driver_job *jobs;
+		unsigned npend, njobs;
+		void *buf; /* its copies (a copier's batch) */
+	} b[2];
+	unsigned cur;
+	unsigned bcap;             /* tasks each batch has room for */
+	struct stb_copier *copier; /* set up by the first pass that asks for one */
+	bool piped;                /* this pass's batches are copied by the copier */
+	bool inflight;
 	uint32_t window; /* the source window of the pending entries */
 	struct stb_report_task *tasks;
 	size_t n, cap, tasks_bytes;
@@ -94,6 +112,8 @@ struct stb_collector {
 	unsigned batch; /* tasks queued at most: one when each() gets scratch */
 	bool stop, late;
 };
+
+static int pipe_setup(struct stb_collector *c);
 
 /* ---- reusable stacks, by slot ---- */
 
@@ -421,24 +441,58 @@ static void deliver(struct stb_collector *c, struct pending *q)
 	c->n++;
 }
 
-/* Traces the queued tasks and hands the selected ones over, in the order of
- * the scan. */
-static void flush(struct stb_collector *c)
+/* Traces the tasks of batch b whose copies are made (or not: they are traced
+ * alone now) and hands the selected ones over, in the order of the scan. */
+static void finish(struct stb_collector *c, struct batch *b)
 {
 	const struct stb_collect_opts *o = c->o;
-	if (c->njobs) {
+	if (b->njobs && !c->stop) {
 		if (o->phase)
 			o->phase("tracing tasks");
-		stb_driver_trace_many(&c->src.drv, c->jobs, c->njobs, job_done, c);
+		stb_driver_finish_many(&c->src.drv, b->jobs, b->njobs, job_done, c);
 	}
-	for (unsigned k = 0; k < c->npend; k++) {
-		struct pending *q = &c->pend[k];
+	for (unsigned k = 0; k < b->npend; k++) {
+		struct pending *q = &b->pend[k];
 		if (q->keep && !c->stop)
 			deliver(c, q);
 		else if (!q->ct.t.stack && q->ct.t.frames != c->scratch)
 			free(q->ct.t.frames);
 	}
-	c->npend = c->njobs = 0;
+	b->npend = b->njobs = 0;
+}
+
+/* The batch being filled is complete. Without a copier it is copied and
+ * handed over now. With one, the copier takes it, and the batch before it
+ * (copied meanwhile) is handed over while the copier works. */
+static void flush(struct stb_collector *c)
+{
+	struct batch *b = &c->b[c->cur];
+	if (!c->piped) {
+		if (b->njobs)
+			stb_driver_copy_many(&c->src.drv, b->jobs, b->njobs, c->src.drv.buf,
+					     c->src.drv.cap);
+		finish(c, b);
+		return;
+	}
+	if (c->inflight) {
+		stb_copier_wait(c->copier);
+		c->inflight = false;
+	}
+	if (b->njobs && !c->stop) {
+		stb_copier_start(c->copier, &c->src.drv, b->jobs, b->njobs, b->buf,
+				 STB_COLLECT_PIPE_BUF);
+		c->inflight = true;
+	}
+	finish(c, &c->b[c->cur ^ 1]);
+	c->cur ^= 1;
+}
+
+/* Every task queued is handed over (the scan leaves a window, or ends). */
+static void drain(struct stb_collector *c)
+{
+	flush(c);
+	if (c->piped)
+		flush(c); /* the batch the first one gave the copier */
 }
 
 /* Is a task of this state reached after trace_end late (LATE_PASS)? One
@@ -466,11 +520,12 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 		const struct stb_tview_task *v)
 {
 	const struct stb_collect_opts *o = c->o;
-	if (c->npend && c->window != window_of(c, slot))
-		flush(c);
+	if ((c->b[0].npend || c->b[1].npend) && c->window != window_of(c, slot))
+		drain(c); /* the entries of a batch stay valid within their window */
 	if (c->stop)
 		return 1;
-	struct pending *q = &c->pend[c->npend];
+	struct batch *b = &c->b[c->cur];
+	struct pending *q = &b->pend[b->npend];
 	memset(&q->ct, 0, sizeof(q->ct));
 	stb_collect_entry(&c->src, p, v, &q->ct.t, o->no_why ? NULL : &q->seen);
 	q->ct.t.added = c->adding;
@@ -505,7 +560,7 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 		q->ct.late = true;
 		q->keep = true;
 	} else {
-		c->jobs[c->njobs++] = (struct stb_driver_job){
+		b->jobs[b->njobs++] = (struct stb_driver_job){
 		    .p = p,
 		    .id = v->id,
 		    .deadline = o->trace_end ? o->trace_end : UINT64_MAX,
@@ -515,7 +570,7 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 		    .arg = q,
 		};
 	}
-	if (++c->npend == c->batch)
+	if (++b->npend == c->batch)
 		flush(c);
 	return c->stop;
 }
@@ -577,7 +632,7 @@ static void scan_table(struct stb_collector *c, struct stb_tview_scan_result *al
 			all->census.by_state[st] += r.census.by_state[st];
 		all->census.pthreads += r.census.pthreads;
 	}
-	flush(c);
+	drain(c);
 }
 
 /* The entry of live task id in its slot, with its checked copy *v (valid
@@ -628,7 +683,7 @@ static void scan_ids(struct stb_collector *c)
 			continue; /* not in the selected states */
 		res->visited++;
 		take(c, slot, p, &v);
-		flush(c); /* one at a time: the next is looked up in its turn */
+		drain(c); /* one at a time: the next is looked up in its turn */
 	}
 }
 
@@ -923,7 +978,7 @@ static void add_holders(struct stb_collector *c)
 		if (!p)
 			continue;
 		take(c, STB_ABI_SLOT(id), p, &v);
-		flush(c);
+		drain(c);
 	}
 	c->adding = false;
 }
@@ -977,7 +1032,11 @@ static void pass_reset(struct stb_collector *c)
 	}
 	c->n = 0;
 	stb_names_clear(&c->names);
-	c->npend = c->njobs = 0;
+	if (c->inflight) /* a pass that ended early (none does: each drains) */
+		stb_copier_wait(c->copier);
+	c->inflight = false;
+	for (unsigned k = 0; k < 2; k++)
+		c->b[k].npend = c->b[k].njobs = 0;
 	c->stop = c->late = false;
 	stb_hashset_clear(&c->taskset);
 	idset_clear(&c->tried);
@@ -1004,6 +1063,9 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 	c->intern = o->intern || !o->each;
 	/* Without a stackset each walk is handed over before the next one. */
 	c->batch = c->intern ? STB_DRIVER_MANY_MAX : 1;
+	c->piped = c->intern && o->pipeline && c->src.drv.mem->read_many && pipe_setup(c) == 0;
+	if (c->piped)
+		c->batch = STB_COLLECT_PIPE_BATCH;
 	stb_stackset_next(c->stacks);
 
 	struct stb_tview_scan_result scan = {0};
@@ -1078,6 +1140,40 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 
 /* ---- the collector ---- */
 
+/* Room for n tasks in each batch. 0 or -ENOMEM (the room stays as it was). */
+static int batches_grow(struct stb_collector *c, unsigned n)
+{
+	for (unsigned k = 0; k < 2 && c->bcap < n; k++) {
+		struct batch *b = &c->b[k];
+		struct pending *p = realloc(b->pend, n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		b->pend = p;
+		struct stb_driver_job *j = realloc(b->jobs, n * sizeof(*j));
+		if (!j)
+			return -ENOMEM;
+		b->jobs = j;
+	}
+	if (c->bcap < n)
+		c->bcap = n;
+	return 0;
+}
+
+/* The copier, its batches and their buffers (once for the collector's
+ * life). 0, or -errno: the passes copy by themselves. */
+static int pipe_setup(struct stb_collector *c)
+{
+	if (c->copier)
+		return 0;
+	if (batches_grow(c, STB_COLLECT_PIPE_BATCH) != 0)
+		return -ENOMEM;
+	for (unsigned k = 0; k < 2; k++)
+		if (!c->b[k].buf && !(c->b[k].buf = malloc(STB_COLLECT_PIPE_BUF)))
+			return -ENOMEM;
+	c->copier = stb_copier_new();
+	return c->copier ? 0 : -errno;
+}
+
 struct stb_collector *stb_collector_new(const struct stb_collect_src *src, size_t memo_bytes)
 {
 	struct stb_collector *c = calloc(1, sizeof(*c));
@@ -1087,8 +1183,7 @@ struct stb_collector *stb_collector_new(const struct stb_collect_src *src, size_
 	c->stacks = stb_stackset_new();
 	c->memo = stb_walkmemo_new(memo_bytes);
 	c->scratch = calloc(STB_REPORT_WALK_MAX, sizeof(*c->scratch));
-	c->pend = calloc(STB_DRIVER_MANY_MAX, sizeof(*c->pend));
-	if (!c->stacks || !c->memo || !c->scratch || !c->pend) {
+	if (!c->stacks || !c->memo || !c->scratch || batches_grow(c, STB_DRIVER_MANY_MAX) != 0) {
 		stb_collector_free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -1112,7 +1207,12 @@ void stb_collector_free(struct stb_collector *c)
 	free(c->refs);
 	stb_stackset_free(c->stacks);
 	stb_walkmemo_free(c->memo);
-	free(c->pend);
+	stb_copier_free(c->copier);
+	for (unsigned k = 0; k < 2; k++) {
+		free(c->b[k].pend);
+		free(c->b[k].jobs);
+		free(c->b[k].buf);
+	}
 	free(c->scratch);
 	free(c);
 }

@@ -111,6 +111,11 @@ struct stb_collect_opts {
 	bool intern;         /* stacks into the collector's stackset (else each()
 				gets them in scratch, valid during the call);
 				always without each() */
+	bool pipeline;       /* with intern: the stacks of the next batch are copied on
+				a thread of the collector's (copier.h) while it unwinds
+				this one -- for a source whose memory may be read from
+				another thread (the loader's target); the passes copy by
+				themselves when the thread cannot be had */
 	bool deadlocks;      /* search the table's wait-for graph: its deadlocks, and
 				what each task holds that others wait on */
 	bool holders;        /* without each(): add to the result every task a selected

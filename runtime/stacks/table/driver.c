@@ -307,7 +307,7 @@ static uint64_t job_deadline(const struct stb_driver_job *j, uint64_t now)
  * aligned) when the task is ready or suspended and its stack fits; false
  * (nothing held) when it must be traced alone. */
 static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uint64_t now,
-		       size_t *used)
+		       size_t cap, size_t *used)
 {
 	memset(&j->capt, 0, sizeof(j->capt));
 	if (stb_hold_try(j->p, now, job_deadline(j, now), &j->lease) != 0)
@@ -318,10 +318,10 @@ static bool batch_plan(const struct stb_driver *d, struct stb_driver_job *j, uin
 	if (__atomic_load_n(&j->p->id, __ATOMIC_ACQUIRE) == j->id) {
 		j->w1 = __atomic_load_n(&j->p->word, __ATOMIC_ACQUIRE);
 		unsigned st = STB_ABI_STATE(j->w1);
-		size_t room = d->cap - *used;
+		size_t room = cap - *used;
 		ok = (st == STB_TASK_READY || st == STB_TASK_SUSPENDED) &&
-		     stb_hold_copy_plan(j->p, j->id, j->w1, j->lease, &d->workers, now, d->cap,
-						&j->plan) == 0 &&
+		     stb_hold_copy_plan(j->p, j->id, j->w1, j->lease, &d->workers, now,
+					d->cap < cap ? d->cap : cap, &j->plan) == 0 &&
 		     j->plan.len <= room;
 	}
 	if (!ok) {
@@ -359,40 +359,51 @@ static void batch_check(const struct stb_driver *d, struct stb_driver_job *j, vo
 	j->rc = 0;
 }
 
-void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
-			   stb_driver_done_fn done, void *arg)
+void stb_driver_copy_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			  void *buf, size_t cap)
 {
-	for (; n > STB_DRIVER_MANY_MAX; jobs += STB_DRIVER_MANY_MAX, n -= STB_DRIVER_MANY_MAX)
-		stb_driver_trace_many(d, jobs, STB_DRIVER_MANY_MAX, done, arg);
+	for (unsigned i = 0; i < n; i++) {
+		jobs[i].copied = false;
+		jobs[i].batch_ns = 0;
+	}
 	/* Every batched copy is made under its task's lease: memory that can
 	 * fault is as safe to read here as alone. */
-	bool batch = (d->flags & STB_DRIVER_F_LEASE) && d->mem->read_many && n > 1 &&
-		     !(d->mem->flags & STB_MEM_F_FROZEN);
-	struct stb_mem_seg segs[STB_DRIVER_MANY_MAX];
-	unsigned of[STB_DRIVER_MANY_MAX], ns = 0;
+	if (!(d->flags & STB_DRIVER_F_LEASE) || !d->mem->read_many || n < 2 ||
+	    (d->mem->flags & STB_MEM_F_FROZEN))
+		return;
 	size_t used = 0;
-	/* One clock read for the batch: the leases end no later than they would
-	 * by each its own, and each copy is validated by the word (hold.h). */
-	uint64_t now = batch ? stb_now_ns() : 0;
-	for (unsigned i = 0; i < n; i++) {
-		struct stb_driver_job *j = &jobs[i];
-		j->copied = false;
-		j->batch_ns = 0;
-		size_t at = used;
-		if (!batch || !batch_plan(d, j, now, &used))
-			continue;
-		segs[ns] = (struct stb_mem_seg){
-		    .addr = j->plan.from, .dst = (char *)d->buf + at, .len = j->plan.len};
-		of[ns++] = i;
+	for (unsigned i = 0; i < n && used < cap;) {
+		/* One read of up to STB_MEM_SEGS_MAX stacks: the leases are held
+		 * for that one read only. One clock read for them: the leases end
+		 * no later than they would by each its own, and each copy is
+		 * validated by the word (hold.h). */
+		struct stb_mem_seg segs[STB_MEM_SEGS_MAX];
+		unsigned of[STB_MEM_SEGS_MAX], ns = 0;
+		uint64_t now = stb_now_ns();
+		for (; i < n && ns < STB_MEM_SEGS_MAX; i++) {
+			struct stb_driver_job *j = &jobs[i];
+			size_t at = used;
+			if (!batch_plan(d, j, now, cap, &used))
+				continue;
+			segs[ns] = (struct stb_mem_seg){
+			    .addr = j->plan.from, .dst = (char *)buf + at, .len = j->plan.len};
+			of[ns++] = i;
+		}
+		unsigned got = ns ? d->mem->read_many(d->mem->ctx, segs, ns) : 0;
+		now = stb_now_ns();
+		for (unsigned k = 0; k < ns; k++)
+			batch_check(d, &jobs[of[k]], segs[k].dst, k < got, now);
 	}
-	unsigned got = ns ? d->mem->read_many(d->mem->ctx, segs, ns) : 0;
-	now = stb_now_ns();
-	for (unsigned k = 0; k < ns; k++)
-		batch_check(d, &jobs[of[k]], segs[k].dst, k < got, now);
-	for (unsigned k = 0; k < ns; k++)
-		if (jobs[of[k]].copied)
-			done(arg, &jobs[of[k]]);
-	/* The others alone, each copied to the start of buf. */
+}
+
+void stb_driver_finish_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			    stb_driver_done_fn done, void *arg)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (jobs[i].copied)
+			done(arg, &jobs[i]);
+	/* The others alone, each copied to the start of d->buf (after the
+	 * copied ones are done with: they may be there). */
 	for (unsigned i = 0; i < n; i++) {
 		struct stb_driver_job *j = &jobs[i];
 		if (j->copied)
@@ -402,6 +413,15 @@ void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jo
 		j->capt.lease_ns += j->batch_ns;
 		done(arg, j);
 	}
+}
+
+void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			   stb_driver_done_fn done, void *arg)
+{
+	for (; n > STB_DRIVER_MANY_MAX; jobs += STB_DRIVER_MANY_MAX, n -= STB_DRIVER_MANY_MAX)
+		stb_driver_trace_many(d, jobs, STB_DRIVER_MANY_MAX, done, arg);
+	stb_driver_copy_many(d, jobs, n, d->buf, d->cap);
+	stb_driver_finish_many(d, jobs, n, done, arg);
 }
 
 int stb_capture_unwind(struct stb_unw_proc *unw, struct stb_walkmemo *memo,

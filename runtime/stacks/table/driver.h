@@ -225,9 +225,25 @@ typedef void (*stb_driver_done_fn)(void *arg, struct stb_driver_job *job);
  * into buf, each validated as hold.h says); every other task, and every one
  * whose batched copy does not validate, is traced alone by stb_driver_trace.
  * Thread-safe for distinct buffers; may block until the jobs' deadlines.
+ * It is stb_driver_copy_many into d->buf, then stb_driver_finish_many.
  */
 void stb_driver_trace_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
 			   stb_driver_done_fn done, void *arg);
+
+/*
+ * The two halves of stb_driver_trace_many, for a caller that copies one
+ * batch while it unwinds another (collect/copier.h). stb_driver_copy_many
+ * makes the batched copies of jobs[0..n) (any n; STB_MEM_SEGS_MAX tasks
+ * held per read) into buf[cap] and marks each job copied or not; it touches
+ * only the jobs, buf and the target (thread-safe for distinct jobs and
+ * buffers). stb_driver_finish_many then calls done() for each copied job
+ * (its copy is in that buf, which must still hold it) and traces every
+ * other job alone with d->buf, calling done() for it too.
+ */
+void stb_driver_copy_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			  void *buf, size_t cap);
+void stb_driver_finish_many(const struct stb_driver *d, struct stb_driver_job *jobs, unsigned n,
+			    stb_driver_done_fn done, void *arg);
 
 /*
  * Unwinds capt with unw into sink (at most stb_frame_sink_depth(sink)

@@ -26,8 +26,14 @@ int stb_hold_try(struct stb_abi_task *p, uint64_t now, uint64_t deadline, uint64
 {
 	uint64_t until = now + STB_HOLD_LEASE_NS;
 	uint64_t word = stb_hold_lease(until < deadline ? until : deadline);
-	__u64 z = 0; /* the type of the field: clang checks it */
-	if (!__atomic_compare_exchange_n(&p->trace, &z, word, false, __ATOMIC_SEQ_CST,
+	__u64 cur = __atomic_load_n(&p->trace, __ATOMIC_ACQUIRE); /* the field's type: clang checks it */
+	/* A lease past its deadline protects nobody -- its holder checks it
+	 * before it relies on it, and the task's gate breaks it too -- and one
+	 * whose tracer died (a loader killed mid-run) would keep every later
+	 * tracer out of a task that never reaches its gate again: taken over. */
+	if (cur && now < STB_ABI_LEASE_DEADLINE(cur))
+		return -EBUSY;
+	if (!__atomic_compare_exchange_n(&p->trace, &cur, word, false, __ATOMIC_SEQ_CST,
 					 __ATOMIC_RELAXED))
 		return -EBUSY;
 	*lease = word;

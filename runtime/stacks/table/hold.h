@@ -39,7 +39,9 @@ uint64_t stb_hold_lease(uint64_t deadline);
 int stb_hold_acquire(struct stb_abi_task *p, uint64_t id, uint64_t deadline, uint64_t *lease);
 
 /* One attempt of stb_hold_acquire, the clock read at now: 0 (*lease set) or
- * -EBUSY when the entry is leased already. Thread-safe; never blocks. */
+ * -EBUSY when the entry is leased already (a lease whose deadline has passed
+ * is taken over, as the task's gate would break it). Thread-safe; never
+ * blocks. */
 int stb_hold_try(struct stb_abi_task *p, uint64_t now, uint64_t deadline, uint64_t *lease);
 
 /*
