@@ -17,8 +17,10 @@
 
 #include <cmocka.h>
 
+#include "collect/copier.h"
 #include "symbols/frames.h"
 #include "table/driver.h"
+#include "table/hold.h"
 #include "util.h"
 
 #define STACK_ADDR 0x7f0000100000ull /* where the fake stack lives in the "target" */
@@ -220,6 +222,29 @@ static void test_held_by_another(void **state)
 	assert_non_null(strstr(e.err, "another tracer"));
 	assert_int_equal(e.p.trace, other); /* never taken over */
 	assert_int_equal(e.f.reads, 0);
+}
+
+/* A lease whose deadline has passed protects nobody (its tracer died, or is
+ * late): taken over -- as the task's gate breaks it -- and given back. */
+static void test_expired_lease(void **state)
+{
+	(void)state;
+	static struct env e;
+	env_init(&e, STB_TASK_SUSPENDED, STB_DRIVER_F_LEASE);
+	uint64_t dead = STB_ABI_LEASE_ENCODE(stb_now_ns() - 2000000u, 0x77);
+	e.p.trace = dead;
+	assert_int_equal(trace(&e, 1000), 0);
+	assert_int_equal(e.p.trace, 0); /* ours given back, theirs gone */
+	uint64_t lease = 0;
+	e.p.trace = dead;
+	assert_int_equal(stb_hold_try(&e.p, stb_now_ns(), UINT64_MAX, &lease), 0);
+	assert_int_not_equal(lease, dead);
+	assert_int_equal(e.p.trace, lease);
+	/* One that is still running is not. */
+	uint64_t live = STB_ABI_LEASE_ENCODE(stb_now_ns() + 60000000000ull, 0x77);
+	e.p.trace = live;
+	assert_int_equal(stb_hold_try(&e.p, stb_now_ns(), UINT64_MAX, &lease), -EBUSY);
+	assert_int_equal(e.p.trace, live);
 }
 
 static void test_slot_reused(void **state)
@@ -508,6 +533,59 @@ static void test_many(void **state)
 	assert_int_equal(m.reads, MANY);
 }
 
+/* The driver's two halves as the collector runs them: the copies made on
+ * the copier's thread into a buffer of their own, then finished here --
+ * the same captures as stb_driver_trace_many, each job done once; a buffer
+ * too small for every stack leaves the rest to be traced alone. */
+static void test_copy_then_finish(void **state)
+{
+	(void)state;
+	static struct many m;
+	static struct stb_driver_job jobs[MANY];
+	static uint8_t own[MANY * MANY_STACK];
+	static char errs[MANY][128];
+	struct stb_copier *cp = stb_copier_new();
+	assert_non_null(cp);
+	for (unsigned round = 0; round < 2; round++) {
+		many_init(&m);
+		struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = &m};
+		struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE, .buf = m.buf,
+				       .cap = sizeof(m.buf), .no_capture = "none here",
+				       .workers = {.w = m.w, .n = 1}};
+		for (unsigned i = 0; i < MANY; i++)
+			jobs[i] = (struct stb_driver_job){.p = &m.p[i], .id = m.p[i].id,
+							  .deadline = UINT64_MAX,
+							  .timeout_ns = 50000000ull,
+							  .err = errs[i], .errlen = sizeof(errs[i])};
+		/* Round 1: room for the first 3 stacks of the 40 (each copy
+		 * starts 16-byte aligned). */
+		size_t cap = sizeof(own);
+		if (round) {
+			cap = 0;
+			for (unsigned i = 0; i < 3; i++)
+				cap += (m.p[i].stack_hi - (m.p[i].sp - STB_ABI_SWITCH_FRAME) + 15) &
+				       ~(size_t)15;
+		}
+		stb_copier_start(cp, &d, jobs, MANY, own, cap);
+		stb_copier_wait(cp);
+		unsigned copied = 0;
+		for (unsigned i = 0; i < MANY; i++) {
+			copied += jobs[i].copied;
+			assert_int_equal(m.p[i].trace, 0); /* every lease given back */
+		}
+		assert_int_equal(copied, round ? 3 : MANY);
+		assert_int_equal(m.reads, 0);
+		stb_driver_finish_many(&d, jobs, MANY, many_done, &m);
+		for (unsigned i = 0; i < MANY; i++) {
+			assert_int_equal(jobs[i].rc, 0);
+			assert_int_equal(m.done[i], 1);
+		}
+		assert_int_equal(m.reads, MANY - copied); /* the rest alone */
+	}
+	stb_copier_free(cp);
+	stb_copier_free(NULL);
+}
+
 static void test_sink(void **state)
 {
 	(void)state;
@@ -552,6 +630,7 @@ int main(void)
 	    cmocka_unit_test(test_slot_reused),   cmocka_unit_test(test_running),
 	    cmocka_unit_test(test_ran_during_copy),
 	    cmocka_unit_test(test_sink),          cmocka_unit_test(test_many),
+	    cmocka_unit_test(test_expired_lease), cmocka_unit_test(test_copy_then_finish),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
