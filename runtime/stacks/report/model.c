@@ -297,7 +297,7 @@ uint64_t stb_report_waits_for(const struct stb_report_task *t)
 
 uint32_t stb_report_stack_key(const struct stb_report_task *t)
 {
-	uint32_t beyond = t->beyond < (1u << 25) ? t->beyond : (1u << 25) - 1;
+	uint32_t beyond = t->beyond; /* 16 bits: the key has room for 25 */
 	uint32_t why = t->truncated_why < 8 ? t->truncated_why : 7;
 	return beyond << 6 | why << 3 | (uint32_t)(t->truncated != 0) << 2 |
 	       (uint32_t)t->beyond_more << 1 | (uint32_t)stb_report_task_exact(t);

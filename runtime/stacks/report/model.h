@@ -118,15 +118,16 @@ struct stb_report_task {
 	uint32_t worker;         /* a running bthread's worker, when on_worker */
 	uint32_t syscall_nr;
 	int err;                 /* < 0: the trace failed */
-	unsigned nframes;
-	unsigned beyond;         /* frames the walk found past frames[nframes) (not kept) */
-	/* Set by stb_report_write (the view of the stack it wrote). */
-	unsigned hidden;         /* runtime frames left out (rtframes.h) */
-	unsigned not_shown;      /* other frames left out: the depth limit, beyond */
 	unsigned group_count;    /* stb_report_group: a leader's members */
+	/* Frame counts: at most twice STB_REPORT_WALK_MAX (asserted below). */
+	uint16_t nframes;
+	uint16_t beyond;         /* frames the walk found past frames[nframes) (not kept) */
+	/* Set by stb_report_write (the view of the stack it wrote). */
+	uint16_t hidden;         /* runtime frames left out (rtframes.h) */
+	uint16_t not_shown;      /* other frames left out: the depth limit, beyond */
 	uint8_t state;           /* enum stb_task_state (< STB_TASK_NSTATES) */
-	uint8_t mode;            /* enum stb_trace_mode */
-	uint8_t truncated_why;   /* enum stb_report_trunc: why (NONE when not truncated) */
+	uint8_t mode : 4;        /* enum stb_trace_mode */
+	uint8_t truncated_why : 4; /* enum stb_report_trunc: why (NONE when not truncated) */
 	bool is_pthread : 1;
 	bool is_thread : 1;
 	bool on_worker : 1;      /* a running bthread: worker is the worker it runs on */
@@ -142,7 +143,7 @@ struct stb_report_task {
 
 /* A million records are what a loader holds for a million tasks: the size is
  * the loader's memory per task (docs/benchmarks.md, "A million bthreads"). */
-_Static_assert(sizeof(struct stb_report_task) <= 240, "the report record grew");
+_Static_assert(sizeof(struct stb_report_task) <= 224, "the report record grew");
 
 /* t's name; "" when it has none. */
 static inline const char *stb_report_task_name(const struct stb_report_task *t)
@@ -177,6 +178,8 @@ uint32_t stb_report_stack_key(const struct stb_report_task *t);
  */
 #define STB_REPORT_RT_SLACK 32u
 #define STB_REPORT_WALK_MAX 2048u
+_Static_assert(2 * STB_REPORT_WALK_MAX <= UINT16_MAX, "frame counts are 16 bits");
+_Static_assert(STB_REPORT_TRUNC_NKINDS <= 16 && STB_TRACE_CORE < 16, "4-bit fields");
 
 static inline unsigned stb_report_keep(unsigned max_depth)
 {
