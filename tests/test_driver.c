@@ -534,7 +534,7 @@ static void test_many(void **state)
 }
 
 /* The driver's two halves as the collector runs them: the copies made on
- * the copier's thread into a buffer of their own, then finished here --
+ * the copier's two threads into a buffer of their own, then finished here --
  * the same captures as stb_driver_trace_many, each job done once; a buffer
  * too small for every stack leaves the rest to be traced alone. */
 static void test_copy_then_finish(void **state)
@@ -544,7 +544,7 @@ static void test_copy_then_finish(void **state)
 	static struct stb_driver_job jobs[MANY];
 	static uint8_t own[MANY * MANY_STACK];
 	static char errs[MANY][128];
-	struct stb_copier *cp = stb_copier_new();
+	struct stb_copier *cp = stb_copier_new(2);
 	assert_non_null(cp);
 	for (unsigned round = 0; round < 2; round++) {
 		many_init(&m);
@@ -573,7 +573,12 @@ static void test_copy_then_finish(void **state)
 			copied += jobs[i].copied;
 			assert_int_equal(m.p[i].trace, 0); /* every lease given back */
 		}
-		assert_int_equal(copied, round ? 3 : MANY);
+		/* Two threads, each with half the buffer: round 1 copies 1 to 3
+		 * of them (a share ends where a stack no longer fits). */
+		if (round)
+			assert_true(copied >= 1 && copied <= 3);
+		else
+			assert_int_equal(copied, MANY);
 		assert_int_equal(m.reads, 0);
 		stb_driver_finish_many(&d, jobs, MANY, many_done, &m);
 		for (unsigned i = 0; i < MANY; i++) {

@@ -9,11 +9,13 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "collect/copier.h"
 
-struct stb_copier {
+/* One thread and its share of the batch. */
+struct lane {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -25,6 +27,11 @@ struct stb_copier {
 	size_t cap;
 	bool busy; /* atomic: spin() reads it without mu */
 	bool quit;
+};
+
+struct stb_copier {
+	unsigned n;
+	struct lane lane[];
 };
 
 #define BUSY(cp) __atomic_load_n(&(cp)->busy, __ATOMIC_ACQUIRE)
@@ -42,7 +49,7 @@ static bool spin(const bool *flag, bool want)
 
 static void *copier_main(void *arg)
 {
-	struct stb_copier *cp = arg;
+	struct lane *cp = arg;
 	pthread_mutex_lock(&cp->mu);
 	for (;;) {
 		if (!BUSY(cp) && !cp->quit) {
@@ -64,35 +71,57 @@ static void *copier_main(void *arg)
 	return NULL;
 }
 
-struct stb_copier *stb_copier_new(void)
+static void lane_stop(struct lane *l)
 {
-	struct stb_copier *cp = calloc(1, sizeof(*cp));
-	if (!cp)
-		return NULL;
-	int rc = pthread_mutex_init(&cp->mu, NULL);
-	if (rc) {
-		free(cp);
-		errno = rc;
-		return NULL;
-	}
-	if ((rc = pthread_cond_init(&cp->cv, NULL)) != 0) {
-		pthread_mutex_destroy(&cp->mu);
-		free(cp);
-		errno = rc;
-		return NULL;
+	pthread_mutex_lock(&l->mu);
+	l->quit = true;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->thread, NULL);
+	pthread_cond_destroy(&l->cv);
+	pthread_mutex_destroy(&l->mu);
+}
+
+static int lane_start(struct lane *l)
+{
+	int rc = pthread_mutex_init(&l->mu, NULL);
+	if (rc)
+		return rc;
+	if ((rc = pthread_cond_init(&l->cv, NULL)) != 0) {
+		pthread_mutex_destroy(&l->mu);
+		return rc;
 	}
 	/* The caller's signals stay the caller's (an interrupted --every). */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&cp->thread, NULL, copier_main, cp);
+	rc = pthread_create(&l->thread, NULL, copier_main, l);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
-		pthread_cond_destroy(&cp->cv);
-		pthread_mutex_destroy(&cp->mu);
-		free(cp);
-		errno = rc;
+		pthread_cond_destroy(&l->cv);
+		pthread_mutex_destroy(&l->mu);
+	}
+	return rc;
+}
+
+struct stb_copier *stb_copier_new(unsigned threads)
+{
+	if (threads < 1)
+		threads = 1;
+	if (threads > STB_COPIER_MAX_THREADS)
+		threads = STB_COPIER_MAX_THREADS;
+	struct stb_copier *cp = calloc(1, sizeof(*cp) + threads * sizeof(cp->lane[0]));
+	if (!cp)
 		return NULL;
+	for (; cp->n < threads; cp->n++) {
+		int rc = lane_start(&cp->lane[cp->n]);
+		if (rc) {
+			if (cp->n)
+				break; /* fewer threads */
+			free(cp);
+			errno = rc;
+			return NULL;
+		}
 	}
 	return cp;
 }
@@ -100,37 +129,48 @@ struct stb_copier *stb_copier_new(void)
 void stb_copier_start(struct stb_copier *cp, const struct stb_driver *d,
 		      struct stb_driver_job *jobs, unsigned n, void *buf, size_t cap)
 {
-	pthread_mutex_lock(&cp->mu);
-	cp->d = d;
-	cp->jobs = jobs;
-	cp->n = n;
-	cp->buf = buf;
-	cp->cap = cap;
-	__atomic_store_n(&cp->busy, true, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&cp->cv);
-	pthread_mutex_unlock(&cp->mu);
+	/* Lane k: the k-th share of the jobs and of the buffer (16-byte
+	 * aligned, as the copies within it). */
+	size_t share = cap / cp->n & ~(size_t)15;
+	for (unsigned k = 0; k < cp->n; k++) {
+		struct lane *l = &cp->lane[k];
+		unsigned from = (unsigned)((uint64_t)n * k / cp->n);
+		unsigned to = (unsigned)((uint64_t)n * (k + 1) / cp->n);
+		pthread_mutex_lock(&l->mu);
+		l->d = d;
+		l->jobs = jobs + from;
+		l->n = to - from;
+		l->buf = (char *)buf + share * k;
+		l->cap = share;
+		__atomic_store_n(&l->busy, true, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+	}
 }
 
 void stb_copier_wait(struct stb_copier *cp)
 {
-	if (spin(&cp->busy, true))
-		return; /* the thread stored it after the copies: acquire sees them */
-	pthread_mutex_lock(&cp->mu);
-	while (BUSY(cp))
-		pthread_cond_wait(&cp->cv, &cp->mu);
-	pthread_mutex_unlock(&cp->mu);
+	for (unsigned k = 0; k < cp->n; k++) {
+		struct lane *l = &cp->lane[k];
+		if (spin(&l->busy, true))
+			continue; /* the thread stored it after the copies: acquire sees them */
+		pthread_mutex_lock(&l->mu);
+		while (BUSY(l))
+			pthread_cond_wait(&l->cv, &l->mu);
+		pthread_mutex_unlock(&l->mu);
+	}
+}
+
+unsigned stb_copier_threads(const struct stb_copier *cp)
+{
+	return cp->n;
 }
 
 void stb_copier_free(struct stb_copier *cp)
 {
 	if (!cp)
 		return;
-	pthread_mutex_lock(&cp->mu);
-	cp->quit = true;
-	pthread_cond_broadcast(&cp->cv);
-	pthread_mutex_unlock(&cp->mu);
-	pthread_join(cp->thread, NULL);
-	pthread_cond_destroy(&cp->cv);
-	pthread_mutex_destroy(&cp->mu);
+	for (unsigned k = 0; k < cp->n; k++)
+		lane_stop(&cp->lane[k]);
 	free(cp);
 }

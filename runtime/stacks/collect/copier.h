@@ -14,9 +14,15 @@
 
 struct stb_copier;
 
-/* A copier and its thread (every signal blocked in it). NULL with errno
- * when the thread cannot be had: the caller copies by itself then. */
-struct stb_copier *stb_copier_new(void);
+#define STB_COPIER_MAX_THREADS 8u
+
+/* A copier and its threads (1 .. STB_COPIER_MAX_THREADS; every signal
+ * blocked in them; fewer when not all can be had). NULL with errno when
+ * none can: the caller copies by itself then. */
+struct stb_copier *stb_copier_new(unsigned threads);
+
+/* How many threads cp has. */
+unsigned stb_copier_threads(const struct stb_copier *cp);
 
 /*
  * Has the thread run stb_driver_copy_many(d, jobs, n, buf, cap). The
