@@ -110,6 +110,10 @@ static bool call_pending(uint64_t rax)
 
 /* Calls numbered at most this (x86_64 has about 460). */
 #define SYSCALL_NR_MAX 1024u
+/* x86_64 clone(2) and clone3(2): a new thread's first registers are the
+ * caller's, with orig_rax the call and rax 0 (corefile.h: starting). */
+#define SYSCALL_NR_CLONE 56u
+#define SYSCALL_NR_CLONE3 435u
 
 static void note_prstatus(struct stb_corefile *c, const uint8_t *d, uint64_t len)
 {
@@ -143,12 +147,17 @@ static void note_prstatus(struct stb_corefile *c, const uint8_t *d, uint64_t len
 	t->regs.bx = get64(r + 5 * 8);
 	t->regs.ip = get64(r + 16 * 8);
 	t->regs.sp = get64(r + 19 * 8);
-	uint64_t orig_rax = get64(r + 15 * 8);
-	if (orig_rax < SYSCALL_NR_MAX && call_pending(get64(r + 10 * 8))) {
+	uint64_t orig_rax = get64(r + 15 * 8), rax = get64(r + 10 * 8);
+	if (orig_rax < SYSCALL_NR_MAX && call_pending(rax)) {
 		t->in_syscall = true;
 		t->syscall_nr = (uint32_t)orig_rax;
 		t->syscall_arg0 = get64(r + 14 * 8);
 	}
+	/* Every entry into the kernel sets orig_rax (a call's number, -1 for
+	 * an interrupt or a fault), and the parent of a clone gets the child's
+	 * tid: clone with rax 0 is only a child that has not returned to user
+	 * space yet. */
+	t->starting = rax == 0 && (orig_rax == SYSCALL_NR_CLONE || orig_rax == SYSCALL_NR_CLONE3);
 }
 
 /* A saved core's list of threads (corefile.h): kept until the notes are

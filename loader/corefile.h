@@ -66,6 +66,12 @@ struct stb_corefile_thread {
 	bool in_syscall;
 	uint32_t syscall_nr;
 	uint64_t syscall_arg0;
+	/* Created but not yet run (orig_rax clone or clone3, rax 0: the new
+	 * thread's registers as the call made them, before its first return
+	 * to user space; the kernel writes it into a core that catches it
+	 * then, gdb too): it ran no instruction of its own, its stack holds
+	 * nothing yet (often not even a page), its one frame is ip. */
+	bool starting;
 	/* From a saved core's note (zero otherwise). */
 	char name[16]; /* NUL-terminated, untrusted bytes: escape on output */
 	unsigned flags; /* STB_COREFILE_THREAD_* */

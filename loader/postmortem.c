@@ -331,13 +331,28 @@ static const struct stb_corefile_thread *worker_on_stack(const struct stb_postmo
 	return NULL;
 }
 
+/* A thread that has not started (corefile.h: starting): its one frame,
+ * the instruction it will run first (capt's unwind). */
+static int pm_unwind_starting(void *ctx, struct stb_unw_proc *unw, const struct stb_capture *s,
+			      unsigned max_depth, stb_unw_frame_fn fn, void *arg)
+{
+	(void)ctx;
+	(void)unw;
+	(void)max_depth;
+	struct stb_unw_frame f = {.ip = s->regs.ip, .sp = s->regs.sp, .how = STB_FRAME_DWARF};
+	fn(&f, arg);
+	return 1;
+}
+
 /* Thread th as a capture (the core's registers and a copy of its stack from
  * just below sp, within its segment and, when sp is on it, the task's stack
  * [lo, hi)) into capt, the copy in buf[cap]. A thread blocked in a system
  * call says so; one a saved core read from /proc (only ip and sp known) is
  * unwound as the live loader unwinds it (table/insyscall.h); a stack the
  * core holds only in part is cut (the saved core's note says why, else:
- * the core ends before the task's stack does). 0, or -ENODATA with err set
+ * the core ends before the task's stack does). A thread caught before its
+ * first instruction has no stack yet: its capture is its one frame, never
+ * an error (the core holds all there is of it). 0, or -ENODATA with err set
  * when its stack is not in the core. */
 static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_thread *th,
 			  uint64_t lo, uint64_t hi, void *buf, size_t cap, struct stb_capture *capt,
@@ -346,6 +361,20 @@ static int thread_capture(struct stb_postmortem *pm, const struct stb_corefile_t
 	memset(&capt->regs, 0, sizeof(capt->regs));
 	capt->regs = th->regs;
 	capt->regs.flags = 0; /* the interrupted instruction */
+	capt->tid = th->tid;
+	if (th->starting && th->has_regs && !(th->flags & STB_COREFILE_THREAD_SP_ONLY)) {
+		/* Nothing to copy: what lies at sp is not its (a stack the C
+		 * library reuses holds an exited thread's frames). No error
+		 * either, so the run stays complete: an untraceable task fails
+		 * it because frames it has are missing from the output; this
+		 * thread has none yet (docs/postmortem.md). */
+		capt->copy = (struct stb_stack_copy){.addr = th->regs.sp, .bytes = buf, .len = 0};
+		capt->mode = STB_TRACE_CORE;
+		capt->starting = true;
+		capt->unwind = pm_unwind_starting;
+		capt->unwind_ctx = pm;
+		return 0;
+	}
 	uint64_t sp = th->regs.sp, from = sp >= REDZONE ? sp - REDZONE : 0;
 	const struct stb_corefile_seg *s = stb_corefile_seg_at(pm->core, sp);
 	size_t len = 0;
@@ -662,6 +691,7 @@ static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_th
 			t->in_syscall = capt.in_syscall;
 			t->syscall_nr = capt.syscall_nr;
 			t->syscall_arg0 = capt.syscall_arg0;
+			t->starting = capt.starting;
 			t->frames = pm->thread_frames;
 			t->nframes = sink.n;
 			t->truncated = sink.truncated || sink.timed_out || capt.cut;

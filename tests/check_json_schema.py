@@ -304,8 +304,12 @@ def check_thread(t, where):
     if "holds" in t:
         check_holds(t["holds"], f"{where}.holds")
     opt(t, "error", is_str, "a string", where)
+    opt(t, "starting", lambda v: v is True, "true", where)
+    if "starting" in t and (t["capture"] != "core" or "error" in t or "syscall" in t or
+                            len(t["frames"]) != 1):
+        raise Bad(f"{where}: a starting thread is one frame from a core's registers")
     only(t, ["tid", "name", "state", "capture", "worker", "bthread", "pthread", "syscall",
-             "signal", "holds", "error"] + STACK, where)
+             "signal", "holds", "error", "starting"] + STACK, where)
 
 
 META = ["pid", "comm", "abi_version", "table_capacity", "untraceable", "capture", "signal",

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -462,6 +463,44 @@ LTGT_FN static void *ltgt_plain_sleep_main(void *arg)
 	return NULL;
 }
 
+/* ---- abort-starting: a core with a thread that has not run yet ---- */
+
+static void *ltgt_unstarted_main(void *arg)
+{
+	(void)arg;
+	abort(); /* never reached: the core is written before it runs */
+}
+
+/* Creates a thread that cannot run before this one aborts: both on this
+ * CPU only, this one SCHED_FIFO, which the new one (of the same priority,
+ * inherited) does not preempt; abort() then dumps core with the new thread
+ * as its clone made it. Prints "starting TID" first; "error ..." when it
+ * cannot. */
+static void ltgt_abort_starting(void)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu < 0 ? 0 : cpu, &set);
+	struct sched_param sp = {.sched_priority = 1};
+	if (sched_setaffinity(0, sizeof(set), &set) != 0 ||
+	    sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+		printf("error sched: %s\n", strerror(errno));
+		return;
+	}
+	pthread_t th;
+	clockid_t cid;
+	if (pthread_create(&th, NULL, ltgt_unstarted_main, NULL) != 0 ||
+	    pthread_getcpuclockid(th, &cid) != 0) {
+		printf("error pthread_create\n");
+		return;
+	}
+	/* A thread's CPU clock is ~tid << 3 | 6 (the kernel's clockid ABI). */
+	printf("starting %d\n", (int)~(cid >> 3));
+	fflush(stdout);
+	abort();
+}
+
 /* ---- heartbeat ---- */
 
 LTGT_FN static void *ltgt_heartbeat_main(void *arg)
@@ -658,6 +697,9 @@ static void ltgt_usage(void)
 		"  dump           dump tasks=N ns=NS (in-process stb_dump to /dev/null)\n"
 		"  trace ID       trace rc=R mode=M held_ns=NS ns=NS (in-process stb_trace)\n"
 		"  abort          (no answer) abort(): the process dumps core\n"
+		"  abort-starting starting TID: creates thread TID, which cannot run before\n"
+		"                 the process aborts (SCHED_FIFO on one CPU): its core has\n"
+		"                 a thread that has not started\n"
 		"  quit           bye signals=S heartbeat=H joined=N woken=N (everything ends)\n");
 }
 
@@ -1078,6 +1120,8 @@ int main(int argc, char **argv)
 			ltgt_dump();
 		} else if (sscanf(line, "trace %llu", &id) == 1) {
 			ltgt_trace(id);
+		} else if (strncmp(line, "abort-starting", 14) == 0) {
+			ltgt_abort_starting();
 		} else if (strncmp(line, "abort", 5) == 0) {
 			abort(); /* the counting handler returns; abort() then dumps core */
 		} else if (strncmp(line, "quit", 4) == 0) {

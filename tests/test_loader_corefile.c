@@ -3,7 +3,9 @@
  * stb-bpf-loader --core: loader_target aborts (a kernel-written core, with
  * and without frame pointers) or is dumped live by gcore; every chain must come
  * out of the core complete and in order, running ones from their thread's
- * registers. why_target aborted in a mutex deadlock and in a join cycle: its
+ * registers, and every thread of the core has its frames or names its task;
+ * one created but not yet run (abort-starting) is "starting", no error.
+ * why_target aborted in a mutex deadlock and in a join cycle: its
  * waits, owners and deadlocks come out of the core as from a live trace.
  * Truncated, foreign and non-core files give their messages. crash_target
  * faults in a bthread and in a plain pthread: the task or thread that took
@@ -139,10 +141,9 @@ static int run_quiet(char *const argv[], int timeout_s)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Makes the target abort; waits for its core. */
-static void target_abort(struct ts_ltarget *t, char *core, size_t len)
+/* Waits for the target to die of SIGABRT with a core: its path into core. */
+static void target_core(struct ts_ltarget *t, char *core, size_t len)
 {
-	assert_int_equal(write(t->to_fd, "abort\n", 6), 6);
 	int st = 0;
 	uint64_t deadline = ts_now_ns() + 60000000000ull;
 	while (waitpid(t->pid, &st, WNOHANG) != t->pid) {
@@ -160,6 +161,13 @@ static void target_abort(struct ts_ltarget *t, char *core, size_t len)
 	struct stat sb;
 	if (stat(core, &sb) != 0)
 		fail_msg("no core at %s: %s", core, strerror(errno));
+}
+
+/* Makes the target abort; waits for its core. */
+static void target_abort(struct ts_ltarget *t, char *core, size_t len)
+{
+	assert_int_equal(write(t->to_fd, "abort\n", 6), 6);
+	target_core(t, core, len);
 }
 
 static void check_core_task(const struct ts_json *doc, const struct ts_ltarget *tg,
@@ -203,8 +211,55 @@ static void check_core_task(const struct ts_json *doc, const struct ts_ltarget *
 	}
 }
 
-/* The loader on a core of tg: JSON with every chain, and text with as many tasks. */
-static void check_core(const char *core, const struct ts_ltarget *tg, bool nofp)
+/* The core's threads in doc: each with its frames, or naming the task it
+ * runs, none failed. A thread caught before it ran is "starting" with its
+ * one frame in the C library's clone; starting_tid: that thread (0: any
+ * may be, as the fd dispatcher when the abort comes right after its
+ * creation -- nothing else is). */
+static void check_core_threads(const struct ts_json *doc, uint32_t starting_tid)
+{
+	const struct ts_json *threads = ts_json_get(doc, "threads");
+	assert_non_null(threads);
+	assert_true(threads->n > 1);
+	bool found = false;
+	for (const struct ts_json *t = threads->child; t; t = t->next) {
+		uint64_t tid = ts_json_u64(t, "tid", 0);
+		const char *err = ts_json_str(t, "error");
+		if (err)
+			fail_msg("thread %" PRIu64 " of the core: %s", tid, err);
+		char frames[MAX_FRAMES][96], sources[MAX_FRAMES][8];
+		unsigned n = json_frames(t, frames, sources);
+		bool runs_task = ts_json_get(t, "bthread") || ts_json_get(t, "pthread");
+		if (runs_task ? n != 0 : n == 0)
+			fail_msg("thread %" PRIu64 " of the core: %u frames%s", tid, n,
+				 runs_task ? " beside its task's" : "");
+		bool starting = ts_json_get(t, "starting") != NULL;
+		if (starting) {
+			assert_int_equal(ts_json_bool(t, "starting"), 1);
+			if (starting_tid && tid != starting_tid)
+				fail_msg("thread %" PRIu64 " is reported starting, not %u", tid,
+					 starting_tid);
+			if (n != 1 || !fn_match(frames[0], "clone3|__clone3"))
+				fail_msg("starting thread %" PRIu64 ": %u frames, the first %s", tid,
+					 n, n ? frames[0] : "none");
+			assert_string_equal(ts_json_str(t, "capture"), "core");
+			assert_null(ts_json_get(t, "syscall"));
+		}
+		if (starting_tid && tid == starting_tid) {
+			if (!starting)
+				fail_msg("thread %u, created but not run, is not reported starting",
+					 starting_tid);
+			found = true;
+		}
+	}
+	if (starting_tid && !found)
+		fail_msg("thread %u, created but not run, is not in the core's threads", starting_tid);
+}
+
+/* The loader on a core of tg: JSON with every chain and thread, and text
+ * with as many tasks. starting_tid: as check_core_threads. */
+static void check_core(const char *core, const struct ts_ltarget *tg, bool nofp,
+		       uint32_t starting_tid)
 {
 	struct run r;
 	run_loader(&r, "--core", core, "--format", "json", NULL);
@@ -256,6 +311,7 @@ static void check_core(const char *core, const struct ts_ltarget *tg, bool nofp)
 		joinee = true;
 	}
 	assert_true(joinee);
+	check_core_threads(doc, starting_tid);
 	ts_json_free(doc);
 	run_free(&r);
 
@@ -278,7 +334,7 @@ static void abort_and_check(const char *path, bool nofp)
 	target_start(&tg, path, core_args, NULL);
 	char core[PATH_MAX + 32];
 	target_abort(&tg, core, sizeof(core));
-	check_core(core, &tg, nofp);
+	check_core(core, &tg, nofp, 0);
 	/* The other build as --exe: a different build id, reported, no symbols
 	 * from it. */
 	struct run r;
@@ -302,6 +358,42 @@ static void test_core_abort_nofp(void **state)
 {
 	(void)state;
 	abort_and_check(target_nofp_path, true);
+}
+
+/* A core written while a thread was created but had not run yet (the target
+ * holds the CPU with SCHED_FIFO until it aborts): that thread is "starting",
+ * one frame, no error, and the run is complete (exit 0); the rest as any
+ * abort's. */
+static void test_core_starting(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, NULL);
+	assert_int_equal(write(tg.to_fd, "abort-starting\n", 15), 15);
+	char line[256] = "";
+	int rc = ts_ltarget_line(&tg, line, sizeof(line), 20000);
+	int tid = 0;
+	if (rc != 0 || sscanf(line, "starting %d", &tid) != 1 || tid <= 0)
+		fail_msg("abort-starting: '%s' (%s)", line, rc ? strerror(-rc) : "no tid");
+	char core[PATH_MAX + 32];
+	target_core(&tg, core, sizeof(core));
+	check_core(core, &tg, false, (uint32_t)tid);
+
+	struct run r;
+	run_loader(&r, "--core", core, NULL);
+	expect_exit(&r, 0, NULL);
+	char head[64];
+	snprintf(head, sizeof(head), "\nthread %d [starting: created, not run yet]\n#0 ", tid);
+	const char *at = strstr(r.out, head);
+	if (!at)
+		fail_msg("no '%s' in:\n%s", head + 1, r.out);
+	const char *eol = strchr(at + strlen(head), '\n');
+	const char *fn = strstr(at + strlen(head), "clone3");
+	if (!eol || !fn || fn > eol || strncmp(eol + 1, "#1 ", 3) == 0)
+		fail_msg("thread %d: not its one frame in clone3:\n%s", tid, at + 1);
+	assert_null(strstr(r.out, "not in the core"));
+	run_free(&r);
+	unlink(core);
 }
 
 /* gcore of a live target: it runs on afterwards. gdb stops copying a mapping
@@ -329,7 +421,7 @@ static void test_core_gcore(void **state)
 		fail_msg("gcore -o %s %s: exit %d (is gdb installed? .ci/install-deps.sh)", prefix,
 			 pid, rc);
 	core_path(core, sizeof(core), "gcore", tg.pid);
-	check_core(core, &tg, false);
+	check_core(core, &tg, false, 0);
 	assert_int_equal(stat_of(&tg, "signals"), 0);
 	unlink(core);
 	/* teardown() kills the target */
@@ -451,7 +543,7 @@ static void test_core_save(void **state)
 	struct stat sb;
 	assert_int_equal(stat(core, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0600);
-	check_core(core, &tg, false);
+	check_core(core, &tg, false, 0);
 
 	/* The same tasks, states, waits and frames as the live snapshot (the
 	 * heartbeat moves between the two: its state and wait may differ). */
@@ -1229,6 +1321,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_core_abort, teardown),
 	    cmocka_unit_test_teardown(test_core_abort_nofp, teardown),
+	    cmocka_unit_test_teardown(test_core_starting, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore_default, teardown),
 	    cmocka_unit_test_teardown(test_core_save, teardown),

@@ -826,6 +826,7 @@ static void thread_one(struct stb_collector *c, uint32_t tid, const struct role 
 		t->in_syscall = capt.in_syscall;
 		t->syscall_nr = capt.syscall_nr;
 		t->syscall_arg0 = capt.syscall_arg0;
+		t->starting = capt.starting;
 		bool reusable;
 		walk_into(c, t, &capt, &reusable);
 		return;

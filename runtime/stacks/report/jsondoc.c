@@ -158,6 +158,8 @@ static void json_thread(const struct stb_report *r, const struct stb_why *w, str
 		stb_report_signal_json(j, t->signal, false);
 	}
 	stb_why_json_task(w, j, t); /* worker, syscall */
+	if (t->starting)
+		stb_json_kv_bool(j, "starting", true);
 	if (t->err < 0)
 		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
 	json_stack(r, j, t);

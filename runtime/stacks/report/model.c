@@ -334,7 +334,8 @@ static uint64_t group_hash(struct stb_report_task *t)
 {
 	uint64_t h = frames_hash(t);
 	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16 |
-				    (uint64_t)t->added << 24 | (uint64_t)(t->signal || t->is_thread) << 25);
+				    (uint64_t)t->added << 24 | (uint64_t)(t->signal || t->is_thread) << 25 |
+				    (uint64_t)t->starting << 26);
 	/* A task blocked in a system call groups by its call; a thread by the
 	 * task it runs. */
 	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)(t->in_syscall ? t->syscall_nr : 0)
@@ -376,7 +377,7 @@ static bool group_eq(const void *ctx, uint32_t idx, const void *key)
 	if (g->end[idx].hash != k->hash || a->state != b->state || a->nframes != b->nframes ||
 	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added ||
 	    a->in_syscall != b->in_syscall || (a->in_syscall && a->syscall_nr != b->syscall_nr) ||
-	    a->is_thread != b->is_thread || a->task != b->task)
+	    a->is_thread != b->is_thread || a->task != b->task || a->starting != b->starting)
 		return false;
 	/* The task or thread that took a core's fatal signal stands alone
 	 * (threads group among themselves, in their section). */

@@ -132,6 +132,8 @@ struct stb_report_task {
 	bool is_thread : 1;
 	bool on_worker : 1;      /* a running bthread: worker is the worker it runs on */
 	bool in_syscall : 1;
+	bool starting : 1;       /* a thread of a core created but not yet run: its one
+				    frame is the instruction it would run first */
 	bool added : 1;          /* not of the run's selection: in the report because a
 				    selected task waits on it (stb_report_waits_for) */
 	bool execq_queued_known : 1, wait_queued_known : 1;

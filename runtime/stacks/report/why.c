@@ -135,10 +135,13 @@ static void put_name(FILE *out, const char *name)
 	fputc('"', out);
 }
 
-/* "in system call read(5)" (one_arg: with its fd) or the state's name. */
+/* "in system call read(5)" (one_arg: with its fd), "starting" (a thread of a
+ * core not run yet) or the state's name. */
 static void put_state(FILE *out, const struct stb_report_task *t, bool one_arg)
 {
-	if (t->in_syscall) {
+	if (t->starting) {
+		fputs("starting: created, not run yet", out);
+	} else if (t->in_syscall) {
 		char call[64];
 		stb_syscall_format(call, sizeof(call), t->syscall_nr, one_arg ? t->syscall_arg0 : 0);
 		if (!one_arg && stb_syscall_name(t->syscall_nr))

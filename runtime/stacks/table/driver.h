@@ -98,6 +98,10 @@ struct stb_capture {
 	bool in_syscall;
 	uint32_t syscall_nr;
 	uint64_t syscall_arg0;
+	/* A thread of a core caught between its creation and its first
+	 * instruction (loader/corefile.h: starting): regs are its first, it
+	 * has no stack yet, and its one frame is regs.ip. */
+	bool starting;
 	stb_capture_unwind_fn unwind; /* NULL: stb_unw_walk of regs and copy */
 	void *unwind_ctx;
 };
