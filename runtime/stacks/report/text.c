@@ -381,10 +381,10 @@ static void text_notes(const struct stb_report *r)
 static void text_footer(const struct stb_report *r, const struct stb_report_task *tasks, size_t n)
 {
 	const struct stb_report_meta *m = r->meta;
-	uint64_t hidden = 0;
-	for (size_t i = 0; i < n; i++)
-		hidden += tasks[i].hidden;
-	if (hidden && r->runtime_hint) {
+	bool hidden = false;
+	for (size_t i = 0; i < n && !hidden && r->runtime_hint; i++)
+		hidden = tasks[i].hidden != 0;
+	if (hidden) {
 		fputs("# the runtime's own frames (stb_jump_stack, stb_sched_suspend, ..., "
 		      "stb_task_entry) are not shown: ", r->out);
 		stb_text_put(r->out, r->runtime_hint);

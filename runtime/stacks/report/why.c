@@ -348,6 +348,8 @@ static void put_holds(const struct stb_why *w, const struct stb_report_task *t, 
 {
 	FILE *out = w->r->out;
 	uint64_t shown = 0, more = 0;
+	if (!w->r->deadlocks || !w->r->deadlocks->nholds)
+		return; /* nothing held that others wait on: no walk of a million members */
 	for (const struct stb_report_task *m = t; m; m = chain ? m->group_next : NULL) {
 		size_t n;
 		const struct stb_deadlock_hold *h = stb_deadlock_holds(w->r->deadlocks, m->id, &n);
@@ -602,8 +604,9 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 			s->first = s->last = m->name;
 			continue;
 		}
-		if (strcmp(m->name, s->first) == 0)
-			continue; /* neither before the first nor after the last */
+		if (m->name == s->first || strcmp(m->name, s->first) == 0)
+			continue; /* neither before the first nor after the last (one
+				     pooled copy per name: mostly the same pointer) */
 		s->one_name = false;
 		if (natural_cmp(m->name, s->first) < 0)
 			s->first = m->name;
