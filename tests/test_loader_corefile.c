@@ -515,6 +515,21 @@ static void wait_of(const struct ts_json *t, char *buf, size_t len)
 	snprintf(buf, len, "%s %s", kind ? kind : "-", obj ? obj : "-");
 }
 
+/* A live JSON snapshot of tg into *live, then --pid --save core (without
+ * the report options: --runtime-frames goes with --core) into *r, which
+ * must succeed. */
+static void live_then_save(struct ts_ltarget *tg, const char *core, struct run *live,
+			   struct run *r)
+{
+	run_loader(live, "--pid", pid_arg(tg), "--timeout", CAPTURE_TIMEOUT, "-f", "json", NULL);
+	expect_exit(live, 0, NULL);
+	bool all_frames = run_loader_all_frames;
+	run_loader_all_frames = false;
+	run_loader(r, "--pid", pid_arg(tg), "--timeout", CAPTURE_TIMEOUT, "--save", core, NULL);
+	run_loader_all_frames = all_frames;
+	expect_exit(r, 0, NULL);
+}
+
 /* --pid P --save FILE of a target with the default settings (its stacks
  * behind MADV_GUARD_INSTALL guards where the kernel has them, which gcore
  * cannot copy): --core FILE gives every chain, and the same tasks, states,
@@ -529,14 +544,7 @@ static void test_core_save(void **state)
 	char core[PATH_MAX + 32];
 	snprintf(core, sizeof(core), "%s/saved.%d", core_dir, (int)tg.pid);
 	struct run live, r;
-	run_loader(&live, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "-f", "json", NULL);
-	expect_exit(&live, 0, NULL);
-	/* --save takes no report options (--runtime-frames goes with --core). */
-	bool all_frames = run_loader_all_frames;
-	run_loader_all_frames = false;
-	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "--save", core, NULL);
-	run_loader_all_frames = all_frames;
-	expect_exit(&r, 0, NULL);
+	live_then_save(&tg, core, &live, &r);
 	if (!strstr(r.err, "read it with --core"))
 		fail_msg("--save: no summary:\n%s", r.err);
 	run_free(&r);
@@ -587,6 +595,7 @@ static void test_core_save(void **state)
 	run_free(&live);
 
 	/* Not overwritten without --overwrite; replaced with it. */
+	bool all_frames = run_loader_all_frames;
 	run_loader_all_frames = false;
 	run_loader(&r, "--pid", pid_arg(&tg), "--save", core, NULL);
 	expect_exit(&r, 1, NULL);
@@ -655,13 +664,7 @@ static void test_core_save_deep(void **state)
 	char core[PATH_MAX + 32];
 	snprintf(core, sizeof(core), "%s/saved-deep.%d", core_dir, (int)tg.pid);
 	struct run live, r;
-	run_loader(&live, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "-f", "json", NULL);
-	expect_exit(&live, 0, NULL);
-	bool all_frames = run_loader_all_frames;
-	run_loader_all_frames = false;
-	run_loader(&r, "--pid", pid_arg(&tg), "--timeout", CAPTURE_TIMEOUT, "--save", core, NULL);
-	run_loader_all_frames = all_frames;
-	expect_exit(&r, 0, NULL);
+	live_then_save(&tg, core, &live, &r);
 	run_free(&r);
 	run_loader(&r, "--core", core, "-f", "json", NULL);
 	expect_exit(&r, 0, NULL);
