@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The copier thread (copier.h): a batch handed over under a mutex, copied,
- * its end signalled on a condition variable. Either side spins a little
- * before it sleeps: the other is usually about to be done (a futex wake-up
- * per batch cost the collector 7 % of a million-task run here).
+ * The copier's threads (copier.h), one lane each: a share of the batch
+ * handed over under the lane's mutex, copied, its end signalled on the
+ * lane's condition variable. Either side spins a little before it sleeps:
+ * the other is usually about to be done (a futex wake-up per batch cost the
+ * collector 7 % of a million-task run here).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,7 +35,7 @@ struct stb_copier {
 	struct lane lane[];
 };
 
-#define BUSY(cp) __atomic_load_n(&(cp)->busy, __ATOMIC_ACQUIRE)
+#define BUSY(l) __atomic_load_n(&(l)->busy, __ATOMIC_ACQUIRE)
 
 /* Spins while *flag is want, at most ~50 us: true when it changed. */
 static bool spin(const bool *flag, bool want)
@@ -49,25 +50,25 @@ static bool spin(const bool *flag, bool want)
 
 static void *copier_main(void *arg)
 {
-	struct lane *cp = arg;
-	pthread_mutex_lock(&cp->mu);
+	struct lane *l = arg;
+	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		if (!BUSY(cp) && !cp->quit) {
-			pthread_mutex_unlock(&cp->mu);
-			spin(&cp->busy, false);
-			pthread_mutex_lock(&cp->mu);
+		if (!BUSY(l) && !l->quit) {
+			pthread_mutex_unlock(&l->mu);
+			spin(&l->busy, false);
+			pthread_mutex_lock(&l->mu);
 		}
-		while (!BUSY(cp) && !cp->quit)
-			pthread_cond_wait(&cp->cv, &cp->mu);
-		if (!BUSY(cp))
+		while (!BUSY(l) && !l->quit)
+			pthread_cond_wait(&l->cv, &l->mu);
+		if (!BUSY(l))
 			break; /* quit, nothing left to copy */
-		pthread_mutex_unlock(&cp->mu);
-		stb_driver_copy_many(cp->d, cp->jobs, cp->n, cp->buf, cp->cap);
-		pthread_mutex_lock(&cp->mu);
-		__atomic_store_n(&cp->busy, false, __ATOMIC_RELEASE);
-		pthread_cond_broadcast(&cp->cv);
+		pthread_mutex_unlock(&l->mu);
+		stb_driver_copy_many(l->d, l->jobs, l->n, l->buf, l->cap);
+		pthread_mutex_lock(&l->mu);
+		__atomic_store_n(&l->busy, false, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&l->cv);
 	}
-	pthread_mutex_unlock(&cp->mu);
+	pthread_mutex_unlock(&l->mu);
 	return NULL;
 }
 
