@@ -36,6 +36,13 @@
 	"stb-bpf-loader --pid PID --save FILE instead (or start it with "                \
 	"STB_STACK_GUARDS=mprotect before taking gcore), or trace it live with --pid "    \
 	"(stb-bpf-loader(8), POST-MORTEM)"
+/* ... and about those not in a core the kernel wrote on a fatal signal (it
+ * dumps guarded stacks: what left them out is the process's filter). */
+#define STACK_FIX_KERNEL                                                                 \
+	"the kernel left them out: the process's /proc/PID/coredump_filter lacks private " \
+	"anonymous memory (bit 0; the default 0x33 has it) -- set it back before the "    \
+	"next crash, or save a live process with stb-bpf-loader --pid PID --save FILE "   \
+	"(stb-bpf-loader(8), POST-MORTEM)"
 
 static void note(struct stb_postmortem *pm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -664,9 +671,11 @@ void stb_postmortem_close(struct stb_postmortem *pm)
 
 /* Unwinds thread th of the core into record t (is_thread). 0 or -ENOMEM. */
 static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_thread *th,
-			 unsigned keep, struct stb_report_task *t)
+			 unsigned keep, struct stb_report_task *t, struct stb_report_more *m)
 {
 	memset(t, 0, sizeof(*t));
+	memset(m, 0, sizeof(*m));
+	t->more = m;
 	t->is_thread = true;
 	t->id = STB_ABI_OWNER_TID(th->tid);
 	t->tid = th->tid;
@@ -689,8 +698,8 @@ static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_th
 		rc = stb_capture_unwind(pm->unw, NULL, &capt, &sink);
 		if (rc >= 0) {
 			t->in_syscall = capt.in_syscall;
-			t->syscall_nr = capt.syscall_nr;
-			t->syscall_arg0 = capt.syscall_arg0;
+			m->syscall_nr = capt.syscall_nr;
+			m->syscall_arg0 = capt.syscall_arg0;
 			t->starting = capt.starting;
 			t->frames = pm->thread_frames;
 			t->nframes = sink.n;
@@ -708,7 +717,7 @@ static int thread_record(struct stb_postmortem *pm, const struct stb_corefile_th
 	}
 	if (rc < 0) {
 		t->err = rc;
-		t->error = pm->thread_err;
+		m->error = pm->thread_err;
 	}
 	free(buf);
 	return 0;
@@ -740,7 +749,7 @@ int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *task
 		const struct stb_report_task *t = &tasks[i];
 		if (t->is_thread) {
 			/* The thread section's record of it, when no task ran there. */
-			if (t->tid == c->sig_tid && !t->task && thread_at == n)
+			if (t->tid == c->sig_tid && !stb_report_more(t)->task && thread_at == n)
 				thread_at = i;
 			continue;
 		}
@@ -769,10 +778,15 @@ int stb_postmortem_crash(struct stb_postmortem *pm, struct stb_report_task *task
 		pm->order[k] = tasks[at];
 		pm->signal.task = tasks[at].id;
 		pm->signal_pthread = tasks[at].is_pthread != 0;
-	} else if (thread_record(pm, stb_corefile_thread_of(c, c->sig_tid), keep, &pm->order[k]) != 0) {
+	} else if (thread_record(pm, stb_corefile_thread_of(c, c->sig_tid), keep, &pm->order[k],
+				 &pm->sig_more) != 0) {
 		return -ENOMEM;
 	}
-	pm->order[k++].signal = &pm->signal;
+	/* Its more, with the signal (the collector's stays as it was). */
+	if (pm->order[k].more != &pm->sig_more)
+		pm->sig_more = *stb_report_more(&pm->order[k]);
+	pm->sig_more.signal = &pm->signal;
+	pm->order[k++].more = &pm->sig_more;
 	for (size_t i = 0; i < n; i++)
 		if (i != at)
 			pm->order[k++] = tasks[i];
@@ -832,7 +846,7 @@ void stb_postmortem_notes(struct stb_postmortem *pm, struct stb_report_meta *met
 	if (pm->nostack)
 		note(pm,
 		     "%" PRIu64 " of %" PRIu64 " stacks are not in the core: %s", pm->nostack,
-		     (uint64_t)pm->ntraced, STACK_FIX);
+		     (uint64_t)pm->ntraced, stb_corefile_fatal(c) ? STACK_FIX_KERNEL : STACK_FIX);
 	module_notes(pm);
 	if (c->truncated || pm->missing)
 		note(pm,

@@ -57,6 +57,7 @@ struct stb_postmortem {
 	bool signal_pthread; /* signal.task is a registered pthread */
 	uint64_t nostack, ntraced; /* tasks whose stack is not in the core, of those traced */
 	struct stb_report_task *order; /* the report's tasks, what took it first */
+	struct stb_report_more sig_more; /* order[0]'s: what took it */
 	struct stb_frame *thread_frames; /* a thread that is no task: its frames */
 	char thread_err[256];
 	char notes[STB_POSTMORTEM_MAX_NOTES][384];

@@ -8,12 +8,15 @@
  * no-wait and frozen modes; the sink's limit, array bound and deadline.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -387,8 +390,13 @@ static uint8_t many_bytes[MANY * MANY_STACK];
 struct many {
 	struct stb_abi_task p[MANY];
 	struct stb_abi_worker w[1];
-	unsigned reads, read_manys, segs;
+	unsigned reads, read_manys, segs; /* atomic: the copier's threads read too */
 	unsigned fail_at;      /* read_many: segments from this one on are not read */
+	/* read_many on another thread than main waits (up to 5 s) until main
+	 * reads too (test_copier_helps); main_read: it did. */
+	bool hold_others;
+	pthread_t main;
+	bool main_read;
 	int bump;              /* read_many: the task whose word moves during the read */
 	unsigned done[MANY];
 	uint8_t buf[16384];
@@ -397,7 +405,7 @@ struct many {
 static int many_read(void *ctx, uint64_t addr, void *dst, size_t len)
 {
 	struct many *m = ctx;
-	m->reads++;
+	__atomic_add_fetch(&m->reads, 1, __ATOMIC_RELAXED);
 	if (addr < MANY_ADDR || addr - MANY_ADDR > sizeof(many_bytes) ||
 	    sizeof(many_bytes) - (addr - MANY_ADDR) < len)
 		return -EFAULT;
@@ -408,16 +416,22 @@ static int many_read(void *ctx, uint64_t addr, void *dst, size_t len)
 static unsigned many_read_many(void *ctx, const struct stb_mem_seg *segs, unsigned n)
 {
 	struct many *m = ctx;
-	m->read_manys++;
+	__atomic_add_fetch(&m->read_manys, 1, __ATOMIC_RELAXED);
 	assert_true(n <= STB_MEM_SEGS_MAX);
-	m->segs += n;
+	__atomic_add_fetch(&m->segs, n, __ATOMIC_RELAXED);
+	if (m->hold_others && pthread_equal(pthread_self(), m->main)) {
+		__atomic_store_n(&m->main_read, true, __ATOMIC_RELEASE);
+	} else if (m->hold_others) {
+		for (unsigned k = 0; k < 5000 && !__atomic_load_n(&m->main_read, __ATOMIC_ACQUIRE); k++)
+			usleep(1000);
+	}
 	if (m->bump >= 0)
 		__atomic_add_fetch(&m->p[m->bump].word, 1ull << 32, __ATOMIC_RELEASE);
 	unsigned i = 0;
 	for (; i < n && i < m->fail_at; i++)
 		if (many_read(ctx, segs[i].addr, segs[i].dst, segs[i].len) != 0)
 			break;
-	m->reads -= i; /* counted as one read_many */
+	__atomic_sub_fetch(&m->reads, i, __ATOMIC_RELAXED); /* counted as one read_many */
 	return i;
 }
 
@@ -591,6 +605,76 @@ static void test_copy_then_finish(void **state)
 	stb_copier_free(NULL);
 }
 
+/* The caller of stb_copier_wait copies what no thread has begun: with the
+ * copier's one thread stuck in its chunk, the caller copies the other (a
+ * caller that only waited would leave the thread waiting 5 s for it), and
+ * every stack is copied once. */
+static void test_copier_helps(void **state)
+{
+	(void)state;
+	static struct many m;
+	static struct stb_driver_job jobs[MANY];
+	static uint8_t own[MANY * MANY_STACK];
+	static char errs[MANY][128];
+	struct stb_copier *cp = stb_copier_new(1);
+	assert_non_null(cp);
+	many_init(&m);
+	m.hold_others = true;
+	m.main = pthread_self();
+	struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = &m};
+	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE, .buf = m.buf,
+			       .cap = sizeof(m.buf), .no_capture = "none here",
+			       .workers = {.w = m.w, .n = 1}};
+	for (unsigned i = 0; i < MANY; i++)
+		jobs[i] = (struct stb_driver_job){.p = &m.p[i], .id = m.p[i].id,
+						  .deadline = UINT64_MAX, .timeout_ns = 50000000ull,
+						  .err = errs[i], .errlen = sizeof(errs[i])};
+	uint64_t t0 = stb_now_ns();
+	stb_copier_start(cp, &d, jobs, MANY, own, sizeof(own));
+	stb_copier_wait(cp);
+	assert_true(__atomic_load_n(&m.main_read, __ATOMIC_ACQUIRE)); /* it helped */
+	assert_true(stb_now_ns() - t0 < 4000000000ull);		   /* nobody waited it out */
+	for (unsigned i = 0; i < MANY; i++) {
+		assert_true(jobs[i].copied);
+		assert_int_equal(m.p[i].trace, 0); /* every lease given back */
+	}
+	assert_int_equal(m.segs, MANY); /* each stack read once */
+	stb_copier_free(cp);
+}
+
+/* Between batches the copier's thread faults in the pages it is given, and
+ * stops touching them when told (they may then go). */
+static void test_copier_ahead(void **state)
+{
+	(void)state;
+	struct stb_copier *cp = stb_copier_new(1);
+	assert_non_null(cp);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = 256 * page;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	assert_true(p != MAP_FAILED);
+	unsigned char vec[256];
+	assert_int_equal(mincore(p, len, vec), 0);
+	unsigned resident = 0;
+	for (unsigned i = 0; i < 256; i++)
+		resident += vec[i] & 1;
+	assert_int_equal(resident, 0);
+	/* The first half, from an address within a page (rounded down). */
+	stb_copier_ahead(cp, p + 10, p + 128 * page);
+	for (unsigned k = 0; k < 5000 && resident < 128; k++) {
+		usleep(1000);
+		assert_int_equal(mincore(p, len, vec), 0);
+		resident = 0;
+		for (unsigned i = 0; i < 256; i++)
+			resident += vec[i] & 1;
+	}
+	assert_int_equal(resident, 128); /* those pages, not one more */
+	assert_int_equal(p[5], 0);       /* zero, as a fault would leave them */
+	stb_copier_ahead(cp, NULL, NULL);
+	assert_int_equal(munmap(p, len), 0); /* no thread touches them now */
+	stb_copier_free(cp);
+}
+
 static void test_sink(void **state)
 {
 	(void)state;
@@ -636,6 +720,7 @@ int main(void)
 	    cmocka_unit_test(test_ran_during_copy),
 	    cmocka_unit_test(test_sink),          cmocka_unit_test(test_many),
 	    cmocka_unit_test(test_expired_lease), cmocka_unit_test(test_copy_then_finish),
+	    cmocka_unit_test(test_copier_helps), cmocka_unit_test(test_copier_ahead),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -543,7 +543,8 @@ static char *report_of(int format, bool list)
 	};
 	t.name = hostile;
 	struct stb_report_task failed = {.id = 2ull << 32, .state = STB_TASK_RUNNING, .err = -EIO};
-	failed.error = "boom \x1b[5m\"x\"\n";
+	const struct stb_report_more failed_more = {.error = "boom \x1b[5m\"x\"\n"};
+	failed.more = &failed_more;
 	struct stb_report_task tasks[2] = {t, failed};
 	struct stb_report_meta m = {
 	    .producer = "test",

@@ -464,6 +464,32 @@ static void test_core_gcore_default(void **state)
 	unlink(core);
 }
 
+/* A core the kernel wrote for a process whose coredump_filter leaves out
+ * private anonymous memory (the stacks): the note names the filter, not
+ * gcore. */
+static void test_core_filter(void **state)
+{
+	(void)state;
+	struct ts_ltarget tg;
+	target_start(&tg, target_path, core_args, NULL);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/coredump_filter", (int)tg.pid);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_true(fputs("0x32\n", f) >= 0); /* the default 0x33 without bit 0 */
+	assert_int_equal(fclose(f), 0);
+	char core[PATH_MAX + 32];
+	target_abort(&tg, core, sizeof(core));
+	struct run r;
+	run_loader(&r, "--core", core, NULL);
+	expect_exit(&r, 1, NULL);
+	const char *fix = strstr(r.out, "stacks are not in the core: the kernel left them out");
+	if (!fix || !strstr(fix, "coredump_filter") || strstr(r.out, "gdb's gcore"))
+		fail_msg("a kernel core without the stacks: no note naming the filter:\n%s", r.out);
+	run_free(&r);
+	unlink(core);
+}
+
 /* Copies of core cut at several sizes: each gives a clean error or a
  * partial trace that names the truncation, never a crash. */
 static void cut_and_check(const char *core, off_t size)
@@ -1327,6 +1353,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_core_starting, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore, teardown),
 	    cmocka_unit_test_teardown(test_core_gcore_default, teardown),
+	    cmocka_unit_test_teardown(test_core_filter, teardown),
 	    cmocka_unit_test_teardown(test_core_save, teardown),
 	    cmocka_unit_test_teardown(test_core_save_deep, teardown),
 	    cmocka_unit_test_teardown(test_core_midswitch, teardown),

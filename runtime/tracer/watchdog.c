@@ -69,8 +69,9 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 	struct check *c = arg;
 	(void)slot;
 	struct stb_report_task d;
+	struct stb_report_more more;
 	struct stb_wait_seen seen;
-	stb_collect_entry(&c->src, p, v, &d, &seen);
+	stb_collect_entry(&c->src, p, v, &d, &more, &seen);
 	if (!stb_collect_stuck(&c->opts, &d, c->now))
 		return 0;
 	struct keys *ks = c->cur;
@@ -78,7 +79,7 @@ static int check_one(void *arg, uint32_t slot, struct stb_abi_task *p,
 		ks->oom = true;
 		return 1;
 	}
-	ks->k[ks->n++] = (struct key){d.id, d.since_ns ? d.since_ns : d.run_since_ns};
+	ks->k[ks->n++] = (struct key){d.id, d.since_ns ? d.since_ns : more.run_since_ns};
 	return 0;
 }
 

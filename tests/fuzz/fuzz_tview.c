@@ -283,12 +283,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct stb_mem mem = {.read = mem_read, .ctx = &in, .flags = STB_MEM_F_FROZEN};
 	for (uint32_t i = 0; i < n; i++) {
 		struct stb_report_task rt;
+		struct stb_report_more mo;
 		memset(&rt, 0, sizeof(rt));
+		memset(&mo, 0, sizeof(mo));
 		rt.id = tasks[i].id;
 		struct stb_wait_seen seen;
-		stb_report_task_why(&rt, &tasks[i], NULL, &mem, &seen);
-		if (rt.wait.kind >= STB_WAIT_NKINDS || (rt.execq_queued_known && (rt.execq & 63)) ||
-		    (rt.wait_queued_known && rt.wait.kind != STB_WAIT_EXECQ))
+		stb_report_task_why(&rt, &mo, &tasks[i], NULL, &mem, &seen);
+		if (rt.wait.kind >= STB_WAIT_NKINDS || (mo.execq_queued_known && (mo.execq & 63)) ||
+		    (mo.wait_queued_known && rt.wait.kind != STB_WAIT_EXECQ))
 			__builtin_trap();
 	}
 	free(snap);

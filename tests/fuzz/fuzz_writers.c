@@ -177,7 +177,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    {.ip = 0x2000, .module = str[4], .flags = STB_FRAME_F_FP},
 	};
 	struct stb_report_task t[6];
+	struct stb_report_more mo[6]; /* t[i].more */
 	memset(t, 0, sizeof(t));
+	memset(mo, 0, sizeof(mo));
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		t[i].more = &mo[i];
 	t[0].id = 1ull << 32;
 	t[0].state = size % STB_TASK_NSTATES;
 	t[0].mode = (unsigned)(size % 7);
@@ -191,8 +195,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t word = 0;
 	memcpy(&word, data, size < 8 ? size : 8);
 	t[0].in_syscall = size & 2;
-	t[0].syscall_nr = (uint32_t)(word >> 16);
-	t[0].syscall_arg0 = word;
+	mo[0].syscall_nr = (uint32_t)(word >> 16);
+	mo[0].syscall_arg0 = word;
 	t[0].on_worker = size & 4;
 	t[0].worker = (uint32_t)word;
 	t[0].tid = (uint32_t)(word >> 32);
@@ -202,16 +206,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t[1].state = STB_TASK_SUSPENDED;
 	t[1].since_ns = 1;
 	t[1].err = -EIO;
-	t[1].error = str[2];
+	mo[1].error = str[2];
 	/* Execution queues: a consumer (t[0]), a joiner (t[1]), and a group
 	 * working on one queue or two (t[2], t[3]). */
-	t[0].execq = 0x7f0000000040ull;
-	t[0].execq_queued_known = (size >> 2) & 1;
-	t[0].execq_queued = size * 977;
+	mo[0].execq = 0x7f0000000040ull;
+	mo[0].execq_queued_known = (size >> 2) & 1;
+	mo[0].execq_queued = size * 977;
 	t[1].wait.kind = STB_WAIT_EXECQ;
-	t[1].wait.object = t[0].execq;
-	t[1].wait_queued_known = (size >> 3) & 1;
-	t[1].wait_queued = UINT64_MAX - size;
+	t[1].wait.object = mo[0].execq;
+	mo[1].wait_queued_known = (size >> 3) & 1;
+	mo[1].wait_queued = UINT64_MAX - size;
 	/* Two tasks sharing one stored stack (its JSON written once, spliced). */
 	struct stb_stackset *set = stb_stackset_new();
 	for (int i = 2; i < 4 && set; i++) {
@@ -225,14 +229,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t[i].name = name0;
 		/* A group blocked in one call, on the same fd or not. */
 		t[i].in_syscall = (size >> 3) & 1;
-		t[i].syscall_nr = (uint32_t)(word & 0x1ff);
-		t[i].syscall_arg0 = (size >> 4) & 1 ? (uint64_t)i : 5;
+		mo[i].syscall_nr = (uint32_t)(word & 0x1ff);
+		mo[i].syscall_arg0 = (size >> 4) & 1 ? (uint64_t)i : 5;
 		t[i].on_worker = true;
 		t[i].worker = (unsigned)i;
 		t[i].tid = 100u + (unsigned)i;
-		t[i].execq = (size >> 4) & 1 ? 0x7f0000000080ull * (unsigned)i : t[0].execq;
-		t[i].execq_queued_known = true;
-		t[i].execq_queued = (uint64_t)i;
+		mo[i].execq = (size >> 4) & 1 ? 0x7f0000000080ull * (unsigned)i : mo[0].execq;
+		mo[i].execq_queued_known = true;
+		mo[i].execq_queued = (uint64_t)i;
 	}
 	unsigned nt = set ? 4 : 2;
 	/* Numbers of the input: the header's census and time, ages, sites. */
@@ -281,10 +285,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		th->name = thname[i];
 		th->on_worker = i == 1;
 		th->worker = (uint32_t)size;
-		th->task = i == 1 ? word | 1 : 0;
+		mo[nt].task = i == 1 ? word | 1 : 0;
 		th->in_syscall = (word >> 5) & 1;
-		th->syscall_nr = (uint32_t)(word >> 40);
-		th->syscall_arg0 = word >> 3;
+		mo[nt].syscall_nr = (uint32_t)(word >> 40);
+		mo[nt].syscall_arg0 = word >> 3;
 		if (i == 0) {
 			th->mode = STB_TRACE_SYSCALL;
 			th->frames = frames;

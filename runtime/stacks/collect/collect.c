@@ -33,11 +33,17 @@
 
 #define STB_COLLECT_PIPE_BUF ((size_t)2 << 20)
 
+/* With a copier, the records' pages are faulted in this far ahead of the
+ * last record (tasks_ahead): a few batches' worth, never much more memory
+ * than the result needs. */
+#define STB_COLLECT_AHEAD ((size_t)1 << 20)
+
 /* A task between the scan and its place in the report: traced in batches of
  * up to STB_DRIVER_MANY_MAX (one read copies their stacks), or
  * STB_COLLECT_PIPE_BATCH when a copier copies them. */
 struct pending {
 	struct stb_collect_task ct;
+	struct stb_report_more more; /* ct.t.more while it is pending */
 	char error[128];
 	struct stb_abi_task *p;
 	struct stb_tview_task v;
@@ -89,6 +95,7 @@ struct stb_collector {
 	struct stb_report_task *tasks;
 	size_t n, cap, tasks_bytes;
 	struct stb_names names; /* the tasks' names */
+	struct mores *mores;    /* the tasks' more (model.h), newest block first */
 	struct reuse *reuse;
 	size_t nreuse, capreuse;
 	struct stb_hashset reuse_set;
@@ -201,16 +208,19 @@ bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report
 
 void stb_collect_entry(const struct stb_collect_src *src, struct stb_abi_task *p,
 		       const struct stb_tview_task *v, struct stb_report_task *t,
-		       struct stb_wait_seen *why)
+		       struct stb_report_more *more, struct stb_wait_seen *why)
 {
 	memset(t, 0, sizeof(*t));
+	memset(more, 0, sizeof(*more));
+	t->more = more;
 	t->id = v->id;
 	t->name = v->name; /* v's copy: the caller's, interned when kept */
 	t->is_pthread = (v->flags & STB_ABI_TASK_F_PTHREAD) != 0;
 	t->state = v->state < STB_TASK_NSTATES ? v->state : STB_TASK_UNUSED;
 	/* Why it is there, read before the trace (which then must not see it move). */
 	if (why)
-		stb_report_task_why(t, p, src->worker ? src->worker(src->ctx, v->worker) : NULL,
+		stb_report_task_why(t, more, p,
+				    src->worker ? src->worker(src->ctx, v->worker) : NULL,
 				    src->owners, why);
 }
 
@@ -266,11 +276,11 @@ static bool settle(struct stb_collector *c, struct pending *q, const struct stb_
 	on_worker(t, v);
 	if (capt->in_syscall && t->state == STB_TASK_RUNNING) {
 		t->in_syscall = true;
-		t->syscall_nr = capt->syscall_nr;
-		t->syscall_arg0 = capt->syscall_arg0;
+		q->more.syscall_nr = capt->syscall_nr;
+		q->more.syscall_arg0 = capt->syscall_arg0;
 	}
 	if (!o->no_why)
-		stb_report_task_why_recheck(t, q->p, &q->seen);
+		stb_report_task_why_recheck(t, &q->more, q->p, &q->seen);
 	if (!t->added && !stb_collect_stuck(o, t, c->now))
 		return false; /* it moved on meanwhile: not stuck */
 	q->keep = true;
@@ -382,21 +392,83 @@ static void job_done(void *arg, struct stb_driver_job *j)
 		q->keep = false;
 }
 
+/* ---- what few tasks have (stb_report_more), in blocks ---- */
+
+#define STB_COLLECT_MORES 256u
+
+struct mores {
+	struct mores *next;
+	unsigned n;
+	struct stb_report_more v[STB_COLLECT_MORES];
+};
+
+/* A copy of m kept until the pass ends (its error then freed: m's is given
+ * over); NULL without memory. */
+static const struct stb_report_more *more_keep(struct stb_collector *c,
+					       const struct stb_report_more *m)
+{
+	if (!c->mores || c->mores->n == STB_COLLECT_MORES) {
+		struct mores *b = malloc(sizeof(*b));
+		if (!b)
+			return NULL;
+		b->next = c->mores;
+		b->n = 0;
+		c->mores = b;
+	}
+	struct stb_report_more *k = &c->mores->v[c->mores->n++];
+	*k = *m;
+	return k;
+}
+
+static void mores_clear(struct stb_collector *c)
+{
+	while (c->mores) {
+		struct mores *b = c->mores;
+		for (unsigned i = 0; i < b->n; i++)
+			free((char *)b->v[i].error);
+		c->mores = b->next;
+		free(b);
+	}
+}
+
+/* Room for need records in the result's mapping. 0 or -ENOMEM. */
+static int tasks_room(struct stb_collector *c, size_t need)
+{
+	if (need <= c->cap)
+		return 0;
+	size_t bytes = c->tasks_bytes ? c->tasks_bytes : STB_COLLECT_TASKS_FIRST;
+	while (bytes / sizeof(*c->tasks) < need) {
+		if (bytes > SIZE_MAX / 2)
+			return -ENOMEM;
+		bytes *= 2;
+	}
+	if (c->copier && c->tasks)
+		stb_copier_ahead(c->copier, NULL, NULL); /* the mapping may move */
+	void *m = c->tasks ? mremap(c->tasks, c->tasks_bytes, bytes, MREMAP_MAYMOVE)
+			   : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	c->tasks = m;
+	c->tasks_bytes = bytes;
+	c->cap = bytes / sizeof(*c->tasks);
+	return 0;
+}
+
 /* The next record of the result, NULL without memory. */
 static struct stb_report_task *new_task(struct stb_collector *c)
 {
-	if (c->n == c->cap) {
-		size_t bytes = c->tasks_bytes ? c->tasks_bytes * 2 : STB_COLLECT_TASKS_FIRST;
-		void *m = c->tasks ? mremap(c->tasks, c->tasks_bytes, bytes, MREMAP_MAYMOVE)
-				   : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m == MAP_FAILED)
-			return NULL;
-		c->tasks = m;
-		c->tasks_bytes = bytes;
-		c->cap = bytes / sizeof(*c->tasks);
-	}
-	return &c->tasks[c->n];
+	return tasks_room(c, c->n + 1) == 0 ? &c->tasks[c->n] : NULL;
+}
+
+/* With a copier: the records the next batches fill are faulted in on its
+ * threads when they have nothing to copy (a little ahead of the last one). */
+static void tasks_ahead(struct stb_collector *c)
+{
+	size_t want = c->n + STB_COLLECT_AHEAD / sizeof(*c->tasks);
+	if (tasks_room(c, want) != 0)
+		return; /* new_task says so, when it comes to it */
+	stb_copier_ahead(c->copier, c->tasks + c->n, c->tasks + want);
 }
 
 /* Hands a selected task q over: to each(), or into the result. */
@@ -407,10 +479,10 @@ static void deliver(struct stb_collector *c, struct pending *q)
 	bool own = !t->stack && t->frames && t->frames != c->scratch; /* a malloc'd copy */
 	if (o->each) {
 		if (t->err < 0 && q->error[0])
-			t->error = q->error;
+			q->more.error = q->error;
 		if (o->each(o->arg, &q->ct) != 0)
 			c->stop = true;
-		t->error = NULL;
+		q->more.error = NULL;
 		if (own)
 			free(t->frames);
 		if (q->reusable && !q->ct.forget && o->reuse)
@@ -427,17 +499,23 @@ static void deliver(struct stb_collector *c, struct pending *q)
 		return;
 	}
 	*d = *t;
-	/* One copy of each name for the whole result. */
-	if (!(d->name = stb_names_intern(&c->names, q->v.name, sizeof(q->v.name)))) {
+	d->more = NULL;
+	/* One copy of each name for the whole result; the rest of what few
+	 * tasks have apart (the error's text its own: NULL, strerror(-err)). */
+	if (d->err < 0 && q->error[0])
+		q->more.error = strdup(q->error);
+	if (!(d->name = stb_names_intern(&c->names, q->v.name, sizeof(q->v.name))) ||
+	    (!stb_report_more_empty(&q->more) && !(d->more = more_keep(c, &q->more)))) {
+		free((char *)q->more.error);
+		q->more.error = NULL;
 		if (own)
 			free(t->frames);
 		c->res->err = -ENOMEM;
 		c->stop = true;
 		return;
 	}
+	q->more.error = NULL;
 	c->res->added += d->added;
-	if (d->err < 0 && q->error[0])
-		d->error = strdup(q->error); /* NULL: strerror(-err) */
 	if (q->reusable && o->reuse)
 		reuse_store(c, q);
 	c->n++;
@@ -481,6 +559,7 @@ static void flush(struct stb_collector *c)
 		c->inflight = false;
 	}
 	if (b->njobs && !c->stop) {
+		tasks_ahead(c);
 		stb_copier_start(c->copier, &c->src.drv, b->jobs, b->njobs, b->buf,
 				 STB_COLLECT_PIPE_BUF);
 		c->inflight = true;
@@ -529,7 +608,7 @@ static int take(struct stb_collector *c, uint32_t slot, struct stb_abi_task *p,
 	struct batch *b = &c->b[c->cur];
 	struct pending *q = &b->pend[b->npend];
 	memset(&q->ct, 0, sizeof(q->ct));
-	stb_collect_entry(&c->src, p, v, &q->ct.t, o->no_why ? NULL : &q->seen);
+	stb_collect_entry(&c->src, p, v, &q->ct.t, &q->more, o->no_why ? NULL : &q->seen);
 	q->ct.t.added = c->adding;
 	if (!c->adding && !stb_collect_stuck(o, &q->ct.t, c->now))
 		return 0; /* not stuck: not selected */
@@ -715,8 +794,8 @@ struct role {
 static void role_call(struct role *r, const struct stb_report_task *t)
 {
 	r->in_syscall = t->in_syscall;
-	r->syscall_nr = t->syscall_nr;
-	r->syscall_arg0 = t->syscall_arg0;
+	r->syscall_nr = stb_report_more(t)->syscall_nr;
+	r->syscall_arg0 = stb_report_more(t)->syscall_arg0;
 }
 
 static int role_by_tid(const void *x, const void *y)
@@ -780,9 +859,10 @@ static struct role *roles_of(struct stb_collector *c, size_t *n)
 	return r;
 }
 
-/* One thread into record t: its name, what runs there, its stack. */
-static void thread_one(struct stb_collector *c, uint32_t tid, const struct role *role,
-		       struct stb_report_task *t)
+/* One thread into record t and its more m: its name, what runs there, its
+ * stack. */
+static void thread_fill(struct stb_collector *c, uint32_t tid, const struct role *role,
+			struct stb_report_task *t, struct stb_report_more *m)
 {
 	const struct stb_collect_opts *o = c->o;
 	memset(t, 0, sizeof(*t));
@@ -799,16 +879,16 @@ static void thread_one(struct stb_collector *c, uint32_t tid, const struct role 
 		return;
 	}
 	if (role) {
-		t->task = role->task;
+		m->task = role->task;
 		t->on_worker = role->worker != UINT32_MAX;
 		t->worker = role->worker;
 		/* The bthread it runs (or the pthread it is) blocks in a call. */
 		t->in_syscall = role->in_syscall;
-		t->syscall_nr = role->syscall_nr;
-		t->syscall_arg0 = role->syscall_arg0;
+		m->syscall_nr = role->syscall_nr;
+		m->syscall_arg0 = role->syscall_arg0;
 	}
 	const struct stb_capture_ops *ops = c->src.drv.capture;
-	if (t->task || !ops || !ops->capture_thread || !o->stacks)
+	if (m->task || !ops || !ops->capture_thread || !o->stacks)
 		return; /* its stack is its task's (or none is wanted) */
 	uint64_t now = stb_now_ns(), deadline = o->trace_end ? o->trace_end : UINT64_MAX;
 	if (o->timeout_ns && now + o->timeout_ns < deadline)
@@ -824,8 +904,8 @@ static void thread_one(struct stb_collector *c, uint32_t tid, const struct role 
 	if (rc == 0) {
 		t->mode = capt.mode;
 		t->in_syscall = capt.in_syscall;
-		t->syscall_nr = capt.syscall_nr;
-		t->syscall_arg0 = capt.syscall_arg0;
+		m->syscall_nr = capt.syscall_nr;
+		m->syscall_arg0 = capt.syscall_arg0;
 		t->starting = capt.starting;
 		bool reusable;
 		walk_into(c, t, &capt, &reusable);
@@ -839,8 +919,20 @@ static void thread_one(struct stb_collector *c, uint32_t tid, const struct role 
 	if (!err[0])
 		snprintf(err, sizeof(err), "%s", rc == -EAGAIN ? "it did not settle in time"
 								: strerror(-t->err));
-	t->error = strdup(err);
+	m->error = strdup(err);
 	c->res->failed++;
+}
+
+static void thread_one(struct stb_collector *c, uint32_t tid, const struct role *role,
+		       struct stb_report_task *t)
+{
+	struct stb_report_more m = {0};
+	thread_fill(c, tid, role, t, &m);
+	if (!stb_report_more_empty(&m) && !(t->more = more_keep(c, &m))) {
+		free((char *)m.error);
+		c->res->err = -ENOMEM;
+		c->stop = true;
+	}
 }
 
 /* Every thread of the target after the tasks (opts.threads). */
@@ -1028,12 +1120,11 @@ static void add_refs(struct stb_collector *c)
 /* Forgets the previous pass's tasks and deadlocks. */
 static void pass_reset(struct stb_collector *c)
 {
-	for (size_t i = 0; i < c->n; i++) {
+	for (size_t i = 0; i < c->n; i++)
 		if (!c->tasks[i].stack)
 			free(c->tasks[i].frames);
-		free((char *)c->tasks[i].error);
-	}
 	c->n = 0;
+	mores_clear(c);
 	stb_names_clear(&c->names);
 	if (c->inflight) /* a pass that ended early (none does: each drains) */
 		stb_copier_wait(c->copier);
@@ -1130,6 +1221,8 @@ int stb_collect(struct stb_collector *c, const struct stb_collect_opts *o,
 		res->refs = c->refs;
 		res->nrefs = c->nrefs;
 	}
+	if (c->copier) /* no pages past the last record */
+		stb_copier_ahead(c->copier, NULL, NULL);
 	/* The stacks no task holds now (nor a reusable one of this pass). */
 	stb_stackset_sweep(c->stacks);
 	if (o->reuse == STB_COLLECT_REUSE_LAST)
@@ -1204,6 +1297,7 @@ void stb_collector_free(struct stb_collector *c)
 	if (!c)
 		return;
 	pass_reset(c);
+	stb_copier_free(c->copier); /* before the records it may fault in go */
 	if (c->tasks)
 		munmap(c->tasks, c->tasks_bytes);
 	stb_names_free(&c->names);
@@ -1215,7 +1309,6 @@ void stb_collector_free(struct stb_collector *c)
 	free(c->refs);
 	stb_stackset_free(c->stacks);
 	stb_walkmemo_free(c->memo);
-	stb_copier_free(c->copier);
 	for (unsigned k = 0; k < 2; k++) {
 		free(c->b[k].pend);
 		free(c->b[k].jobs);

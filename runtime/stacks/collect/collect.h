@@ -212,10 +212,10 @@ void stb_collector_forget(struct stb_collector *c);
 
 /*
  * The parts of a pass that a check without traces shares (the watchdog's):
- * stb_collect_entry fills t -- id, state, kind, name (pointing into v), and
- * why when asked (why: where the words it was read with go, for
- * stb_report_task_why_recheck; NULL: not asked) -- from entry p (its checked
- * copy v); stb_collect_stuck says whether t is
+ * stb_collect_entry fills t and its more (t->more = more) -- id, state,
+ * kind, name (pointing into v), and why when asked (why: where the words it
+ * was read with go, for stb_report_task_why_recheck; NULL: not asked) --
+ * from entry p (its checked copy v); stb_collect_stuck says whether t is
  * selected by o->stuck_ns at now (CLOCK_MONOTONIC): always when it is 0.
  * Read only.
  *
@@ -230,7 +230,7 @@ void stb_collector_forget(struct stb_collector *c);
  */
 void stb_collect_entry(const struct stb_collect_src *src, struct stb_abi_task *p,
 		       const struct stb_tview_task *v, struct stb_report_task *t,
-		       struct stb_wait_seen *why);
+		       struct stb_report_more *more, struct stb_wait_seen *why);
 bool stb_collect_stuck(const struct stb_collect_opts *o, const struct stb_report_task *t,
 		       uint64_t now);
 

@@ -24,13 +24,13 @@ static bool execq_queued(const struct stb_mem *mem, uint64_t q, uint64_t *queued
 	return true;
 }
 
-void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p,
-			 const struct stb_abi_worker *w, const struct stb_mem *mem,
-			 struct stb_wait_seen *seen)
+void stb_report_task_why(struct stb_report_task *t, struct stb_report_more *more,
+			 const struct stb_abi_task *p, const struct stb_abi_worker *w,
+			 const struct stb_mem *mem, struct stb_wait_seen *seen)
 {
 	uint64_t word = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE);
 	t->since_ns = 0;
-	t->run_since_ns = 0;
+	more->run_since_ns = 0;
 	if (stb_wait_read(p, &t->wait, seen)) {
 		t->since_ns = seen->since_ns;
 		uint64_t o;
@@ -42,17 +42,17 @@ void stb_report_task_why(struct stb_report_task *t, const struct stb_abi_task *p
 		/* t->state as the worker entries say (a running bthread's word
 		 * says READY: abi.h); w is the worker that names it. */
 		if (t->state == STB_TASK_RUNNING && !t->is_pthread && w)
-			t->run_since_ns = stb_wait_running_since(w, t->id, STB_ABI_SEQ(word));
+			more->run_since_ns = stb_wait_running_since(w, t->id, STB_ABI_SEQ(word));
 	}
 	stb_wait_creator(p, t->id, &t->creator);
-	t->execq = stb_wait_execq(p, t->id);
-	t->execq_queued_known = execq_queued(mem, t->execq, &t->execq_queued);
-	t->wait_queued_known = t->wait.kind == STB_WAIT_EXECQ &&
-			       execq_queued(mem, t->wait.object, &t->wait_queued);
+	more->execq = stb_wait_execq(p, t->id);
+	more->execq_queued_known = execq_queued(mem, more->execq, &more->execq_queued);
+	more->wait_queued_known = t->wait.kind == STB_WAIT_EXECQ &&
+				  execq_queued(mem, t->wait.object, &more->wait_queued);
 }
 
-void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi_task *p,
-				 const struct stb_wait_seen *seen)
+void stb_report_task_why_recheck(struct stb_report_task *t, struct stb_report_more *more,
+				 const struct stb_abi_task *p, const struct stb_wait_seen *seen)
 {
 	bool moved = __atomic_load_n(&p->word, __ATOMIC_ACQUIRE) != seen->word ||
 		     (t->wait.kind != STB_WAIT_NONE && !stb_wait_current(p, &t->wait, seen));
@@ -60,7 +60,7 @@ void stb_report_task_why_recheck(struct stb_report_task *t, const struct stb_abi
 		return;
 	memset(&t->wait, 0, sizeof(t->wait));
 	t->since_ns = 0;
-	t->run_since_ns = 0;
-	t->execq = 0;
-	t->execq_queued_known = t->wait_queued_known = false;
+	more->run_since_ns = 0;
+	more->execq = 0;
+	more->execq_queued_known = more->wait_queued_known = false;
 }

@@ -113,13 +113,14 @@ static void json_task_head(const struct stb_why *w, struct stb_json *j,
 						 ? mode_names[t->mode] : "none");
 	if (t->tid)
 		stb_json_kv_u64(j, "tid", t->tid);
-	if (t->signal) {
+	const struct stb_report_signal *signal = stb_report_more(t)->signal;
+	if (signal) {
 		stb_json_key(j, "signal");
-		stb_report_signal_json(j, t->signal, false);
+		stb_report_signal_json(j, signal, false);
 	}
 	stb_why_json_task(w, j, t);
 	if (t->err < 0)
-		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
+		stb_json_kv_string(j, "error", stb_report_task_error(t));
 }
 
 /* The members describing the stack shown: of a task, or once for a group
@@ -151,17 +152,18 @@ static void json_thread(const struct stb_report *r, const struct stb_why *w, str
 	stb_json_kv_string(j, "state", stb_state_name(t->state));
 	stb_json_kv_string(j, "capture", t->mode < sizeof(mode_names) / sizeof(mode_names[0])
 						 ? mode_names[t->mode] : "none");
-	if (t->task)
-		stb_json_kv_u64(j, t->on_worker ? "bthread" : "pthread", t->task);
-	if (t->signal) {
+	const struct stb_report_more *m = stb_report_more(t);
+	if (m->task)
+		stb_json_kv_u64(j, t->on_worker ? "bthread" : "pthread", m->task);
+	if (m->signal) {
 		stb_json_key(j, "signal");
-		stb_report_signal_json(j, t->signal, false);
+		stb_report_signal_json(j, m->signal, false);
 	}
 	stb_why_json_task(w, j, t); /* worker, syscall */
 	if (t->starting)
 		stb_json_kv_bool(j, "starting", true);
 	if (t->err < 0)
-		stb_json_kv_string(j, "error", t->error && t->error[0] ? t->error : strerror(-t->err));
+		stb_json_kv_string(j, "error", stb_report_task_error(t));
 	json_stack(r, j, t);
 	stb_json_end(j);
 }
@@ -233,9 +235,10 @@ int stb_report_json(const struct stb_report *r, struct stb_report_task *tasks, s
 				stb_json_kv_bool(&j, "selected", false);
 			stb_json_kv_u64(&j, "count", t->group_count);
 			stb_json_kv_string(&j, "state", stb_state_name(t->state));
-			if (t->signal) {
+			const struct stb_report_signal *signal = stb_report_more(t)->signal;
+			if (signal) {
 				stb_json_key(&j, "signal");
-				stb_report_signal_json(&j, t->signal, false);
+				stb_report_signal_json(&j, signal, false);
 			}
 			stb_why_json_group(&w, &j, t);
 			stb_json_key(&j, "ids");

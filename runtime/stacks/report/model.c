@@ -33,6 +33,21 @@ const char *stb_state_name(unsigned state)
 	return state < STB_TASK_NSTATES ? state_names[state] : "invalid";
 }
 
+const struct stb_report_more stb_report_more_none;
+
+bool stb_report_more_empty(const struct stb_report_more *m)
+{
+	return !m->task && !m->signal && !m->syscall_arg0 && !m->run_since_ns && !m->execq &&
+	       !m->execq_queued && !m->wait_queued && !m->error && !m->syscall_nr &&
+	       !m->execq_queued_known && !m->wait_queued_known;
+}
+
+const char *stb_report_task_error(const struct stb_report_task *t)
+{
+	const char *e = stb_report_more(t)->error;
+	return e && e[0] ? e : strerror(-t->err);
+}
+
 /* ---- a core's fatal signal ---- */
 
 const char *stb_report_signal_name(int signo)
@@ -332,16 +347,17 @@ static uint64_t frames_hash(struct stb_report_task *t)
  * call, thread or not (and the task it runs), and frame ips. */
 static uint64_t group_hash(struct stb_report_task *t)
 {
+	const struct stb_report_more *m = stb_report_more(t);
 	uint64_t h = frames_hash(t);
 	h = stb_hash_mix(h, t->state | (uint64_t)(t->err < 0) << 8 | (uint64_t)t->wait.kind << 16 |
-				    (uint64_t)t->added << 24 | (uint64_t)(t->signal || t->is_thread) << 25 |
+				    (uint64_t)t->added << 24 | (uint64_t)(m->signal || t->is_thread) << 25 |
 				    (uint64_t)t->starting << 26);
 	/* A task blocked in a system call groups by its call; a thread by the
 	 * task it runs. */
-	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)(t->in_syscall ? t->syscall_nr : 0)
+	h = stb_hash_mix(h, (uint64_t)t->in_syscall | (uint64_t)(t->in_syscall ? m->syscall_nr : 0)
 								<< 32);
-	if (t->task)
-		h = stb_hash_mix(h, t->task);
+	if (m->task)
+		h = stb_hash_mix(h, m->task);
 	return h;
 }
 
@@ -374,14 +390,15 @@ static bool group_eq(const void *ctx, uint32_t idx, const void *key)
 	const struct group_key *k = key;
 	const struct stb_report_task *a = g->lead[idx];
 	const struct stb_report_task *b = k->t;
+	const struct stb_report_more *am = stb_report_more(a), *bm = stb_report_more(b);
 	if (g->end[idx].hash != k->hash || a->state != b->state || a->nframes != b->nframes ||
 	    (a->err < 0) != (b->err < 0) || a->wait.kind != b->wait.kind || a->added != b->added ||
-	    a->in_syscall != b->in_syscall || (a->in_syscall && a->syscall_nr != b->syscall_nr) ||
-	    a->is_thread != b->is_thread || a->task != b->task || a->starting != b->starting)
+	    a->in_syscall != b->in_syscall || (a->in_syscall && am->syscall_nr != bm->syscall_nr) ||
+	    a->is_thread != b->is_thread || am->task != bm->task || a->starting != b->starting)
 		return false;
 	/* The task or thread that took a core's fatal signal stands alone
 	 * (threads group among themselves, in their section). */
-	if (a->signal || b->signal)
+	if (am->signal || bm->signal)
 		return false;
 	if (a->stack && a->stack == b->stack && view_shared(a) && view_shared(b))
 		return true; /* one interned stack, one view */
@@ -395,8 +412,9 @@ static int group_cmp(const void *x, const void *y)
 {
 	const struct stb_report_task *a = *(struct stb_report_task *const *)x;
 	const struct stb_report_task *b = *(struct stb_report_task *const *)y;
-	if ((a->signal != NULL) != (b->signal != NULL)) /* what took the fatal signal first */
-		return a->signal ? -1 : 1;
+	const struct stb_report_signal *as = stb_report_more(a)->signal, *bs = stb_report_more(b)->signal;
+	if ((as != NULL) != (bs != NULL)) /* what took the fatal signal first */
+		return as ? -1 : 1;
 	if (a->added != b->added) /* the selected tasks first */
 		return a->added ? 1 : -1;
 	if (a->group_count != b->group_count)
@@ -632,7 +650,7 @@ bool stb_report_blocked(const struct stb_report_task *t)
 uint64_t stb_report_since_ns(const struct stb_report_task *t)
 {
 	return stb_report_blocked(t)			? t->since_ns
-	       : t->state == STB_TASK_RUNNING ? t->run_since_ns
+	       : t->state == STB_TASK_RUNNING ? stb_report_more(t)->run_since_ns
 						: 0;
 }
 

@@ -74,18 +74,13 @@ struct stb_json;
  * document's member). */
 void stb_report_signal_json(struct stb_json *j, const struct stb_report_signal *s, bool thread);
 
-/* One traced task. frames hold at least ip/sp/flags; symbols may be filled
- * late from the report's symbolizer. */
-struct stb_report_task {
-	/* Laid out for a million of them (a loader's grouped run): words
-	 * first, then the 32-bit fields, the small ones and the flags last. */
-	uint64_t id;
-	/* A thread of the process, not a task (the report's thread section,
-	 * or the thread that took a core's fatal signal with no task running
-	 * on it): id is STB_ABI_OWNER_TID(tid) (how owners name a plain
-	 * pthread), name its comm, state RUNNING (or in_syscall); task, when
-	 * not 0, is the bthread its worker runs or the registered pthread it
-	 * is (whose stack is that task's: it has none of its own here). */
+/* What few records have (a thread's task, a core's fatal signal, a system
+ * call, a running bthread's run, execution queues, a failure's text), kept
+ * apart from the record every task has (stb_report_task.more). */
+struct stb_report_more {
+	/* A thread of the process, not a task: the bthread its worker runs or
+	 * the registered pthread it is (whose stack is that task's: it has none
+	 * of its own here); 0: none. */
 	uint64_t task;
 	const struct stb_report_signal *signal; /* the fatal signal this task's
 				    thread took (a core: shown first, flagged); NULL: none */
@@ -93,30 +88,49 @@ struct stb_report_task {
 	 * there pins its worker): the call (x86_64 number, syscall_nr) and its
 	 * first argument (table/syscall.h names it). */
 	uint64_t syscall_arg0;
-	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
-				    pthread in a wait), 0 = unknown */
 	uint64_t run_since_ns;   /* running bthreads: CLOCK_MONOTONIC since when it runs
 				    without a switch (the monitor's), 0 = unknown */
-	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
-	struct stb_creator creator; /* who started it (all 0: unknown) */
 	uint64_t execq;          /* execution queue it consumes now (abi.h), 0 = none */
 	uint64_t execq_queued;   /* tasks queued there, when execq_queued_known */
 	uint64_t wait_queued;    /* EXECQ waits: tasks queued in the queue waited for,
 				    when wait_queued_known (read from the target) */
+	const char *error;       /* why the trace failed (owned by the producer); NULL:
+				    strerror(-err) */
+	uint32_t syscall_nr;
+	bool execq_queued_known, wait_queued_known;
+};
+
+/* One traced task. frames hold at least ip/sp/flags; symbols may be filled
+ * late from the report's symbolizer. */
+struct stb_report_task {
+	/* Laid out for a million of them (a loader's grouped run): words
+	 * first, then the 32-bit fields, the small ones and the flags last;
+	 * what few tasks have is behind more. */
+	uint64_t id;
+	uint64_t since_ns;       /* CLOCK_MONOTONIC_COARSE when it blocked (suspended, or a
+				    pthread in a wait), 0 = unknown */
+	struct stb_wait_view wait; /* why it is blocked (kind NONE: it is not, or unknown) */
+	struct stb_creator creator; /* who started it (all 0: unknown) */
 	/* Its name, NUL-terminated, never NULL where a producer filled it (a
 	 * zeroed record has none: stb_report_task_name). Not owned: the
 	 * collector's pool (collect/names.h), the table view's copy, or a
 	 * constant. */
 	const char *name;
-	const char *error;       /* why the trace failed (owned by the producer); NULL:
-				    strerror(-err) */
+	/* The rest of what it has (NULL: nothing, as all zeros; read it with
+	 * stb_report_more). Not owned: the producer's. */
+	const struct stb_report_more *more;
 	struct stb_frame *frames;
 	struct stb_stackset_entry *stack; /* non-NULL: frames are stack->frames, shared with the
 				    other tasks of that stack (stackset.h) */
 	struct stb_report_task *group_next; /* stb_report_group: next member of the same group */
+	/* A thread of the process, not a task (the report's thread section,
+	 * or the thread that took a core's fatal signal with no task running
+	 * on it): id is STB_ABI_OWNER_TID(tid) (how owners name a plain
+	 * pthread), name its comm, state RUNNING (or in_syscall); more->task,
+	 * when not 0, is the bthread its worker runs or the registered
+	 * pthread it is. */
 	uint32_t tid;            /* thread it ran on (running tasks, pthreads) */
 	uint32_t worker;         /* a running bthread's worker, when on_worker */
-	uint32_t syscall_nr;
 	int err;                 /* < 0: the trace failed */
 	unsigned group_count;    /* stb_report_group: a leader's members */
 	/* Frame counts: at most twice STB_REPORT_WALK_MAX (asserted below). */
@@ -131,12 +145,11 @@ struct stb_report_task {
 	bool is_pthread : 1;
 	bool is_thread : 1;
 	bool on_worker : 1;      /* a running bthread: worker is the worker it runs on */
-	bool in_syscall : 1;
+	bool in_syscall : 1;     /* more->syscall_nr: the call */
 	bool starting : 1;       /* a thread of a core created but not yet run: its one
 				    frame is the instruction it would run first */
 	bool added : 1;          /* not of the run's selection: in the report because a
 				    selected task waits on it (stb_report_waits_for) */
-	bool execq_queued_known : 1, wait_queued_known : 1;
 	bool truncated : 1;      /* the walk ended at a limit (or the report cut it) */
 	bool beyond_more : 1;    /* the walk stopped at its limit: even more exist */
 	bool trimmed : 1;        /* stb_report_write: hidden, not_shown set; trimmed */
@@ -145,7 +158,23 @@ struct stb_report_task {
 
 /* A million records are what a loader holds for a million tasks: the size is
  * the loader's memory per task (docs/benchmarks.md, "A million bthreads"). */
-_Static_assert(sizeof(struct stb_report_task) <= 224, "the report record grew");
+_Static_assert(sizeof(struct stb_report_task) <= 168, "the report record grew");
+
+/* All zeros: what a record without more has. */
+extern const struct stb_report_more stb_report_more_none;
+
+/* t's more, never NULL (stb_report_more_none when it has none). */
+static inline const struct stb_report_more *stb_report_more(const struct stb_report_task *t)
+{
+	return t->more ? t->more : &stb_report_more_none;
+}
+
+/* Is m all zeros (a record needs no more)? */
+bool stb_report_more_empty(const struct stb_report_more *m);
+
+/* Why t's trace failed (t->err < 0): its producer's text, else
+ * strerror(-t->err). */
+const char *stb_report_task_error(const struct stb_report_task *t);
 
 /* t's name; "" when it has none. */
 static inline const char *stb_report_task_name(const struct stb_report_task *t)

@@ -34,10 +34,11 @@ static int64_t pp_task_stack(struct stb_pprof *p, const struct stb_report_task *
 		.leaf = t->err < 0 ? STB_PPROF_NOTE_FAILED : n == 0 ? STB_PPROF_NOTE_NO_STACK : NULL,
 		.root = t->err >= 0 && t->truncated ? STB_PPROF_NOTE_TRUNCATED : NULL,
 	};
-	if (t->signal && !s.leaf) {
+	const struct stb_report_signal *signal = stb_report_more(t)->signal;
+	if (signal && !s.leaf) {
 		/* A core's fatal signal: where it was taken, the leaf. */
 		char what[160];
-		stb_report_signal_text(t->signal, what, sizeof(what));
+		stb_report_signal_text(signal, what, sizeof(what));
 		snprintf(sig, sizeof(sig), "[killed by %s]", what);
 		s.leaf = sig;
 	}
@@ -63,7 +64,8 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 	struct stb_pprof_label l[14];
 	unsigned n = 0;
 	int64_t one = 1;
-	if (t->is_thread && t->task)
+	const struct stb_report_more *more = stb_report_more(t);
+	if (t->is_thread && more->task)
 		return 0; /* its stack is its task's sample */
 	int64_t st = pp_task_stack(p, t);
 	if (st < 0)
@@ -73,7 +75,7 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 		l[n++] = (struct stb_pprof_label){.key = "bthread_id", .str = id};
 	l[n++] = (struct stb_pprof_label){.key = "state", .str = pp_state(t)};
 	if (t->in_syscall) {
-		stb_syscall_format(call, sizeof(call), t->syscall_nr, t->syscall_arg0);
+		stb_syscall_format(call, sizeof(call), more->syscall_nr, more->syscall_arg0);
 		l[n++] = (struct stb_pprof_label){.key = "syscall", .str = call};
 	}
 	if (t->tid)
@@ -84,11 +86,11 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 	if (t->is_pthread || t->is_thread)
 		l[n++] = (struct stb_pprof_label){.key = "kind",
 						  .str = t->is_thread ? "thread" : "pthread"};
-	if (t->signal) {
-		const char *sn = stb_report_signal_name(t->signal->signo);
+	if (more->signal) {
+		const char *sn = stb_report_signal_name(more->signal->signo);
 		l[n++] = (struct stb_pprof_label){.key = "signal", .str = sn ? sn : "unknown"};
-		if (t->signal->has_addr) {
-			snprintf(addr, sizeof(addr), "0x%" PRIx64, t->signal->addr);
+		if (more->signal->has_addr) {
+			snprintf(addr, sizeof(addr), "0x%" PRIx64, more->signal->addr);
 			l[n++] = (struct stb_pprof_label){.key = "fault_addr", .str = addr};
 		}
 	}
@@ -98,7 +100,7 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 						  .unit = "nanoseconds"};
 	if (t->err < 0)
 		l[n++] = (struct stb_pprof_label){.key = "error",
-						  .str = t->error && t->error[0] ? t->error : strerror(-t->err)};
+						  .str = stb_report_task_error(t)};
 	unsigned nw = stb_why_labels(t, wkeys, wvals, wbuf);
 	for (unsigned i = 0; i < nw; i++)
 		l[n++] = (struct stb_pprof_label){.key = wkeys[i], .str = wvals[i]};
@@ -108,7 +110,7 @@ static int pp_add_task(struct stb_pprof *p, const struct stb_report *r,
 
 static int pp_add_group(struct stb_pprof *p, const struct stb_report_task *lead)
 {
-	if (lead->is_thread && lead->task)
+	if (lead->is_thread && stb_report_more(lead)->task)
 		return 0; /* its stack is its task's sample */
 	int64_t st = pp_task_stack(p, lead);
 	if (st < 0)
@@ -193,7 +195,7 @@ int stb_report_pprof(const struct stb_report *r, struct stb_report_task *tasks, 
 		}
 		for (size_t g = 0; g < ng; g++) {
 			/* What took a core's fatal signal stands alone, with its labels. */
-			bool alone = leaders[g]->signal || leaders[g]->is_thread;
+			bool alone = stb_report_more(leaders[g])->signal || leaders[g]->is_thread;
 			if ((rc = alone ? pp_add_task(p, r, leaders[g]) : pp_add_group(p, leaders[g])) != 0)
 				goto cleanup;
 		}

@@ -255,10 +255,11 @@ static void text_header(const struct stb_why *w, const struct stb_report_task *t
 	}
 	stb_why_text_bracket(w, t);
 	stb_why_text_pins(w, t);
-	if (t->signal) {
+	const struct stb_report_signal *signal = stb_report_more(t)->signal;
+	if (signal) {
 		/* A core's fatal signal, taken on this task's thread. */
 		char sig[160];
-		stb_report_signal_text(t->signal, sig, sizeof(sig));
+		stb_report_signal_text(signal, sig, sizeof(sig));
 		fprintf(out, " -- killed by %s", sig);
 	}
 	stb_why_text_wait(w, t);
@@ -312,14 +313,15 @@ static void text_frames(const struct stb_report *r, struct stb_report_task *t)
 	FILE *out = r->out;
 	if (t->err < 0) {
 		fputs("(trace failed: ", out);
-		stb_text_put(out, t->error && t->error[0] ? t->error : strerror(-t->err));
+		stb_text_put(out, stb_report_task_error(t));
 		fputs(")\n", out);
 		return;
 	}
 	if (t->nframes == 0 && t->is_thread) {
-		if (t->task)
+		uint64_t task = stb_report_more(t)->task;
+		if (task)
 			fprintf(out, "(its stack is %s %" PRIu64 "'s, above)\n",
-				t->on_worker ? "bthread" : "pthread", t->task);
+				t->on_worker ? "bthread" : "pthread", task);
 		else
 			fputs("(no stack: the thread exited, or its capture was not asked for)\n", out);
 		return;
@@ -420,7 +422,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 	 * core's fatal signal, which comes first with the tasks. */
 	size_t nthreads = 0;
 	for (size_t i = 0; i < n; i++)
-		nthreads += tasks[i].is_thread && !tasks[i].signal;
+		nthreads += tasks[i].is_thread && !stb_report_more(&tasks[i])->signal;
 	stb_why_init(&w, r, tasks, n);
 	text_first_line(r);
 	text_notes(r);
@@ -430,7 +432,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			bool heading = false;
 			for (size_t i = 0; i < n; i++) {
 				struct stb_report_task *t = &tasks[i];
-				if ((t->is_thread && !t->signal) || t->added != (added != 0))
+				if ((t->is_thread && !stb_report_more(t)->signal) || t->added != (added != 0))
 					continue;
 				if (added && !heading)
 					text_added_heading(r);
@@ -446,7 +448,7 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 		if (nthreads)
 			text_threads_heading(r, nthreads);
 		for (size_t i = 0; i < n; i++) {
-			if (!tasks[i].is_thread || tasks[i].signal)
+			if (!tasks[i].is_thread || stb_report_more(&tasks[i])->signal)
 				continue;
 			stb_why_text_thread(&w, &tasks[i]);
 			fputc('\n', r->out);
@@ -471,11 +473,11 @@ int stb_report_text(const struct stb_report *r, struct stb_report_task *tasks, s
 			}
 			for (size_t g = 0; g < ng; g++) {
 				struct stb_report_task *t = leaders[g];
-				if ((t->is_thread && !t->signal) != (threads != 0))
+				if ((t->is_thread && !stb_report_more(t)->signal) != (threads != 0))
 					continue;
 				if (t->added && (g == 0 || !leaders[g - 1]->added))
 					text_added_heading(r);
-				if (t->signal) {
+				if (stb_report_more(t)->signal) {
 					text_header(&w, t);
 					stb_why_text_holds(&w, t);
 					text_frames(r, t);

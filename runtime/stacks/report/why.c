@@ -143,9 +143,10 @@ static void put_state(FILE *out, const struct stb_report_task *t, bool one_arg)
 		fputs("starting: created, not run yet", out);
 	} else if (t->in_syscall) {
 		char call[64];
-		stb_syscall_format(call, sizeof(call), t->syscall_nr, one_arg ? t->syscall_arg0 : 0);
-		if (!one_arg && stb_syscall_name(t->syscall_nr))
-			snprintf(call, sizeof(call), "%s", stb_syscall_name(t->syscall_nr));
+		const struct stb_report_more *m = stb_report_more(t);
+		stb_syscall_format(call, sizeof(call), m->syscall_nr, one_arg ? m->syscall_arg0 : 0);
+		if (!one_arg && stb_syscall_name(m->syscall_nr))
+			snprintf(call, sizeof(call), "%s", stb_syscall_name(m->syscall_nr));
 		fprintf(out, "in system call %s", call);
 	} else {
 		fputs(stb_state_name(t->state), out);
@@ -285,12 +286,13 @@ static void put_wait_what(FILE *out, const struct stb_wait_view *v, bool one_obj
 /* " -- worker 3, runs bthread N" of thread t (nothing for a plain one). */
 static void put_thread_role(FILE *out, const struct stb_report_task *t)
 {
+	uint64_t task = stb_report_more(t)->task;
 	if (t->on_worker) {
 		fprintf(out, " \xe2\x80\x94 worker %u", t->worker); /* U+2014 */
-		if (t->task)
-			fprintf(out, ", runs bthread %" PRIu64, t->task);
-	} else if (t->task) {
-		fprintf(out, " \xe2\x80\x94 registered: pthread %" PRIu64, t->task);
+		if (task)
+			fprintf(out, ", runs bthread %" PRIu64, task);
+	} else if (task) {
+		fprintf(out, " \xe2\x80\x94 registered: pthread %" PRIu64, task);
 	}
 }
 
@@ -319,8 +321,9 @@ void stb_why_text_wait(const struct stb_why *w, const struct stb_report_task *t)
 	if (v->kind == STB_WAIT_NONE || v->kind == STB_WAIT_YIELD)
 		return;
 	put_wait_what(out, v, true);
-	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
-		fprintf(out, " (%" PRIu64 " queued)", t->wait_queued);
+	const struct stb_report_more *m = stb_report_more(t);
+	if (v->kind == STB_WAIT_EXECQ && m->wait_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", m->wait_queued);
 	if (v->kind == STB_WAIT_JOIN && v->owner)
 		put_owner(w, v->owner, NULL);
 	else if (stb_wait_has_owner_word(v->kind))
@@ -389,7 +392,8 @@ void stb_why_text_group_holds(const struct stb_why *w, const struct stb_report_t
 /* Does t consume an execution queue other than the one it waits on? */
 static bool works_on_execq(const struct stb_report_task *t)
 {
-	return t->execq && !(t->wait.kind == STB_WAIT_EXECQ && t->wait.object == t->execq);
+	uint64_t q = stb_report_more(t)->execq;
+	return q && !(t->wait.kind == STB_WAIT_EXECQ && t->wait.object == q);
 }
 
 void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t)
@@ -397,10 +401,11 @@ void stb_why_text_execq(const struct stb_why *w, const struct stb_report_task *t
 	if (!works_on_execq(t))
 		return;
 	FILE *out = w->r->out;
+	const struct stb_report_more *m = stb_report_more(t);
 	fprintf(out, "%s working on execution queue 0x%" PRIx64,
-		t->wait.kind != STB_WAIT_NONE && t->wait.kind != STB_WAIT_YIELD ? "," : "", t->execq);
-	if (t->execq_queued_known)
-		fprintf(out, " (%" PRIu64 " queued)", t->execq_queued);
+		t->wait.kind != STB_WAIT_NONE && t->wait.kind != STB_WAIT_YIELD ? "," : "", m->execq);
+	if (m->execq_queued_known)
+		fprintf(out, " (%" PRIu64 " queued)", m->execq_queued);
 }
 
 /* The frame of a return address ip, symbolized (with_source: and its
@@ -577,7 +582,7 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		if (a->kind != b->kind || a->object != b->object || a->extra != b->extra ||
 		    !stb_wait_has_owner_word(a->kind))
 			s->one_object = s->one_object && same_wait(a, b);
-		if (m->syscall_arg0 != lead->syscall_arg0)
+		if (stb_report_more(m)->syscall_arg0 != stb_report_more(lead)->syscall_arg0)
 			s->one_arg = false;
 		s->on_workers += m->in_syscall && m->on_worker;
 		if (m->creator.ip != lead->creator.ip)
@@ -588,7 +593,7 @@ static void summarize(const struct stb_why *w, const struct stb_report_task *lea
 		s->kinds |= m->is_thread ? 4u : m->is_pthread ? 2u : 1u;
 		if (works_on_execq(m))
 			s->any_execq = true;
-		if (!works_on_execq(m) || m->execq != lead->execq)
+		if (!works_on_execq(m) || stb_report_more(m)->execq != stb_report_more(lead)->execq)
 			s->one_execq = false;
 		uint64_t ns;
 		if (stb_why_in_state_ns(w, m, &ns)) {
@@ -869,8 +874,9 @@ static void json_wait_members(const struct stb_why *w, struct stb_json *j,
 		stb_json_kv_i64(j, "fd", v->fd);
 		stb_json_kv_u64(j, "events", v->events);
 	}
-	if (v->kind == STB_WAIT_EXECQ && t->wait_queued_known)
-		stb_json_kv_u64(j, "queued", t->wait_queued);
+	const struct stb_report_more *m = stb_report_more(t);
+	if (v->kind == STB_WAIT_EXECQ && m->wait_queued_known)
+		stb_json_kv_u64(j, "queued", m->wait_queued);
 	if (v->deadline && w->r->now_ns) {
 		uint64_t now = w->r->now_ns;
 		json_seconds(j, "deadline_in_s", v->deadline > now ? v->deadline - now : 0);
@@ -884,12 +890,13 @@ static void json_syscall(struct stb_json *j, const struct stb_report_task *t, bo
 		return;
 	stb_json_key(j, "syscall");
 	stb_json_object(j);
-	stb_json_kv_u64(j, "nr", t->syscall_nr);
-	const char *name = stb_syscall_name(t->syscall_nr);
+	const struct stb_report_more *m = stb_report_more(t);
+	stb_json_kv_u64(j, "nr", m->syscall_nr);
+	const char *name = stb_syscall_name(m->syscall_nr);
 	if (name)
 		stb_json_kv_string(j, "name", name);
-	if (one_arg && stb_syscall_fd_first(t->syscall_nr))
-		stb_json_kv_i64(j, "fd", (int32_t)t->syscall_arg0);
+	if (one_arg && stb_syscall_fd_first(m->syscall_nr))
+		stb_json_kv_i64(j, "fd", (int32_t)m->syscall_arg0);
 	stb_json_end(j);
 }
 
@@ -900,9 +907,10 @@ static void json_execq(struct stb_json *j, const struct stb_report_task *t)
 		return;
 	stb_json_key(j, "execution_queue");
 	stb_json_object(j);
-	stb_json_kv_hex(j, "queue", t->execq);
-	if (t->execq_queued_known)
-		stb_json_kv_u64(j, "queued", t->execq_queued);
+	const struct stb_report_more *m = stb_report_more(t);
+	stb_json_kv_hex(j, "queue", m->execq);
+	if (m->execq_queued_known)
+		stb_json_kv_u64(j, "queued", m->execq_queued);
 	stb_json_end(j);
 }
 
