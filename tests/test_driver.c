@@ -451,17 +451,26 @@ static void many_done(void *arg, struct stb_driver_job *j)
 	assert_int_equal(j->capt.regs.sp, j->p->sp);
 }
 
-static void many_run(struct many *m, struct stb_driver_job *jobs, unsigned flags)
+/* The memory of m, a driver on it (flags) and a job for each of its tasks. */
+static void many_setup(struct many *m, struct stb_mem *mem, struct stb_driver *d,
+		       struct stb_driver_job *jobs, unsigned flags)
 {
-	struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = m};
-	struct stb_driver d = {.mem = &mem, .flags = flags, .buf = m->buf, .cap = sizeof(m->buf),
-			       .no_capture = "none here", .workers = {.w = m->w, .n = 1}};
+	*mem = (struct stb_mem){.read = many_read, .read_many = many_read_many, .ctx = m};
+	*d = (struct stb_driver){.mem = mem, .flags = flags, .buf = m->buf, .cap = sizeof(m->buf),
+				 .no_capture = "none here", .workers = {.w = m->w, .n = 1}};
 	static char errs[MANY][128];
 	for (unsigned i = 0; i < MANY; i++)
 		jobs[i] = (struct stb_driver_job){.p = &m->p[i], .id = m->p[i].id,
 						  .deadline = UINT64_MAX,
 						  .timeout_ns = 50000000ull,
 						  .err = errs[i], .errlen = sizeof(errs[i])};
+}
+
+static void many_run(struct many *m, struct stb_driver_job *jobs, unsigned flags)
+{
+	struct stb_mem mem;
+	struct stb_driver d;
+	many_setup(m, &mem, &d, jobs, flags);
 	stb_driver_trace_many(&d, jobs, MANY, many_done, m);
 	for (unsigned i = 0; i < MANY; i++)
 		assert_int_equal(m->done[i], 1); /* each job once */
@@ -557,20 +566,13 @@ static void test_copy_then_finish(void **state)
 	static struct many m;
 	static struct stb_driver_job jobs[MANY];
 	static uint8_t own[MANY * MANY_STACK];
-	static char errs[MANY][128];
 	struct stb_copier *cp = stb_copier_new(2);
 	assert_non_null(cp);
 	for (unsigned round = 0; round < 2; round++) {
 		many_init(&m);
-		struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = &m};
-		struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE, .buf = m.buf,
-				       .cap = sizeof(m.buf), .no_capture = "none here",
-				       .workers = {.w = m.w, .n = 1}};
-		for (unsigned i = 0; i < MANY; i++)
-			jobs[i] = (struct stb_driver_job){.p = &m.p[i], .id = m.p[i].id,
-							  .deadline = UINT64_MAX,
-							  .timeout_ns = 50000000ull,
-							  .err = errs[i], .errlen = sizeof(errs[i])};
+		struct stb_mem mem;
+		struct stb_driver d;
+		many_setup(&m, &mem, &d, jobs, STB_DRIVER_F_LEASE);
 		/* Round 1: room for the first 3 stacks of the 40 (each copy
 		 * starts 16-byte aligned). */
 		size_t cap = sizeof(own);
@@ -615,20 +617,14 @@ static void test_copier_helps(void **state)
 	static struct many m;
 	static struct stb_driver_job jobs[MANY];
 	static uint8_t own[MANY * MANY_STACK];
-	static char errs[MANY][128];
 	struct stb_copier *cp = stb_copier_new(1);
 	assert_non_null(cp);
 	many_init(&m);
 	m.hold_others = true;
 	m.main = pthread_self();
-	struct stb_mem mem = {.read = many_read, .read_many = many_read_many, .ctx = &m};
-	struct stb_driver d = {.mem = &mem, .flags = STB_DRIVER_F_LEASE, .buf = m.buf,
-			       .cap = sizeof(m.buf), .no_capture = "none here",
-			       .workers = {.w = m.w, .n = 1}};
-	for (unsigned i = 0; i < MANY; i++)
-		jobs[i] = (struct stb_driver_job){.p = &m.p[i], .id = m.p[i].id,
-						  .deadline = UINT64_MAX, .timeout_ns = 50000000ull,
-						  .err = errs[i], .errlen = sizeof(errs[i])};
+	struct stb_mem mem;
+	struct stb_driver d;
+	many_setup(&m, &mem, &d, jobs, STB_DRIVER_F_LEASE);
 	uint64_t t0 = stb_now_ns();
 	stb_copier_start(cp, &d, jobs, MANY, own, sizeof(own));
 	stb_copier_wait(cp);
