@@ -15,7 +15,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +27,7 @@
 #include "symbols/frames.h"
 #include "table/driver.h"
 #include "table/hold.h"
+#include "table/insyscall.h"
 #include "util.h"
 
 #define STACK_ADDR 0x7f0000100000ull /* where the fake stack lives in the "target" */
@@ -671,6 +675,99 @@ static void test_copier_ahead(void **state)
 	stb_copier_free(cp);
 }
 
+/* ---- a thread blocked in a call, seen from /proc (insyscall.h) ---- */
+
+#define FLIP_A 0xa1a1a1a1a1a1a1a1ull
+#define FLIP_B 0xb2b2b2b2b2b2b2b2ull
+
+/* A thread that blocks in one futex call, at one sp and pc, from frames
+ * that differ each time (a marker of A or B), mostly for 20 us, every 16th
+ * time for 5 ms. */
+struct flipper {
+	pthread_t thread;
+	int tid;
+	uint64_t mid; /* the middle of its markers, once known */
+	bool stop;
+	uint32_t word;
+};
+
+static __attribute__((noinline)) void flip_block(struct flipper *f, uint64_t mark, long ns)
+{
+	volatile uint64_t marks[64];
+	for (unsigned k = 0; k < 64; k++)
+		marks[k] = mark;
+	__atomic_store_n(&f->mid, (uint64_t)(uintptr_t)&marks[32], __ATOMIC_RELEASE);
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = ns};
+	syscall(SYS_futex, &f->word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+	marks[0] = 0; /* the frame lives until the call returns */
+}
+
+static void *flip_main(void *arg)
+{
+	struct flipper *f = arg;
+	__atomic_store_n(&f->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	for (unsigned i = 0; !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE); i++)
+		flip_block(f, i & 1 ? FLIP_A : FLIP_B, i % 16 == 15 ? 5000000 : 20000);
+	return NULL;
+}
+
+/* This process's memory read in two halves around the flipper's markers,
+ * half a millisecond apart: a copy the flipper changes midway. */
+static int flip_read(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+	struct flipper *f = ctx;
+	uint64_t mid = __atomic_load_n(&f->mid, __ATOMIC_ACQUIRE);
+	size_t cut = mid > addr && mid - addr < len ? (size_t)(mid - addr) : len;
+	for (size_t at = 0; at < len;) {
+		size_t n = at < cut ? cut - at : len - at;
+		struct iovec l = {.iov_base = (char *)dst + at, .iov_len = n};
+		struct iovec r = {.iov_base = (void *)(uintptr_t)(addr + at), .iov_len = n};
+		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)n)
+			return -EFAULT;
+		at += n;
+		if (at == cut && cut < len)
+			usleep(500);
+	}
+	return 0;
+}
+
+/* A thread that left its call and came back to the same sp and pc while its
+ * stack was copied is caught (its run time moved): every copy taken holds
+ * one marker, never both. */
+static void test_insyscall_torn(void **state)
+{
+	(void)state;
+	static struct flipper f;
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(pthread_create(&f.thread, NULL, flip_main, &f), 0);
+	while (!__atomic_load_n(&f.tid, __ATOMIC_ACQUIRE) || !__atomic_load_n(&f.mid, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	struct stb_mem mem = {.read = flip_read, .ctx = &f};
+	static uint8_t buf[16384];
+	unsigned ok = 0, torn = 0;
+	uint64_t end = stb_now_ns() + 1500000000ull;
+	while (stb_now_ns() < end) {
+		struct stb_capture capt;
+		memset(&capt, 0, sizeof(capt));
+		if (stb_insyscall_capture(&mem, 0, f.tid, 0, 0, buf, sizeof(buf), &capt) != 0)
+			continue;
+		ok++;
+		bool a = false, b = false;
+		for (size_t i = 0; i + 8 <= capt.copy.len; i += 8) {
+			uint64_t v;
+			memcpy(&v, capt.copy.bytes + i, 8);
+			a |= v == FLIP_A;
+			b |= v == FLIP_B;
+		}
+		torn += a && b;
+	}
+	__atomic_store_n(&f.stop, true, __ATOMIC_RELEASE);
+	pthread_join(f.thread, NULL);
+	if (torn)
+		fail_msg("%u of %u copies taken hold frames of two calls", torn, ok);
+	assert_true(ok >= 10); /* the long waits are taken */
+}
+
 static void test_sink(void **state)
 {
 	(void)state;
@@ -717,6 +814,7 @@ int main(void)
 	    cmocka_unit_test(test_sink),          cmocka_unit_test(test_many),
 	    cmocka_unit_test(test_expired_lease), cmocka_unit_test(test_copy_then_finish),
 	    cmocka_unit_test(test_copier_helps), cmocka_unit_test(test_copier_ahead),
+	    cmocka_unit_test(test_insyscall_torn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

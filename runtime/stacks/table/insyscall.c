@@ -21,6 +21,11 @@ int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t 
 			  uint64_t stack_hi, void *buf, size_t cap, struct stb_capture *capt)
 {
 	struct stb_syscall_regs sc, again;
+	/* Its run time before and after: a thread that woke, ran and blocked
+	 * again at the same sp and pc (a loop around one call) may have
+	 * changed its stack during the copy. */
+	uint64_t ran = 0, ran_again = 0;
+	bool ran_known = stb_syscall_ran(pid, tid, &ran) == 0;
 	int rc = stb_syscall_read(pid, tid, &sc);
 	if (rc != 0)
 		return rc == -EPROTO ? -EAGAIN : rc;
@@ -50,8 +55,9 @@ int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t 
 	rc = stb_syscall_read(pid, tid, &again);
 	if (rc != 0)
 		return rc == -EPROTO || rc == -EAGAIN ? -EBUSY : rc;
-	if (again.nr != sc.nr || again.sp != sp || again.pc != pc)
-		return -EBUSY; /* it moved during the copy: again */
+	if (again.nr != sc.nr || again.sp != sp || again.pc != pc ||
+	    (ran_known && (stb_syscall_ran(pid, tid, &ran_again) != 0 || ran_again != ran)))
+		return -EBUSY; /* it moved (or ran) during the copy: again */
 	memset(&capt->regs, 0, sizeof(capt->regs));
 	capt->regs.ip = pc;
 	capt->regs.sp = sp;

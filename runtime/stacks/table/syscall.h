@@ -34,6 +34,16 @@ int stb_syscall_parse(const char *line, size_t len, struct stb_syscall_regs *out
  */
 int stb_syscall_read(int pid, int tid, struct stb_syscall_regs *out);
 
+/*
+ * How long thread tid of process pid (pid <= 0: this process) has run on a
+ * CPU so far, in *ns (the first field of /proc/PID/task/TID/schedstat): it
+ * changes only while the thread runs, so a thread seen in the same call
+ * twice, with the same run time, did not leave it in between. 0, -ENOENT
+ * (the kernel keeps no such count), -ESRCH, -EPROTO (not such a line) or
+ * -errno. May block briefly (a /proc read). Thread-safe.
+ */
+int stb_syscall_ran(int pid, int tid, uint64_t *ns);
+
 /* The name of system call nr ("read"), NULL when unknown. Thread-safe. */
 const char *stb_syscall_name(int64_t nr);
 
