@@ -462,11 +462,15 @@ static struct stb_report_task *new_task(struct stb_collector *c)
 }
 
 /* With a copier: the records the next batches fill are faulted in on its
- * threads when they have nothing to copy (a little ahead of the last one). */
+ * threads when they have nothing to copy (a little ahead of the last one,
+ * never past the slots the scan reads). */
 static void tasks_ahead(struct stb_collector *c)
 {
 	size_t want = c->n + STB_COLLECT_AHEAD / sizeof(*c->tasks);
-	if (tasks_room(c, want) != 0)
+	size_t most = (size_t)c->scan.nslots + 64;
+	if (want > most)
+		want = most;
+	if (want <= c->n || tasks_room(c, want) != 0)
 		return; /* new_task says so, when it comes to it */
 	stb_copier_ahead(c->copier, c->tasks + c->n, c->tasks + want);
 }
