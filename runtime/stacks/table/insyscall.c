@@ -24,7 +24,7 @@ int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t 
 	/* Its run time before and after: a thread that woke, ran and blocked
 	 * again at the same sp and pc (a loop around one call) may have
 	 * changed its stack during the copy. */
-	uint64_t ran = 0, ran_again = 0;
+	struct stb_syscall_ran ran, ran_again;
 	bool ran_known = stb_syscall_ran(pid, tid, &ran) == 0;
 	int rc = stb_syscall_read(pid, tid, &sc);
 	if (rc != 0)
@@ -56,7 +56,8 @@ int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t 
 	if (rc != 0)
 		return rc == -EPROTO || rc == -EAGAIN ? -EBUSY : rc;
 	if (again.nr != sc.nr || again.sp != sp || again.pc != pc ||
-	    (ran_known && (stb_syscall_ran(pid, tid, &ran_again) != 0 || ran_again != ran)))
+	    (ran_known && (stb_syscall_ran(pid, tid, &ran_again) != 0 || ran_again.ns != ran.ns ||
+			   ran_again.times != ran.times)))
 		return -EBUSY; /* it moved (or ran) during the copy: again */
 	memset(&capt->regs, 0, sizeof(capt->regs));
 	capt->regs.ip = pc;

@@ -512,26 +512,30 @@ int stb_syscall_parse(const char *line, size_t len, struct stb_syscall_regs *out
 	return 0;
 }
 
-int stb_syscall_ran(int pid, int tid, uint64_t *ns)
+int stb_syscall_ran(int pid, int tid, struct stb_syscall_ran *out)
 {
 	char line[STB_SYSCALL_LINE];
-	*ns = 0;
+	memset(out, 0, sizeof(*out));
 	if (tid <= 0)
 		return -ESRCH;
 	long n = stb_proc_task_read(pid, (uint32_t)tid, "schedstat", line, sizeof(line) - 1);
 	if (n < 0)
 		return (int)n;
-	/* "<ns on a CPU> <ns waiting for one> <timeslices>\n" */
-	uint64_t v = 0;
+	/* "<ns on a CPU> <ns waiting for one> <times on a CPU>\n" */
+	uint64_t v[3] = {0};
 	size_t i = 0, len = (size_t)n;
-	for (; i < len && line[i] >= '0' && line[i] <= '9'; i++) {
-		if (v > (UINT64_MAX - 9) / 10)
+	for (unsigned f = 0; f < 3; f++) {
+		size_t from = i;
+		for (; i < len && line[i] >= '0' && line[i] <= '9'; i++) {
+			if (v[f] > (UINT64_MAX - 9) / 10)
+				return -EPROTO;
+			v[f] = v[f] * 10 + (uint64_t)(line[i] - '0');
+		}
+		if (i == from || (f < 2 && (i >= len || line[i++] != ' ')))
 			return -EPROTO;
-		v = v * 10 + (uint64_t)(line[i] - '0');
 	}
-	if (i == 0 || i >= len || line[i] != ' ')
-		return -EPROTO;
-	*ns = v;
+	out->ns = v[0];
+	out->times = v[2];
 	return 0;
 }
 

@@ -34,15 +34,20 @@ int stb_syscall_parse(const char *line, size_t len, struct stb_syscall_regs *out
  */
 int stb_syscall_read(int pid, int tid, struct stb_syscall_regs *out);
 
+/* How much thread tid has run so far (/proc/PID/task/TID/schedstat). */
+struct stb_syscall_ran {
+	uint64_t ns;    /* on a CPU (its clock may not move over a short run) */
+	uint64_t times; /* put on a CPU: moves with every run */
+};
+
 /*
- * How long thread tid of process pid (pid <= 0: this process) has run on a
- * CPU so far, in *ns (the first field of /proc/PID/task/TID/schedstat): it
- * changes only while the thread runs, so a thread seen in the same call
- * twice, with the same run time, did not leave it in between. 0, -ENOENT
- * (the kernel keeps no such count), -ESRCH, -EPROTO (not such a line) or
- * -errno. May block briefly (a /proc read). Thread-safe.
+ * How much thread tid of process pid (pid <= 0: this process) has run so
+ * far, into *out: it changes only when the thread runs, so a thread seen in
+ * the same call twice with the same counts did not leave it in between. 0,
+ * -ENOENT (the kernel keeps no such count), -ESRCH, -EPROTO (not such a
+ * line) or -errno. May block briefly (a /proc read). Thread-safe.
  */
-int stb_syscall_ran(int pid, int tid, uint64_t *ns);
+int stb_syscall_ran(int pid, int tid, struct stb_syscall_ran *out);
 
 /* The name of system call nr ("read"), NULL when unknown. Thread-safe. */
 const char *stb_syscall_name(int64_t nr);
