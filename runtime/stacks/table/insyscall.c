@@ -2,7 +2,8 @@
 /*
  * Running-but-blocked tasks and threads (insyscall.h):
  * /proc/PID/task/TID/syscall gives the user sp and pc at the system call;
- * the stack is stable while the call blocks. rbp is not published there, so
+ * the stack is stable while the call blocks (the thread's run counts say it
+ * did not run meanwhile). rbp is not published there, so
  * the frame-pointer chain is found by scanning for a saved rbp whose
  * neighbour is a return address after a call.
  */
@@ -21,9 +22,9 @@ int stb_insyscall_capture(const struct stb_mem *mem, int pid, int tid, uint64_t 
 			  uint64_t stack_hi, void *buf, size_t cap, struct stb_capture *capt)
 {
 	struct stb_syscall_regs sc, again;
-	/* Its run time before and after: a thread that woke, ran and blocked
-	 * again at the same sp and pc (a loop around one call) may have
-	 * changed its stack during the copy. */
+	/* How much it has run, before and after: a thread that woke, ran and
+	 * blocked again at the same sp and pc (a loop around one call) may
+	 * have changed its stack during the copy. */
 	struct stb_syscall_ran ran, ran_again;
 	bool ran_known = stb_syscall_ran(pid, tid, &ran) == 0;
 	int rc = stb_syscall_read(pid, tid, &sc);

@@ -28,8 +28,9 @@
  * mem->read, and reads the call again: the thread must have stayed in the
  * same call for the whole copy, and not have run meanwhile (its counts of
  * stb_syscall_ran, where the kernel keeps them: it may have left the call
- * and come back to the same sp and pc with other frames above). stack_hi 0: the stack's top is not known
- * (a thread that is not a task): up to cap bytes, as far as mem can read.
+ * and come back to the same sp and pc with other frames above). stack_hi
+ * 0: the stack's top is not known (a thread that is not a task): up to cap
+ * bytes, as far as mem can read.
  * The caller checks afterwards that the task still runs there (the same
  * run, named by the same worker): the call may be its thread's after the
  * task has left it.
