@@ -521,17 +521,16 @@ int stb_syscall_ran(int pid, int tid, struct stb_syscall_ran *out)
 	long n = stb_proc_task_read(pid, (uint32_t)tid, "schedstat", line, sizeof(line) - 1);
 	if (n < 0)
 		return (int)n;
+	line[n] = '\0';
 	/* "<ns on a CPU> <ns waiting for one> <times on a CPU>\n" */
-	uint64_t v[3] = {0};
-	size_t i = 0, len = (size_t)n;
-	for (unsigned f = 0; f < 3; f++) {
-		size_t from = i;
-		for (; i < len && line[i] >= '0' && line[i] <= '9'; i++) {
-			if (v[f] > (UINT64_MAX - 9) / 10)
-				return -EPROTO;
-			v[f] = v[f] * 10 + (uint64_t)(line[i] - '0');
-		}
-		if (i == from || (f < 2 && (i >= len || line[i++] != ' ')))
+	uint64_t v[3];
+	char *p = line, *end;
+	for (unsigned f = 0; f < 3; f++, p = end + 1) {
+		if (*p < '0' || *p > '9')
+			return -EPROTO;
+		errno = 0;
+		v[f] = strtoull(p, &end, 10);
+		if (errno || (f < 2 ? *end != ' ' : *end != '\n' && *end != '\0'))
 			return -EPROTO;
 	}
 	out->ns = v[0];

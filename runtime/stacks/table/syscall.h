@@ -44,8 +44,8 @@ struct stb_syscall_ran {
  * How much thread tid of process pid (pid <= 0: this process) has run so
  * far, into *out: it changes only when the thread runs, so a thread seen in
  * the same call twice with the same counts did not leave it in between. 0,
- * -ENOENT (the kernel keeps no such count), -ESRCH, -EPROTO (not such a
- * line) or -errno. May block briefly (a /proc read). Thread-safe.
+ * -ESRCH (no such thread, or a kernel without the file), -EPROTO (not such
+ * a line) or -errno. May block briefly (a /proc read). Thread-safe.
  */
 int stb_syscall_ran(int pid, int tid, struct stb_syscall_ran *out);
 
