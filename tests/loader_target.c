@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -471,13 +472,69 @@ static void *ltgt_unstarted_main(void *arg)
 	abort(); /* never reached: the core is written before it runs */
 }
 
+/* Reads the first line of /proc/self/task/TID/NAME into buf; false when
+ * the file is gone or empty. */
+static bool ltgt_task_line(long tid, const char *name, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/%s", tid, name);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	return ok;
+}
+
+/* True when a thread of this process other than the caller may still be
+ * where a clone left it (the loader would call it starting): never put on
+ * a CPU yet (/proc/self/task/TID/schedstat: its third number, the times it
+ * ran, is 0; /proc's "syscall" says "running" of any runnable thread), or
+ * in a clone system call. A thread created lazily just before (the fd
+ * dispatcher, at the fd chain's first wait) may not have run yet on a busy
+ * machine. */
+static bool ltgt_others_starting(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return false;
+	bool starting = false;
+	long self = (long)syscall(SYS_gettid);
+	struct dirent *e;
+	while (!starting && (e = readdir(d))) {
+		char *end, buf[128];
+		long tid = strtol(e->d_name, &end, 10);
+		if (*end || tid <= 0 || tid == self)
+			continue;
+		unsigned long long ns, wait_ns, times;
+		if (ltgt_task_line(tid, "schedstat", buf, sizeof(buf)) &&
+		    sscanf(buf, "%llu %llu %llu", &ns, &wait_ns, &times) == 3 && times == 0)
+			starting = true;
+		if (ltgt_task_line(tid, "syscall", buf, sizeof(buf))) {
+			long nr = strtol(buf, &end, 10);
+			if (end != buf && (nr == SYS_clone || nr == SYS_clone3))
+				starting = true;
+		}
+	}
+	closedir(d);
+	return starting;
+}
+
 /* Creates a thread that cannot run before this one aborts: both on this
  * CPU only, this one SCHED_FIFO, which the new one (of the same priority,
  * inherited) does not preempt; abort() then dumps core with the new thread
- * as its clone made it. Prints "starting TID" first; "error ..." when it
- * cannot. */
+ * as its clone made it, the only one so (the others have run: waited for
+ * up to 20 s). Prints "starting TID" first; "error ..." when it cannot. */
 static void ltgt_abort_starting(void)
 {
+	uint64_t until = ltgt_now_ns() + 20000000000ull;
+	while (ltgt_others_starting()) {
+		if (ltgt_now_ns() > until) {
+			printf("error a thread has not run for 20 s\n");
+			return;
+		}
+		usleep(1000);
+	}
 	int cpu = sched_getcpu();
 	cpu_set_t set;
 	CPU_ZERO(&set);
