@@ -6,6 +6,7 @@
  * pthread, a heartbeat and a counter of every signal received; ids on stdout,
  * line commands on stdin (ltgt_usage). Built with and without frame pointers.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,7 +17,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -524,13 +524,14 @@ static bool ltgt_others_starting(void)
  * CPU only, this one SCHED_FIFO, which the new one (of the same priority,
  * inherited) does not preempt; abort() then dumps core with the new thread
  * as its clone made it, the only one so (the others have run: waited for
- * up to 20 s). Prints "starting TID" first; "error ..." when it cannot. */
+ * up to 15 s, within the 20 s the test gives the reply). Prints "starting
+ * TID" first; "error ..." when it cannot. */
 static void ltgt_abort_starting(void)
 {
-	uint64_t until = ltgt_now_ns() + 20000000000ull;
+	uint64_t until = ltgt_now_ns() + 15000000000ull;
 	while (ltgt_others_starting()) {
 		if (ltgt_now_ns() > until) {
-			printf("error a thread has not run for 20 s\n");
+			printf("error a thread has not run for 15 s\n");
 			return;
 		}
 		usleep(1000);
