@@ -5,16 +5,21 @@
  * ETIMEDOUT on an empty pipe, EINVAL for bad arguments, EPERM for a regular
  * file, many bthreads each waiting on its own pipe; bthread_close against a
  * waiter in every order (also in a fresh process, before the runtime's epoll
- * fd exists), and the runtime's own descriptors refused.
+ * fd exists, and as the first waiter of a range of fds makes its entries),
+ * and the runtime's own descriptors refused.
  */
 #include "test_util.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -617,17 +622,101 @@ static int stb_close_race_child(bool close_first)
 	return bthread_close(p[1]) == 0 ? 0 : 19;
 }
 
-static void test_close_race_fresh_process(void **state)
+/*
+ * close(2) as the runtime calls it, for one test: on a thread that set
+ * close_delay_ns it waits that long first. bthread_close looks at the
+ * fd's entry, then closes: the wait widens the window between the two to
+ * one a first waiter can surely use. Otherwise the next close (libc's, or
+ * a sanitizer's).
+ */
+static _Thread_local uint64_t close_delay_ns;
+
+/* Default visibility: exported, so that libbthread's close binds to it. */
+__attribute__((visibility("default"))) int close(int fd)
 {
-	(void)state;
-	STB_TEST_BEGIN(120);
-	/* Run 0: the close surely first; then the race as bRPC's test has it. */
-	for (int run = 0; run < 11; run++) {
+	static int (*next)(int);
+	if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE)) {
+		int (*f)(int);
+		*(void **)&f = dlsym(RTLD_NEXT, "close");
+		if (!f)
+			abort();
+		__atomic_store_n(&next, f, __ATOMIC_RELEASE);
+	}
+	if (close_delay_ns) {
+		uint64_t until = stb_now_ns() + close_delay_ns;
+		while (stb_now_ns() < until)
+			;
+	}
+	return __atomic_load_n(&next, __ATOMIC_ACQUIRE)(fd);
+}
+
+/*
+ * The close racing the first wait on an fd of a range no bthread waited on
+ * yet (the runtime makes the entries of 1,024 fds at a time, at the first
+ * wait): the waiter makes the entries and arms the fd while the closer,
+ * its close(2) 0.5 ms late, closes it. The wait ends with 0 or EBADF,
+ * never with its timeout (armed after the closer looked for the entry and
+ * before the fd was closed, not woken). A round in each range of its own,
+ * as many as RLIMIT_NOFILE allows (raised to its hard limit), up to 48.
+ * Exit code 0, or the step that failed.
+ */
+static int stb_close_race_ranges_child(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 30;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	for (uint64_t r = 0; r < 48; r++) {
+		/* High in range r: its chunk of entries is made by this round. */
+		uint64_t want = r * 1024 + 1000;
+		if (want >= rl.rlim_cur) {
+			if (r)
+				break;
+			want = rl.rlim_cur - 1;
+		}
+		int p[2];
+		if (pipe(p) != 0)
+			return 31;
+		int fd = (int)want;
+		if (fd <= p[1] || dup2(p[0], fd) != fd)
+			return 32;
+		close(p[0]);
+		struct stb_fdw_job j = {.fd = fd, .events = EPOLLIN, .timeout_ms = 200};
+		bthread_t t;
+		if (bthread_start_urgent(&t, NULL, stb_fdw_run, &j) != 0)
+			return 33;
+		while (!__atomic_load_n(&j.waiting, __ATOMIC_ACQUIRE))
+			;
+		close_delay_ns = 500000;
+		int rc = bthread_close(fd);
+		close_delay_ns = 0;
+		if (rc != 0)
+			return 34;
+		if (bthread_join(t, NULL) != 0)
+			return 35;
+		if (j.rc != 0 && j.err != EBADF) {
+			fprintf(stderr, "close race, range %" PRIu64 ": the wait ended with %d/%d\n",
+				r, j.rc, j.err);
+			return 36;
+		}
+		close(p[1]);
+	}
+	return 0;
+}
+
+/* Runs this program n times with mode (its main's first argument): each
+ * must exit 0 within 10 s; else the step it failed at. */
+static void stb_run_children(const char *const *modes, int n)
+{
+	for (int run = 0; run < n; run++) {
 		pid_t pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0) {
-			execl("/proc/self/exe", "test_fd", run ? "--close-race" : "--close-first",
-			      (char *)NULL);
+			execl("/proc/self/exe", "test_fd", modes[run], (char *)NULL);
 			_exit(127);
 		}
 		/* Bounded: a child that hangs is killed and counts as a failure. */
@@ -636,12 +725,35 @@ static void test_close_race_fresh_process(void **state)
 		if (!exited) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
-			fail_msg("run %d: the child hung", run);
+			fail_msg("run %d (%s): the child hung", run, modes[run]);
 		}
 		assert_true(WIFEXITED(status));
 		if (WEXITSTATUS(status) != 0)
-			fail_msg("run %d: the child failed at step %d", run, WEXITSTATUS(status));
+			fail_msg("run %d (%s): the child failed at step %d", run, modes[run],
+				 WEXITSTATUS(status));
 	}
+}
+
+static void test_close_race_fresh_process(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	/* Run 0: the close surely first; then the race as bRPC's test has it. */
+	const char *modes[11] = {"--close-first"};
+	for (int i = 1; i < 11; i++)
+		modes[i] = "--close-race";
+	stb_run_children(modes, 11);
+	STB_TEST_END();
+}
+
+static void test_close_race_first_waiter(void **state)
+{
+	(void)state;
+	STB_TEST_BEGIN(120);
+	const char *modes[8];
+	for (int i = 0; i < 8; i++)
+		modes[i] = "--close-race-ranges";
+	stb_run_children(modes, 8);
 	STB_TEST_END();
 }
 
@@ -727,10 +839,19 @@ static void test_connect(void **state)
 
 int main(int argc, char **argv)
 {
+	/* The children race on the number of a closed fd, which any open in
+	 * the process may take meanwhile: glibc's malloc reads
+	 * /sys/devices/system/cpu/online when a ninth thread makes its arena
+	 * (a worker starting late on a busy machine), unless the number of
+	 * arenas is set. */
+	if (argc > 1 && strncmp(argv[1], "--close-", 8) == 0)
+		mallopt(M_ARENA_MAX, 8);
 	if (argc > 1 && strcmp(argv[1], "--close-race") == 0)
 		return stb_close_race_child(false);
 	if (argc > 1 && strcmp(argv[1], "--close-first") == 0)
 		return stb_close_race_child(true);
+	if (argc > 1 && strcmp(argv[1], "--close-race-ranges") == 0)
+		return stb_close_race_ranges_child();
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
 	const struct CMUnitTest tests[] = {
@@ -745,6 +866,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_close_orders),
 		cmocka_unit_test(test_runtime_fds_refused),
 		cmocka_unit_test(test_close_race_fresh_process),
+		cmocka_unit_test(test_close_race_first_waiter),
 		cmocka_unit_test(test_connect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,15 +92,8 @@ static bool stb_fd_is_runtime(int fd)
 	       (__atomic_load_n(&stb_table.hdr, __ATOMIC_ACQUIRE) && fd == stb_table.fd);
 }
 
-/* The entry of fd if it exists (never allocates); NULL otherwise. */
-static struct stb_fd_entry *stb_fd_entry_find(int fd)
-{
-	uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
-	struct stb_fd_entry *chunk =
-		ci < STB_FD_MAX_CHUNKS ? __atomic_load_n(&stb_fd_chunks[ci], __ATOMIC_ACQUIRE) : NULL;
-	return chunk ? &chunk[(uint32_t)fd % STB_FD_CHUNK] : NULL;
-}
-
+/* The entry of fd, its chunk made if need be; NULL when fd is beyond the
+ * chunks or no memory is left. */
 static struct stb_fd_entry *stb_fd_entry(int fd)
 {
 	uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
@@ -268,6 +261,27 @@ int bthread_fd_wait(int fd, unsigned events)
 	return fd_wait(fd, events, NULL, true);
 }
 
+/*
+ * close(2) of an fd that has no entry, as no memory was left for one: under
+ * the lock that makes entries, so that a waiter's entry, and its arming of
+ * fd, come after the close (and fail with EBADF). An fd beyond what a wait
+ * accepts has no waiter to order.
+ */
+static int close_without_entry(int fd)
+{
+	uint32_t ci = (uint32_t)fd / STB_FD_CHUNK;
+	if (ci >= STB_FD_MAX_CHUNKS)
+		return close(fd);
+	stb_lock(&stb_fd_grow_lock);
+	int rc = stb_fd_chunks[ci] ? 1 : close(fd);
+	int err = errno;
+	stb_unlock(&stb_fd_grow_lock);
+	if (rc == 1)
+		return bthread_close(fd); /* made meanwhile: the entry's way */
+	errno = err;
+	return rc;
+}
+
 int bthread_close(int fd)
 {
 	if (fd < 0 || stb_fd_is_runtime(fd)) {
@@ -277,9 +291,13 @@ int bthread_close(int fd)
 	/* The epoll fd first: created later, it could take the number freed
 	 * here, and a waiter that still has it would then wait on it. */
 	pthread_once(&stb_fd_once, stb_fd_init_once);
-	struct stb_fd_entry *e = stb_fd_entry_find(fd);
+	/* The entry even if no bthread waited on fd yet: a first waiter may be
+	 * making it now, and would arm fd just before a close that did not see
+	 * it, then sleep past the close (epoll forgets a closed fd silently).
+	 * Under the entry's lock the two are ordered. */
+	struct stb_fd_entry *e = stb_fd_entry(fd);
 	if (!e)
-		return close(fd); /* no bthread ever waited on it */
+		return close_without_entry(fd);
 	stb_lock(&e->lock);
 	if (e->closing) {
 		stb_unlock(&e->lock);
