@@ -273,10 +273,11 @@ static int close_without_entry(int fd)
 	if (ci >= STB_FD_MAX_CHUNKS)
 		return close(fd);
 	stb_lock(&stb_fd_grow_lock);
-	int rc = stb_fd_chunks[ci] ? 1 : close(fd);
+	bool made = stb_fd_chunks[ci] != NULL;
+	int rc = made ? 0 : close(fd);
 	int err = errno;
 	stb_unlock(&stb_fd_grow_lock);
-	if (rc == 1)
+	if (made)
 		return bthread_close(fd); /* made meanwhile: the entry's way */
 	errno = err;
 	return rc;
